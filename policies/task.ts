@@ -1,0 +1,125 @@
+// The task IR: what a stage executes, and the dependency rules between tasks.
+// Pure data and functions; nothing here knows about actors, clocks or tensors.
+//
+// A task is (kind, microbatch, chunk). Its text form follows PyTorch's pipelining IR
+// without the stage prefix: `F3`, `B3`, `W3`, and `F3@1` for chunk 1 (chunk 0 is
+// written without the suffix). Kind B is the whole backward, or the input-gradient
+// part only when the pipeline splits backward into B and W.
+
+export type TaskKind = 'F' | 'B' | 'W';
+
+export interface Task {
+  readonly kind: TaskKind;
+  readonly mb: number;
+  readonly chunk: number;
+}
+
+/** P stages x V chunks (virtual stages) with M microbatches per iteration. */
+export interface PipelineShape {
+  readonly stages: number;
+  readonly chunks: number;
+  readonly microbatches: number;
+  /** True when backward is split into B (input gradient) and W (weight gradient). */
+  readonly splitBackward: boolean;
+}
+
+export class TaskParseError extends Error {
+  override name = 'TaskParseError';
+  constructor(readonly input: string) {
+    super(`cannot parse task ${JSON.stringify(input)}: expected <F|B|W><microbatch>[@<chunk>], e.g. F3, B3, W3, F3@1`);
+  }
+}
+
+export class ShapeError extends Error {
+  override name = 'ShapeError';
+}
+
+const TASK_RE = /^([FBW])(\d+)(?:@(\d+))?$/;
+
+export function task(kind: TaskKind, mb: number, chunk = 0): Task {
+  return { kind, mb, chunk };
+}
+
+export function formatTask(t: Task): string {
+  return t.chunk === 0 ? `${t.kind}${t.mb}` : `${t.kind}${t.mb}@${t.chunk}`;
+}
+
+export function parseTask(text: string): Task {
+  const m = TASK_RE.exec(text);
+  if (!m) throw new TaskParseError(text);
+  return task(m[1] as TaskKind, Number(m[2]), m[3] === undefined ? 0 : Number(m[3]));
+}
+
+export function sameTask(a: Task, b: Task): boolean {
+  return a.kind === b.kind && a.mb === b.mb && a.chunk === b.chunk;
+}
+
+/** Dense index of a task within one stage and iteration: [kind][chunk][mb]. */
+export function taskIndex(t: Task, shape: PipelineShape): number {
+  const k = t.kind === 'F' ? 0 : t.kind === 'B' ? 1 : 2;
+  return (k * shape.chunks + t.chunk) * shape.microbatches + t.mb;
+}
+
+export function kindsOf(shape: PipelineShape): TaskKind[] {
+  return shape.splitBackward ? ['F', 'B', 'W'] : ['F', 'B'];
+}
+
+/** Every task one stage runs in one iteration, in (kind, chunk, mb) order. */
+export function allTasks(shape: PipelineShape): Task[] {
+  const out: Task[] = [];
+  for (const kind of kindsOf(shape))
+    for (let c = 0; c < shape.chunks; c++)
+      for (let j = 0; j < shape.microbatches; j++) out.push(task(kind, j, c));
+  return out;
+}
+
+export function validateShape(shape: PipelineShape): void {
+  const { stages, chunks, microbatches } = shape;
+  const bad = (what: string, v: number) =>
+    new ShapeError(`${what} must be a positive integer, got ${JSON.stringify(v)}`);
+  if (!Number.isInteger(stages) || stages < 1) throw bad('stages', stages);
+  if (!Number.isInteger(chunks) || chunks < 1) throw bad('chunks', chunks);
+  if (!Number.isInteger(microbatches) || microbatches < 1) throw bad('microbatches', microbatches);
+}
+
+// Virtual stages: chunk c of physical stage s is virtual stage c*P + s. A microbatch's
+// forward path visits virtual stages 0..P*V-1 (physical 0..P-1 once per chunk); the
+// loss is computed at the last virtual stage (stage P-1, chunk V-1).
+
+export function virtualStage(stage: number, chunk: number, shape: PipelineShape): number {
+  return chunk * shape.stages + stage;
+}
+
+export function fromVirtual(v: number, shape: PipelineShape): { stage: number; chunk: number } {
+  return { stage: v % shape.stages, chunk: Math.floor(v / shape.stages) };
+}
+
+export function isFirstVirtual(stage: number, chunk: number): boolean {
+  return stage === 0 && chunk === 0;
+}
+
+export function isLossStage(stage: number, chunk: number, shape: PipelineShape): boolean {
+  return stage === shape.stages - 1 && chunk === shape.chunks - 1;
+}
+
+/** Where the output of F(mb, chunk) at `stage` goes, or null at the loss stage. */
+export function forwardSuccessor(stage: number, chunk: number, shape: PipelineShape): { stage: number; chunk: number } | null {
+  const v = virtualStage(stage, chunk, shape);
+  return v + 1 >= shape.stages * shape.chunks ? null : fromVirtual(v + 1, shape);
+}
+
+/** Where the input gradient of B(mb, chunk) at `stage` goes, or null at the first virtual stage. */
+export function backwardSuccessor(stage: number, chunk: number, shape: PipelineShape): { stage: number; chunk: number } | null {
+  const v = virtualStage(stage, chunk, shape);
+  return v === 0 ? null : fromVirtual(v - 1, shape);
+}
+
+/** The (stage, chunk) whose F output is the input of F(mb, chunk) at `stage`; null for the data. */
+export function forwardPredecessor(stage: number, chunk: number, shape: PipelineShape): { stage: number; chunk: number } | null {
+  return backwardSuccessor(stage, chunk, shape);
+}
+
+/** The (stage, chunk) whose B output is the gradient input of B(mb, chunk); null at the loss stage. */
+export function backwardPredecessor(stage: number, chunk: number, shape: PipelineShape): { stage: number; chunk: number } | null {
+  return forwardSuccessor(stage, chunk, shape);
+}

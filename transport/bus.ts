@@ -1,0 +1,24 @@
+// The bus seam: where stage mailboxes publish and subscribe. Two implementations
+// (in-process, NATS) behind this interface, one codec for both.
+
+/** A decoded message on the bus. Payload maps are validated by the receiver. */
+export type BusHandler = (subject: string, data: Uint8Array) => void;
+
+export interface Subscription {
+  unsubscribe(): void;
+}
+
+export interface Bus {
+  /** Human-readable transport name ("local", "nats"). */
+  readonly kind: string;
+  /** Send bytes to every subscriber of `subject`. Never throws for a slow or absent receiver. */
+  publish(subject: string, data: Uint8Array): void;
+  /**
+   * Deliver messages on `subject` (NATS wildcards `*` and `>` allowed) to `handler`.
+   * A handler that throws is caught and counted by the bus; it never takes the bus down.
+   */
+  subscribe(subject: string, handler: BusHandler): Subscription;
+  /** Resolves when every publish so far has been handed to the transport. */
+  flush(): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,47 @@
+// The envelope every Baton message travels in. Plain data; transport/codec.ts turns
+// it into CBOR bytes and back (validating everything it decodes).
+
+export const ENVELOPE_VERSION = 1;
+
+export type Direction = 'forward' | 'backward' | 'control';
+
+export type DType = 'float32' | 'float64' | 'int32' | 'int16' | 'int8' | 'uint32' | 'uint16' | 'uint8';
+
+export type TypedArrayOf<D extends DType> =
+  D extends 'float32' ? Float32Array : D extends 'float64' ? Float64Array :
+  D extends 'int32' ? Int32Array : D extends 'int16' ? Int16Array : D extends 'int8' ? Int8Array :
+  D extends 'uint32' ? Uint32Array : D extends 'uint16' ? Uint16Array : Uint8Array;
+
+export type AnyTypedArray = Float32Array | Float64Array | Int32Array | Int16Array | Int8Array | Uint32Array | Uint16Array | Uint8Array;
+
+export interface TensorPayload {
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+  readonly data: AnyTypedArray;
+}
+
+/** What a message is for; the subject kind of transport/subjects.ts plus control verbs. */
+export type MessageKind = string;
+
+export interface Envelope {
+  readonly v: number;
+  readonly job: string;
+  readonly kind: MessageKind;
+  readonly iteration: number;
+  readonly mb: number;
+  readonly chunk: number;
+  readonly dir: Direction;
+  /** Sending stage (or -1 for the coordinator / a tool). */
+  readonly src: number;
+  /** Destination stage (or -1 for the coordinator / a tool). */
+  readonly dst: number;
+  /** Per-sender sequence number, increasing by one per message. */
+  readonly seq: number;
+  /** Send time in ms on the sender's clock (wall clock: ms since the epoch). */
+  readonly sentAt: number;
+  /** Emulated payload size in bytes when the message carries no real tensors. */
+  readonly bytes: number;
+  readonly tensors: readonly TensorPayload[];
+  /** Kind-specific fields of control messages. */
+  readonly body?: Readonly<Record<string, unknown>>;
+}

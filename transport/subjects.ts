@@ -1,0 +1,33 @@
+// Subject naming: baton.<job>.<kind>.<stage>[.<rank>]. A wildcard subscription to
+// `baton.<job>.>` sees one whole job.
+
+export type SubjectKind = 'activation' | 'gradient' | 'data' | 'control' | 'tp' | 'trace' | 'report';
+
+const TOKEN_RE = /^[A-Za-z0-9_-]+$/;
+
+export class SubjectError extends Error {
+  override name = 'SubjectError';
+}
+
+export function checkJobName(job: string): string {
+  if (!TOKEN_RE.test(job)) throw new SubjectError(`job name ${JSON.stringify(job)} must match ${TOKEN_RE} (it is a NATS subject token)`);
+  return job;
+}
+
+export function subject(job: string, kind: SubjectKind, stage?: number | string, rank?: number): string {
+  let s = `baton.${job}.${kind}`;
+  if (stage !== undefined) s += `.${stage}`;
+  if (rank !== undefined) s += `.${rank}`;
+  return s;
+}
+
+export function jobWildcard(job: string): string {
+  return `baton.${job}.>`;
+}
+
+/** Parse a Baton subject back into its parts, or null when it is not one. */
+export function parseSubject(s: string): { job: string; kind: string; stage?: string; rank?: string } | null {
+  const parts = s.split('.');
+  if (parts.length < 3 || parts[0] !== 'baton') return null;
+  return { job: parts[1], kind: parts[2], stage: parts[3], rank: parts[4] };
+}
