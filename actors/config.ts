@@ -1,0 +1,53 @@
+// Every default of a job, documented once. CLI flags map onto these fields one to one
+// (cli/args.ts), and every command can print the resolved config.
+
+import { JitterMode } from '../models/jitter';
+
+export interface JobConfig {
+  /** Job name: the <job> token of every subject (baton.<job>.…). */
+  job: string;
+  /** P: pipeline stages (physical). */
+  stages: number;
+  /** M: microbatches per iteration. */
+  microbatches: number;
+  /** V: model chunks per stage (interleaved virtual stages). */
+  chunks: number;
+  /** Hint order (bf, fb, b-priority, f-priority, bfw), binding schedule (gpipe, 1f1b,
+   * interleaved-1f1b, zb-h1), hint:<schedule>, or a path to a policy module. */
+  policy: string;
+  /** Workload profile: uniform, llm, multimodal, or a JSON file. */
+  profile: string;
+  /** Duration jitter: none, compute (compute only) or paper (compute and communication, RRFP §2.2). */
+  jitter: JitterMode;
+  /** Multiplies the jitter spreads (0 = none, 1 = the paper's). */
+  jitterScale: number;
+  /** Forwards a stage may hold before it drains backward-only (RRFP appendix C.2). */
+  bufferLimit: number;
+  /** Seed of the realized durations: same seed, same durations for every policy. */
+  seed: number;
+  /** Iterations to run (each ends with a flush). */
+  iterations: number;
+  /** A real-clock run that sees no progress for this long ends with a deadlock error. */
+  stallTimeoutMs: number;
+}
+
+export const DEFAULTS: JobConfig = {
+  job: 'baton',
+  stages: 4,
+  microbatches: 8,
+  chunks: 1,
+  policy: 'bf',
+  profile: 'uniform',
+  jitter: 'none',
+  jitterScale: 1,
+  bufferLimit: 32,
+  seed: 0,
+  iterations: 1,
+  stallTimeoutMs: 30000,
+};
+
+export function resolveConfig(partial: Partial<JobConfig>): JobConfig {
+  const out = { ...DEFAULTS };
+  for (const [k, v] of Object.entries(partial)) if (v !== undefined) (out as Record<string, unknown>)[k] = v;
+  return out;
+}

@@ -1,0 +1,107 @@
+// The job coordinator: starts each iteration (a control message to every stage, then
+// the data of all M microbatches to stage 0), collects the stages' end-of-iteration
+// reports, and starts the next iteration once every stage has reported (the flush of
+// synchronous training). It measures each iteration's makespan on its own clock.
+
+import { decodeEnvelope } from '../transport/codec';
+import { Bus } from '../transport/bus';
+import { ENVELOPE_VERSION, Envelope } from '../transport/envelope';
+import { encodeEnvelope } from '../transport/codec';
+import { subject } from '../transport/subjects';
+import { ActorRef, ActorRuntime } from './runtime';
+
+export interface IterationRecord {
+  iteration: number;
+  start: number;
+  end: number;
+  makespan: number;
+  /** Per stage: the report body (peak in-flight, counters, ...). */
+  reports: Record<string, unknown>[];
+}
+
+export type CoordinatorMsg =
+  | { readonly type: 'begin' }
+  | { readonly type: 'bytes'; readonly subject: string; readonly data: Uint8Array };
+
+export interface CoordinatorWiring {
+  readonly runtime: ActorRuntime;
+  readonly bus: Bus;
+  readonly job: string;
+  readonly stages: number;
+  readonly microbatches: number;
+  readonly iterations: number;
+  /** Data payload per microbatch (real compute); emulated runs send only the signal. */
+  readonly dataBytes?: number;
+  readonly onIteration?: (r: IterationRecord) => void;
+  readonly onDone: (records: IterationRecord[]) => void;
+  readonly onReject?: (detail: string) => void;
+}
+
+interface CoordinatorState {
+  iteration: number;
+  start: number;
+  seq: number;
+  reports: (Record<string, unknown> | null)[];
+  records: IterationRecord[];
+  finished: boolean;
+}
+
+export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg> {
+  const { runtime, bus, job, stages, microbatches, iterations } = w;
+  const clock = runtime.clock;
+
+  const begin = (s: CoordinatorState): void => {
+    s.start = clock.now();
+    s.reports = new Array(stages).fill(null);
+    const base = { v: ENVELOPE_VERSION, job, iteration: s.iteration, src: -1, sentAt: s.start, tensors: [] };
+    for (let st = 0; st < stages; st++)
+      bus.publish(subject(job, 'control', st), encodeEnvelope({
+        ...base, kind: 'control', mb: -1, chunk: -1, dir: 'control', dst: st, seq: s.seq++, bytes: 0, body: { verb: 'start' },
+      }));
+    for (let j = 0; j < microbatches; j++)
+      bus.publish(subject(job, 'data', 0), encodeEnvelope({
+        ...base, kind: 'data', mb: j, chunk: 0, dir: 'forward', dst: 0, seq: s.seq++, bytes: w.dataBytes ?? 0,
+      }));
+  };
+
+  const initial: CoordinatorState = { iteration: 0, start: 0, seq: 0, reports: [], records: [], finished: false };
+  return runtime.spawn<CoordinatorState, CoordinatorMsg>('coordinator', initial, (s, msg) => {
+    if (msg.type === 'begin') {
+      begin(s);
+      return s;
+    }
+    let e: Envelope;
+    try {
+      e = decodeEnvelope(msg.data);
+    } catch (err) {
+      w.onReject?.(`${msg.subject}: ${(err as Error).message}`);
+      return s;
+    }
+    if (e.kind !== 'report' || e.job !== job || !Number.isInteger(e.src) || e.src < 0 || e.src >= stages) {
+      w.onReject?.(`${msg.subject}: not a report of this job (kind ${e.kind}, job ${e.job}, stage ${e.src})`);
+      return s;
+    }
+    if (s.finished || e.iteration !== s.iteration) {
+      w.onReject?.(`${msg.subject}: report for iteration ${e.iteration} from stage ${e.src} while at iteration ${s.iteration}`);
+      return s;
+    }
+    if (s.reports[e.src] !== null) {
+      w.onReject?.(`${msg.subject}: duplicate report from stage ${e.src} for iteration ${e.iteration}`);
+      return s;
+    }
+    s.reports[e.src] = { ...(e.body ?? {}) };
+    if (s.reports.every((r) => r !== null)) {
+      const end = clock.now();
+      const rec: IterationRecord = { iteration: s.iteration, start: s.start, end, makespan: end - s.start, reports: s.reports as Record<string, unknown>[] };
+      s.records.push(rec);
+      w.onIteration?.(rec);
+      s.iteration++;
+      if (s.iteration < iterations) begin(s);
+      else {
+        s.finished = true;
+        w.onDone(s.records);
+      }
+    }
+    return s;
+  });
+}

@@ -1,0 +1,71 @@
+// The sender mailbox of a stage (RRFP §4.1: send threads). It takes finished outputs
+// from the stage, holds each for its communication time (latency + bytes/bandwidth,
+// with the profile's jitter — this is where communication jitter is injected), then
+// publishes it on the bus. Sends are independent: a slow message never holds back the
+// next one, so messages may overtake each other, as they do on a real network.
+
+import { Task } from '../policies/task';
+import { encodeEnvelope } from '../transport/codec';
+import { Bus } from '../transport/bus';
+import { ENVELOPE_VERSION, TensorPayload } from '../transport/envelope';
+import { subject } from '../transport/subjects';
+import { ActorRef, ActorRuntime } from './runtime';
+import { EventSink } from './events';
+
+export type SenderMsg =
+  | { readonly type: 'output'; readonly iteration: number; readonly task: Task; readonly kind: 'activation' | 'gradient'; readonly dst: number; readonly dstChunk: number; readonly tensors?: readonly TensorPayload[] }
+  | { readonly type: 'report'; readonly iteration: number; readonly peakInflight: number; readonly body?: Record<string, unknown> };
+
+export interface CommModel {
+  comm(iteration: number, stage: number, t: Task): number;
+  messageBytes(stage: number, t: Task): number;
+}
+
+export interface SenderWiring {
+  readonly runtime: ActorRuntime;
+  readonly bus: Bus;
+  readonly job: string;
+  readonly stage: number;
+  readonly comm: CommModel;
+  readonly sink: EventSink;
+}
+
+interface SenderState {
+  seq: number;
+  messages: number;
+  bytes: number;
+}
+
+export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
+  const { runtime, bus, job, stage, comm, sink } = w;
+  const clock = runtime.clock;
+  return runtime.spawn<SenderState, SenderMsg>(`sender-${stage}`, { seq: 0, messages: 0, bytes: 0 }, (state, msg) => {
+    const now = clock.now();
+    const seq = state.seq++;
+    if (msg.type === 'report') {
+      const data = encodeEnvelope({
+        v: ENVELOPE_VERSION, job, kind: 'report', iteration: msg.iteration, mb: -1, chunk: -1, dir: 'control',
+        src: stage, dst: -1, seq, sentAt: now, bytes: 0, tensors: [],
+        body: { peakInflight: msg.peakInflight, ...(msg.body ?? {}) },
+      });
+      bus.publish(subject(job, 'report'), data);
+      return state;
+    }
+    const t = msg.task;
+    const tensorBytes = (msg.tensors ?? []).reduce((n, x) => n + x.data.byteLength, 0);
+    const bytes = tensorBytes > 0 ? tensorBytes : comm.messageBytes(stage, t);
+    const data = encodeEnvelope({
+      v: ENVELOPE_VERSION, job, kind: msg.kind, iteration: msg.iteration, mb: t.mb, chunk: msg.dstChunk,
+      dir: msg.kind === 'activation' ? 'forward' : 'backward', src: stage, dst: msg.dst, seq, sentAt: now,
+      bytes, tensors: msg.tensors ?? [],
+    });
+    state.messages++;
+    state.bytes += bytes;
+    sink({ type: 'send', t: now, stage, iteration: msg.iteration, kind: msg.kind, mb: t.mb, chunk: msg.dstChunk, dst: msg.dst, seq, bytes });
+    const delay = comm.comm(msg.iteration, stage, t);
+    const target = subject(job, msg.kind, msg.dst);
+    if (delay > 0) clock.setTimer(delay, () => bus.publish(target, data));
+    else bus.publish(target, data);
+    return state;
+  });
+}

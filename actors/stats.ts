@@ -1,0 +1,76 @@
+// Run statistics from the event stream and the coordinator's iteration records (pure).
+
+import { BatonEvent } from './events';
+import { IterationRecord } from './coordinator';
+
+export interface IterationStats {
+  iteration: number;
+  makespan_ms: number;
+  lower_bound_ms: number;
+  efficiency: number;
+  bubble_fraction: number;
+  /** Per stage: ms spent running tasks. */
+  busy_ms: number[];
+  /** Per stage: ms idle with work left, by reason. */
+  wait_ms: Record<string, number>[];
+}
+
+export interface StageTotals {
+  peakInflight: number[];
+  tasks: number;
+  messages: number;
+  bytes: number;
+  rejected: number;
+}
+
+export function iterationStats(rec: IterationRecord, events: readonly BatonEvent[], stages: number, lowerBound: number): IterationStats {
+  const busy = new Array<number>(stages).fill(0);
+  const wait: Record<string, number>[] = Array.from({ length: stages }, () => ({}));
+  const open = new Map<string, number>();
+  for (const e of events) {
+    if (e.iteration !== rec.iteration) continue;
+    if (e.type === 'task-start') open.set(`${e.stage}|${e.kind}|${e.mb}|${e.chunk}`, e.t);
+    else if (e.type === 'task-end') {
+      const k = `${e.stage}|${e.kind}|${e.mb}|${e.chunk}`;
+      const t0 = open.get(k);
+      if (t0 !== undefined) busy[e.stage] += e.t - t0;
+    } else if (e.type === 'wait') wait[e.stage][e.reason] = (wait[e.stage][e.reason] ?? 0) + e.ms;
+  }
+  const total = busy.reduce((a, b) => a + b, 0);
+  return {
+    iteration: rec.iteration,
+    makespan_ms: rec.makespan,
+    lower_bound_ms: lowerBound,
+    efficiency: rec.makespan > 0 ? lowerBound / rec.makespan : 1,
+    bubble_fraction: rec.makespan > 0 ? 1 - total / (stages * rec.makespan) : 0,
+    busy_ms: busy,
+    wait_ms: wait,
+  };
+}
+
+export function totals(events: readonly BatonEvent[], stages: number): StageTotals {
+  const peak = new Array<number>(stages).fill(0);
+  let tasks = 0;
+  let messages = 0;
+  let bytes = 0;
+  let rejected = 0;
+  for (const e of events) {
+    if (e.type === 'task-start') {
+      tasks++;
+      if (e.inflight > peak[e.stage]) peak[e.stage] = e.inflight;
+    } else if (e.type === 'send') {
+      messages++;
+      bytes += e.bytes;
+    } else if (e.type === 'reject') rejected++;
+  }
+  return { peakInflight: peak, tasks, messages, bytes, rejected };
+}
+
+export const mean = (xs: readonly number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
+
+export function median(xs: readonly number[]): number {
+  if (xs.length === 0) return 0;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}

@@ -1,0 +1,83 @@
+// A small, strict flag parser: every flag is declared once with its type, default and
+// help line; unknown flags, missing values and bad numbers are clear errors.
+
+export type FlagType = 'int' | 'number' | 'string' | 'bool' | 'list';
+
+export interface FlagSpec {
+  readonly name: string;
+  readonly type: FlagType;
+  readonly help: string;
+  readonly default?: string | number | boolean;
+  /** Allowed values for string flags. */
+  readonly choices?: readonly string[];
+  readonly metavar?: string;
+}
+
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+export type ParsedFlags = Record<string, string | number | boolean | string[] | undefined>;
+
+const camel = (s: string) => s.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+
+export function parseFlags(argv: readonly string[], specs: readonly FlagSpec[], command: string): { flags: ParsedFlags; positional: string[] } {
+  const byName = new Map(specs.map((s) => [s.name, s]));
+  const flags: ParsedFlags = {};
+  const positional: string[] = [];
+  for (const s of specs) if (s.default !== undefined) flags[camel(s.name)] = s.default;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (!arg.startsWith('--')) {
+      positional.push(arg);
+      continue;
+    }
+    const eq = arg.indexOf('=');
+    const name = arg.slice(2, eq < 0 ? undefined : eq);
+    const spec = byName.get(name);
+    if (!spec) throw new UsageError(`${command}: unknown flag --${name} (see \`baton ${command} --help\`)`);
+    if (spec.type === 'bool') {
+      if (eq >= 0) throw new UsageError(`${command}: --${name} takes no value`);
+      flags[camel(name)] = true;
+      continue;
+    }
+    const raw = eq >= 0 ? arg.slice(eq + 1) : argv[++i];
+    if (raw === undefined) throw new UsageError(`${command}: --${name} needs a value (${spec.metavar ?? spec.type})`);
+    flags[camel(name)] = convert(raw, spec, command);
+  }
+  return { flags, positional };
+}
+
+function convert(raw: string, spec: FlagSpec, command: string): string | number | string[] {
+  switch (spec.type) {
+    case 'int': {
+      const n = Number(raw);
+      if (!/^-?\d+$/.test(raw.trim()) || !Number.isSafeInteger(n)) throw new UsageError(`${command}: --${spec.name} must be an integer, got ${JSON.stringify(raw)}`);
+      return n;
+    }
+    case 'number': {
+      const n = Number(raw);
+      if (raw.trim() === '' || !Number.isFinite(n)) throw new UsageError(`${command}: --${spec.name} must be a number, got ${JSON.stringify(raw)}`);
+      return n;
+    }
+    case 'list': {
+      const items = raw.split(',').map((x) => x.trim()).filter((x) => x.length > 0);
+      if (items.length === 0) throw new UsageError(`${command}: --${spec.name} needs a comma-separated list, got ${JSON.stringify(raw)}`);
+      return items;
+    }
+    default:
+      if (spec.choices && !spec.choices.includes(raw))
+        throw new UsageError(`${command}: --${spec.name} must be one of ${spec.choices.join(', ')}; got ${JSON.stringify(raw)}`);
+      return raw;
+  }
+}
+
+export function helpText(command: string, summary: string, usage: string, specs: readonly FlagSpec[]): string {
+  const rows = specs.map((s) => {
+    const left = `--${s.name}${s.type === 'bool' ? '' : ` ${s.metavar ?? s.type.toUpperCase()}`}`;
+    const extra = [s.choices ? `one of: ${s.choices.join(', ')}` : '', s.default !== undefined && s.type !== 'bool' ? `default ${s.default}` : '']
+      .filter(Boolean).join('; ');
+    return `  ${left.padEnd(28)} ${s.help}${extra ? ` (${extra})` : ''}`;
+  });
+  return `baton ${command} — ${summary}\n\nUsage: ${usage}\n\nOptions:\n${rows.join('\n')}\n`;
+}

@@ -1,0 +1,45 @@
+// The flags every job command shares (sim, run, train), mapped onto JobConfig.
+
+import { DEFAULTS, JobConfig, resolveConfig } from '../actors/config';
+import { JITTER_MODES, JitterMode } from '../models/jitter';
+import { FlagSpec, ParsedFlags, UsageError } from './args';
+
+export const JOB_FLAGS: readonly FlagSpec[] = [
+  { name: 'stages', type: 'int', metavar: 'P', help: 'pipeline stages', default: DEFAULTS.stages },
+  { name: 'microbatches', type: 'int', metavar: 'M', help: 'microbatches per iteration', default: DEFAULTS.microbatches },
+  { name: 'chunks', type: 'int', metavar: 'V', help: 'model chunks per stage (interleaved virtual stages)', default: DEFAULTS.chunks },
+  { name: 'policy', type: 'string', metavar: 'NAME', help: 'hint order (bf fb b-priority f-priority bfw), binding schedule (gpipe 1f1b interleaved-1f1b zb-h1), hint:<schedule>, or a policy module path', default: DEFAULTS.policy },
+  { name: 'profile', type: 'string', metavar: 'NAME|FILE', help: 'workload profile: uniform, llm, multimodal or a JSON file', default: DEFAULTS.profile },
+  { name: 'jitter', type: 'string', help: 'duration jitter', choices: JITTER_MODES, default: DEFAULTS.jitter },
+  { name: 'jitter-scale', type: 'number', metavar: 'X', help: 'multiply the jitter spreads by X', default: DEFAULTS.jitterScale },
+  { name: 'buffer-limit', type: 'int', metavar: 'N', help: 'in-flight forwards per stage before backward-only drain', default: DEFAULTS.bufferLimit },
+  { name: 'seed', type: 'int', metavar: 'S', help: 'seed of the realized durations', default: DEFAULTS.seed },
+  { name: 'iterations', type: 'int', metavar: 'I', help: 'iterations (each ends with a flush)', default: DEFAULTS.iterations },
+  { name: 'job', type: 'string', metavar: 'NAME', help: 'job name (the subject token baton.<job>.…)', default: DEFAULTS.job },
+];
+
+function positiveInt(flags: ParsedFlags, name: string, key: string): number {
+  const v = flags[key] as number;
+  if (!Number.isInteger(v) || v < 1) throw new UsageError(`--${name} must be a positive integer, got ${v}`);
+  return v;
+}
+
+export function jobConfigFromFlags(flags: ParsedFlags): JobConfig {
+  const scale = flags.jitterScale as number;
+  if (!(scale >= 0)) throw new UsageError(`--jitter-scale must be >= 0, got ${scale}`);
+  const seed = flags.seed as number;
+  if (!Number.isInteger(seed) || seed < 0) throw new UsageError(`--seed must be a non-negative integer, got ${seed}`);
+  return resolveConfig({
+    job: flags.job as string,
+    stages: positiveInt(flags, 'stages', 'stages'),
+    microbatches: positiveInt(flags, 'microbatches', 'microbatches'),
+    chunks: positiveInt(flags, 'chunks', 'chunks'),
+    policy: flags.policy as string,
+    profile: flags.profile as string,
+    jitter: flags.jitter as JitterMode,
+    jitterScale: scale,
+    bufferLimit: positiveInt(flags, 'buffer-limit', 'bufferLimit'),
+    seed,
+    iterations: positiveInt(flags, 'iterations', 'iterations'),
+  });
+}

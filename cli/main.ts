@@ -1,0 +1,47 @@
+#!/usr/bin/env node
+// The `baton` command.
+
+import { UsageError } from './args';
+import { simCommand, SIM_HELP } from './sim';
+
+type Command = { summary: string; run: (argv: readonly string[], out: (s: string) => void) => Promise<number>; help: string };
+
+const COMMANDS: Record<string, Command> = {
+  sim: { summary: 'simulate a pipeline on the virtual clock (same actors, emulated compute)', run: simCommand, help: SIM_HELP },
+};
+
+function usage(): string {
+  const rows = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(8)} ${c.summary}`);
+  return `baton — readiness-first pipeline-parallel training runtime\n\nUsage: baton <command> [options]   (baton <command> --help for options)\n\nCommands:\n${rows.join('\n')}\n`;
+}
+
+export async function main(argv: readonly string[], out: (s: string) => void = (s) => process.stdout.write(s.endsWith('\n') ? s : `${s}\n`)): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    out(usage());
+    return name ? 0 : 2;
+  }
+  const cmd = COMMANDS[name];
+  if (!cmd) {
+    process.stderr.write(`baton: unknown command ${JSON.stringify(name)}\n\n${usage()}`);
+    return 2;
+  }
+  try {
+    return await cmd.run(rest, out);
+  } catch (err) {
+    const e = err as Error;
+    const usageError = e instanceof UsageError || e.name === 'ShapeError' || e.name === 'UnknownPolicyError' || e.name === 'ProfileError' || e.name === 'BackpressureLimitError' || e.name === 'PolicyModuleError';
+    process.stderr.write(`baton ${name}: ${e.name}: ${e.message}\n`);
+    if (process.env.BATON_DEBUG && e.stack) process.stderr.write(`${e.stack}\n`);
+    return usageError ? 2 : 1;
+  }
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).then((code) => {
+    process.exitCode = code;
+  }, (err) => {
+    process.stderr.write(`baton: ${(err as Error).stack ?? err}\n`);
+    process.exitCode = 1;
+  });
+}
