@@ -1,0 +1,82 @@
+// Buffer backpressure (RRFP appendix C.2): a wrapper around any non-binding policy
+// that bounds the forwards in flight at a stage.
+//
+// While ctx.inflight >= limit the stage is in backpressure mode:
+// - one chunk per stage (V = 1): backward-only drain. Run B[0] if a backward is
+//   ready, else W[0] if a weight task is ready, else wait. Never a forward.
+// - interleaved (V > 1): focused microbatch-by-microbatch drain. The target is the
+//   next unrun task of the lowest microbatch that still has one, in the order
+//   F@0 .. F@(V-1), B@(V-1) .. B@0, and with split backward then W@(V-1) .. W@0.
+//   Run the target if it is ready; else a ready W (W[0]); else wait.
+//   W belongs to the focus order because, with split backward, a microbatch's
+//   memory is released by its W: without it the drain could finish the B's of
+//   microbatch after microbatch and hold them all (the bound below would not hold).
+//   The W's come after all B's of the microbatch so its gradients reach upstream
+//   first; a W is also run whenever the target is not ready, which is where they
+//   usually run. W never blocks: it depends only on its own B, nothing waits on it.
+// In-flight bound: never above `limit` with V = 1, at most `limit + V` interleaved
+// (one focused microbatch can add V forwards before its backwards release them).
+// Below the limit the wrapped policy decides. The wrapped policy's memo is advanced
+// for every task, whichever rule chose it.
+//
+// Binding schedules are never wrapped: they keep their own in-flight counts, and a
+// drain could make them run a task out of order.
+// Not modelled: memory per microbatch (all forwards count the same), and what
+// happens to buffers on other stages.
+
+import { HintPolicy, ReadyView, StageContext } from './hint';
+import { Task, task } from './task';
+
+export class BackpressureLimitError extends Error {
+  override name = 'BackpressureLimitError';
+  constructor(readonly limit: unknown) {
+    super(`backpressure limit must be a positive integer (the drain is deadlock-free only then), got ${JSON.stringify(limit)}`);
+  }
+}
+
+function checkLimit(limit: number): void {
+  if (!Number.isInteger(limit) || limit < 1) throw new BackpressureLimitError(limit);
+}
+
+/** True when `policy` at this stage is in backpressure mode (never for a binding policy). */
+export function inBackpressure(policy: HintPolicy<any>, ctx: StageContext, limit: number): boolean {
+  checkLimit(limit);
+  return !policy.binding && ctx.inflight >= limit;
+}
+
+/** The next task of the focused drain order at this stage, or null when all ran. */
+export function focusTarget(ctx: StageContext): Task | null {
+  const { chunks: V, microbatches: M } = ctx.shape;
+  for (let j = 0; j < M; j++) {
+    for (let c = 0; c < V; c++) if (!ctx.done(task('F', j, c))) return task('F', j, c);
+    for (let c = V - 1; c >= 0; c--) if (!ctx.done(task('B', j, c))) return task('B', j, c);
+    if (ctx.shape.splitBackward)
+      for (let c = V - 1; c >= 0; c--) if (!ctx.done(task('W', j, c))) return task('W', j, c);
+  }
+  return null;
+}
+
+/** The choice in backpressure mode (see the header); null means wait. */
+export function drainChoice(ready: ReadyView, ctx: StageContext): Task | null {
+  if (ctx.shape.chunks === 1) return ready.B[0] ?? ready.W[0] ?? null;
+  const target = focusTarget(ctx);
+  if (target !== null && ready.has(target)) return target;
+  return ready.W[0] ?? null;
+}
+
+/** One arbitration under backpressure: the drain rule at or above `limit`, else `policy`. */
+export function chooseWithBackpressure<M>(
+  policy: HintPolicy<M>, memo: M, ready: ReadyView, ctx: StageContext, limit: number,
+): Task | null {
+  return inBackpressure(policy, ctx, limit) ? drainChoice(ready, ctx) : policy.choose(ready, memo, ctx);
+}
+
+/** `policy` with backpressure at `limit`; a binding policy is returned unchanged. */
+export function withBackpressure<M>(policy: HintPolicy<M>, limit: number): HintPolicy<M> {
+  checkLimit(limit);
+  if (policy.binding) return policy;
+  return {
+    ...policy,
+    choose: (ready, memo, ctx) => chooseWithBackpressure(policy, memo, ready, ctx, limit),
+  };
+}

@@ -1,0 +1,84 @@
+// Dense row-major kernels for the small matrices of the consistency policies
+// (d ≤ ~1024). Plain loops over typed arrays; the innermost loop always walks
+// contiguous memory and allocates nothing. Accumulation order is fixed, so the same
+// inputs give bitwise the same outputs.
+
+export type Vec = Float32Array | Float64Array;
+
+export class LinalgError extends Error {
+  override name = 'LinalgError';
+}
+
+export function checkSize(where: string, what: string, a: Vec, rows: number, cols: number): void {
+  if (a.length !== rows * cols) {
+    throw new LinalgError(`${where}: ${what} has ${a.length} elements, expected ${rows}×${cols} = ${rows * cols}`);
+  }
+}
+
+/** out (m×q) = A (m×p) · B (p×q). */
+export function mulAB(a: Vec, b: Vec, m: number, p: number, q: number, out: Float64Array = new Float64Array(m * q)): Float64Array {
+  out.fill(0, 0, m * q);
+  for (let i = 0; i < m; i++) {
+    const oi = i * q;
+    for (let r = 0; r < p; r++) {
+      const s = a[i * p + r];
+      if (s === 0) continue;
+      const br = r * q;
+      for (let j = 0; j < q; j++) out[oi + j] += s * b[br + j];
+    }
+  }
+  return out;
+}
+
+/** out (p×q) = Aᵀ · B with A (m×p) and B (m×q). */
+export function mulAtB(a: Vec, b: Vec, m: number, p: number, q: number, out: Float64Array = new Float64Array(p * q)): Float64Array {
+  out.fill(0, 0, p * q);
+  for (let r = 0; r < m; r++) {
+    const ar = r * p;
+    const br = r * q;
+    for (let i = 0; i < p; i++) {
+      const s = a[ar + i];
+      if (s === 0) continue;
+      const oi = i * q;
+      for (let j = 0; j < q; j++) out[oi + j] += s * b[br + j];
+    }
+  }
+  return out;
+}
+
+/** C (m×p) −= A (m×q) · Bᵀ with B (p×q): each entry is a contiguous dot product. */
+export function subABt(c: Vec, a: Vec, b: Vec, m: number, p: number, q: number): void {
+  for (let i = 0; i < m; i++) {
+    const ai = i * q;
+    const ci = i * p;
+    for (let j = 0; j < p; j++) {
+      const bj = j * q;
+      let s = 0;
+      for (let t = 0; t < q; t++) s += a[ai + t] * b[bj + t];
+      c[ci + j] -= s;
+    }
+  }
+}
+
+export function frobenius(a: Vec): number {
+  let s = 0;
+  for (let i = 0; i < a.length; i++) s += a[i] * a[i];
+  return Math.sqrt(s);
+}
+
+/**
+ * A deterministic rows×cols block with entries uniform in [−1, 1): mulberry32 seeded
+ * with `seed`. The same arguments always give the same block.
+ */
+export function pseudoRandomBlock(rows: number, cols: number, seed: number): Float64Array {
+  const out = new Float64Array(rows * cols);
+  let a = seed >>> 0;
+  for (let i = 0; i < out.length; i++) {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    out[i] = (((t ^ (t >>> 14)) >>> 0) / 4294967296) * 2 - 1;
+  }
+  return out;
+}

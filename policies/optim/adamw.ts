@@ -1,0 +1,55 @@
+// AdamW with PyTorch semantics (torch.optim.AdamW, non-amsgrad, non-maximize):
+//   t ← t+1;  m ← m + (1−β1)(g − m);  v ← β2 v + (1−β2) g²
+//   Δ = −lr·λ·p − (lr / (1−β1^t)) · m / (√v / √(1−β2^t) + ε)
+// Moments are float32 like PyTorch's fp32 state; each element's arithmetic is done in
+// float64 and rounded once on store, so results agree with PyTorch to float32
+// rounding, not bit for bit. Proposes Δ; never writes the parameters (see optimizer.ts).
+
+import { AdamFamilyOptions, MomentOptimizer, Slot } from './moments';
+import { ParamInfo } from './params';
+
+export class AdamW extends MomentOptimizer {
+  readonly kind = 'adamw' as const;
+  private stepSize = 0;
+  private bc2Sqrt = 1;
+
+  constructor(params: readonly ParamInfo[], opts: AdamFamilyOptions = {}) {
+    super(params, opts, 0.9);
+  }
+
+  protected beginStep(t: number): void {
+    this.stepSize = 1 / (1 - this.beta1 ** t);
+    this.bc2Sqrt = Math.sqrt(1 - this.beta2 ** t);
+  }
+
+  protected updateSlot(s: Slot, p: Float32Array, g: Float32Array, lr: number): void {
+    const { m, v, delta } = s;
+    const w1 = 1 - this.beta1;
+    const b2 = this.beta2;
+    const w2 = 1 - b2;
+    const decay = s.decay ? lr * this.weightDecay : 0;
+    const step = lr * this.stepSize;
+    const bc2Sqrt = this.bc2Sqrt;
+    const eps = this.eps;
+    for (let i = 0; i < delta.length; i++) {
+      const gi = g[i];
+      const mi = (m[i] = m[i] + w1 * (gi - m[i]));
+      const vi = (v[i] = b2 * v[i] + w2 * gi * gi);
+      delta[i] = -decay * p[i] - (step * mi) / (Math.sqrt(vi) / bc2Sqrt + eps);
+    }
+  }
+
+  direction(name: string, param: Float32Array, out: Float32Array): void {
+    const s = this.slot(name, 'direction');
+    if (this.t === 0) {
+      out.fill(0);
+      return;
+    }
+    const bc1 = 1 - this.beta1 ** this.t;
+    const bc2Sqrt = Math.sqrt(1 - this.beta2 ** this.t);
+    const lam = s.decay ? this.weightDecay : 0;
+    for (let i = 0; i < s.size; i++) {
+      out[i] = s.m[i] / bc1 / (Math.sqrt(s.v[i]) / bc2Sqrt + this.eps) + lam * param[i];
+    }
+  }
+}

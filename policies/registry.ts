@@ -1,0 +1,84 @@
+// Policy names -> HintPolicy objects, including a user module given by path.
+//
+// Built-in names: the hint orders (bf, fb, b-priority, f-priority, bfw), the fixed
+// schedules in binding mode (gpipe, 1f1b, interleaved-1f1b, zb-h1) and the same
+// schedules as hints (hint:gpipe, ...). A name that contains '/' or ends in .js is a
+// module path (resolved from the working directory), loaded with require; it must
+// export a HintPolicy as `default` or `policy`.
+
+import * as path from 'node:path';
+import { fixedPolicy } from './fixed';
+import { HintPolicy } from './hint';
+import { bPriority, bf, bfw, fPriority, fb } from './hints';
+import { SCHEDULES } from './schedules/index';
+
+export class UnknownPolicyError extends Error {
+  override name = 'UnknownPolicyError';
+  constructor(readonly policy: string) {
+    super(
+      `unknown policy ${JSON.stringify(policy)}; known: ${policyNames().join(', ')}, ` +
+        `or a module path (contains '/' or ends in .js) exporting a HintPolicy`,
+    );
+  }
+}
+
+export class PolicyModuleError extends Error {
+  override name = 'PolicyModuleError';
+  constructor(readonly modulePath: string, problem: string, options?: { cause?: unknown }) {
+    super(`policy module ${JSON.stringify(modulePath)}: ${problem}`, options);
+  }
+}
+
+function builtins(): Map<string, HintPolicy<any>> {
+  const all: HintPolicy<any>[] = [bf, fb, bPriority, fPriority, bfw];
+  for (const s of SCHEDULES) all.push(fixedPolicy(s, 'binding'));
+  for (const s of SCHEDULES) all.push(fixedPolicy(s, 'hint'));
+  return new Map(all.map((p) => [p.name, p]));
+}
+
+const BUILTINS = builtins();
+
+export function policyNames(): string[] {
+  return [...BUILTINS.keys()];
+}
+
+export function isModulePath(name: string): boolean {
+  return name.includes('/') || name.endsWith('.js');
+}
+
+/** Problems with `value` as a HintPolicy, empty when it is one. */
+export function policyShapeProblems(value: unknown): string[] {
+  if (typeof value !== 'object' || value === null) return [`expected an object, got ${value === null ? 'null' : typeof value}`];
+  const v = value as Record<string, unknown>;
+  const problems: string[] = [];
+  const want = (key: string, type: string) => {
+    if (typeof v[key] !== type) problems.push(`${key} must be a ${type}, got ${typeof v[key]}`);
+  };
+  want('name', 'string');
+  want('binding', 'boolean');
+  want('splitBackward', 'boolean');
+  for (const fn of ['check', 'start', 'choose', 'advance']) want(fn, 'function');
+  return problems;
+}
+
+function loadModule(name: string): HintPolicy {
+  const file = path.resolve(name);
+  let mod: Record<string, unknown>;
+  try {
+    mod = require(file);
+  } catch (err) {
+    throw new PolicyModuleError(name, `cannot load ${file}: ${(err as Error).message}`, { cause: err });
+  }
+  const candidate = mod?.default ?? mod?.policy;
+  if (candidate === undefined) throw new PolicyModuleError(name, `exports neither 'default' nor 'policy'`);
+  const problems = policyShapeProblems(candidate);
+  if (problems.length > 0) throw new PolicyModuleError(name, `export is not a HintPolicy: ${problems.join('; ')}`);
+  return candidate as HintPolicy;
+}
+
+export function resolvePolicy(name: string): HintPolicy {
+  const builtin = BUILTINS.get(name);
+  if (builtin) return builtin as HintPolicy;
+  if (isModulePath(name)) return loadModule(name);
+  throw new UnknownPolicyError(name);
+}

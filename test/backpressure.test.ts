@@ -1,0 +1,147 @@
+import { strict as assert } from 'node:assert';
+import {
+  BackpressureLimitError, chooseWithBackpressure, drainChoice, focusTarget, inBackpressure, withBackpressure,
+} from '../policies/backpressure';
+import { HintPolicy, StageContext } from '../policies/hint';
+import { bf, bfw, fPriority, readyViewOf } from '../policies/hints';
+import { resolvePolicy } from '../policies/registry';
+import {
+  PipelineShape, Task, allTasks, backwardPredecessor, formatTask, forwardPredecessor, parseTask, task,
+} from '../policies/task';
+
+const shape = (stages: number, microbatches: number, chunks = 1, splitBackward = false): PipelineShape =>
+  ({ stages, chunks, microbatches, splitBackward });
+
+/** A stage context whose done set is `done` (text forms); inflight follows its definition. */
+function ctxOf(s: PipelineShape, stage: number, done: Iterable<string>): StageContext {
+  const set = new Set(done);
+  const release = s.splitBackward ? 'W' : 'B';
+  const inflight = [...set].filter((k) => {
+    const t = parseTask(k);
+    return t.kind === 'F' && !set.has(formatTask(task(release, t.mb, t.chunk)));
+  }).length;
+  return { stage, shape: s, done: (t) => set.has(formatTask(t)), inflight };
+}
+const words = (text: string) => text.split(' ').filter(Boolean);
+const view = (text: string) => readyViewOf(words(text).map(parseTask));
+const fmt = (t: Task | null) => (t === null ? null : formatTask(t));
+
+describe('backpressure', () => {
+  describe('one chunk per stage: backward-only drain', () => {
+    const s = shape(4, 8);
+    const full = ctxOf(s, 0, words('F0 F1 F2'));
+    it('counts the stage as in backpressure at the limit and not below it', () => {
+      assert.equal(full.inflight, 3);
+      assert.ok(inBackpressure(bf, full, 3));
+      assert.ok(!inBackpressure(bf, full, 4));
+    });
+    const table: [string, string | null][] = [['F3 B0', 'B0'], ['F3', null], ['F3 B1 B0', 'B0']];
+    for (const [ready, expected] of table)
+      it(`with {${ready}} at the limit it picks ${expected ?? 'nothing (waits)'}, never a forward`, () =>
+        assert.equal(fmt(chooseWithBackpressure(fPriority, null, view(ready), full, 3)), expected));
+    it('runs a ready W when no B is ready, when backward is split', () => {
+      const sp = shape(4, 8, 1, true);
+      const c = ctxOf(sp, 0, words('F0 F1 B0'));
+      assert.equal(c.inflight, 2);
+      assert.equal(fmt(drainChoice(view('F2 W0'), c)), 'W0');
+      assert.equal(fmt(drainChoice(view('F2 W0 B1'), c)), 'B1');
+    });
+    it('leaves the choice to the wrapped policy below the limit', () =>
+      assert.equal(fmt(chooseWithBackpressure(bf, { phase: 'F' }, view('F3 B0'), full, 4)), 'F3'));
+  });
+
+  describe('interleaved: focused microbatch-by-microbatch drain', () => {
+    const s = shape(2, 4, 2);
+    it('targets the lowest unfinished microbatch in the order F@0..F@(V-1), B@(V-1)..B@0', () => {
+      const table: [string, string | null][] = [
+        ['', 'F0'], ['F0 F1', 'F0@1'], ['F0 F1 F0@1 F1@1', 'B0@1'], ['F0 F0@1 B0@1', 'B0'],
+        ['F0 F0@1 B0@1 B0 F1', 'F1@1'], ['F0 F1 F2 F3 F0@1 F1@1 F2@1 F3@1 B0@1 B1@1 B2@1 B3@1 B0 B1 B2 B3', null],
+      ];
+      for (const [done, target] of table) assert.equal(fmt(focusTarget(ctxOf(s, 0, words(done)))), target, `done {${done}}`);
+    });
+    it('runs the target when it is ready, and otherwise waits rather than skip to another ready task', () => {
+      const c = ctxOf(s, 0, words('F0 F1 F0@1 F1@1'));
+      assert.equal(fmt(chooseWithBackpressure(bf, { phase: 'B' }, view('F2 B1@1'), c, 2)), null);
+      assert.equal(fmt(chooseWithBackpressure(bf, { phase: 'F' }, view('F2 B1@1 B0@1'), c, 2)), 'B0@1');
+    });
+    it('with split backward, finishes a microbatch with its W\'s, and runs a ready W while the target is not ready', () => {
+      const sp = shape(2, 2, 2, true);
+      const c = ctxOf(sp, 0, words('F0 F1 F0@1 F1@1 B0@1'));
+      assert.equal(fmt(focusTarget(c)), 'B0');
+      assert.equal(fmt(drainChoice(view('W0@1 F2'), c)), 'W0@1');
+      assert.equal(fmt(drainChoice(view('W0@1 B0'), c)), 'B0');
+      const bs = ctxOf(sp, 0, words('F0 F1 F0@1 F1@1 B0@1 B0'));
+      assert.equal(fmt(focusTarget(bs)), 'W0@1');
+      const end = ctxOf(sp, 0, words('F0 F1 F0@1 F1@1 B0@1 B1@1 B0 B1 W0@1 W0'));
+      assert.equal(end.inflight, 2);
+      assert.equal(fmt(focusTarget(end)), 'W1@1');
+    });
+  });
+
+  describe('the wrapper', () => {
+    it('returns a binding schedule unchanged and never reports it in backpressure', () => {
+      const p = resolvePolicy('1f1b');
+      assert.equal(withBackpressure(p, 1), p);
+      assert.ok(!inBackpressure(p, ctxOf(shape(2, 4), 0, ['F0', 'F1']), 1));
+    });
+    it('keeps name, flags, start and advance of the wrapped policy', () => {
+      const w = withBackpressure(bfw, 2);
+      assert.deepEqual([w.name, w.binding, w.splitBackward], ['bfw', false, true]);
+      assert.equal(w.advance, bfw.advance);
+      assert.equal(w.start, bfw.start);
+    });
+    for (const bad of [0, -1, 1.5, NaN])
+      it(`refuses the limit ${bad}`, () =>
+        assert.throws(() => withBackpressure(bf, bad), (e: unknown) => e instanceof BackpressureLimitError && e.message.includes('positive integer')));
+  });
+
+  describe('whole pipelines in event order (random arrival order, no durations)', () => {
+    function rng(seed: number) {
+      return () => { seed = (seed + 0x6d2b79f5) | 0; let t = Math.imul(seed ^ (seed >>> 15), 1 | seed); t ^= t + Math.imul(t ^ (t >>> 7), 61 | t); return ((t ^ (t >>> 14)) >>> 0) / 4294967296; };
+    }
+    /** Runs all stages with `policy`; returns the peak in-flight count, or throws on deadlock. */
+    function run(policy: HintPolicy<any>, s: PipelineShape, seed: number): number {
+      const next = rng(seed);
+      const done = Array.from({ length: s.stages }, () => new Set<string>());
+      const isDone = (stage: number, t: Task) => done[stage].has(formatTask(t));
+      const ready = (stage: number, t: Task): boolean => {
+        if (isDone(stage, t)) return false;
+        if (t.kind === 'F') { const p = forwardPredecessor(stage, t.chunk, s); return p === null || isDone(p.stage, task('F', t.mb, p.chunk)); }
+        if (t.kind === 'W') return isDone(stage, task('B', t.mb, t.chunk));
+        const g = backwardPredecessor(stage, t.chunk, s);
+        return isDone(stage, task('F', t.mb, t.chunk)) && (g === null || isDone(g.stage, task('B', t.mb, g.chunk)));
+      };
+      const tasks = allTasks(s);
+      const ctx = (stage: number) => ctxOf(s, stage, done[stage]);
+      const memo = done.map((_, stage) => policy.start(ctx(stage)));
+      let peak = 0;
+      for (let left = tasks.length * s.stages; left > 0; ) {
+        const order = done.map((_, i) => i).sort(() => next() - 0.5);
+        const stage = order.find((st) => policy.choose(readyViewOf(tasks.filter((t) => ready(st, t))), memo[st], ctx(st)) !== null);
+        if (stage === undefined)
+          throw new Error(`deadlock: ${done.map((d, st) => `stage ${st} ran ${d.size}, inflight ${ctx(st).inflight}`).join('; ')}`);
+        const c = ctx(stage);
+        const t = policy.choose(readyViewOf(tasks.filter((u) => ready(stage, u))), memo[stage], c)!;
+        memo[stage] = policy.advance(memo[stage], t, c);
+        done[stage].add(formatTask(t));
+        peak = Math.max(peak, ctx(stage).inflight);
+        left--;
+      }
+      return peak;
+    }
+
+    it('finish without deadlock, never above the limit with one chunk and at most V above it interleaved', () => {
+      let unboundedAbove = 0;
+      for (const P of [2, 3, 4]) for (const V of [1, 2]) for (const M of [3, 8]) for (const split of [false, true])
+        for (const limit of [1, 2, 5]) for (const seed of [1, 2, 3]) {
+          const s = shape(P, M, V, split);
+          const base = split ? bfw : bf;
+          const peak = run(withBackpressure(base, limit), s, seed);
+          const where = `P=${P} V=${V} M=${M} split=${split} limit=${limit} seed=${seed}`;
+          assert.ok(peak <= limit + (V === 1 ? 0 : V), `${where}: peak ${peak}`);
+          if (run(fPriority, s, seed) > limit + V) unboundedAbove++;
+        }
+      assert.ok(unboundedAbove > 0, 'f-priority without backpressure should exceed the bound somewhere');
+    });
+  });
+});

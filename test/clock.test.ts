@@ -1,0 +1,47 @@
+import { strict as assert } from 'assert';
+import { ClockError, VirtualClock } from '../actors/clock';
+
+describe('virtual clock', () => {
+  it('fires timers in time order, ties in the order they were set', async () => {
+    const c = new VirtualClock();
+    const seen: string[] = [];
+    c.setTimer(5, () => seen.push(`a@${c.now()}`));
+    c.setTimer(1, () => seen.push(`b@${c.now()}`));
+    c.setTimer(5, () => seen.push(`c@${c.now()}`));
+    c.setTimer(0, () => c.setTimer(2, () => seen.push(`d@${c.now()}`)));
+    const stopped = await c.run(() => false);
+    assert.equal(stopped, false);
+    assert.deepEqual(seen, ['b@1', 'd@2', 'a@5', 'c@5']);
+  });
+
+  it('waits for counted work before advancing', async () => {
+    const c = new VirtualClock();
+    const seen: number[] = [];
+    c.enter();
+    c.setTimer(10, () => seen.push(c.now()));
+    setTimeout(() => {
+      seen.push(-1);
+      c.leave();
+    }, 20);
+    await c.run(() => false);
+    assert.deepEqual(seen, [-1, 10]);
+  });
+
+  it('stops when asked and skips cleared timers', async () => {
+    const c = new VirtualClock();
+    let fired = 0;
+    const h = c.setTimer(3, () => fired++);
+    c.clearTimer(h);
+    c.setTimer(4, () => fired++);
+    c.setTimer(9, () => fired++);
+    assert.equal(await c.run(() => c.now() >= 4), true);
+    assert.equal(fired, 1);
+    assert.equal(c.pendingTimers, 1);
+  });
+
+  it('refuses negative and non-finite durations', () => {
+    const c = new VirtualClock();
+    assert.throws(() => c.setTimer(-1, () => {}), ClockError);
+    assert.throws(() => c.setTimer(NaN, () => {}), ClockError);
+  });
+});

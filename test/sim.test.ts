@@ -1,0 +1,146 @@
+import { strict as assert } from 'assert';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { resolveConfig, JobConfig } from '../actors/config';
+import { DeadlockError } from '../actors/deadlock';
+import { runJob, summarize } from '../actors/job';
+import { validateRun } from '../actors/validate';
+import { policyNames } from '../policies/registry';
+
+const sim = (c: Partial<JobConfig>) => runJob(resolveConfig(c), { clock: 'virtual' });
+
+const FIXED = ['gpipe', '1f1b', 'interleaved-1f1b', 'zb-h1'];
+const HINTS = ['bf', 'fb', 'b-priority', 'f-priority', 'bfw'];
+const ALL = [...HINTS, ...FIXED, ...FIXED.map((s) => `hint:${s}`)];
+
+describe('simulation on the virtual clock (the real actors)', function () {
+  this.timeout(300000);
+
+  it('knows every policy the sweep uses', () => {
+    for (const p of ALL) assert.ok(policyNames().includes(p), `missing policy ${p}`);
+  });
+
+  it('completes and validates every policy over the shape sweep, or refuses the shape clearly', async () => {
+    let ran = 0;
+    let refused = 0;
+    for (const P of [1, 2, 3, 4, 8])
+      for (const V of [1, 2])
+        for (const M of [1, 3, 4, 8, 13])
+          for (const policy of ALL) {
+            const cfg = { stages: P, chunks: V, microbatches: M, policy, jitter: 'paper' as const, seed: P * 100 + M, bufferLimit: 4 };
+            try {
+              const r = await sim(cfg);
+              assert.equal(r.totals.tasks, P * V * M * (r.shape.splitBackward ? 3 : 2), `${policy} P=${P} V=${V} M=${M}`);
+              ran++;
+            } catch (e) {
+              assert.equal((e as Error).name, 'ShapeError', `${policy} P=${P} V=${V} M=${M}: ${(e as Error).message}`);
+              assert.match((e as Error).message, /\d/, 'a refusal names the numbers');
+              refused++;
+            }
+          }
+    assert.equal(ran + refused, 5 * 2 * 5 * ALL.length);
+    assert.ok(ran >= 450, `ran ${ran}`);
+    assert.ok(refused > 0, 'interleaved-1f1b refuses M not a multiple of P');
+  });
+
+  it('gives binding gpipe and 1f1b exactly (M+P-1)(F+B) on uniform without jitter', async () => {
+    for (const [P, M] of [[4, 8], [8, 32], [3, 13], [8, 3]]) {
+      for (const policy of ['gpipe', '1f1b']) {
+        const s = summarize(await sim({ stages: P, microbatches: M, policy, profile: 'uniform' }));
+        assert.equal(s.makespan_ms, (M + P - 1) * 30, `${policy} P=${P} M=${M}`);
+      }
+    }
+  });
+
+  it('keeps bf within 1% of (M+P-1)(F+B) on uniform without jitter', async () => {
+    for (const [P, M] of [[4, 8], [8, 32], [3, 13], [8, 64]]) {
+      const s = summarize(await sim({ stages: P, microbatches: M, policy: 'bf' }));
+      assert.ok(s.makespan_ms <= (M + P - 1) * 30 * 1.01, `bf P=${P} M=${M}: ${s.makespan_ms}`);
+    }
+  });
+
+  it('matches the interleaved 1F1B closed form M(F+B) + (P-1)(F+B)/V where M is a multiple of P', async () => {
+    for (const [P, V, M] of [[2, 2, 4], [4, 2, 8], [4, 2, 16], [8, 2, 16], [4, 4, 8]]) {
+      const s = summarize(await sim({ stages: P, chunks: V, microbatches: M, policy: 'interleaved-1f1b' }));
+      assert.ok(Math.abs(s.makespan_ms - (M * 30 + ((P - 1) * 30) / V)) < 1e-6, `P=${P} V=${V} M=${M}: ${s.makespan_ms}`);
+    }
+  });
+
+  it('bounds peak in-flight by the buffer limit (non-interleaved) and by limit + V (interleaved)', async () => {
+    for (const limit of [1, 2, 4])
+      for (const P of [2, 4, 8])
+        for (const V of [1, 2])
+          for (const M of [3, 8, 13])
+            for (const policy of HINTS) {
+              const r = await sim({ stages: P, chunks: V, microbatches: M, policy, bufferLimit: limit, jitter: 'paper', seed: limit + M });
+              const peak = Math.max(...r.totals.peakInflight);
+              assert.ok(peak <= limit + (V > 1 ? V : 0), `${policy} limit=${limit} P=${P} V=${V} M=${M}: peak ${peak}`);
+            }
+  });
+
+  it('is deterministic: the same seed gives identical traces', async () => {
+    for (const [policy, chunks] of [['bf', 2], ['hint:1f1b', 1], ['bfw', 1], ['interleaved-1f1b', 2]] as const) {
+      const run = (seed: number) => sim({ stages: 4, microbatches: 8, chunks, policy, jitter: 'paper', seed, iterations: 2 });
+      const a = await run(7);
+      assert.deepEqual((await run(7)).events, a.events, policy);
+      assert.notDeepEqual((await run(8)).events, a.events, policy);
+    }
+  });
+
+  it('shows every policy exactly the same realized durations for a seed', async () => {
+    const durationsOf = async (policy: string) => {
+      const r = await sim({ stages: 4, microbatches: 8, policy, jitter: 'paper', seed: 3, profile: 'llm' });
+      const start = new Map<string, number>();
+      const d = new Map<string, number>();
+      for (const e of r.events) {
+        const k = `${e.stage}|${'kind' in e ? e.kind : ''}|${'mb' in e ? e.mb : ''}`;
+        if (e.type === 'task-start') start.set(k, e.t);
+        if (e.type === 'task-end') d.set(k, +(e.t - start.get(k)!).toFixed(9));
+      }
+      return d;
+    };
+    const base = await durationsOf('bf');
+    for (const p of ['fb', 'f-priority', '1f1b', 'gpipe']) assert.deepEqual(await durationsOf(p), base, p);
+  });
+
+  it('never beats the lower bound', async () => {
+    for (const profile of ['uniform', 'llm', 'multimodal'])
+      for (const jitter of ['none', 'compute', 'paper'] as const)
+        for (const policy of ['bf', 'f-priority', '1f1b', 'gpipe', 'bfw', 'zb-h1'])
+          for (const seed of [1, 2]) {
+            const r = await sim({ stages: 4, microbatches: 12, policy, profile, jitter, seed, iterations: 2 });
+            for (const it of r.iterations) assert.ok(it.makespan_ms >= it.lower_bound_ms - 1e-6, `${policy} ${profile} ${jitter}: ${it.makespan_ms} < ${it.lower_bound_ms}`);
+          }
+  });
+
+  it('ends a deadlock with an error naming the stuck stage, its buffers and what it waits for', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-policy-'));
+    const file = path.join(dir, 'stubborn.js');
+    // A user policy that refuses backward tasks at stage 1: the pipeline cannot finish.
+    fs.writeFileSync(file, `
+      module.exports.policy = {
+        name: 'stubborn', binding: false, splitBackward: false,
+        check() {}, start() { return null; },
+        choose(ready, memo, ctx) { return ctx.stage === 1 ? (ready.F[0] || null) : (ready.B[0] || ready.F[0] || null); },
+        advance(memo) { return memo; },
+      };`);
+    await assert.rejects(sim({ stages: 3, microbatches: 4, policy: file }), (e: unknown) => {
+      assert.ok(e instanceof DeadlockError, String(e));
+      assert.match(e.message, /stage 1, iteration 0: idle with 4 tasks left/);
+      assert.match(e.message, /backward-ready=\[B0 B1 B2 B3\]/);
+      assert.ok(e.timeline.length > 0);
+      return true;
+    });
+  });
+
+  it('finds dependency violations in a doctored trace', async () => {
+    const r = await sim({ stages: 3, microbatches: 4, policy: 'bf' });
+    assert.deepEqual(validateRun(r.events, r.shape, 1), []);
+    const moved = r.events.map((e) => (e.type === 'task-start' && e.stage === 2 && e.kind === 'F' && e.mb === 1 ? { ...e, t: 0 } : e));
+    const problems = validateRun(moved, r.shape, 1);
+    assert.ok(problems.some((p) => /stage 2, iteration 0, F1: started at 0 before its activation arrived/.test(p)), problems.join('\n'));
+    const dropped = r.events.filter((e) => !(e.type === 'task-end' && e.stage === 0 && e.kind === 'B' && e.mb === 3));
+    assert.ok(validateRun(dropped, r.shape, 1).some((p) => /stage 0, iteration 0, B3: never ended/.test(p)));
+  });
+});

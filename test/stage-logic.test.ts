@@ -1,0 +1,76 @@
+import { strict as assert } from 'assert';
+import { makeArbiter } from '../actors/job';
+import { StageEffect, StageMsg, initialStageState, stageStatus, stageStep } from '../actors/stage-logic';
+import { resolvePolicy } from '../policies/registry';
+import { PipelineShape, formatTask, task } from '../policies/task';
+
+function stageOf(stage: number, shape: PipelineShape, policyName = 'bf', limit = 32) {
+  const policy = resolvePolicy(policyName);
+  return initialStageState({ stage, shape: { ...shape, splitBackward: policy.splitBackward }, policy, arbiter: makeArbiter(policy, limit) });
+}
+
+const actions = (fx: StageEffect[]) => fx.filter((f) => f.type !== 'event').map((f) =>
+  f.type === 'run' ? `run ${formatTask(f.task)}` : f.type === 'send' ? `send ${f.kind} ${formatTask(f.task)}->${f.dst}` : `finished ${f.iteration}`);
+
+describe('stage logic (pure transitions)', () => {
+  const shape: PipelineShape = { stages: 3, chunks: 1, microbatches: 2, splitBackward: false };
+
+  it('runs a forward as soon as its input arrives and sends the activation on', () => {
+    const s = stageOf(1, shape);
+    assert.deepEqual(actions(stageStep(s, { type: 'start', iteration: 0 }, 0)), []);
+    assert.deepEqual(actions(stageStep(s, { type: 'input', iteration: 0, mb: 1, chunk: 0 }, 1)), ['run F1']);
+    assert.deepEqual(actions(stageStep(s, { type: 'input', iteration: 0, mb: 0, chunk: 0 }, 2)), []);
+    assert.deepEqual(actions(stageStep(s, { type: 'done', iteration: 0, task: task('F', 1) }, 5)), ['send activation F1->2', 'run F0']);
+  });
+
+  it('makes B ready only when its forward ran here and its gradient arrived', () => {
+    const s = stageOf(1, shape);
+    stageStep(s, { type: 'start', iteration: 0 }, 0);
+    assert.deepEqual(actions(stageStep(s, { type: 'grad', iteration: 0, mb: 0, chunk: 0 }, 0)), []);
+    assert.deepEqual(actions(stageStep(s, { type: 'input', iteration: 0, mb: 0, chunk: 0 }, 1)), ['run F0']);
+    assert.deepEqual(actions(stageStep(s, { type: 'done', iteration: 0, task: task('F', 0) }, 2)), ['send activation F0->2', 'run B0']);
+    assert.deepEqual(actions(stageStep(s, { type: 'done', iteration: 0, task: task('B', 0) }, 3)), ['send gradient B0->0']);
+  });
+
+  it('starts B at the loss stage right after its forward, and reports the end of the iteration', () => {
+    const s = stageOf(2, shape);
+    stageStep(s, { type: 'start', iteration: 0 }, 0);
+    stageStep(s, { type: 'input', iteration: 0, mb: 0, chunk: 0 }, 0);
+    assert.deepEqual(actions(stageStep(s, { type: 'done', iteration: 0, task: task('F', 0) }, 1)), ['run B0']);
+    stageStep(s, { type: 'input', iteration: 0, mb: 1, chunk: 0 }, 1);
+    assert.deepEqual(actions(stageStep(s, { type: 'done', iteration: 0, task: task('B', 0) }, 2)), ['send gradient B0->1', 'run F1']);
+    assert.deepEqual(actions(stageStep(s, { type: 'done', iteration: 0, task: task('F', 1) }, 3)), ['run B1']);
+    assert.deepEqual(actions(stageStep(s, { type: 'done', iteration: 0, task: task('B', 1) }, 4)), ['send gradient B1->1', 'finished 0']);
+  });
+
+  it('keeps arrivals for an iteration it has not started and replays them at the start', () => {
+    const s = stageOf(1, shape);
+    assert.deepEqual(actions(stageStep(s, { type: 'input', iteration: 0, mb: 0, chunk: 0 }, 0)), []);
+    assert.deepEqual(actions(stageStep(s, { type: 'start', iteration: 0 }, 1)), ['run F0']);
+  });
+
+  it('rejects duplicates, out-of-range microbatches and completions of tasks it is not running', () => {
+    const s = stageOf(1, shape);
+    stageStep(s, { type: 'start', iteration: 0 }, 0);
+    stageStep(s, { type: 'input', iteration: 0, mb: 0, chunk: 0 }, 0);
+    const bad: StageMsg[] = [
+      { type: 'input', iteration: 0, mb: 0, chunk: 0 },
+      { type: 'input', iteration: 0, mb: 7, chunk: 0 },
+      { type: 'grad', iteration: 0, mb: 0, chunk: 3 },
+      { type: 'done', iteration: 0, task: task('B', 1) },
+    ];
+    for (const m of bad) assert.throws(() => stageStep(s, m, 1), (e: Error) => e.name === 'StageProtocolError' && /stage 1/.test(e.message));
+    assert.equal(stageStatus(s).running, 'F0');
+  });
+
+  it('drains backward-only at the buffer limit', () => {
+    const s = stageOf(0, { stages: 2, chunks: 1, microbatches: 4, splitBackward: false }, 'f-priority', 2);
+    stageStep(s, { type: 'start', iteration: 0 }, 0);
+    for (let j = 0; j < 4; j++) stageStep(s, { type: 'input', iteration: 0, mb: j, chunk: 0 }, 0);
+    assert.deepEqual(actions(stageStep(s, { type: 'done', iteration: 0, task: task('F', 0) }, 1)), ['send activation F0->1', 'run F1']);
+    assert.deepEqual(actions(stageStep(s, { type: 'done', iteration: 0, task: task('F', 1) }, 2)), ['send activation F1->1']);
+    assert.equal(stageStatus(s).inflight, 2);
+    assert.deepEqual(actions(stageStep(s, { type: 'grad', iteration: 0, mb: 1, chunk: 0 }, 3)), ['run B1']);
+    assert.deepEqual(actions(stageStep(s, { type: 'done', iteration: 0, task: task('B', 1) }, 4)), ['run F2']);
+  });
+});
