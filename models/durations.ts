@@ -1,0 +1,152 @@
+// Emulated durations: how long a task occupies its stage and how long its message takes,
+// for one workload profile, pipeline shape, jitter mode and seed.
+//
+// Partition: the profile's `split` stack (L layer units; times P for per-stage depth) is
+// cut into P*V equal-length pieces, virtual stage v owning [v L/(PV), (v+1) L/(PV)). A
+// piece may hold a fraction of a layer, standing for a finer partition (sub-layers), so
+// every (P, V) is meaningful even when P*V exceeds the layer count. `first` groups are
+// added to virtual stage 0, `last` groups to virtual stage P*V-1.
+//
+// Realized value = base × lognormal multiplier drawn from a key (seed, iteration, stage,
+// event, microbatch, chunk), so the same seed gives the same durations in any call order.
+// Communication is latency + bytes / bandwidth for the whole message, jittered as one;
+// links have no contention (two messages on one link do not slow each other).
+
+import { PipelineShape, Task, TaskKind, backwardSuccessor, forwardSuccessor, formatTask, validateShape, virtualStage } from '../policies/task';
+import { JitterMode, jitterSigmas, lognormalMultiplier } from './jitter';
+import { DrawEvent, keyedNormal } from './keyed-random';
+import { WorkloadProfile } from './profile';
+
+export class DurationError extends Error {
+  override name = 'DurationError';
+}
+
+export interface VirtualStageCosts {
+  /** Unjittered forward ms of each virtual stage (index c*P + s). */
+  readonly forwardMs: readonly number[];
+  /** Bytes crossing the cut after each virtual stage (the last entry is 0: nothing after the loss). */
+  readonly cutBytes: readonly number[];
+}
+
+/** Forward cost and outgoing message size of every virtual stage for P stages and V chunks. */
+export function partitionProfile(profile: WorkloadProfile, stages: number, chunks: number): VirtualStageCosts {
+  const n = stages * chunks;
+  const mult = profile.depth === 'per-stage' ? stages : 1;
+  const stack: { start: number; end: number; ms: number; bytes: number }[] = [];
+  let pos = 0;
+  for (const g of profile.layers) {
+    if (g.placement !== 'split') continue;
+    const len = g.count * mult;
+    stack.push({ start: pos, end: pos + len, ms: g.forwardMs, bytes: g.activationBytes ?? profile.communication.activationBytes });
+    pos += len;
+  }
+  const total = pos;
+  const eps = 1e-9 * total;
+  const forwardMs: number[] = [];
+  const cutBytes: number[] = [];
+  for (let v = 0; v < n; v++) {
+    const a = (v * total) / n;
+    const b = ((v + 1) * total) / n;
+    let ms = 0;
+    for (const g of stack) ms += Math.max(0, Math.min(b, g.end) - Math.max(a, g.start)) * g.ms;
+    for (const g of profile.layers) {
+      if (g.placement === 'first' && v === 0) ms += g.count * g.forwardMs;
+      if (g.placement === 'last' && v === n - 1) ms += g.count * g.forwardMs;
+    }
+    forwardMs.push(ms);
+    // The cut at b carries the output of the group that ends at or after b.
+    cutBytes.push(v === n - 1 ? 0 : stack.find((g) => g.end >= b - eps)!.bytes);
+  }
+  return { forwardMs, cutBytes };
+}
+
+export interface DurationModelOptions {
+  readonly profile: WorkloadProfile;
+  readonly shape: PipelineShape;
+  readonly jitter: JitterMode;
+  /** Multiplies the jitter's target spreads; default 1, 0 turns jitter off. */
+  readonly jitterScale?: number;
+  readonly seed: number;
+}
+
+export interface DurationModel {
+  readonly shape: PipelineShape;
+  readonly profile: WorkloadProfile;
+  /** Realized ms that `t` occupies `stage` in `iteration`. */
+  compute(iteration: number, stage: number, t: Task): number;
+  /** Realized ms from the end of `t` (F or B) at `stage` until its message is at the destination. */
+  comm(iteration: number, stage: number, t: Task): number;
+  /** Bytes of the activation (F) or gradient (B) message `t` sends from `stage`. */
+  messageBytes(stage: number, t: Task): number;
+  /** Unjittered compute ms. */
+  base(stage: number, kind: TaskKind, chunk: number): number;
+  /** Unjittered communication ms of the message `t` sends from `stage`. */
+  baseComm(stage: number, t: Task): number;
+}
+
+export function makeDurationModel(opts: DurationModelOptions): DurationModel {
+  const { profile, shape, seed } = opts;
+  validateShape(shape);
+  if (!Number.isSafeInteger(seed)) throw new DurationError(`seed must be a safe integer, got ${JSON.stringify(seed)}`);
+  const sigma = jitterSigmas(opts.jitter, opts.jitterScale ?? 1);
+  const { forwardMs, cutBytes } = partitionProfile(profile, shape.stages, shape.chunks);
+  const { latencyMs, bandwidthGBps } = profile.communication;
+  const bwFraction = shape.splitBackward ? 1 - profile.weightGradFraction : 1;
+
+  const where = (stage: number, t: Task) => `stage ${stage}, ${formatTask(t)}`;
+  const checkPlace = (stage: number, chunk: number, what: () => string) => {
+    if (!Number.isInteger(stage) || stage < 0 || stage >= shape.stages)
+      throw new DurationError(`${what()}: stage must be an integer in 0..${shape.stages - 1}, got ${JSON.stringify(stage)}`);
+    if (!Number.isInteger(chunk) || chunk < 0 || chunk >= shape.chunks)
+      throw new DurationError(`${what()}: chunk must be an integer in 0..${shape.chunks - 1}, got ${JSON.stringify(chunk)}`);
+  };
+
+  const base = (stage: number, kind: TaskKind, chunk: number): number => {
+    checkPlace(stage, chunk, () => `base(${stage}, ${kind}, ${chunk})`);
+    const f = forwardMs[virtualStage(stage, chunk, shape)];
+    switch (kind) {
+      case 'F': return f;
+      case 'B': return f * profile.backwardRatio * bwFraction;
+      case 'W':
+        if (!shape.splitBackward) throw new DurationError(`stage ${stage}: W tasks exist only when the backward is split (splitBackward is false)`);
+        return f * profile.backwardRatio * profile.weightGradFraction;
+      default: throw new DurationError(`stage ${stage}: task kind must be F, B or W, got ${JSON.stringify(kind)}`);
+    }
+  };
+
+  const messageBytes = (stage: number, t: Task): number => {
+    checkPlace(stage, t.chunk, () => where(stage, t));
+    if (t.kind === 'F') {
+      if (!forwardSuccessor(stage, t.chunk, shape)) throw new DurationError(`${where(stage, t)}: the loss stage sends no activation`);
+      return cutBytes[virtualStage(stage, t.chunk, shape)];
+    }
+    if (t.kind === 'B') {
+      if (!backwardSuccessor(stage, t.chunk, shape)) throw new DurationError(`${where(stage, t)}: the first virtual stage sends no gradient`);
+      return cutBytes[virtualStage(stage, t.chunk, shape) - 1];
+    }
+    throw new DurationError(`${where(stage, t)}: only F and B tasks send messages`);
+  };
+
+  const baseComm = (stage: number, t: Task): number => {
+    const bytes = messageBytes(stage, t);
+    return latencyMs === 0 && bytes === 0 ? 0 : latencyMs + bytes / (bandwidthGBps * 1e6);
+  };
+
+  const draw = (sig: number, iteration: number, stage: number, event: DrawEvent, t: Task) =>
+    sig === 0 ? 1 : lognormalMultiplier(sig, keyedNormal({ seed, iteration, stage, event, mb: t.mb, chunk: t.chunk }));
+
+  return {
+    shape,
+    profile,
+    base,
+    baseComm,
+    messageBytes,
+    compute(iteration, stage, t) {
+      return base(stage, t.kind, t.chunk) * draw(sigma.compute, iteration, stage, t.kind, t);
+    },
+    comm(iteration, stage, t) {
+      const ms = baseComm(stage, t);
+      return ms === 0 ? 0 : ms * draw(sigma.communication, iteration, stage, t.kind === 'F' ? 'send-activation' : 'send-gradient', t);
+    },
+  };
+}
