@@ -1,0 +1,211 @@
+import { strict as assert } from 'node:assert';
+import { Fresco, FrescoError, augment, exactTopK, extractBasis, mergeBases, project, singularValues } from '../policies/consistency/fresco';
+import { FrescoPolicy } from '../policies/consistency/fresco-policy';
+import { householderQ } from '../policies/consistency/qr';
+import { frobenius, mulAB, mulAtB, pseudoRandomBlock } from '../policies/consistency/linalg';
+
+const rand = (n: number, seed: number) => Float32Array.from(pseudoRandomBlock(n, 1, seed));
+
+/** Y = W X̄ with X̄ᵀ given as rows (n×d): returns n×dout. */
+function outputs(w: Float32Array, dout: number, rows: Float64Array, n: number, d: number): Float64Array {
+  const y = new Float64Array(n * dout);
+  for (let r = 0; r < n; r++) for (let o = 0; o < dout; o++) {
+    let s = 0;
+    for (let i = 0; i < d; i++) s += w[o * d + i] * rows[r * d + i];
+    y[r * dout + o] = s;
+  }
+  return y;
+}
+
+function relDiff(a: Float64Array, b: Float64Array): number {
+  let num = 0, den = 0;
+  for (let i = 0; i < a.length; i++) { num += (a[i] - b[i]) ** 2; den += b[i] ** 2; }
+  return Math.sqrt(num / den);
+}
+
+describe('FRESCO subspace math', () => {
+  it('Householder QR returns orthonormal columns spanning the input', () => {
+    const d = 20, k = 6;
+    const a = pseudoRandomBlock(d, k, 7);
+    const q = householderQ(a, d, k);
+    const qtq = mulAtB(q, q, d, k, k);
+    for (let i = 0; i < k; i++) for (let j = 0; j < k; j++) assert.ok(Math.abs(qtq[i * k + j] - (i === j ? 1 : 0)) < 1e-12);
+    const qta = mulAtB(q, a, d, k, k);
+    const back = mulAB(q, qta, d, k, k);
+    for (let i = 0; i < a.length; i++) assert.ok(Math.abs(back[i] - a[i]) < 1e-12, 'A is not in span(Q)');
+  });
+
+  it('exact top-k vectors are eigenvectors of X̄X̄ᵀ with eigenvalues σ²', () => {
+    const n = 12, din = 9;
+    const xb = augment(rand(n * din, 3), n, din);
+    const u = exactTopK(xb, 3);
+    const s = singularValues(xb);
+    const g = mulAtB(xb.rows, xb.rows, n, xb.d, xb.d);
+    const gu = mulAB(g, u.data, xb.d, xb.d, 3);
+    for (let j = 0; j < 3; j++) for (let i = 0; i < xb.d; i++) {
+      assert.ok(Math.abs(gu[i * 3 + j] - s[j] ** 2 * u.data[i * 3 + j]) < 1e-9 * s[0] ** 2);
+    }
+    for (let j = 1; j < s.length; j++) assert.ok(s[j] <= s[j - 1]);
+  });
+
+  it('keeps in-flight outputs W X̄ unchanged under full protection, with microbatches leaving out of order', () => {
+    const din = 48, dout = 40, n = 6, tau = 4, d = din + 1;
+    const f = new Fresco({ tau, alpha: 1 }); // k = min(τn, 40) = 24 = rank of 4 in-flight X̄
+    f.addLayer('fc', dout, din);
+    const w = rand(dout * d, 11);
+    const inflight = new Map<number, { rows: Float64Array; y0: Float64Array }>();
+    let worst = 0, updates = 0, nextMb = 0, seed = 100;
+    const check = () => {
+      for (const [, m] of inflight) worst = Math.max(worst, relDiff(outputs(w, dout, m.rows, n, d), m.y0));
+    };
+    const enter = () => {
+      const mb = nextMb++;
+      const x = rand(n * din, seed++);
+      f.onForward('fc', mb, x, n);
+      const rows = augment(x, n, din).rows;
+      inflight.set(mb, { rows, y0: outputs(w, dout, rows, n, d) });
+    };
+    const update = () => {
+      const delta = rand(dout * d, seed++);
+      for (let i = 0; i < delta.length; i++) delta[i] *= 0.1;
+      const before = frobenius(delta);
+      f.projectUpdate('fc', delta);
+      assert.ok(frobenius(delta) <= before * (1 + 1e-6));
+      for (let i = 0; i < w.length; i++) w[i] += delta[i];
+      updates++;
+      check();
+    };
+    const leave = (mb: number) => {
+      f.onBackward('fc', mb);
+      inflight.delete(mb);
+      update();
+    };
+    for (let i = 0; i < 4; i++) { enter(); update(); }
+    leave(2); enter(); leave(0); update(); enter(); leave(5); leave(1); update(); update();
+    enter(); enter(); leave(3); leave(7); update(); leave(4); leave(6);
+    assert.ok(updates >= 14);
+    assert.deepEqual(f.inFlight('fc'), []);
+    assert.ok(worst < 1e-5, `relative change of an in-flight output: ${worst}`);
+  });
+
+  it('bounds the relaxed residual by σ_{k+1}(X̄)·‖Δ‖ with the exact top-k basis', () => {
+    const n = 40, din = 32, dout = 16, k = 8;
+    const xb = augment(rand(n * din, 21), n, din);
+    const q = exactTopK(xb, k);
+    const sigma = singularValues(xb)[k];
+    for (let t = 0; t < 5; t++) {
+      const delta = rand(dout * xb.d, 300 + t);
+      const norm = frobenius(delta);
+      project(delta, dout, q);
+      const resid = frobenius(mulAB(delta, transpose(xb.rows, n, xb.d), dout, xb.d, n)); // ‖Δ'X̄‖_F
+      assert.ok(resid <= sigma * norm * (1 + 1e-6), `‖Δ'X̄‖ = ${resid} > σ_{k+1}‖Δ‖ = ${sigma * norm}`);
+    }
+  });
+
+  it('measures the cheap power-iteration basis against the σ_{k+1} bound', () => {
+    const din = 64, dout = 64, n = 32, tau = 4, d = din + 1;
+    const f = new Fresco({ tau, alpha: 0.25 }); // k = ⌈0.25·64⌉ = 16, k1 = 4
+    f.addLayer('fc', dout, din);
+    const all = new Float64Array(tau * n * d);
+    for (let mb = 0; mb < tau; mb++) {
+      // Inputs with a decaying spectrum, like real activations.
+      const x = rand(n * din, 500 + mb);
+      for (let r = 0; r < n; r++) for (let i = 0; i < din; i++) x[r * din + i] *= 1 / (1 + i);
+      f.onForward('fc', mb, x, n);
+      all.set(augment(x, n, din).rows, mb * n * d);
+    }
+    const k = f.protectedRank('fc', n);
+    const q = f.buildProtectedBasis('fc')!;
+    assert.equal(q.k, k);
+    const sigma = singularValues({ rows: all, n: tau * n, d })[k];
+    const xt = transpose(all, tau * n, d);
+    let worst = 0, vsNone = 0;
+    for (let t = 0; t < 5; t++) {
+      const delta = rand(dout * d, 700 + t);
+      const raw = frobenius(mulAB(delta, xt, dout, d, tau * n));
+      const norm = frobenius(delta);
+      project(delta, dout, q);
+      assert.ok(frobenius(delta) <= norm * (1 + 1e-6), 'projection increased ‖Δ‖');
+      const resid = frobenius(mulAB(delta, xt, dout, d, tau * n));
+      worst = Math.max(worst, resid / (sigma * norm));
+      vsNone = Math.max(vsNone, resid / raw);
+    }
+    console.log(`      power-iteration basis: ‖Δ'X̄‖ / (σ_{k+1}‖Δ‖) ≤ ${worst.toFixed(3)}; ‖Δ'X̄‖ / ‖ΔX̄‖ ≤ ${vsNone.toFixed(3)} (k=${k}, τ=${tau}, n=${n}, d=${d})`);
+    assert.ok(Number.isFinite(worst) && vsNone < 1);
+  });
+
+  it('gives bitwise the same basis for the same inputs', () => {
+    const xb = augment(rand(30 * 20, 9), 30, 20);
+    const a = extractBasis(xb, 5), b = extractBasis(xb, 5);
+    assert.deepEqual([...a.data], [...b.data]);
+    const qa = mergeBases([a, extractBasis(augment(rand(600, 10), 30, 20), 5)], 6);
+    const qb = mergeBases([b, extractBasis(augment(rand(600, 10), 30, 20), 5)], 6);
+    assert.deepEqual([...qa.data], [...qb.data]);
+  });
+
+  it('keys bases by microbatch and reports the bytes it holds', () => {
+    const f = new Fresco({ tau: 2, alpha: 0.5 });
+    f.addLayer('fc', 8, 7); // d = 8, k = min(2n, 4) = 4, k1 = 2
+    for (const mb of [3, 1, 2]) f.onForward('fc', mb, rand(5 * 7, mb), 5);
+    assert.equal(f.extraStateBytes(), 3 * 8 * 2 * 4);
+    f.onBackward('fc', 1);
+    assert.deepEqual(f.inFlight('fc'), [3, 2]);
+    assert.throws(() => f.onBackward('fc', 1), (e: Error) => e instanceof FrescoError && /mb 1/.test(e.message) && /\[3, 2\]/.test(e.message));
+    assert.throws(() => f.onForward('fc', 3, rand(35, 1), 5), /already in flight/);
+  });
+
+  it('projects a tfjs-layout kernel and bias exactly as the augmented matrix, and leaves other params alone', () => {
+    const din = 6, dout = 5, n = 3, d = din + 1;
+    const pol = new FrescoPolicy({ tau: 2, alpha: 1, layers: [{ layer: 'fc', weight: 'k', bias: 'b', layout: 'in-out', dout, din }] });
+    const ref = new Fresco({ tau: 2, alpha: 1 });
+    ref.addLayer('fc', dout, din);
+    const x = rand(n * din, 40);
+    pol.forward(0, new Map([['fc', { x, n }]]));
+    ref.onForward('fc', 0, x, n);
+    const full = rand(dout * d, 41);
+    const kernel = new Float32Array(din * dout), bias = new Float32Array(dout);
+    for (let o = 0; o < dout; o++) { for (let i = 0; i < din; i++) kernel[i * dout + o] = full[o * d + i]; bias[o] = full[o * d + din]; }
+    const emb = rand(4, 42), embCopy = emb.slice();
+    pol.transformUpdate(new Map([['k', kernel], ['b', bias], ['emb', emb]]), { params: new Map(), step: 1, lr: 1 });
+    ref.projectUpdate('fc', full);
+    for (let o = 0; o < dout; o++) {
+      for (let i = 0; i < din; i++) assert.equal(kernel[i * dout + o], full[o * d + i]);
+      assert.equal(bias[o], full[o * d + din]);
+    }
+    assert.deepEqual([...emb], [...embCopy]);
+  });
+
+  it('times buildProtectedBasis + project at d=257, dout=256, k=64, τ=8, n=64', function () {
+    this.timeout(20000);
+    const din = 256, dout = 256, n = 64, tau = 8;
+    const f = new Fresco({ tau }); // k = ⌈0.25·256⌉ = 64, k1 = 8
+    f.addLayer('fc', dout, din);
+    let t0 = performance.now();
+    for (let mb = 0; mb < tau; mb++) f.onForward('fc', mb, rand(n * din, 900 + mb), n);
+    const extractMs = (performance.now() - t0) / tau;
+    const delta = rand(dout * (din + 1), 999);
+    const reps = 5;
+    let buildMs = 0, projMs = 0;
+    for (let r = 0; r < reps; r++) {
+      t0 = performance.now();
+      const q = f.buildProtectedBasis('fc')!;
+      const t1 = performance.now();
+      project(delta, dout, q);
+      projMs += performance.now() - t1;
+      buildMs += t1 - t0;
+    }
+    // The relaxed path (fewer directions than candidates: power iteration + QR).
+    t0 = performance.now();
+    const q48 = f.buildProtectedBasis('fc', 48)!;
+    const relaxedMs = performance.now() - t0;
+    assert.equal(q48.k, 48);
+    console.log(`      extractBasis ${extractMs.toFixed(1)} ms/mb; buildProtectedBasis ${(buildMs / reps).toFixed(1)} ms + project ${(projMs / reps).toFixed(1)} ms (k=64 from 64 candidates); relaxed k=48 build ${relaxedMs.toFixed(1)} ms`);
+    assert.ok(buildMs / reps + projMs / reps < 2000);
+  });
+});
+
+function transpose(a: Float64Array, rows: number, cols: number): Float64Array {
+  const t = new Float64Array(rows * cols);
+  for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) t[c * rows + r] = a[r * cols + c];
+  return t;
+}
