@@ -1,0 +1,144 @@
+// Bus throughput for tensor-sized messages on loopback NATS: (a) raw nats.js
+// publish/subscribe of a Uint8Array, (b) Baton's path: encodeEnvelope + NatsBus.publish
+// -> subscribe + decodeEnvelope, with a float32 tensor of the same byte size. Both use
+// two connections (publisher, subscriber) to one local nats-server and the same
+// in-flight window, so the ratio b/a is the cost of Baton's codec and bus wrapper.
+// Reports medians over repeats (raw and Baton runs interleaved) and whether every
+// decoded tensor was a zero-copy view of the received message.
+//
+// Run: node dist/bench/bus-throughput.js [--json] [--messages N] [--repeats R] [--mb S]
+// Not measured: latency, fan-out, cross-machine networks.
+
+import { connect } from '@nats-io/transport-node';
+import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
+import type { Envelope } from '../transport/envelope';
+import { NatsBus } from '../transport/nats-bus';
+import { startNatsServer } from '../transport/nats-server';
+
+export interface BusThroughputOptions {
+  /** Payload bytes per message; default 4 MiB. */
+  messageBytes?: number;
+  /** Messages per run; default 200. */
+  messages?: number;
+  /** Runs of each kind; the median is reported. Default 3. */
+  repeats?: number;
+  /** Most messages published but not yet received; default 8. */
+  window?: number;
+}
+
+export interface BusThroughputResult {
+  messageBytes: number;
+  messages: number;
+  repeats: number;
+  /** Median MB/s (1 MB = 1e6 bytes of payload) for raw nats.js. */
+  rawMBps: number;
+  /** Median MB/s of tensor payload through encode + NatsBus + decode. */
+  batonMBps: number;
+  ratio: number;
+  target: number;
+  /** True when every decoded tensor was a view into the received message. */
+  zeroCopyDecode: boolean;
+  zeroCopyFraction: number;
+  rawRunsMBps: number[];
+  batonRunsMBps: number[];
+}
+
+const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
+const round = (x: number) => Math.round(x * 10) / 10;
+
+/** Publish `n` messages with at most `window` in flight; resolves with the elapsed seconds. */
+async function pump(n: number, window: number, received: () => number, send: (i: number) => void): Promise<number> {
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < n; i++) {
+    while (i - received() >= window) await new Promise((r) => setImmediate(r));
+    send(i);
+  }
+  while (received() < n) await new Promise((r) => setImmediate(r));
+  return Number(process.hrtime.bigint() - t0) / 1e9;
+}
+
+async function rawRun(url: string, bytes: number, n: number, window: number): Promise<number> {
+  const [pub, sub] = [await connect({ servers: url }), await connect({ servers: url })];
+  let got = 0;
+  let gotBytes = 0;
+  sub.subscribe('bench.raw', { callback: (_e, m) => { got++; gotBytes += m.data.byteLength; } });
+  await sub.flush();
+  const payload = new Uint8Array(bytes).fill(7);
+  const s = await pump(n, window, () => got, () => pub.publish('bench.raw', payload));
+  if (gotBytes !== n * bytes) throw new Error(`raw run: received ${gotBytes} bytes, expected ${n * bytes}`);
+  await Promise.all([pub.close(), sub.close()]);
+  return (n * bytes) / 1e6 / s;
+}
+
+async function batonRun(url: string, bytes: number, n: number, window: number, zc: { views: number; total: number }): Promise<number> {
+  const [pub, sub] = [await NatsBus.connect(url), await NatsBus.connect(url)];
+  const tensor = new Float32Array(bytes / 4).map((_, i) => i * 0.001);
+  let got = 0;
+  let badValue = 0;
+  sub.subscribe('baton.bench.activation.1', (_s, d) => {
+    const e = decodeEnvelope(d);
+    const t = e.tensors[0].data as Float32Array;
+    zc.total++;
+    if (t.buffer === d.buffer) zc.views++;
+    if (t[t.length - 1] !== tensor[tensor.length - 1]) badValue++;
+    got++;
+  });
+  await sub.flush();
+  const base: Omit<Envelope, 'seq' | 'mb'> = {
+    v: 1, job: 'bench', kind: 'activation', iteration: 0, chunk: 0, dir: 'forward', src: 0, dst: 1, sentAt: 0, bytes: 0,
+    tensors: [{ dtype: 'float32', shape: [tensor.length], data: tensor }],
+  };
+  const s = await pump(n, window, () => got, (i) => pub.publish('baton.bench.activation.1', encodeEnvelope({ ...base, seq: i, mb: i, sentAt: Date.now() })));
+  if (badValue > 0 || sub.errors > 0) throw new Error(`baton run: ${badValue} wrong tensors, ${sub.errors} handler errors`);
+  await Promise.all([pub.close(), sub.close()]);
+  return (n * bytes) / 1e6 / s;
+}
+
+export async function benchBusThroughput(opts: BusThroughputOptions = {}): Promise<BusThroughputResult> {
+  const bytes = opts.messageBytes ?? 4 * 1024 * 1024;
+  const n = opts.messages ?? 200;
+  const repeats = opts.repeats ?? 3;
+  const window = opts.window ?? 8;
+  if (bytes % 4 !== 0) throw new RangeError(`messageBytes ${bytes} must be a multiple of 4 (float32 tensor)`);
+  const server = await startNatsServer();
+  try {
+    const zc = { views: 0, total: 0 };
+    await rawRun(server.url, bytes, Math.min(n, 20), window); // warm up both paths
+    await batonRun(server.url, bytes, Math.min(n, 20), window, { views: 0, total: 0 });
+    const raw: number[] = [];
+    const baton: number[] = [];
+    for (let r = 0; r < repeats; r++) {
+      raw.push(await rawRun(server.url, bytes, n, window));
+      baton.push(await batonRun(server.url, bytes, n, window, zc));
+    }
+    const rawMBps = median(raw);
+    const batonMBps = median(baton);
+    return {
+      messageBytes: bytes, messages: n, repeats,
+      rawMBps: round(rawMBps), batonMBps: round(batonMBps), ratio: Math.round((batonMBps / rawMBps) * 1000) / 1000, target: 0.85,
+      zeroCopyDecode: zc.views === zc.total, zeroCopyFraction: zc.total ? zc.views / zc.total : 0,
+      rawRunsMBps: raw.map(round), batonRunsMBps: baton.map(round),
+    };
+  } finally {
+    await server.stop();
+  }
+}
+
+function argValue(name: string): number | undefined {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? Number(process.argv[i + 1]) : undefined;
+}
+
+if (require.main === module) {
+  const mb = argValue('--mb');
+  benchBusThroughput({ messages: argValue('--messages'), repeats: argValue('--repeats'), messageBytes: mb ? Math.round(mb * 1024 * 1024) : undefined })
+    .then((r) => {
+      if (process.argv.includes('--json')) { console.log(JSON.stringify(r)); return; }
+      console.log(`bus throughput, ${r.messages} × ${(r.messageBytes / 1048576).toFixed(1)} MiB float32 messages, median of ${r.repeats}:`);
+      console.log(`  raw nats.js              ${r.rawMBps.toFixed(1)} MB/s   runs ${r.rawRunsMBps.join(', ')}`);
+      console.log(`  Baton codec + NatsBus    ${r.batonMBps.toFixed(1)} MB/s   runs ${r.batonRunsMBps.join(', ')}`);
+      console.log(`  ratio ${r.ratio.toFixed(3)} (target >= ${r.target})${r.ratio >= r.target ? '' : '  BELOW TARGET'}`);
+      console.log(`  zero-copy decode: ${r.zeroCopyDecode ? 'yes' : `no (${(r.zeroCopyFraction * 100).toFixed(1)}% of messages)`}`);
+    })
+    .catch((err) => { console.error(err); process.exitCode = 1; });
+}

@@ -1,0 +1,204 @@
+import { strict as assert } from 'assert';
+import { execFileSync } from 'child_process';
+import { existsSync, readFileSync } from 'fs';
+import { join } from 'path';
+import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
+import type { Envelope } from '../transport/envelope';
+import { NatsBus, NatsBusError, PayloadTooLargeError } from '../transport/nats-bus';
+import { NatsServerError, freePort, startNatsServer } from '../transport/nats-server';
+import type { NatsServerHandle } from '../transport/nats-server';
+import { jobWildcard, subject } from '../transport/subjects';
+
+function envelope(seq: number, values: number[]): Envelope {
+  return {
+    v: 1, job: 'nt', kind: 'activation', iteration: 0, mb: seq, chunk: 0, dir: 'forward', src: 0, dst: 1,
+    seq, sentAt: Date.now(), bytes: 0, tensors: [{ dtype: 'float32', shape: [values.length], data: Float32Array.from(values) }],
+  };
+}
+
+/** Resolve once `pred()` holds, polling; reject after `ms` with `what`. */
+async function until(pred: () => boolean, what: string, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!pred()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** True while `pid` runs; a zombie (killed, not yet reaped by its new parent) counts as dead. */
+function isAlive(pid: number): boolean {
+  try { process.kill(pid, 0); } catch { return false; }
+  try { return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8')); } catch { return false; }
+}
+
+describe('NatsBus over a real nats-server', function () {
+  this.timeout(20_000);
+  let server: NatsServerHandle;
+  const buses: NatsBus[] = [];
+  const bus = async () => { const b = await NatsBus.connect(server.url); buses.push(b); return b; };
+
+  before(async () => { server = await startNatsServer(); });
+  after(async () => {
+    await Promise.all(buses.map((b) => b.close()));
+    await server?.stop();
+  });
+
+  it('reports the raised max_payload of a generated server', async () => {
+    assert.equal((await bus()).maxPayload, 64 * 1024 * 1024);
+  });
+
+  it('carries encoded envelopes from one connection to another, decoded intact', async () => {
+    const [pub, sub] = [await bus(), await bus()];
+    const got: Envelope[] = [];
+    sub.subscribe(subject('nt', 'activation', 1), (_s, d) => got.push(decodeEnvelope(d)));
+    await sub.flush();
+    for (let i = 0; i < 5; i++) pub.publish(subject('nt', 'activation', 1), encodeEnvelope(envelope(i, [i, i + 0.5, -i])));
+    await pub.flush();
+    await until(() => got.length === 5, '5 envelopes');
+    assert.deepEqual(got.map((e) => [e.seq, Array.from(e.tensors[0].data)]), [0, 1, 2, 3, 4].map((i) => [i, [i, i + 0.5, -i]]));
+  });
+
+  it('lets a baton.<job>.> subscription see every subject of the job and none of another', async () => {
+    const [pub, tap] = [await bus(), await bus()];
+    const seen: string[] = [];
+    tap.subscribe(jobWildcard('wj'), (s) => seen.push(s));
+    await tap.flush();
+    const subjects = [subject('wj', 'activation', 0), subject('wj', 'gradient', 3), subject('wj', 'control'), subject('wj', 'tp', 1, 2)];
+    for (const s of [...subjects, subject('other', 'activation', 0)]) pub.publish(s, new Uint8Array([1]));
+    pub.publish(subject('wj', 'report'), new Uint8Array([2]));
+    await pub.flush();
+    await until(() => seen.includes('baton.wj.report'), 'the last message');
+    assert.deepEqual(seen, [...subjects, 'baton.wj.report']);
+  });
+
+  it('keeps the connection alive when a handler throws, and counts the error', async () => {
+    const errors: string[] = [];
+    const b = await NatsBus.connect(server.url, { onError: (e) => errors.push((e as Error).message) });
+    buses.push(b);
+    const got: number[] = [];
+    b.subscribe('baton.throw.x', (_s, d) => { if (d[0] === 0) throw new Error('handler failed'); got.push(d[0]); });
+    await b.flush();
+    for (let i = 0; i < 4; i++) b.publish('baton.throw.x', new Uint8Array([i]));
+    await b.flush();
+    await until(() => got.length === 3, 'the messages after the throwing one');
+    assert.deepEqual(got, [1, 2, 3]);
+    assert.equal(b.errors, 1);
+    assert.deepEqual(errors, ['handler failed']);
+    assert.equal(b.connection.isClosed(), false);
+  });
+
+  it('counts messages and bytes in and out', async () => {
+    const b = await bus();
+    let n = 0;
+    b.subscribe('baton.count.x', () => n++);
+    await b.flush();
+    b.publish('baton.count.x', new Uint8Array(100));
+    b.publish('baton.count.x', new Uint8Array(28));
+    await b.flush();
+    await until(() => n === 2, 'two messages');
+    assert.deepEqual([b.msgsOut, b.bytesOut, b.msgsIn, b.bytesIn], [2, 128, 2, 128]);
+  });
+
+  it('counts a publish on a closed connection instead of throwing', async () => {
+    const errors: unknown[] = [];
+    const b = await NatsBus.connect(server.url, { onError: (e) => errors.push(e) });
+    await b.close();
+    assert.doesNotThrow(() => b.publish('baton.closed.x', new Uint8Array(3)));
+    assert.equal(b.publishErrors, 1);
+    assert.equal(errors.length, 1);
+    assert.match((errors[0] as Error).message, /"baton\.closed\.x".*3 bytes/);
+  });
+
+  it('fails to connect to a port with no server with a typed error naming the url', async () => {
+    const url = `nats://127.0.0.1:${await freePort()}`;
+    await assert.rejects(NatsBus.connect(url, { timeoutMs: 1000 }), (e: unknown) => e instanceof NatsBusError && e.message.includes(url));
+  });
+
+  it('refuses a message over the server max_payload with a typed error naming size and limit', async () => {
+    const small = await startNatsServer({ maxPayload: 256 * 1024 });
+    const b = await NatsBus.connect(small.url);
+    try {
+      assert.equal(b.maxPayload, 256 * 1024);
+      let got = 0;
+      b.subscribe('baton.big.x', (_s, d) => { got = d.byteLength; });
+      await b.flush();
+      assert.throws(() => b.publish('baton.big.x', new Uint8Array(256 * 1024 + 1)), (e: unknown) =>
+        e instanceof PayloadTooLargeError && e.size === 262145 && e.limit === 262144 && /262145 bytes.*262144/.test(e.message));
+      b.publish('baton.big.x', new Uint8Array(256 * 1024));
+      await b.flush();
+      await until(() => got > 0, 'the message at the limit');
+      assert.equal(got, 256 * 1024);
+      assert.equal(b.connection.isClosed(), false);
+    } finally {
+      await b.close();
+      await small.stop();
+    }
+  });
+
+  it('delivers across a 3-server cluster joined by routes: published on A, received on C', async () => {
+    const a = await startNatsServer({ cluster: true, monitor: true, name: 'A' });
+    const b = await startNatsServer({ routes: [a.clusterUrl!], monitor: true, name: 'B' });
+    const c = await startNatsServer({ routes: [a.clusterUrl!], monitor: true, name: 'C' });
+    const [onA, onC] = [await NatsBus.connect(a.url), await NatsBus.connect(c.url)];
+    try {
+      await Promise.all([a.waitForRoutes(2), b.waitForRoutes(2), c.waitForRoutes(2)]);
+      const got: Envelope[] = [];
+      onC.subscribe('baton.cl.>', (_s, d) => got.push(decodeEnvelope(d)));
+      await onC.flush();
+      // Interest travels from C to A over the route asynchronously: publish until it lands.
+      for (let i = 0; got.length === 0; i++) {
+        assert.ok(i < 200, 'nothing published on A reached C within 10 s');
+        onA.publish(subject('cl', 'gradient', 2), encodeEnvelope(envelope(i, [7, 8])));
+        await onA.flush();
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.deepEqual(Array.from(got[0].tensors[0].data), [7, 8]);
+      assert.equal(got[0].job, 'nt');
+    } finally {
+      await Promise.all([onA.close(), onC.close()]);
+      await Promise.all([a.stop(), b.stop(), c.stop()]);
+    }
+  });
+});
+
+describe('startNatsServer', function () {
+  this.timeout(20_000);
+
+  it('says to install the Debian package when the binary is missing', async () => {
+    await assert.rejects(startNatsServer({ binary: '/nonexistent/nats-server' }), (e: unknown) =>
+      e instanceof NatsServerError && e.code === 'missing-binary' && /apt-get install nats-server/.test(e.message));
+  });
+
+  it('fails with the server output when the server cannot start', async () => {
+    const first = await startNatsServer();
+    try {
+      await assert.rejects(startNatsServer({ port: first.port }), (e: unknown) =>
+        e instanceof NatsServerError && e.code === 'exited' && /address already in use/i.test(e.message));
+    } finally {
+      await first.stop();
+    }
+  });
+
+  it('kills the server and removes its temp dir on stop', async () => {
+    const s = await startNatsServer();
+    const log = s.log();
+    assert.match(log, /Server is ready/);
+    const dir = /Using configuration file: (.*)\/nats\.conf/.exec(log)?.[1];
+    assert.ok(dir && existsSync(dir), `temp dir ${dir} should exist while running`);
+    await s.stop();
+    assert.equal(isAlive(s.pid), false);
+    assert.equal(existsSync(dir), false);
+  });
+
+  it('kills servers left running, and removes their temp dirs, when the parent process exits', async () => {
+    const script = `require(${JSON.stringify(join(__dirname, '../transport/nats-server.js'))}).startNatsServer().then((s) => {
+      console.log(JSON.stringify({ pid: s.pid, dir: /Using configuration file: (.*)\\/nats\\.conf/.exec(s.log())[1] }));
+      process.exit(0);
+    });`;
+    const { pid, dir } = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' })) as { pid: number; dir: string };
+    assert.ok(pid > 0);
+    assert.match(dir, /baton-nats-/);
+    await until(() => !isAlive(pid), `nats-server ${pid} to die with its parent`, 3000);
+    assert.equal(existsSync(dir), false);
+  });
+});

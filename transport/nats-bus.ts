@@ -1,0 +1,151 @@
+// Bus over NATS (@nats-io/transport-node). Bytes in, bytes out: the codec is the
+// caller's business, as for LocalBus.
+//
+// Decisions:
+// - Oversize messages are refused, not split: publish() throws PayloadTooLargeError
+//   (size and limit in it) when data exceeds the server's max_payload, read from the
+//   connection's server info. Baton sizes its tensor messages to fit; a startNatsServer
+//   server accepts 64 MiB. Splitting would need reassembly, ordering and loss handling
+//   that NATS core does not give.
+// - Transport trouble never throws out of publish(): a publish on a closed or broken
+//   connection is counted (`publishErrors`) and reported to `onError`.
+// - A handler exception inside a NATS callback silently kills the connection in
+//   nats.js, so every callback is wrapped: the exception is counted (`errors`) and
+//   reported, and the connection lives on.
+// - publish() hands `data` to nats.js, which writes it out on a later microtask:
+//   do not mutate it after publishing. A received message is a view into the client's
+//   read buffer; decode it before the handler returns or copy it.
+//
+// - NATS core is at-most-once: a subscriber that falls more than the server's
+//   max_pending behind is cut off and messages are lost (seen here as `disconnects`).
+//
+// Not modelled: queue groups, request/reply, headers, JetStream, auth, TLS.
+
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
+import type { Bus, BusHandler, Subscription } from './bus';
+import { checkSubject } from './local-bus';
+
+export class PayloadTooLargeError extends Error {
+  override name = 'PayloadTooLargeError';
+  constructor(readonly subject: string, readonly size: number, readonly limit: number) {
+    super(`publish to ${JSON.stringify(subject)}: message is ${size} bytes, over the server's max_payload of ${limit} bytes (Baton refuses oversize messages; it does not split them)`);
+  }
+}
+
+export class NatsBusError extends Error {
+  override name = 'NatsBusError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+export interface NatsBusOptions {
+  /** Connection name shown by the server; default 'baton'. */
+  name?: string;
+  /** Called with every handler exception and transport error, after it is counted. Default: none. */
+  onError?: (err: unknown, subject: string) => void;
+  /** Connect timeout, ms; default 5000. */
+  timeoutMs?: number;
+}
+
+export class NatsBus implements Bus {
+  readonly kind = 'nats';
+  /** Handler exceptions caught. */
+  errors = 0;
+  /** Publishes that failed in the transport (closed or broken connection). */
+  publishErrors = 0;
+  /** Other transport trouble: subscription errors, server errors, failed unsubscribes. */
+  transportErrors = 0;
+  msgsOut = 0;
+  bytesOut = 0;
+  msgsIn = 0;
+  bytesIn = 0;
+  disconnects = 0;
+  onError: ((err: unknown, subject: string) => void) | undefined;
+
+  private constructor(readonly connection: NatsConnection, readonly url: string, opts: NatsBusOptions) {
+    this.onError = opts.onError;
+    void this.watchStatus();
+  }
+
+  static async connect(url: string, opts: NatsBusOptions = {}): Promise<NatsBus> {
+    try {
+      const nc = await connect({ servers: url, name: opts.name ?? 'baton', timeout: opts.timeoutMs ?? 5000 });
+      return new NatsBus(nc, url, opts);
+    } catch (err) {
+      throw new NatsBusError(`cannot connect to NATS at ${url}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    }
+  }
+
+  /** The server's max_payload for this connection, bytes. */
+  get maxPayload(): number {
+    return this.connection.info?.max_payload ?? 1024 * 1024;
+  }
+
+  publish(subject: string, data: Uint8Array): void {
+    checkSubject(subject, false);
+    if (data.byteLength > this.maxPayload) throw new PayloadTooLargeError(subject, data.byteLength, this.maxPayload);
+    try {
+      this.connection.publish(subject, data);
+      this.msgsOut++;
+      this.bytesOut += data.byteLength;
+    } catch (err) {
+      this.publishErrors++;
+      this.report(new NatsBusError(`publish to ${JSON.stringify(subject)} (${data.byteLength} bytes) failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err }), subject);
+    }
+  }
+
+  subscribe(subject: string, handler: BusHandler): Subscription {
+    checkSubject(subject, true);
+    let sub: NatsSubscription;
+    try {
+      sub = this.connection.subscribe(subject, {
+        callback: (err, msg) => {
+          // Nothing may escape this callback: a throw here kills the connection.
+          try {
+            if (err) { this.transportErrors++; this.report(new NatsBusError(`subscription ${JSON.stringify(subject)}: ${err.message}`, { cause: err }), subject); return; }
+            this.msgsIn++;
+            this.bytesIn += msg.data.byteLength;
+            handler(msg.subject, msg.data);
+          } catch (e) {
+            this.errors++;
+            this.report(e, msg?.subject ?? subject);
+          }
+        },
+      });
+    } catch (err) {
+      throw new NatsBusError(`subscribe to ${JSON.stringify(subject)} failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    }
+    return {
+      unsubscribe: () => {
+        try { sub.unsubscribe(); } catch (err) { this.transportErrors++; this.report(err, subject); }
+      },
+    };
+  }
+
+  async flush(): Promise<void> {
+    await this.connection.flush();
+  }
+
+  async close(): Promise<void> {
+    if (this.connection.isClosed()) return;
+    await this.connection.close();
+  }
+
+  private async watchStatus(): Promise<void> {
+    try {
+      for await (const s of this.connection.status()) {
+        if (s.type === 'disconnect') this.disconnects++;
+        else if (s.type === 'error') { this.transportErrors++; this.report(s.error, ''); }
+      }
+    } catch {
+      // The status iterator ends with the connection; nothing to report.
+    }
+  }
+
+  private report(err: unknown, subject: string): void {
+    if (!this.onError) return;
+    try { this.onError(err, subject); } catch { /* the hook must not break delivery either */ }
+  }
+}

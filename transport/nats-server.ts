@@ -1,0 +1,234 @@
+// Starting and stopping a local nats-server (the Debian package `nats-server`, 2.9)
+// for the CLI, tests and benches: a generated config in a temp dir (loopback only,
+// max_payload raised for tensor messages, max_pending above it, optional cluster
+// block with routes so several servers form one cluster), readiness by TCP connect
+// plus the server's own "ready" log line, and a process 'exit' hook so no server
+// outlives its parent. The child is unref'd: a forgotten server does not keep the
+// parent alive, and the hook kills it when the parent exits.
+//
+// Not modelled: TLS, auth, JetStream, leaf nodes, gateways, non-loopback addresses.
+
+import { spawn } from 'child_process';
+import type { ChildProcess } from 'child_process';
+import { accessSync, constants, mkdtempSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from 'fs';
+import { createConnection, createServer } from 'net';
+import { tmpdir } from 'os';
+import { delimiter, join } from 'path';
+
+export type NatsServerErrorCode = 'missing-binary' | 'start-timeout' | 'exited' | 'routes-timeout' | 'no-monitor';
+
+export class NatsServerError extends Error {
+  override name = 'NatsServerError';
+  constructor(readonly code: NatsServerErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+export interface NatsServerOptions {
+  /** Client port on 127.0.0.1; default a free port. */
+  port?: number;
+  /** Largest message the server accepts, bytes; default 64 MiB. */
+  maxPayload?: number;
+  /** Per-client outbound buffer on the server, bytes; default 4 × maxPayload (must exceed it). */
+  maxPending?: number;
+  /** Route URLs of other cluster members (`nats-route://127.0.0.1:P`); implies a cluster block. */
+  routes?: string[];
+  /** Cluster (route) port on 127.0.0.1; default a free port when routes are given or `cluster` is true. */
+  clusterPort?: number;
+  /** Open a cluster listener even without routes (the first member of a cluster). Default false. */
+  cluster?: boolean;
+  /** Cluster name; default 'baton'. All members must share it. */
+  clusterName?: string;
+  /** Server name (shows up in logs and server info); default 'baton-<port>'. */
+  name?: string;
+  /** Also serve the HTTP monitoring endpoints (needed by waitForRoutes); default false. */
+  monitor?: boolean;
+  /** Path of the binary; default `nats-server` found on PATH or in /usr/sbin. */
+  binary?: string;
+  /** How long to wait for the server to accept connections, ms; default 10000. */
+  startTimeoutMs?: number;
+}
+
+export interface NatsServerHandle {
+  readonly url: string;
+  readonly port: number;
+  /** `nats-route://127.0.0.1:<clusterPort>` when the server has a cluster listener. */
+  readonly clusterUrl?: string;
+  /** `http://127.0.0.1:<port>` when `monitor` was set. */
+  readonly monitorUrl?: string;
+  readonly pid: number;
+  readonly name: string;
+  /** The server's log so far (stdout and stderr). */
+  log(): string;
+  /** Resolves once the server has at least `count` routes (needs `monitor: true`). */
+  waitForRoutes(count: number, timeoutMs?: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export const DEFAULT_MAX_PAYLOAD = 64 * 1024 * 1024;
+
+/** Running servers and their temp dirs, for the exit hook. */
+const live = new Map<ChildProcess, string>();
+let hooksInstalled = false;
+
+function installExitHooks(): void {
+  if (hooksInstalled) return;
+  hooksInstalled = true;
+  const killAll = () => {
+    for (const [child, dir] of live) {
+      child.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+    live.clear();
+  };
+  process.on('exit', killAll);
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+    const onSignal = () => {
+      killAll();
+      // Keep the default behaviour (terminate) unless someone else handles the signal.
+      if (process.listenerCount(sig) === 0) process.kill(process.pid, sig);
+    };
+    process.once(sig, onSignal);
+  }
+}
+
+/** Locate the nats-server binary, or throw telling how to install it. */
+export function findNatsServer(explicit?: string): string {
+  const candidates = explicit ? [explicit] : [
+    ...(process.env.PATH ?? '').split(delimiter).filter(Boolean).map((d) => join(d, 'nats-server')),
+    '/usr/sbin/nats-server', '/usr/local/bin/nats-server', '/usr/bin/nats-server',
+  ];
+  for (const c of candidates) {
+    try { accessSync(c, constants.X_OK); return c; } catch { /* next */ }
+  }
+  throw new NatsServerError('missing-binary', `nats-server not found (looked at ${candidates.join(', ')}); install the Debian package: apt-get install nats-server`);
+}
+
+/** A port on 127.0.0.1 that was free a moment ago (bind port 0, read it, close). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function canConnect(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = createConnection({ host: '127.0.0.1', port });
+    sock.once('connect', () => { sock.destroy(); resolve(true); });
+    sock.once('error', () => { sock.destroy(); resolve(false); });
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function renderConfig(o: { port: number; name: string; maxPayload: number; maxPending: number; monitorPort?: number; cluster?: { port: number; name: string; routes: string[] } }): string {
+  const lines = [
+    `server_name: "${o.name}"`,
+    `listen: "127.0.0.1:${o.port}"`,
+    `max_payload: ${o.maxPayload}`,
+    `max_pending: ${o.maxPending}`,
+  ];
+  if (o.monitorPort !== undefined) lines.push(`http: "127.0.0.1:${o.monitorPort}"`);
+  if (o.cluster) {
+    lines.push('cluster {', `  name: "${o.cluster.name}"`, `  listen: "127.0.0.1:${o.cluster.port}"`, '  no_advertise: true');
+    if (o.cluster.routes.length > 0) lines.push(`  routes: [${o.cluster.routes.map((r) => `"${r}"`).join(', ')}]`);
+    lines.push('}');
+  }
+  return lines.join('\n') + '\n';
+}
+
+export async function startNatsServer(opts: NatsServerOptions = {}): Promise<NatsServerHandle> {
+  const binary = findNatsServer(opts.binary);
+  const maxPayload = opts.maxPayload ?? DEFAULT_MAX_PAYLOAD;
+  const maxPending = opts.maxPending ?? 4 * maxPayload;
+  if (maxPending <= maxPayload) throw new RangeError(`startNatsServer: maxPending ${maxPending} must exceed maxPayload ${maxPayload}`);
+  const port = opts.port ?? await freePort();
+  const name = opts.name ?? `baton-${port}`;
+  const routes = opts.routes ?? [];
+  const clustered = routes.length > 0 || opts.cluster === true || opts.clusterPort !== undefined;
+  const clusterPort = clustered ? opts.clusterPort ?? await freePort() : undefined;
+  const monitorPort = opts.monitor ? await freePort() : undefined;
+
+  const dir = mkdtempSync(join(tmpdir(), 'baton-nats-'));
+  const confPath = join(dir, 'nats.conf');
+  const logPath = join(dir, 'nats.log');
+  writeFileSync(confPath, renderConfig({
+    port, name, maxPayload, maxPending, monitorPort,
+    cluster: clusterPort !== undefined ? { port: clusterPort, name: opts.clusterName ?? 'baton', routes } : undefined,
+  }));
+  const logFd = openSync(logPath, 'a');
+  installExitHooks();
+  const child = spawn(binary, ['-c', confPath], { stdio: ['ignore', logFd, logFd] });
+  closeSync(logFd);
+  child.unref();
+  live.set(child, dir);
+  const readLog = () => { try { return readFileSync(logPath, 'utf8'); } catch { return ''; } };
+  let exited: { code: number | null; signal: string | null } | undefined;
+  const exitPromise = new Promise<void>((resolve) => child.once('exit', (code, signal) => { exited = { code, signal }; live.delete(child); resolve(); }));
+  child.once('error', () => undefined); // spawn failures show up as an exit
+
+  let stopped = false;
+  const stop = async (): Promise<void> => {
+    if (stopped) return;
+    stopped = true;
+    if (!exited) {
+      child.kill('SIGTERM');
+      const t = setTimeout(() => child.kill('SIGKILL'), 2000);
+      await exitPromise;
+      clearTimeout(t);
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+
+  const timeout = opts.startTimeoutMs ?? 10_000;
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    if (exited) {
+      const log = readLog();
+      await stop();
+      throw new NatsServerError('exited', `nats-server exited (code ${exited.code}, signal ${exited.signal}) before accepting connections on 127.0.0.1:${port}; its output:\n${log}`);
+    }
+    // The log line guards against a port taken by someone else answering our connect.
+    if (await canConnect(port) && readLog().includes('Server is ready')) break;
+    if (Date.now() > deadline) {
+      const log = readLog();
+      await stop();
+      throw new NatsServerError('start-timeout', `nats-server did not accept connections on 127.0.0.1:${port} within ${timeout} ms; its output:\n${log}`);
+    }
+    await sleep(20);
+  }
+
+  const monitorUrl = monitorPort !== undefined ? `http://127.0.0.1:${monitorPort}` : undefined;
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    clusterUrl: clusterPort !== undefined ? `nats-route://127.0.0.1:${clusterPort}` : undefined,
+    monitorUrl,
+    pid: child.pid ?? -1,
+    name,
+    log: readLog,
+    waitForRoutes: (count, timeoutMs = 10_000) => waitForRoutes(name, monitorUrl, count, timeoutMs),
+    stop,
+  };
+}
+
+async function waitForRoutes(name: string, monitorUrl: string | undefined, count: number, timeoutMs: number): Promise<void> {
+  if (!monitorUrl) throw new NatsServerError('no-monitor', `server ${name}: waitForRoutes needs startNatsServer({ monitor: true })`);
+  const deadline = Date.now() + timeoutMs;
+  let last = -1;
+  for (;;) {
+    try {
+      const res = await fetch(`${monitorUrl}/routez`);
+      last = ((await res.json()) as { num_routes?: number }).num_routes ?? 0;
+      if (last >= count) return;
+    } catch { /* not up yet */ }
+    if (Date.now() > deadline) throw new NatsServerError('routes-timeout', `server ${name}: ${last} routes after ${timeoutMs} ms, wanted ${count}`);
+    await sleep(50);
+  }
+}
