@@ -14,29 +14,46 @@ export interface Clock {
   clearTimer(h: TimerHandle): void;
 }
 
+/** How long before a deadline a real-clock timer stops sleeping and starts yielding. */
+const SPIN_MS = 1.5;
+
 export class RealClock implements Clock {
   readonly kind = 'real';
   private nextId = 1;
-  private readonly live = new Map<number, NodeJS.Timeout>();
+  private readonly live = new Map<number, NodeJS.Timeout | NodeJS.Immediate>();
   private readonly origin = Date.now() - performance.now();
 
   now(): number {
     return this.origin + performance.now();
   }
 
+  /**
+   * Node's timers fire a millisecond or more late, which would add up along a pipeline's
+   * critical path; so the timer sleeps until shortly before the deadline and then yields
+   * with setImmediate until the deadline has passed.
+   */
   setTimer(ms: number, fire: () => void): TimerHandle {
     const id = this.nextId++;
-    const t = setTimeout(() => {
+    const deadline = performance.now() + Math.max(0, ms);
+    const finish = () => {
+      if (!this.live.has(id)) return;
+      if (performance.now() < deadline) {
+        this.live.set(id, setImmediate(finish));
+        return;
+      }
       this.live.delete(id);
       fire();
-    }, Math.max(0, ms));
-    this.live.set(id, t);
+    };
+    this.live.set(id, setTimeout(finish, Math.max(0, ms - SPIN_MS)));
     return { id };
   }
 
   clearTimer(h: TimerHandle): void {
     const t = this.live.get(h.id);
-    if (t) clearTimeout(t);
+    if (t) {
+      clearTimeout(t as NodeJS.Timeout);
+      clearImmediate(t as NodeJS.Immediate);
+    }
     this.live.delete(h.id);
   }
 }

@@ -3,26 +3,23 @@
 // virtual clock and the in-process bus; the same wiring runs over NATS.
 
 import { HintPolicy } from '../policies/hint';
-import { chooseWithBackpressure, inBackpressure } from '../policies/backpressure';
-import { resolvePolicy } from '../policies/registry';
-import { PipelineShape, validateShape } from '../policies/task';
-import { makeDurationModel, DurationModel } from '../models/durations';
-import { loadProfile } from '../models/profile';
+import { PipelineShape } from '../policies/task';
 import { lowerBound } from '../models/lower-bound';
-import { Bus } from '../transport/bus';
+import { Bus, Subscription } from '../transport/bus';
 import { LocalBus } from '../transport/local-bus';
-import { checkJobName, subject } from '../transport/subjects';
+import { subject } from '../transport/subjects';
 import { Clock, RealClock, VirtualClock } from './clock';
-import { EmulatedCompute, StageCompute } from './compute';
+import { StageCompute } from './compute';
 import { IterationRecord, spawnCoordinator } from './coordinator';
 import { DeadlockError } from './deadlock';
 import { BatonEvent, EventSink } from './events';
 import { JobConfig } from './config';
-import { spawnReceiver } from './receiver';
 import { ActorRuntime, ActorRef } from './runtime';
-import { spawnSender } from './sender';
-import { StageActorMsg, spawnStage } from './stage';
-import { Arbiter, StageStatus } from './stage-logic';
+import { StageActorMsg } from './stage';
+import { StageStatus } from './stage-logic';
+import { JobError, durationModelFor, planJob, wireStage } from './wire-stage';
+
+export { JobError, makeArbiter, planJob } from './wire-stage';
 import { IterationStats, StageTotals, iterationStats, mean, totals } from './stats';
 import { ValidationError, validateRun } from './validate';
 
@@ -37,36 +34,6 @@ export interface JobResult {
   totals: StageTotals;
   events: BatonEvent[];
   wallMs: number;
-}
-
-export class JobError extends Error {
-  override name = 'JobError';
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-  }
-}
-
-export function makeArbiter(policy: HintPolicy, limit: number): Arbiter {
-  return (ready, memo, ctx) => ({
-    task: chooseWithBackpressure(policy, memo, ready, ctx, limit),
-    backpressure: inBackpressure(policy, ctx, limit),
-  });
-}
-
-/** Resolve the policy and the pipeline shape of a config, refusing unsupported shapes. */
-export function planJob(cfg: JobConfig): { policy: HintPolicy; shape: PipelineShape } {
-  checkJobName(cfg.job);
-  const policy = resolvePolicy(cfg.policy);
-  const shape: PipelineShape = { stages: cfg.stages, chunks: cfg.chunks, microbatches: cfg.microbatches, splitBackward: policy.splitBackward };
-  validateShape(shape);
-  policy.check(shape);
-  if (!Number.isInteger(cfg.iterations) || cfg.iterations < 1) throw new JobError(`iterations must be a positive integer, got ${cfg.iterations}`);
-  if (!Number.isInteger(cfg.bufferLimit) || cfg.bufferLimit < 1) throw new JobError(`buffer limit must be a positive integer, got ${cfg.bufferLimit}`);
-  return { policy, shape };
-}
-
-export function durationModelFor(cfg: JobConfig, shape: PipelineShape): DurationModel {
-  return makeDurationModel({ profile: loadProfile(cfg.profile), shape, jitter: cfg.jitter, jitterScale: cfg.jitterScale, seed: cfg.seed });
 }
 
 export interface RunOptions {
@@ -94,16 +61,12 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
     events.push(e);
     for (const s of extra) s(e);
   };
-  const arbiter = makeArbiter(policy, cfg.bufferLimit);
   const stages: ActorRef<StageActorMsg>[] = [];
-  const subs = [];
+  const subs: Subscription[] = [];
   for (let s = 0; s < shape.stages; s++) {
-    const sender = spawnSender({ runtime, bus, job: cfg.job, stage: s, comm: durations, sink });
-    const compute = opts.computeFor ? opts.computeFor(s, clock) : new EmulatedCompute(clock, s, durations);
-    const stage = spawnStage({ stage: s, shape, policy, arbiter }, { runtime, compute, sender, sink });
-    const receiver = spawnReceiver({ runtime, job: cfg.job, stage: s, target: stage, sink });
-    subs.push(bus.subscribe(`baton.${cfg.job}.*.${s}`, (subj, data) => runtime.send(receiver, { type: 'bytes', subject: subj, data })));
-    stages.push(stage);
+    const w = wireStage({ runtime, bus, cfg, plan: { policy, shape }, durations, stage: s, sink, computeFor: opts.computeFor });
+    subs.push(...w.subscriptions);
+    stages.push(w.stage);
   }
   let records: IterationRecord[] | null = null;
   const coordinatorRejects: string[] = [];
@@ -132,16 +95,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
     if (runtime.failures.length > 0)
       throw new JobError(`actor failures: ${runtime.failures.slice(0, 5).map((f) => `${f.actor}: ${f.error.message}`).join('; ')}`, { cause: runtime.failures[0].error });
     if (coordinatorRejects.length > 0) throw new JobError(`coordinator rejected messages: ${coordinatorRejects.slice(0, 5).join('; ')}`);
-    if (opts.validate !== false) {
-      const problems = validateRun(events, shape, cfg.iterations, { crossStageSlackMs: clock.kind === 'virtual' ? 0 : 2 });
-      if (problems.length > 0) throw new ValidationError(problems);
-    }
-    const recs = records as unknown as IterationRecord[];
-    const iterations = recs.map((r) => iterationStats(r, events, shape.stages, lowerBound(shape, r.iteration, durations).bound));
-    return {
-      config: cfg, shape, policy, clock: clock.kind, transport: bus.kind, records: recs, iterations,
-      totals: totals(events, shape.stages), events, wallMs: performance.now() - wallStart,
-    };
+    return buildResult({ cfg, shape, policy, records: records as unknown as IterationRecord[], events, clock: clock.kind, transport: bus.kind, wallStart, validate: opts.validate !== false });
   } finally {
     for (const s of subs) s.unsubscribe();
     runtime.shutdown();
@@ -149,7 +103,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   }
 }
 
-async function waitWithWatchdog(done: Promise<void>, progress: () => number, stallMs: number, onStall: () => Promise<Error>): Promise<void> {
+export async function waitWithWatchdog(done: Promise<void>, progress: () => number, stallMs: number, onStall: () => Promise<Error>): Promise<void> {
   let last = progress();
   let lastChange = performance.now();
   let timer: NodeJS.Timeout | undefined;
@@ -198,5 +152,33 @@ export function summarize(r: JobResult) {
     bytes: r.totals.bytes,
     rejected: r.totals.rejected,
     wall_ms: r.wallMs,
+  };
+}
+
+export interface ResultParts {
+  cfg: JobConfig;
+  shape: PipelineShape;
+  policy: HintPolicy;
+  records: IterationRecord[];
+  events: BatonEvent[];
+  clock: 'real' | 'virtual';
+  transport: string;
+  wallStart: number;
+  validate: boolean;
+  /** False when stages ran in different processes (different clocks). */
+  sharedClock?: boolean;
+}
+
+/** Validate a finished run and compute its statistics (shared by local and distributed runs). */
+export function buildResult(p: ResultParts): JobResult {
+  const durations = durationModelFor(p.cfg, p.shape);
+  if (p.validate) {
+    const problems = validateRun(p.events, p.shape, p.cfg.iterations, { sharedClock: p.sharedClock ?? true });
+    if (problems.length > 0) throw new ValidationError(problems);
+  }
+  const iterations = p.records.map((r) => iterationStats(r, p.events, p.shape.stages, lowerBound(p.shape, r.iteration, durations).bound));
+  return {
+    config: p.cfg, shape: p.shape, policy: p.policy, clock: p.clock, transport: p.transport, records: p.records, iterations,
+    totals: totals(p.events, p.shape.stages), events: p.events, wallMs: performance.now() - p.wallStart,
   };
 }

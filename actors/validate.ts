@@ -5,7 +5,7 @@
 import {
   PipelineShape, Task, allTasks, backwardPredecessor, forwardPredecessor, formatTask, isLossStage, task,
 } from '../policies/task';
-import { BatonEvent, ReceiveEvent, TaskEndEvent, TaskStartEvent } from './events';
+import { BatonEvent, ReceiveEvent, SendEvent, TaskEndEvent, TaskStartEvent } from './events';
 
 export class ValidationError extends Error {
   override name = 'ValidationError';
@@ -16,8 +16,8 @@ export class ValidationError extends Error {
 }
 
 export interface ValidateOptions {
-  /** Allowed clock disagreement (ms) when comparing events of different stages (0 on one clock). */
-  crossStageSlackMs?: number;
+  /** All stages share one clock (one process): also check each message arrived after it was sent. */
+  sharedClock?: boolean;
 }
 
 type Key = string;
@@ -25,11 +25,12 @@ const key = (it: number, stage: number, kind: string, mb: number, chunk: number)
 
 /** Returns the problems found (empty when the run is valid). */
 export function validateRun(events: readonly BatonEvent[], shape: PipelineShape, iterations: number, opts: ValidateOptions = {}): string[] {
-  const slack = opts.crossStageSlackMs ?? 0;
+  const shared = opts.sharedClock ?? true;
   const problems: string[] = [];
   const starts = new Map<Key, TaskStartEvent>();
   const ends = new Map<Key, TaskEndEvent>();
   const recvs = new Map<Key, ReceiveEvent>();
+  const sends = new Map<Key, SendEvent>();
   for (const e of events) {
     if (e.type === 'task-start' || e.type === 'task-end') {
       const k = key(e.iteration, e.stage, e.kind, e.mb, e.chunk);
@@ -38,6 +39,8 @@ export function validateRun(events: readonly BatonEvent[], shape: PipelineShape,
       else (map as Map<Key, BatonEvent>).set(k, e);
     } else if (e.type === 'receive' && e.kind !== 'data') {
       recvs.set(key(e.iteration, e.stage, e.kind, e.mb, e.chunk), e);
+    } else if (e.type === 'send') {
+      sends.set(key(e.iteration, e.dst, e.kind, e.mb, e.chunk), e);
     }
   }
   const expected = allTasks(shape);
@@ -56,7 +59,7 @@ export function validateRun(events: readonly BatonEvent[], shape: PipelineShape,
         }
         if (en.t < st.t) problems.push(`${where}: ended at ${en.t} before it started at ${st.t}`);
         spans.push({ t, start: st.t, end: en.t });
-        problems.push(...dependencyProblems(t, s, it, st.t, shape, ends, recvs, slack).map((p) => `${where}: ${p}`));
+        problems.push(...dependencyProblems(t, s, it, st.t, shape, ends, { recvs, sends, shared }).map((p) => `${where}: ${p}`));
       }
       spans.sort((a, b) => a.start - b.start || a.end - b.end);
       for (let i = 1; i < spans.length; i++)
@@ -70,32 +73,39 @@ export function validateRun(events: readonly BatonEvent[], shape: PipelineShape,
 
 function dependencyProblems(
   t: Task, s: number, it: number, start: number, shape: PipelineShape,
-  ends: Map<Key, TaskEndEvent>, recvs: Map<Key, ReceiveEvent>, slack: number,
+  ends: Map<Key, TaskEndEvent>, msgs: { recvs: Map<Key, ReceiveEvent>; sends: Map<Key, SendEvent>; shared: boolean },
 ): string[] {
   const out: string[] = [];
-  const needEnd = (dep: Task, stage: number, before: number, tol: number, what: string) => {
+  const needEnd = (dep: Task, stage: number, before: number, what: string) => {
     const e = ends.get(key(it, stage, dep.kind, dep.mb, dep.chunk));
     if (!e) out.push(`${what} ${formatTask(dep)} at stage ${stage} never ended`);
-    else if (e.t > before + tol) out.push(`started at ${before} before ${what} ${formatTask(dep)} at stage ${stage} ended (${e.t})`);
+    else if (e.t > before) out.push(`started at ${before} before ${what} ${formatTask(dep)} at stage ${stage} ended (${e.t})`);
   };
+  // Every comparison is between events of one stage (one clock), except send -> receive,
+  // which is checked only when all stages share a clock.
   const needMessage = (kind: 'activation' | 'gradient', producer: Task, from: number) => {
-    if (from === s) return needEnd(producer, from, start, 0, 'its producer');
-    const r = recvs.get(key(it, s, kind, t.mb, t.chunk));
+    if (from === s) return needEnd(producer, from, start, 'its producer');
+    const r = msgs.recvs.get(key(it, s, kind, t.mb, t.chunk));
     if (!r) return out.push(`started without receiving its ${kind} from stage ${from}`);
     if (r.t > start) out.push(`started at ${start} before its ${kind} arrived (${r.t})`);
-    needEnd(producer, from, r.t, slack, 'the producer');
+    const snd = msgs.sends.get(key(it, s, kind, t.mb, t.chunk));
+    if (!snd || snd.stage !== from) return out.push(`received a ${kind} that stage ${from} never sent`);
+    const e = ends.get(key(it, from, producer.kind, producer.mb, producer.chunk));
+    if (!e) out.push(`the producer ${formatTask(producer)} at stage ${from} never ended`);
+    else if (snd.t < e.t) out.push(`stage ${from} sent its ${kind} at ${snd.t} before the producer ${formatTask(producer)} ended (${e.t})`);
+    if (msgs.shared && r.t < snd.t) out.push(`its ${kind} arrived at ${r.t}, before it was sent (${snd.t})`);
   };
   if (t.kind === 'F') {
     const pred = forwardPredecessor(s, t.chunk, shape);
     if (pred) needMessage('activation', task('F', t.mb, pred.chunk), pred.stage);
   } else if (t.kind === 'B') {
-    needEnd(task('F', t.mb, t.chunk), s, start, 0, 'its forward');
+    needEnd(task('F', t.mb, t.chunk), s, start, 'its forward');
     if (!isLossStage(s, t.chunk, shape)) {
       const pred = backwardPredecessor(s, t.chunk, shape)!;
       needMessage('gradient', task('B', t.mb, pred.chunk), pred.stage);
     }
   } else {
-    needEnd(task('B', t.mb, t.chunk), s, start, 0, 'its backward');
+    needEnd(task('B', t.mb, t.chunk), s, start, 'its backward');
   }
   return out;
 }

@@ -2,13 +2,21 @@
 // The `baton` command.
 
 import { UsageError } from './args';
-import { simCommand, SIM_HELP } from './sim';
+import { NODE_HELP, nodeCommand } from './node-command';
+import { RUN_HELP, runCommand } from './run';
+import { SIM_HELP, simCommand } from './sim';
+import { TAP_HELP, tapCommand } from './tap';
 
 type Command = { summary: string; run: (argv: readonly string[], out: (s: string) => void) => Promise<number>; help: string };
 
 const COMMANDS: Record<string, Command> = {
   sim: { summary: 'simulate a pipeline on the virtual clock (same actors, emulated compute)', run: simCommand, help: SIM_HELP },
+  run: { summary: 'run a pipeline on the real clock over NATS (one process per stage) or in one process', run: runCommand, help: RUN_HELP },
+  node: { summary: 'start a node agent that hosts stage actors for jobs over NATS', run: nodeCommand, help: NODE_HELP },
+  tap: { summary: 'print the live decoded message flows of a job (like nats sub)', run: tapCommand, help: TAP_HELP },
 };
+
+const USAGE_ERRORS = new Set(['UsageError', 'ShapeError', 'UnknownPolicyError', 'ProfileError', 'BackpressureLimitError', 'PolicyModuleError', 'SubjectError']);
 
 function usage(): string {
   const rows = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(8)} ${c.summary}`);
@@ -30,10 +38,9 @@ export async function main(argv: readonly string[], out: (s: string) => void = (
     return await cmd.run(rest, out);
   } catch (err) {
     const e = err as Error;
-    const usageError = e instanceof UsageError || e.name === 'ShapeError' || e.name === 'UnknownPolicyError' || e.name === 'ProfileError' || e.name === 'BackpressureLimitError' || e.name === 'PolicyModuleError';
     process.stderr.write(`baton ${name}: ${e.name}: ${e.message}\n`);
     if (process.env.BATON_DEBUG && e.stack) process.stderr.write(`${e.stack}\n`);
-    return usageError ? 2 : 1;
+    return e instanceof UsageError || USAGE_ERRORS.has(e.name) ? 2 : 1;
   }
 }
 

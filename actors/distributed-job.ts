@@ -1,0 +1,177 @@
+// A job spread over node agents (actors/node.ts) connected by NATS: the launcher
+// finds or spawns the nodes, asks each to host its stages, runs the coordinator
+// itself, gathers every stage's events from the trace subjects, then validates the run
+// exactly as a single-process one.
+
+import { ChildProcess } from 'child_process';
+import { randomBytes } from 'crypto';
+import { Bus, Subscription } from '../transport/bus';
+import { decodeValue, encodeValue } from '../transport/codec';
+import { subject } from '../transport/subjects';
+import { RealClock } from './clock';
+import { IterationRecord, spawnCoordinator } from './coordinator';
+import { DeadlockError } from './deadlock';
+import { BatonEvent, EventSink } from './events';
+import { JobConfig } from './config';
+import { JobResult, buildResult, waitWithWatchdog } from './job';
+import { ANNOUNCE_SUBJECT, NODES_PREFIX, nodeSubject } from './node';
+import { ActorRuntime } from './runtime';
+import { StageStatus } from './stage-logic';
+import { JobError, planJob } from './wire-stage';
+
+export interface DistributedOptions {
+  bus: Bus;
+  /** Node agents to use, by name; stages are dealt to them in contiguous blocks. */
+  nodes: string[];
+  /** Processes this launcher started (stopped at the end); their pids are checked against the hellos. */
+  children?: ChildProcess[];
+  /** How long to wait for nodes to announce themselves and answer, ms. */
+  nodeTimeoutMs?: number;
+  sinks?: EventSink[];
+}
+
+export interface DistributedResult extends JobResult {
+  nodes: { name: string; pid: number; stages: number[] }[];
+}
+
+type Reply = Record<string, unknown> & { verb: string; name: string };
+
+class ReplyBox {
+  readonly queue: Reply[] = [];
+  private waiters: (() => void)[] = [];
+  push(r: Reply): void {
+    this.queue.push(r);
+    const w = this.waiters;
+    this.waiters = [];
+    for (const f of w) f();
+  }
+  /** Wait until `pred` holds for the replies so far; returns the matching ones. */
+  async waitFor(pred: (rs: Reply[]) => boolean, timeoutMs: number, what: () => string): Promise<Reply[]> {
+    const deadline = Date.now() + timeoutMs;
+    while (!pred(this.queue)) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new JobError(`timed out after ${timeoutMs} ms waiting for ${what()}`);
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, Math.min(left, 200));
+        this.waiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+    }
+    return this.queue;
+  }
+}
+
+function decodeReply(data: Uint8Array): Reply | null {
+  try {
+    const v = decodeValue(data) as Reply;
+    return v && typeof v === 'object' && typeof v.verb === 'string' && typeof v.name === 'string' ? v : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Contiguous blocks of stages per node: P=8 over 3 nodes gives 0-2, 3-5, 6-7. */
+export function assignStages(stages: number, nodes: number): number[][] {
+  const out: number[][] = Array.from({ length: nodes }, () => []);
+  for (let s = 0; s < stages; s++) out[Math.floor((s * nodes) / stages)].push(s);
+  return out.filter((b) => b.length > 0);
+}
+
+export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Promise<DistributedResult> {
+  const wallStart = performance.now();
+  const { policy, shape } = planJob(cfg);
+  const bus = o.bus;
+  const timeout = o.nodeTimeoutMs ?? 20000;
+  const replySubject = `${NODES_PREFIX}.reply.${randomBytes(6).toString('hex')}`;
+  const replies = new ReplyBox();
+  const hellos = new ReplyBox();
+  const events: BatonEvent[] = [];
+  const received = new Map<number, number>();
+  const subs: Subscription[] = [];
+  const traceRejects: string[] = [];
+  subs.push(bus.subscribe(replySubject, (_s, d) => {
+    const r = decodeReply(d);
+    if (r) replies.push(r);
+  }));
+  subs.push(bus.subscribe(ANNOUNCE_SUBJECT, (_s, d) => {
+    const r = decodeReply(d);
+    if (r && r.verb === 'hello') hellos.push(r);
+  }));
+  subs.push(bus.subscribe(`baton.${cfg.job}.trace.*`, (subj, d) => {
+    try {
+      const v = decodeValue(d) as { events?: BatonEvent[] };
+      if (!v || !Array.isArray(v.events)) throw new Error('trace batch without an events list');
+      for (const e of v.events) {
+        events.push(e);
+        received.set(e.stage, (received.get(e.stage) ?? 0) + 1);
+        for (const s of o.sinks ?? []) s(e);
+      }
+    } catch (err) {
+      traceRejects.push(`${subj}: ${(err as Error).message}`);
+    }
+  }));
+  const runtime = new ActorRuntime(new RealClock(), `launcher-${cfg.job}`);
+  const request = (node: string, body: Record<string, unknown>) => bus.publish(nodeSubject(node), encodeValue({ ...body, reply: replySubject }));
+  const blocks = assignStages(shape.stages, o.nodes.length);
+  const used = o.nodes.slice(0, blocks.length);
+  try {
+    // Nodes we spawned announce themselves when they start; running ones answer a ping.
+    await bus.flush();
+    used.forEach((n) => request(n, { verb: 'ping' }));
+    const seen = await hellos.waitFor(
+      (rs) => used.every((n) => rs.some((r) => r.name === n)), timeout,
+      () => `node agents ${used.filter((n) => !hellos.queue.some((r) => r.name === n)).join(', ')} to announce themselves`);
+    const pidOf = new Map(seen.map((r) => [r.name, Number(r.pid)]));
+    used.forEach((n, i) => request(n, { verb: 'host', config: cfg, stages: blocks[i] }));
+    const hosted = await replies.waitFor(
+      (rs) => rs.some((r) => r.verb === 'error') || used.every((n) => rs.some((r) => r.name === n && r.verb === 'hosting')), timeout,
+      () => `nodes to host job ${cfg.job}`);
+    const failed = hosted.find((r) => r.verb === 'error');
+    if (failed) throw new JobError(`node ${failed.name} refused to host: ${failed.message}`);
+
+    let records: IterationRecord[] | null = null;
+    let finish: () => void = () => {};
+    const finished = new Promise<void>((resolve) => (finish = resolve));
+    const rejects: string[] = [];
+    const coordinator = spawnCoordinator({
+      runtime, bus, job: cfg.job, stages: shape.stages, microbatches: shape.microbatches, iterations: cfg.iterations,
+      onDone: (r) => {
+        records = r;
+        finish();
+      },
+      onReject: (d) => rejects.push(d),
+    });
+    subs.push(bus.subscribe(subject(cfg.job, 'report'), (subj, data) => runtime.send(coordinator, { type: 'bytes', subject: subj, data })));
+    await bus.flush();
+    runtime.send(coordinator, { type: 'begin' });
+    await waitWithWatchdog(finished, () => events.length, cfg.stallTimeoutMs, async () => {
+      used.forEach((n) => request(n, { verb: 'status', job: cfg.job }));
+      const st = await replies.waitFor((rs) => used.every((n) => rs.some((r) => r.name === n && r.verb === 'status')), 5000, () => 'stage statuses');
+      const statuses = st.filter((r) => r.verb === 'status').flatMap((r) => r.statuses as StageStatus[]);
+      return new DeadlockError(statuses, events.slice(-40), Date.now());
+    });
+    if (rejects.length > 0) throw new JobError(`coordinator rejected messages: ${rejects.slice(0, 5).join('; ')}`);
+
+    used.forEach((n) => request(n, { verb: 'finish', job: cfg.job }));
+    const done = await replies.waitFor((rs) => used.every((n) => rs.some((r) => r.name === n && r.verb === 'finished')), timeout, () => 'nodes to finish');
+    const expected = new Map<number, number>();
+    const failures: string[] = [];
+    for (const r of done.filter((x) => x.verb === 'finished')) {
+      for (const [s, n] of Object.entries(r.events as Record<string, number>)) expected.set(Number(s), n);
+      failures.push(...((r.failures as string[]) ?? []));
+    }
+    if (failures.length > 0) throw new JobError(`actor failures on the nodes: ${failures.slice(0, 5).join('; ')}`);
+    await new ReplyBox().waitFor(() => [...expected].every(([s, n]) => (received.get(s) ?? 0) >= n), timeout, () => 'the last trace events').catch(() => {
+      throw new JobError(`trace incomplete: expected ${JSON.stringify(Object.fromEntries(expected))}, received ${JSON.stringify(Object.fromEntries(received))}`);
+    });
+    if (traceRejects.length > 0) throw new JobError(`malformed trace batches: ${traceRejects.slice(0, 3).join('; ')}`);
+    events.sort((a, b) => a.t - b.t);
+    const result = buildResult({ cfg, shape, policy, records: records as unknown as IterationRecord[], events, clock: 'real', transport: bus.kind, wallStart, validate: true, sharedClock: false });
+    return { ...result, nodes: used.map((n, i) => ({ name: n, pid: pidOf.get(n) ?? -1, stages: blocks[i] })) };
+  } finally {
+    for (const s of subs) s.unsubscribe();
+    runtime.shutdown();
+  }
+}

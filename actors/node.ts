@@ -1,0 +1,181 @@
+// The node agent: one nact system in one OS process that hosts stage actors on
+// request. Jobs reach it over the bus on `baton._nodes.<name>`; it announces itself
+// on `baton._nodes.announce`, answers on the reply subject a request names, and
+// publishes the events of the stages it hosts on `baton.<job>.trace.<stage>` in
+// batches, so a watcher or the job's launcher sees every task and message.
+//
+// Requests (CBOR maps, transport/codec.ts encodeValue):
+//   { verb: 'host', reply, config: JobConfig, stages: number[] }  -> { verb: 'hosting', name, pid, stages } | { verb: 'error', … }
+//   { verb: 'status', reply, job }                                 -> { verb: 'status', name, statuses }
+//   { verb: 'finish', reply, job }                                 -> { verb: 'finished', name, events: { [stage]: count } }
+//   { verb: 'ping' }                                               -> a fresh hello on the announce subject
+//   { verb: 'exit' }                                               -> the agent stops
+// Malformed requests are answered with an error when they name a reply subject, and
+// counted and logged otherwise; nothing a peer sends can stop the agent.
+
+import * as os from 'os';
+import { Bus, Subscription } from '../transport/bus';
+import { decodeValue, encodeValue } from '../transport/codec';
+import { subject } from '../transport/subjects';
+import { RealClock } from './clock';
+import { BatonEvent } from './events';
+import { JobConfig, resolveConfig } from './config';
+import { ActorRuntime, ActorRef } from './runtime';
+import { StageActorMsg } from './stage';
+import { StageStatus } from './stage-logic';
+import { durationModelFor, planJob, wireStage } from './wire-stage';
+
+export const NODES_PREFIX = 'baton._nodes';
+export const ANNOUNCE_SUBJECT = `${NODES_PREFIX}.announce`;
+export const nodeSubject = (name: string) => `${NODES_PREFIX}.${name}`;
+
+const TRACE_BATCH = 256;
+const TRACE_FLUSH_MS = 50;
+
+interface HostedJob {
+  runtime: ActorRuntime;
+  stages: Map<number, ActorRef<StageActorMsg>>;
+  subs: Subscription[];
+  pending: Map<number, BatonEvent[]>;
+  sent: Map<number, number>;
+  flushTimer: NodeJS.Timeout | null;
+}
+
+export interface NodeAgentOptions {
+  name: string;
+  bus: Bus;
+  log?: (line: string) => void;
+}
+
+export class NodeAgent {
+  readonly name: string;
+  private readonly bus: Bus;
+  private readonly jobs = new Map<string, HostedJob>();
+  private readonly log: (line: string) => void;
+  private sub: Subscription | null = null;
+  private exitResolve: () => void = () => {};
+  readonly exited = new Promise<void>((r) => (this.exitResolve = r));
+  rejected = 0;
+
+  constructor(o: NodeAgentOptions) {
+    this.name = o.name;
+    this.bus = o.bus;
+    this.log = o.log ?? (() => {});
+  }
+
+  start(): void {
+    this.sub = this.bus.subscribe(nodeSubject(this.name), (_s, data) => this.onRequest(data));
+    this.announce();
+  }
+
+  announce(): void {
+    this.bus.publish(ANNOUNCE_SUBJECT, encodeValue({ verb: 'hello', name: this.name, pid: process.pid, host: os.hostname() }));
+  }
+
+  private reply(to: unknown, msg: Record<string, unknown>): void {
+    if (typeof to === 'string' && to.startsWith(`${NODES_PREFIX}.reply.`)) this.bus.publish(to, encodeValue({ ...msg, name: this.name }));
+  }
+
+  private onRequest(data: Uint8Array): void {
+    let req: Record<string, unknown>;
+    try {
+      const v = decodeValue(data);
+      if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error(`request must be a map, got ${typeof v}`);
+      req = v as Record<string, unknown>;
+    } catch (err) {
+      this.rejected++;
+      this.log(`node ${this.name}: rejected a malformed request: ${(err as Error).message}`);
+      return;
+    }
+    void this.handle(req).catch((err: Error) => {
+      this.rejected++;
+      this.log(`node ${this.name}: ${req.verb} failed: ${err.message}`);
+      this.reply(req.reply, { verb: 'error', request: String(req.verb), message: `${err.name}: ${err.message}` });
+    });
+  }
+
+  private async handle(req: Record<string, unknown>): Promise<void> {
+    switch (req.verb) {
+      case 'host':
+        return this.host(req);
+      case 'ping':
+        this.announce();
+        return;
+      case 'status': {
+        const job = this.jobs.get(String(req.job));
+        const statuses: StageStatus[] = [];
+        if (job) for (const a of job.stages.values()) statuses.push(await job.runtime.ask<StageActorMsg, StageStatus>(a, (reply) => ({ type: 'status', reply })));
+        this.reply(req.reply, { verb: 'status', statuses });
+        return;
+      }
+      case 'finish': {
+        const job = this.jobs.get(String(req.job));
+        if (!job) throw new Error(`no job ${JSON.stringify(req.job)} is hosted here`);
+        this.flushTrace(String(req.job), job);
+        await this.bus.flush();
+        this.teardown(String(req.job), job);
+        this.reply(req.reply, { verb: 'finished', events: Object.fromEntries(job.sent), failures: job.runtime.failures.map((f) => `${f.actor}: ${f.error.message}`) });
+        return;
+      }
+      case 'exit':
+        for (const [name, job] of this.jobs) this.teardown(name, job);
+        this.sub?.unsubscribe();
+        this.exitResolve();
+        return;
+      default:
+        throw new Error(`unknown verb ${JSON.stringify(req.verb)} (expected host, ping, status, finish or exit)`);
+    }
+  }
+
+  private host(req: Record<string, unknown>): void {
+    const stages = req.stages;
+    if (!Array.isArray(stages) || stages.length === 0 || !stages.every((s) => Number.isInteger(s)))
+      throw new Error(`host: stages must be a non-empty list of integers, got ${JSON.stringify(stages)}`);
+    if (typeof req.config !== 'object' || req.config === null) throw new Error('host: missing config');
+    const cfg: JobConfig = resolveConfig(req.config as Partial<JobConfig>);
+    if (this.jobs.has(cfg.job)) throw new Error(`job ${cfg.job} is already hosted here`);
+    const plan = planJob(cfg);
+    for (const s of stages as number[])
+      if (s < 0 || s >= plan.shape.stages) throw new Error(`host: stage ${s} is outside 0..${plan.shape.stages - 1}`);
+    const durations = durationModelFor(cfg, plan.shape);
+    const runtime = new ActorRuntime(new RealClock(), `${this.name}-${cfg.job}`);
+    const job: HostedJob = { runtime, stages: new Map(), subs: [], pending: new Map(), sent: new Map(), flushTimer: null };
+    for (const s of stages as number[]) {
+      job.pending.set(s, []);
+      job.sent.set(s, 0);
+      const sink = (e: BatonEvent) => this.record(cfg.job, job, e);
+      const w = wireStage({ runtime, bus: this.bus, cfg, plan, durations, stage: s, sink });
+      job.stages.set(s, w.stage);
+      job.subs.push(...w.subscriptions);
+    }
+    this.jobs.set(cfg.job, job);
+    this.log(`node ${this.name}: hosting job ${cfg.job} stages ${stages.join(',')}`);
+    this.reply(req.reply, { verb: 'hosting', pid: process.pid, stages, job: cfg.job });
+  }
+
+  private record(jobName: string, job: HostedJob, e: BatonEvent): void {
+    const list = job.pending.get(e.stage);
+    if (!list) return;
+    list.push(e);
+    if (list.length >= TRACE_BATCH) this.flushTrace(jobName, job);
+    else if (!job.flushTimer) job.flushTimer = setTimeout(() => this.flushTrace(jobName, job), TRACE_FLUSH_MS);
+  }
+
+  private flushTrace(jobName: string, job: HostedJob): void {
+    if (job.flushTimer) clearTimeout(job.flushTimer);
+    job.flushTimer = null;
+    for (const [stage, list] of job.pending) {
+      if (list.length === 0) continue;
+      this.bus.publish(subject(jobName, 'trace', stage), encodeValue({ events: list }));
+      job.sent.set(stage, (job.sent.get(stage) ?? 0) + list.length);
+      job.pending.set(stage, []);
+    }
+  }
+
+  private teardown(name: string, job: HostedJob): void {
+    if (job.flushTimer) clearTimeout(job.flushTimer);
+    for (const s of job.subs) s.unsubscribe();
+    job.runtime.shutdown();
+    this.jobs.delete(name);
+  }
+}

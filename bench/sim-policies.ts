@@ -1,0 +1,98 @@
+// Benchmark for the runtime core (run: npm run bench -- sim, or node dist/bench/sim-policies.js).
+// Measured in one run, side by side: for profiles llm and multimodal with paper jitter,
+// P in {8,16,32}, M=64, every policy's makespan, speedup over binding 1f1b and
+// efficiency (lower bound / makespan), as the mean over iterations; bf's efficiency
+// with compute-only jitter; the wall time of a P=32, M=192, 3-iteration simulation
+// (median of repeats); and the arbiter's cost per decision.
+
+import { resolveConfig, JobConfig } from '../actors/config';
+import { makeArbiter, runJob, summarize } from '../actors/job';
+import { ReadySet } from '../actors/ready-set';
+import { median } from '../actors/stats';
+import { resolvePolicy } from '../policies/registry';
+import { PipelineShape, task } from '../policies/task';
+import { formatTable } from '../cli/table';
+
+const POLICIES = ['1f1b', 'bf', 'fb', 'b-priority', 'f-priority', 'gpipe', 'zb-h1', 'bfw'];
+
+export interface SimBenchOptions {
+  stages?: number[];
+  profiles?: string[];
+  microbatches?: number;
+  iterations?: number;
+  seed?: number;
+  wallRepeats?: number;
+}
+
+async function sim(c: Partial<JobConfig>) {
+  return summarize(await runJob(resolveConfig(c), { clock: 'virtual' }));
+}
+
+/** Mean µs per arbitration over a full ready set (M forwards and M/2 backwards ready). */
+export function arbiterCostUs(policyName: string, shape: PipelineShape, decisions = 200000): number {
+  const policy = resolvePolicy(policyName);
+  const s = { ...shape, splitBackward: policy.splitBackward };
+  const ready = new ReadySet(s);
+  for (let j = 0; j < s.microbatches; j++) ready.add(task('F', j, 0));
+  for (let j = 0; j < s.microbatches; j += 2) ready.add(task('B', j, 0));
+  const ctx = { stage: 1, shape: s, done: () => false, inflight: 4 };
+  const arbiter = makeArbiter(policy, 32);
+  const memo = policy.start(ctx);
+  let sink = 0;
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < decisions; i++) {
+    const r = arbiter(ready, memo, ctx);
+    if (r.task) sink += r.task.mb;
+  }
+  const us = Number(process.hrtime.bigint() - t0) / 1e3 / decisions;
+  if (sink < 0) throw new Error('unreachable');
+  return us;
+}
+
+export async function benchSimPolicies(o: SimBenchOptions = {}) {
+  const stagesList = o.stages ?? [8, 16, 32];
+  const profiles = o.profiles ?? ['llm', 'multimodal'];
+  const M = o.microbatches ?? 64;
+  const iterations = o.iterations ?? 3;
+  const seed = o.seed ?? 0;
+  const rows: Record<string, unknown>[] = [];
+  for (const profile of profiles)
+    for (const P of stagesList) {
+      const base = await sim({ stages: P, microbatches: M, profile, jitter: 'paper', iterations, seed, policy: '1f1b' });
+      for (const policy of POLICIES) {
+        const s = policy === '1f1b' ? base : await sim({ stages: P, microbatches: M, profile, jitter: 'paper', iterations, seed, policy });
+        rows.push({ profile, stages: P, policy, makespan_ms: s.makespan_ms, speedup_vs_1f1b: base.makespan_ms / s.makespan_ms, efficiency: s.efficiency });
+      }
+      const c = await sim({ stages: P, microbatches: M, profile, jitter: 'compute', iterations, seed, policy: 'bf' });
+      rows.push({ profile, stages: P, policy: 'bf (compute jitter)', makespan_ms: c.makespan_ms, speedup_vs_1f1b: NaN, efficiency: c.efficiency });
+    }
+  const walls: number[] = [];
+  for (let i = 0; i < (o.wallRepeats ?? 3); i++) {
+    const t0 = performance.now();
+    await sim({ stages: 32, microbatches: 192, iterations: 3, profile: 'llm', jitter: 'paper', policy: 'bf' });
+    walls.push(performance.now() - t0);
+  }
+  const shape: PipelineShape = { stages: 8, chunks: 1, microbatches: 64, splitBackward: false };
+  const arbiter = Object.fromEntries(['bf', 'b-priority', 'hint:1f1b', '1f1b'].map((p) => [p, arbiterCostUs(p, shape)]));
+  return { rows, wall_p32_m192_i3_ms: median(walls), wall_repeats_ms: walls, arbiter_us_per_decision: arbiter, microbatches: M, iterations, seed };
+}
+
+export function formatSimBench(r: Awaited<ReturnType<typeof benchSimPolicies>>): string {
+  const table = formatTable(
+    ['profile', 'P', 'policy', 'makespan ms', 'speedup vs 1f1b', 'efficiency'],
+    r.rows.map((x) => [String(x.profile), String(x.stages), String(x.policy), (x.makespan_ms as number).toFixed(1),
+      Number.isNaN(x.speedup_vs_1f1b) ? '-' : `${(x.speedup_vs_1f1b as number).toFixed(2)}x`, (x.efficiency as number).toFixed(3)]),
+    `paper jitter, M=${r.microbatches}, mean of ${r.iterations} iterations, seed ${r.seed} (efficiency = lower bound / makespan)`);
+  const arb = Object.entries(r.arbiter_us_per_decision).map(([p, us]) => `${p} ${us.toFixed(3)} µs`).join(', ');
+  return `${table}\n\nP=32 M=192 3-iteration simulation wall time: median ${(r.wall_p32_m192_i3_ms / 1000).toFixed(2)} s ` +
+    `(runs: ${r.wall_repeats_ms.map((w) => (w / 1000).toFixed(2)).join(', ')} s)\narbiter cost per decision (P=8, M=64 ready set): ${arb}`;
+}
+
+if (require.main === module) {
+  benchSimPolicies().then((r) => {
+    console.log(process.argv.includes('--json') ? JSON.stringify(r) : formatSimBench(r));
+  }, (e) => {
+    console.error(e);
+    process.exitCode = 1;
+  });
+}

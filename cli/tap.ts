@@ -1,0 +1,104 @@
+// `baton tap`: print the live, decoded message flows of a job (like `nats sub` for
+// Baton): subject, kind, task, bytes and latency of every message; trace batches are
+// summarized. Malformed messages are printed as such, never fatal.
+
+import { BatonEvent } from '../actors/events';
+import { decodeEnvelope, decodeValue } from '../transport/codec';
+import { Envelope } from '../transport/envelope';
+import { NatsBus } from '../transport/nats-bus';
+import { checkJobName, jobWildcard, parseSubject } from '../transport/subjects';
+import { formatTask } from '../policies/task';
+import { FlagSpec, UsageError, helpText, parseFlags } from './args';
+
+const TAP_FLAGS: readonly FlagSpec[] = [
+  { name: 'nats', type: 'string', metavar: 'URL', help: 'NATS server', default: 'nats://127.0.0.1:4222' },
+  { name: 'job', type: 'string', metavar: 'J', help: 'job to watch (required unless --all)' },
+  { name: 'all', type: 'bool', help: 'watch every Baton subject (baton.>)' },
+  { name: 'count', type: 'int', metavar: 'N', help: 'stop after N messages (0 = no limit)', default: 0 },
+  { name: 'timeout', type: 'number', metavar: 'S', help: 'stop after S seconds (0 = no limit)', default: 0 },
+  { name: 'json', type: 'bool', help: 'one JSON object per line' },
+  { name: 'help', type: 'bool', help: 'show this help' },
+];
+
+export const TAP_HELP = helpText('tap', 'print the live decoded message flows of a job',
+  'baton tap [--nats URL] --job J [--count N] [--timeout S] [--json]', TAP_FLAGS);
+
+export interface TapLine {
+  subject: string;
+  kind: string;
+  task?: string;
+  iteration?: number;
+  src?: number;
+  dst?: number;
+  bytes: number;
+  latency_ms?: number;
+  events?: number;
+  error?: string;
+}
+
+function taskOf(e: Envelope): string | undefined {
+  if (e.kind === 'activation' || e.kind === 'data') return formatTask({ kind: 'F', mb: e.mb, chunk: e.chunk });
+  if (e.kind === 'gradient') return formatTask({ kind: 'B', mb: e.mb, chunk: e.chunk });
+  return undefined;
+}
+
+/** Decode one bus message into a tap line; never throws. */
+export function tapLine(subject: string, data: Uint8Array, now = Date.now()): TapLine {
+  const parts = parseSubject(subject);
+  if (parts?.kind === 'trace' || parts?.job === '_nodes') {
+    try {
+      const v = decodeValue(data) as { events?: BatonEvent[]; verb?: string };
+      if (Array.isArray(v?.events)) return { subject, kind: 'trace', bytes: data.byteLength, events: v.events.length };
+      return { subject, kind: String(v?.verb ?? 'node'), bytes: data.byteLength };
+    } catch (err) {
+      return { subject, kind: 'malformed', bytes: data.byteLength, error: (err as Error).message };
+    }
+  }
+  try {
+    const e = decodeEnvelope(data);
+    return {
+      subject, kind: e.kind, task: taskOf(e), iteration: e.iteration, src: e.src, dst: e.dst,
+      bytes: e.bytes || data.byteLength, latency_ms: now - e.sentAt,
+    };
+  } catch (err) {
+    return { subject, kind: 'malformed', bytes: data.byteLength, error: (err as Error).message };
+  }
+}
+
+export function formatTapLine(l: TapLine): string {
+  if (l.error) return `${l.subject}  MALFORMED (${l.bytes} B): ${l.error}`;
+  if (l.kind === 'trace') return `${l.subject}  trace batch: ${l.events} events (${l.bytes} B)`;
+  const task = l.task ? ` ${l.task}` : '';
+  const route = l.src !== undefined ? ` ${l.src}->${l.dst}` : '';
+  const lat = l.latency_ms !== undefined ? ` latency ${l.latency_ms.toFixed(2)} ms` : '';
+  return `${l.subject}  ${l.kind}${task}${l.iteration !== undefined ? ` it${l.iteration}` : ''}${route} ${l.bytes} B${lat}`;
+}
+
+export async function tapCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
+  const { flags } = parseFlags(argv, TAP_FLAGS, 'tap');
+  if (flags.help) {
+    out(TAP_HELP);
+    return 0;
+  }
+  if (!flags.job && !flags.all) throw new UsageError('tap: --job J is required (or --all for every job)');
+  const pattern = flags.all ? 'baton.>' : jobWildcard(checkJobName(String(flags.job)));
+  const bus = await NatsBus.connect(String(flags.nats), { name: 'baton-tap' });
+  const limit = flags.count as number;
+  const seconds = flags.timeout as number;
+  let seen = 0;
+  let stop: () => void = () => {};
+  const stopped = new Promise<void>((resolve) => (stop = resolve));
+  bus.subscribe(pattern, (subject, data) => {
+    const line = tapLine(subject, data);
+    out(flags.json ? JSON.stringify(line) : formatTapLine(line));
+    if (limit > 0 && ++seen >= limit) stop();
+  });
+  await bus.flush();
+  process.stderr.write(`tap: watching ${pattern} on ${flags.nats}\n`);
+  const timer = seconds > 0 ? setTimeout(stop, seconds * 1000) : null;
+  process.once('SIGINT', stop);
+  await stopped;
+  if (timer) clearTimeout(timer);
+  await bus.close();
+  return 0;
+}

@@ -1,0 +1,21 @@
+// Writing a run's trace file and Gantt chart (cli/trace/ does the formatting).
+
+import * as fs from 'fs';
+import { JobResult, summarize } from '../actors/job';
+import { toChromeTrace, writeChromeTrace } from './trace/chrome';
+import { ganttSvg } from './trace/gantt';
+
+export function writeTraceFiles(r: JobResult, traceFile?: string, ganttFile?: string): string[] {
+  const written: string[] = [];
+  const s = summarize(r);
+  const title = `${s.policy}: P=${s.stages} M=${s.microbatches} V=${s.chunks} ${s.profile}/${s.jitter}, makespan ${s.makespan_ms.toFixed(1)} ms`;
+  if (traceFile) {
+    writeChromeTrace(traceFile, toChromeTrace(r.events, { job: r.config.job, stages: r.shape.stages, title, config: r.config }));
+    written.push(traceFile);
+  }
+  if (ganttFile) {
+    fs.writeFileSync(ganttFile, ganttSvg(r.events, { stages: r.shape.stages, title }));
+    written.push(ganttFile);
+  }
+  return written;
+}

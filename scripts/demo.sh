@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The main demo: a multi-process pipeline over a local NATS server, readiness-first bf
+# against binding 1f1b on an imbalanced profile with the paper's jitter.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh >&2
+mkdir -p out
+node dist/cli/main.js run --transport nats --processes per-stage \
+  --stages 4 --microbatches 16 --profile multimodal --jitter paper --seed 1 --iterations 2 \
+  --compare bf,1f1b --trace out/demo-trace.json --gantt out/demo-gantt.svg "$@"
