@@ -5,10 +5,13 @@ import { JobConfig } from '../actors/config';
 import { FlagSpec, helpText, parseFlags } from './args';
 import { JOB_FLAGS, jobConfigFromFlags } from './job-flags';
 import { formatTable } from './table';
+import { writeTraceFiles } from './trace-output';
 
 const SIM_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
   { name: 'compare', type: 'list', metavar: 'P1,P2,…', help: 'run the same seed under each policy and compare (speedup over the first)' },
+  { name: 'trace', type: 'string', metavar: 'FILE.json', help: 'write a Chrome trace (Perfetto) of the run (with --compare: of the first policy)' },
+  { name: 'gantt', type: 'string', metavar: 'FILE.svg', help: 'draw the pipeline Gantt chart (with --compare: of the first policy)' },
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },
   { name: 'print-config', type: 'bool', help: 'print the resolved config and exit' },
   { name: 'help', type: 'bool', help: 'show this help' },
@@ -43,19 +46,24 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
   }
   const compare = flags.compare as string[] | undefined;
   if (!compare) {
-    const s = summarize(await simulate(cfg));
+    const r = await simulate(cfg);
+    const written = writeTraceFiles(r, flags.trace as string | undefined, flags.gantt as string | undefined);
+    const s = summarize(r);
     out(flags.json ? JSON.stringify(s) : formatTable(
       ['policy', 'makespan ms', 'lower bound ms', 'efficiency', 'bubble', 'peak in-flight'],
       [[s.policy, s.makespan_ms.toFixed(2), s.lower_bound_ms.toFixed(2), s.efficiency.toFixed(3), s.bubble_fraction.toFixed(3), s.peak_inflight.join(',')]],
       `P=${s.stages} M=${s.microbatches} V=${s.chunks} profile=${s.profile} jitter=${s.jitter} seed=${s.seed} iterations=${s.iterations.length}`));
+    if (!flags.json) for (const w of written) out(`wrote ${w}`);
     return 0;
   }
   const results: JobResult[] = [];
   for (const policy of compare) results.push(await simulate({ ...cfg, policy }));
+  const written = writeTraceFiles(results[0], flags.trace as string | undefined, flags.gantt as string | undefined);
   const rows = compareRows(results);
   out(flags.json ? JSON.stringify(rows) : formatTable(
     ['policy', 'makespan ms', `speedup vs ${rows[0].policy}`, 'efficiency', 'bubble', 'max peak in-flight'],
     rows.map((r) => [r.policy, r.makespan_ms.toFixed(2), `${r.speedup.toFixed(3)}x`, r.efficiency.toFixed(3), r.bubble_fraction.toFixed(3), String(Math.max(...r.peak_inflight))]),
     `P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations}`));
+  if (!flags.json) for (const w of written) out(`wrote ${w}`);
   return 0;
 }

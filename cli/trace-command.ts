@@ -1,0 +1,186 @@
+// `baton trace`: work with trace files written by `--trace FILE` (Chrome trace JSON):
+// draw the pipeline Gantt chart, check the file against the Trace Event Format, or
+// summarize each stage. Exit codes: 0 ok, 1 invalid trace, 2 usage error.
+
+import * as fs from 'fs';
+import { BatonEvent } from '../actors/events';
+import { FlagSpec, UsageError, helpText, parseFlags } from './args';
+import { formatTable } from './table';
+import { ChromeEvent, batonEventsFromTrace, checkChromeTrace } from './trace/chrome';
+import { ganttSvg } from './trace/gantt';
+
+export class TraceFileError extends Error {
+  override name = 'TraceFileError';
+}
+
+const HELP_FLAG: FlagSpec = { name: 'help', type: 'bool', help: 'show this help' };
+const GANTT_FLAGS: readonly FlagSpec[] = [
+  { name: 'output', type: 'string', metavar: 'FILE.svg', help: 'where to write the SVG (also -o)' },
+  { name: 'title', type: 'string', metavar: 'T', help: 'chart title (default: the policy and job from the trace)' },
+  { name: 'width', type: 'int', metavar: 'PX', help: 'chart width in pixels', default: 1200 },
+  HELP_FLAG,
+];
+const JSON_FLAGS: readonly FlagSpec[] = [{ name: 'json', type: 'bool', help: 'print JSON instead of text' }, HELP_FLAG];
+
+const GANTT_HELP = helpText('trace gantt', 'draw the pipeline Gantt chart of a trace as SVG', 'baton trace gantt FILE.json -o FILE.svg [--title T] [--width PX]', GANTT_FLAGS);
+const CHECK_HELP = helpText('trace check', 'check a trace file against the Chrome Trace Event Format (exit 1 when invalid)', 'baton trace check FILE.json [--json]', JSON_FLAGS);
+const SUMMARY_HELP = helpText('trace summary', 'per stage: tasks, busy ms, wait ms, messages sent and received', 'baton trace summary FILE.json [--json]', JSON_FLAGS);
+
+export const TRACE_HELP = `baton trace — inspect trace files written with --trace FILE (Chrome trace JSON; open them in ui.perfetto.dev)
+
+Usage: baton trace <gantt|check|summary> FILE.json [options]   (baton trace <sub> --help for options)
+
+Subcommands:
+  gantt     draw the pipeline Gantt chart as SVG: baton trace gantt FILE.json -o FILE.svg [--title T]
+  check     check the file against the Trace Event Format; exit 1 and list the problems when invalid
+  summary   per stage: tasks, busy ms, wait ms, messages
+`;
+
+interface LoadedTrace {
+  traceEvents: ChromeEvent[];
+  metadata?: Record<string, unknown>;
+}
+
+function readJson(file: string): unknown {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new UsageError(`cannot read ${JSON.stringify(file)}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new TraceFileError(`${file} is not JSON: ${(e as Error).message}`);
+  }
+}
+
+/** A trace good enough to rebuild events from: schema-valid, with traceEvents. */
+function loadTrace(file: string): LoadedTrace {
+  const json = readJson(file);
+  const problems = checkChromeTrace(json);
+  if (problems.length > 0)
+    throw new TraceFileError(`${file} is not a valid trace (${problems.length} problem${problems.length === 1 ? '' : 's'}; see \`baton trace check\`): ${problems[0]}`);
+  return Array.isArray(json) ? { traceEvents: json as ChromeEvent[] } : (json as LoadedTrace);
+}
+
+function onePositional(positional: string[], sub: string): string {
+  if (positional.length !== 1) throw new UsageError(`trace ${sub}: expected one trace file, got ${positional.length === 0 ? 'none' : positional.map((p) => JSON.stringify(p)).join(' ')}`);
+  return positional[0];
+}
+
+export interface StageSummary {
+  stage: number;
+  tasks: number;
+  busy_ms: number;
+  wait_ms: number;
+  sent: number;
+  received: number;
+}
+
+export function summarizeStages(events: readonly BatonEvent[], stages: number): StageSummary[] {
+  const rows: StageSummary[] = [];
+  const row = (s: number) => {
+    while (rows.length <= s) rows.push({ stage: rows.length, tasks: 0, busy_ms: 0, wait_ms: 0, sent: 0, received: 0 });
+    return rows[s];
+  };
+  for (let s = 0; s < stages; s++) row(s);
+  const starts = new Map<string, number>();
+  for (const e of events) {
+    if (e.stage < 0) continue;
+    const r = row(e.stage);
+    if (e.type === 'task-start') {
+      r.tasks++;
+      starts.set(`${e.stage}|${e.iteration}|${e.kind}|${e.mb}|${e.chunk}`, e.t);
+    } else if (e.type === 'task-end') {
+      const t = starts.get(`${e.stage}|${e.iteration}|${e.kind}|${e.mb}|${e.chunk}`);
+      if (t !== undefined) r.busy_ms += e.t - t;
+    } else if (e.type === 'wait') r.wait_ms += e.ms;
+    else if (e.type === 'send') r.sent++;
+    else if (e.type === 'receive' && e.src >= 0) r.received++;
+  }
+  return rows;
+}
+
+function stageCount(trace: LoadedTrace, events: readonly BatonEvent[]): number {
+  const declared = trace.metadata?.stages;
+  let n = typeof declared === 'number' && declared > 0 ? declared : 1;
+  for (const e of events) n = Math.max(n, e.stage + 1);
+  return n;
+}
+
+async function gantt(argv: readonly string[], out: (s: string) => void): Promise<number> {
+  const { flags, positional } = parseFlags(argv.map((a) => (a === '-o' ? '--output' : a)), GANTT_FLAGS, 'trace gantt');
+  if (flags.help) {
+    out(GANTT_HELP);
+    return 0;
+  }
+  const file = onePositional(positional, 'gantt');
+  const output = flags.output as string | undefined;
+  if (!output) throw new UsageError('trace gantt: -o FILE.svg is required');
+  const trace = loadTrace(file);
+  const events = batonEventsFromTrace(trace);
+  const config = (trace.metadata?.config ?? {}) as Record<string, unknown>;
+  const title = (flags.title as string | undefined) ?? (trace.metadata?.title as string | undefined) ??
+    [config.policy, trace.metadata?.job ? `job ${trace.metadata.job}` : undefined].filter(Boolean).join(' · ');
+  const svg = ganttSvg(events, { stages: stageCount(trace, events), title: title || undefined, width: flags.width as number });
+  fs.writeFileSync(output, svg);
+  out(`wrote ${output} (${events.filter((e) => e.type === 'task-start').length} tasks)`);
+  return 0;
+}
+
+async function check(argv: readonly string[], out: (s: string) => void): Promise<number> {
+  const { flags, positional } = parseFlags(argv, JSON_FLAGS, 'trace check');
+  if (flags.help) {
+    out(CHECK_HELP);
+    return 0;
+  }
+  const file = onePositional(positional, 'check');
+  const json = readJson(file);
+  const problems = checkChromeTrace(json);
+  const count = Array.isArray(json) ? json.length : Array.isArray((json as LoadedTrace)?.traceEvents) ? (json as LoadedTrace).traceEvents.length : 0;
+  if (flags.json) out(JSON.stringify({ file, valid: problems.length === 0, events: count, problems }));
+  else if (problems.length === 0) out(`${file}: valid trace, ${count} events`);
+  else out(`${file}: ${problems.length} problem${problems.length === 1 ? '' : 's'}\n${problems.slice(0, 50).map((p) => `  ${p}`).join('\n')}${problems.length > 50 ? `\n  … and ${problems.length - 50} more` : ''}`);
+  return problems.length === 0 ? 0 : 1;
+}
+
+async function summary(argv: readonly string[], out: (s: string) => void): Promise<number> {
+  const { flags, positional } = parseFlags(argv, JSON_FLAGS, 'trace summary');
+  if (flags.help) {
+    out(SUMMARY_HELP);
+    return 0;
+  }
+  const trace = loadTrace(onePositional(positional, 'summary'));
+  const events = batonEventsFromTrace(trace);
+  const rows = summarizeStages(events, stageCount(trace, events));
+  if (flags.json) out(JSON.stringify(rows));
+  else out(formatTable(['stage', 'tasks', 'busy ms', 'wait ms', 'sent', 'received'],
+    rows.map((r) => [String(r.stage), String(r.tasks), r.busy_ms.toFixed(2), r.wait_ms.toFixed(2), String(r.sent), String(r.received)]),
+    `${trace.metadata?.job ? `job ${trace.metadata.job} · ` : ''}${rows.length} stages · ${events.length} events`));
+  return 0;
+}
+
+const SUBCOMMANDS: Record<string, (argv: readonly string[], out: (s: string) => void) => Promise<number>> = { gantt, check, summary };
+
+/** Usage errors and unreadable files exit 2, invalid traces exit 1; messages go to `err`. */
+export async function traceCommand(argv: readonly string[], out: (s: string) => void,
+  err: (s: string) => void = (s) => process.stderr.write(`${s}\n`)): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help') {
+    out(TRACE_HELP);
+    return sub === undefined ? 2 : 0;
+  }
+  const run = SUBCOMMANDS[sub];
+  if (!run) {
+    err(`baton trace: unknown subcommand ${JSON.stringify(sub)}; expected gantt, check or summary`);
+    return 2;
+  }
+  try {
+    return await run(rest, out);
+  } catch (e) {
+    const error = e as Error;
+    err(`baton trace ${sub}: ${error.name}: ${error.message}`);
+    return error instanceof UsageError ? 2 : 1;
+  }
+}

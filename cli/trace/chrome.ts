@@ -1,0 +1,267 @@
+// Baton's event stream as a Chrome trace (Trace Event Format, JSON object form) that
+// Perfetto and chrome://tracing open: one process per stage with a compute track
+// (one complete event per task), a comm track (one complete event per message, from
+// send to receive, with a flow arrow to an arrival marker on the receiver's comm
+// track), a waits track and an in-flight counter. The original events ride along under
+// `metadata.baton_events` so `baton trace gantt|summary` can rebuild the run exactly.
+// It does not model clock skew between processes: each stage's times are used as
+// emitted, and a receive earlier than its send gives a zero-length message.
+
+import * as fs from 'fs';
+import { BatonEvent, ReceiveEvent, SendEvent, TaskStartEvent, WaitEvent } from '../../actors/events';
+import { TaskKind } from '../../policies/task';
+
+export interface ChromeEvent {
+  name: string;
+  ph: string;
+  ts: number;
+  pid: number;
+  tid: number;
+  cat?: string;
+  dur?: number;
+  id?: number | string;
+  bp?: 'e';
+  s?: 'g' | 'p' | 't';
+  args?: Record<string, unknown>;
+}
+
+export interface ChromeTraceMeta {
+  job: string;
+  stages: number;
+  title?: string;
+  config?: object;
+}
+
+export interface ChromeTrace {
+  traceEvents: ChromeEvent[];
+  displayTimeUnit: 'ms';
+  metadata: ChromeTraceMeta & { generator: 'baton'; time_origin_ms: number; baton_events: BatonEvent[] };
+}
+
+export const TID = { compute: 0, comm: 1, waits: 2 } as const;
+
+const us = (ms: number) => Math.round(ms * 1e6) / 1e3;
+
+export function taskName(kind: string, mb: number, chunk: number): string {
+  return chunk === 0 ? `${kind}${mb}` : `${kind}${mb}@${chunk}`;
+}
+
+/** Key under which a send and its receive meet: the message's identity and route. */
+function messageKey(iteration: number, kind: string, mb: number, chunk: number, src: number, dst: number): string {
+  return `${iteration}|${kind}|${mb}|${chunk}|${src}>${dst}`;
+}
+
+export class TraceBuildError extends Error {
+  override name = 'TraceBuildError';
+}
+
+export function toChromeTrace(events: readonly BatonEvent[], meta: ChromeTraceMeta): ChromeTrace {
+  if (!Number.isInteger(meta.stages) || meta.stages < 1) throw new TraceBuildError(`toChromeTrace: stages must be a positive integer, got ${JSON.stringify(meta.stages)}`);
+  let origin = events.length === 0 ? 0 : Infinity;
+  let stages = meta.stages;
+  for (const e of events) {
+    origin = Math.min(origin, e.t);
+    stages = Math.max(stages, e.stage + 1);
+  }
+  const rel = (t: number) => us(t - origin);
+  const out: ChromeEvent[] = [];
+  for (let s = 0; s < stages; s++) {
+    out.push({ name: 'process_name', ph: 'M', ts: 0, pid: s, tid: 0, args: { name: `stage ${s}` } });
+    out.push({ name: 'process_sort_index', ph: 'M', ts: 0, pid: s, tid: 0, args: { sort_index: s } });
+    for (const [name, tid] of Object.entries(TID)) {
+      out.push({ name: 'thread_name', ph: 'M', ts: 0, pid: s, tid, args: { name } });
+      out.push({ name: 'thread_sort_index', ph: 'M', ts: 0, pid: s, tid, args: { sort_index: tid } });
+    }
+  }
+  const open = new Map<string, TaskStartEvent>();
+  const sends = new Map<string, SendEvent[]>();
+  const receives: ReceiveEvent[] = [];
+  let flowId = 0;
+  for (const e of events) {
+    switch (e.type) {
+      case 'task-start':
+        open.set(`${e.stage}|${e.iteration}|${e.kind}|${e.mb}|${e.chunk}`, e);
+        out.push({ name: 'in-flight', ph: 'C', ts: rel(e.t), pid: e.stage, tid: TID.compute, args: { forwards: e.inflight } });
+        break;
+      case 'task-end': {
+        const key = `${e.stage}|${e.iteration}|${e.kind}|${e.mb}|${e.chunk}`;
+        const start = open.get(key);
+        if (!start) throw new TraceBuildError(`stage ${e.stage}, iteration ${e.iteration}: task-end of ${taskName(e.kind, e.mb, e.chunk)} at ${e.t} ms without its task-start`);
+        open.delete(key);
+        out.push({
+          name: taskName(e.kind, e.mb, e.chunk), cat: e.kind, ph: 'X', ts: rel(start.t), dur: Math.max(0, us(e.t - start.t)), pid: e.stage, tid: TID.compute,
+          args: { iteration: e.iteration, microbatch: e.mb, chunk: e.chunk, inflight: start.inflight, backpressure: start.backpressure },
+        });
+        break;
+      }
+      case 'send': {
+        const key = messageKey(e.iteration, e.kind, e.mb, e.chunk, e.stage, e.dst);
+        const q = sends.get(key);
+        if (q) q.push(e);
+        else sends.set(key, [e]);
+        break;
+      }
+      case 'receive':
+        receives.push(e);
+        break;
+      case 'wait':
+        out.push({ name: e.reason, cat: 'wait', ph: 'X', ts: rel(e.t), dur: Math.max(0, us(e.ms)), pid: e.stage, tid: TID.waits, args: { iteration: e.iteration, ms: e.ms } });
+        break;
+      case 'reject':
+        out.push({ name: `reject: ${e.reason}`, cat: 'reject', ph: 'i', s: 't', ts: rel(e.t), pid: e.stage, tid: TID.compute, args: { iteration: e.iteration, detail: e.detail } });
+        break;
+      case 'iteration-start':
+      case 'iteration-end':
+        out.push({ name: `${e.type} ${e.iteration}`, cat: 'iteration', ph: 'i', s: 'p', ts: rel(e.t), pid: e.stage, tid: TID.compute, args: { iteration: e.iteration } });
+        break;
+    }
+  }
+  if (open.size > 0) {
+    const [first] = open.values();
+    throw new TraceBuildError(`${open.size} task(s) started but never ended, e.g. stage ${first.stage}, iteration ${first.iteration}: ${taskName(first.kind, first.mb, first.chunk)} at ${first.t} ms`);
+  }
+  for (const r of receives) {
+    // Inputs from outside the pipeline (src < 0, the data feed) have no send to pair with.
+    const q = sends.get(messageKey(r.iteration, r.kind, r.mb, r.chunk, r.src, r.stage));
+    const s = q?.shift();
+    if (!s) continue;
+    const id = ++flowId;
+    const name = `${r.kind} mb${r.mb}${r.chunk === 0 ? '' : `@${r.chunk}`} ${s.stage}→${r.stage}`;
+    const args = { iteration: r.iteration, microbatch: r.mb, chunk: r.chunk, src: s.stage, dst: r.stage, seq: s.seq, bytes: s.bytes, latency_ms: r.latency };
+    out.push({ name, cat: r.kind, ph: 'X', ts: rel(s.t), dur: Math.max(0, us(r.t - s.t)), pid: s.stage, tid: TID.comm, args });
+    out.push({ name, cat: r.kind, ph: 's', id, ts: rel(s.t), pid: s.stage, tid: TID.comm });
+    // The arrival marker gives the flow's end a slice to bind to on the receiver's track.
+    out.push({ name: `arrive ${name}`, cat: r.kind, ph: 'i', s: 't', ts: rel(Math.max(r.t, s.t)), pid: r.stage, tid: TID.comm, args });
+    out.push({ name, cat: r.kind, ph: 'f', bp: 'e', id, ts: rel(Math.max(r.t, s.t)), pid: r.stage, tid: TID.comm });
+  }
+  const rank = (e: ChromeEvent) => (e.ph === 'M' ? 0 : 1);
+  out.sort((a, b) => rank(a) - rank(b) || a.ts - b.ts);
+  return {
+    traceEvents: out,
+    displayTimeUnit: 'ms',
+    metadata: { ...meta, generator: 'baton', time_origin_ms: origin, baton_events: [...events] },
+  };
+}
+
+export function writeChromeTrace(file: string, trace: ChromeTrace): void {
+  fs.writeFileSync(file, JSON.stringify(trace));
+}
+
+/**
+ * The Baton events behind a trace: the embedded copy when present, otherwise rebuilt
+ * from the complete events (tasks, waits, messages); iteration markers and rejects are
+ * then lost and times are relative to the trace's origin.
+ */
+export function batonEventsFromTrace(trace: { traceEvents: readonly ChromeEvent[]; metadata?: Record<string, unknown> }): BatonEvent[] {
+  const embedded = trace.metadata?.baton_events;
+  if (Array.isArray(embedded)) return embedded as BatonEvent[];
+  const events: BatonEvent[] = [];
+  for (const e of trace.traceEvents) {
+    if (e.ph !== 'X') continue;
+    const a = (e.args ?? {}) as Record<string, number>;
+    const t = e.ts / 1000;
+    const end = t + (e.dur ?? 0) / 1000;
+    if (e.tid === TID.compute && (e.cat === 'F' || e.cat === 'B' || e.cat === 'W')) {
+      const base = { stage: e.pid, iteration: a.iteration ?? 0, kind: e.cat as TaskKind, mb: a.microbatch ?? 0, chunk: a.chunk ?? 0 };
+      events.push({ type: 'task-start', t, ...base, inflight: a.inflight ?? 0, backpressure: Boolean(a.backpressure) });
+      events.push({ type: 'task-end', t: end, ...base });
+    } else if (e.tid === TID.waits) {
+      events.push({ type: 'wait', t, stage: e.pid, iteration: a.iteration ?? 0, ms: end - t, reason: e.name as WaitEvent['reason'] });
+    } else if (e.tid === TID.comm) {
+      const m = { iteration: a.iteration ?? 0, kind: e.cat ?? 'message', mb: a.microbatch ?? 0, chunk: a.chunk ?? 0, seq: a.seq ?? 0, bytes: a.bytes ?? 0 };
+      events.push({ type: 'send', t, stage: a.src ?? e.pid, dst: a.dst ?? -1, ...m });
+      events.push({ type: 'receive', t: end, stage: a.dst ?? -1, src: a.src ?? e.pid, latency: end - t, ...m });
+    }
+  }
+  return events.sort((x, y) => x.t - y.t);
+}
+
+// Phases of the Trace Event Format: duration, complete, instant, counter, async
+// (nestable and legacy), flow, sample, object, metadata, memory dump, mark, context.
+const KNOWN_PH = new Set(['B', 'E', 'X', 'i', 'I', 'C', 'b', 'n', 'e', 'S', 'T', 'p', 'F', 's', 't', 'f', 'P', 'N', 'O', 'D', 'M', 'V', 'v', 'R', 'c', '(', ')']);
+const FLOW_PH = new Set(['s', 't', 'f']);
+const ASYNC_PH = new Set(['b', 'n', 'e', 'S', 'T', 'p', 'F']);
+const METADATA_ARG: Record<string, [string, 'string' | 'number']> = {
+  process_name: ['name', 'string'],
+  thread_name: ['name', 'string'],
+  process_labels: ['labels', 'string'],
+  process_sort_index: ['sort_index', 'number'],
+  thread_sort_index: ['sort_index', 'number'],
+};
+
+const isNum = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const quote = (v: unknown) => (v === undefined ? 'nothing' : JSON.stringify(v));
+
+/** Schema problems of a Trace Event Format document (JSON object or array form); empty when valid. */
+export function checkChromeTrace(json: unknown): string[] {
+  const problems: string[] = [];
+  let events: unknown[];
+  if (Array.isArray(json)) events = json;
+  else if (isObj(json)) {
+    if (!Array.isArray(json.traceEvents)) return [`top level: traceEvents must be an array, got ${quote(json.traceEvents)}`];
+    events = json.traceEvents;
+    if (json.displayTimeUnit !== undefined && json.displayTimeUnit !== 'ms' && json.displayTimeUnit !== 'ns')
+      problems.push(`top level: displayTimeUnit must be "ms" or "ns", got ${quote(json.displayTimeUnit)}`);
+    if (json.metadata !== undefined && !isObj(json.metadata)) problems.push(`top level: metadata must be an object, got ${quote(json.metadata)}`);
+  } else return [`top level: expected an object with traceEvents or an array of events, got ${quote(json)}`];
+
+  const flows = new Map<string, { start?: number; finish?: number; at: number }>();
+  events.forEach((raw, i) => {
+    if (!isObj(raw)) {
+      problems.push(`traceEvents[${i}]: an event must be an object, got ${quote(raw)}`);
+      return;
+    }
+    const ph = raw.ph;
+    const where = `traceEvents[${i}] (ph ${quote(ph)}, name ${quote(raw.name)})`;
+    const bad = (what: string, v: unknown) => problems.push(`${where}: ${what}, got ${quote(v)}`);
+    if (typeof ph !== 'string' || !KNOWN_PH.has(ph)) {
+      bad(`ph must be one of ${[...KNOWN_PH].join(' ')}`, ph);
+      return;
+    }
+    if (ph !== 'E' && typeof raw.name !== 'string') bad('name must be a string', raw.name);
+    if (ph !== 'M' || raw.ts !== undefined) if (!isNum(raw.ts)) bad('ts must be a finite number (microseconds)', raw.ts);
+    if (!isNum(raw.pid)) bad('pid must be a number', raw.pid);
+    if (ph !== 'C' || raw.tid !== undefined) if (!isNum(raw.tid)) bad('tid must be a number', raw.tid);
+    if (raw.cat !== undefined && typeof raw.cat !== 'string') bad('cat must be a string', raw.cat);
+    if (raw.args !== undefined && !isObj(raw.args)) bad('args must be an object', raw.args);
+    if (ph === 'X' && !(isNum(raw.dur) && raw.dur >= 0)) bad('a complete event needs dur >= 0', raw.dur);
+    if ((ph === 'i' || ph === 'I') && raw.s !== undefined && !['g', 'p', 't'].includes(raw.s as string)) bad('instant scope s must be g, p or t', raw.s);
+    if (ph === 'C') {
+      if (!isObj(raw.args) || Object.keys(raw.args).length === 0) bad('a counter needs args with at least one series', raw.args);
+      else for (const [k, v] of Object.entries(raw.args)) if (!isNum(v)) bad(`counter series ${JSON.stringify(k)} must be a number`, v);
+    }
+    if (ASYNC_PH.has(ph) && (raw.id === undefined || raw.id === null) && raw.id2 === undefined) bad('an async event needs an id', raw.id);
+    if (FLOW_PH.has(ph)) {
+      if (typeof raw.id !== 'number' && typeof raw.id !== 'string') {
+        bad('a flow event needs an id (number or string)', raw.id);
+        return;
+      }
+      if (ph === 'f' && raw.bp !== undefined && raw.bp !== 'e') bad('flow end binding point bp must be "e"', raw.bp);
+      const key = `${raw.cat ?? ''}|${raw.id}`;
+      const f = flows.get(key) ?? { at: i };
+      if (ph === 's') {
+        if (f.start !== undefined) bad(`flow id ${raw.id} starts twice (first at traceEvents[${f.at}])`, raw.id);
+        f.start = raw.ts as number;
+      } else if (ph === 'f') {
+        if (f.finish !== undefined) bad(`flow id ${raw.id} finishes twice`, raw.id);
+        f.finish = raw.ts as number;
+      }
+      flows.set(key, f);
+    }
+    if (ph === 'M') {
+      const spec = METADATA_ARG[raw.name as string];
+      if (spec) {
+        const v = isObj(raw.args) ? raw.args[spec[0]] : undefined;
+        if (typeof v !== spec[1]) bad(`metadata ${raw.name} needs args.${spec[0]} as a ${spec[1]}`, v);
+      }
+    }
+  });
+  for (const [key, f] of flows) {
+    const id = key.slice(key.indexOf('|') + 1);
+    if (f.start === undefined) problems.push(`flow id ${id} (cat ${JSON.stringify(key.split('|')[0])}): finish or step without a start`);
+    else if (f.finish === undefined) problems.push(`flow id ${id} (cat ${JSON.stringify(key.split('|')[0])}): start without a finish`);
+    else if (f.finish < f.start) problems.push(`flow id ${id}: finishes at ${f.finish} us before it starts at ${f.start} us`);
+  }
+  return problems;
+}

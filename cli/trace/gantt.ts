@@ -1,0 +1,174 @@
+// A pipeline Gantt chart as standalone SVG: one row per stage (stage 0 on top), a box
+// per task coloured by kind and shaded by chunk, idle time left as the row's grey
+// background, dashed lines where iterations begin, a time axis in ms, a legend and a
+// title. It draws tasks only; messages and waits are in the Chrome trace.
+
+import { BatonEvent, TaskStartEvent } from '../../actors/events';
+import { TaskKind } from '../../policies/task';
+
+export interface GanttOptions {
+  stages: number;
+  /** First title line (e.g. the policy); the makespan line is added below it. */
+  title?: string;
+  /** Total width in px (default 1200). */
+  width?: number;
+}
+
+export interface GanttTask {
+  stage: number;
+  iteration: number;
+  kind: TaskKind;
+  mb: number;
+  chunk: number;
+  start: number;
+  end: number;
+}
+
+export class GanttError extends Error {
+  override name = 'GanttError';
+}
+
+export function escapeXml(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' })[c] as string);
+}
+
+/** Pair task-start with task-end into boxes. */
+export function ganttTasks(events: readonly BatonEvent[]): GanttTask[] {
+  const open = new Map<string, TaskStartEvent>();
+  const tasks: GanttTask[] = [];
+  for (const e of events) {
+    if (e.type !== 'task-start' && e.type !== 'task-end') continue;
+    const key = `${e.stage}|${e.iteration}|${e.kind}|${e.mb}|${e.chunk}`;
+    if (e.type === 'task-start') open.set(key, e);
+    else {
+      const s = open.get(key);
+      if (!s) throw new GanttError(`stage ${e.stage}, iteration ${e.iteration}: task-end of ${e.kind}${e.mb}@${e.chunk} at ${e.t} ms without its task-start`);
+      open.delete(key);
+      tasks.push({ stage: e.stage, iteration: e.iteration, kind: e.kind, mb: e.mb, chunk: e.chunk, start: s.t, end: Math.max(s.t, e.t) });
+    }
+  }
+  return tasks;
+}
+
+/** Tick step of 1, 2 or 5 times a power of ten giving about `target` ticks over `span`. */
+export function tickStep(span: number, target = 8): number {
+  if (!(span > 0)) return 1;
+  const raw = span / target;
+  const pow = 10 ** Math.floor(Math.log10(raw));
+  const m = raw / pow;
+  return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * pow;
+}
+
+const HUE: Record<TaskKind, [number, number]> = { F: [212, 62], B: [135, 45], W: [30, 85] };
+
+/** Kind sets the hue; later chunks are lighter. */
+export function taskColor(kind: TaskKind, chunk: number, chunks: number): string {
+  const [h, s] = HUE[kind];
+  return `hsl(${h},${s}%,${lightness(chunk, chunks).toFixed(0)}%)`;
+}
+
+const lightness = (chunk: number, chunks: number) => (chunks <= 1 ? 45 : 36 + (32 * chunk) / (chunks - 1));
+
+const fmt = (ms: number) => (Math.abs(ms) >= 100 || Number.isInteger(ms) ? ms.toFixed(0) : ms.toPrecision(3).replace(/\.?0+$/, ''));
+
+export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): string {
+  if (!Number.isInteger(opts.stages) || opts.stages < 1) throw new GanttError(`ganttSvg: stages must be a positive integer, got ${JSON.stringify(opts.stages)}`);
+  const width = opts.width ?? 1200;
+  if (!(width >= 300)) throw new GanttError(`ganttSvg: width must be at least 300 px, got ${JSON.stringify(opts.width)}`);
+  const tasks = ganttTasks(events);
+  let stages = opts.stages;
+  let chunks = 1;
+  let t0 = Infinity;
+  let t1 = -Infinity;
+  const iterStart = new Map<number, number>();
+  for (const t of tasks) {
+    stages = Math.max(stages, t.stage + 1);
+    chunks = Math.max(chunks, t.chunk + 1);
+    t0 = Math.min(t0, t.start);
+    t1 = Math.max(t1, t.end);
+    iterStart.set(t.iteration, Math.min(iterStart.get(t.iteration) ?? Infinity, t.start));
+  }
+  if (tasks.length === 0) t0 = t1 = 0;
+  const span = tasks.length === 0 ? 1 : Math.max(t1 - t0, 1e-9);
+
+  const rowH = stages <= 8 ? 30 : stages <= 16 ? 22 : 14;
+  const gap = stages <= 16 ? 4 : 2;
+  const left = 64;
+  const right = 16;
+  const top = 64;
+  const plotW = width - left - right;
+  const plotH = stages * rowH;
+  const height = top + plotH + 64;
+  const x = (t: number) => left + ((t - t0) / span) * plotW;
+  const fontSize = Math.min(12, rowH - 8);
+
+  const parts: string[] = [];
+  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" font-family="Helvetica, Arial, sans-serif">`);
+  parts.push(`<rect x="0" y="0" width="${width}" height="${height}" fill="#ffffff"/>`);
+  const iterations = [...iterStart.keys()].sort((a, b) => a - b);
+  const title = opts.title ?? 'pipeline';
+  const iterEnd = new Map<number, number>();
+  for (const t of tasks) iterEnd.set(t.iteration, Math.max(iterEnd.get(t.iteration) ?? -Infinity, t.end));
+  const makespans = iterations.map((it) => (iterEnd.get(it) as number) - (iterStart.get(it) as number));
+  const mean = makespans.reduce((a, b) => a + b, 0) / Math.max(1, makespans.length);
+  const sub = `P=${stages}${chunks > 1 ? ` V=${chunks}` : ''} · ${tasks.length} tasks · ` +
+    (iterations.length > 1 ? `mean makespan ${fmt(mean)} ms over ${iterations.length} iterations (total ${fmt(t1 - t0)} ms)` : `makespan ${fmt(t1 - t0)} ms`);
+  parts.push(`<text x="${left}" y="22" font-size="16" font-weight="bold">${escapeXml(title)}</text>`);
+  parts.push(`<text x="${left}" y="42" font-size="12" fill="#444">${escapeXml(sub)}</text>`);
+
+  // Rows: the grey background is idle time.
+  for (let s = 0; s < stages; s++) {
+    const y = top + s * rowH;
+    parts.push(`<rect class="row" x="${left}" y="${y + gap / 2}" width="${plotW}" height="${rowH - gap}" fill="#eceff1"/>`);
+    if (s % Math.ceil(stages / 16) === 0)
+      parts.push(`<text x="${left - 6}" y="${y + rowH / 2 + 4}" font-size="${Math.min(12, rowH - 2)}" text-anchor="end">stage ${s}</text>`);
+  }
+
+  // Axis with ticks and grid lines.
+  const step = tickStep(span);
+  const axisY = top + plotH;
+  parts.push(`<line x1="${left}" y1="${axisY}" x2="${left + plotW}" y2="${axisY}" stroke="#333"/>`);
+  for (let v = 0; v <= span + step * 1e-6; v += step) {
+    const tx = x(t0 + v).toFixed(2);
+    parts.push(`<line x1="${tx}" y1="${top}" x2="${tx}" y2="${axisY}" stroke="#cfd8dc" stroke-width="0.5"/>`);
+    parts.push(`<line x1="${tx}" y1="${axisY}" x2="${tx}" y2="${axisY + 5}" stroke="#333"/>`);
+    parts.push(`<text x="${tx}" y="${axisY + 18}" font-size="11" text-anchor="middle">${fmt(v)}</text>`);
+  }
+  parts.push(`<text x="${left + plotW / 2}" y="${axisY + 36}" font-size="12" text-anchor="middle">time (ms)</text>`);
+
+  for (const t of tasks) {
+    const x0 = x(t.start);
+    const w = Math.max(x(t.end) - x0, 0.5);
+    const y = top + t.stage * rowH + gap / 2;
+    const h = rowH - gap;
+    const name = `${t.kind}${t.mb}${t.chunk === 0 ? '' : `@${t.chunk}`}`;
+    const tip = `stage ${t.stage}, iteration ${t.iteration}: ${name} ${fmt(t.start - t0)}–${fmt(t.end - t0)} ms`;
+    parts.push(`<rect class="task" x="${x0.toFixed(2)}" y="${y}" width="${w.toFixed(2)}" height="${h}" fill="${taskColor(t.kind, t.chunk, chunks)}" stroke="#ffffff" stroke-width="${w > 3 ? 0.6 : 0}"><title>${escapeXml(tip)}</title></rect>`);
+    const label = String(t.mb);
+    if (fontSize >= 7 && w >= label.length * fontSize * 0.62 + 3)
+      parts.push(`<text x="${(x0 + w / 2).toFixed(2)}" y="${y + h / 2 + fontSize * 0.36}" font-size="${fontSize}" text-anchor="middle" fill="${lightness(t.chunk, chunks) > 55 ? '#1a1a1a' : '#ffffff'}">${label}</text>`);
+  }
+
+  // Iteration boundaries: where each iteration's first task starts.
+  if (iterations.length > 1 || events.some((e) => e.type === 'iteration-start'))
+    for (const it of iterations) {
+      const ix = x(iterStart.get(it) as number).toFixed(2);
+      parts.push(`<line class="iteration" x1="${ix}" y1="${top - 6}" x2="${ix}" y2="${axisY}" stroke="#b71c1c" stroke-width="1.2" stroke-dasharray="5,3"/>`);
+      parts.push(`<text x="${ix}" y="${top - 9}" font-size="10" fill="#b71c1c" text-anchor="start">iteration ${it}</text>`);
+    }
+
+  // Legend, top right.
+  const kinds = (['F', 'B', 'W'] as TaskKind[]).filter((k) => tasks.some((t) => t.kind === k));
+  const legend: [string, string][] = [];
+  for (const k of kinds) for (let c = 0; c < chunks; c++) legend.push([taskColor(k, c, chunks), chunks > 1 ? `${k} chunk ${c}` : k]);
+  legend.push(['#eceff1', 'idle']);
+  let lx = width - right;
+  for (let i = legend.length - 1; i >= 0; i--) {
+    const [color, text] = legend[i];
+    lx -= text.length * 7 + 28;
+    parts.push(`<rect x="${lx.toFixed(1)}" y="30" width="12" height="12" fill="${color}" stroke="#90a4ae" stroke-width="0.5"/>`);
+    parts.push(`<text x="${(lx + 16).toFixed(1)}" y="40" font-size="11">${escapeXml(text)}</text>`);
+  }
+  parts.push('</svg>');
+  return parts.join('\n');
+}

@@ -1,0 +1,107 @@
+import { strict as assert } from 'assert';
+import { resolveConfig, JobConfig } from '../actors/config';
+import { BatonEvent } from '../actors/events';
+import { runJob } from '../actors/job';
+import { escapeXml, ganttSvg, ganttTasks, tickStep } from '../cli/trace/gantt';
+
+const run = async (c: Partial<JobConfig>) => (await runJob(resolveConfig({ stages: 4, microbatches: 8, jitter: 'paper', ...c }), { clock: 'virtual' })).events;
+
+/** Element names in document order; throws on an unbalanced or crossed tag. */
+function checkBalanced(svg: string): string[] {
+  const stack: string[] = [];
+  const seen: string[] = [];
+  for (const m of svg.matchAll(/<(\/?)([a-zA-Z]+)[^>]*?(\/?)>/g)) {
+    const [, close, name, selfClose] = m;
+    if (close) assert.equal(stack.pop(), name, `closing </${name}> matches its opening tag`);
+    else {
+      seen.push(name);
+      if (!selfClose) stack.push(name);
+    }
+  }
+  assert.deepEqual(stack, [], 'every tag is closed');
+  return seen;
+}
+
+const taskRects = (svg: string) => [...svg.matchAll(/<rect class="task" x="([\d.]+)" y="([\d.]+)" width="([\d.]+)"[^>]*><title>([^<]*)<\/title>/g)]
+  .map((m) => ({ x: Number(m[1]), y: Number(m[2]), w: Number(m[3]), tip: m[4] }));
+
+describe('pipeline Gantt chart (SVG)', () => {
+  let bf: BatonEvent[];
+  before(async () => {
+    bf = await run({ policy: 'bf', iterations: 2 });
+  });
+
+  it('is a standalone SVG document with balanced tags', () => {
+    const svg = ganttSvg(bf, { stages: 4, title: 'bf' });
+    assert.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg" viewBox="0 0 1200 \d+"/);
+    assert.ok(svg.trimEnd().endsWith('</svg>'));
+    const tags = checkBalanced(svg);
+    assert.equal(tags[0], 'svg');
+  });
+
+  it('draws one box per executed task, stage 0 on top', () => {
+    const svg = ganttSvg(bf, { stages: 4 });
+    const rects = taskRects(svg);
+    assert.equal(rects.length, bf.filter((e) => e.type === 'task-start').length);
+    const rowY = (s: number) => new Set(rects.filter((r) => r.tip.startsWith(`stage ${s},`)).map((r) => r.y));
+    for (let s = 0; s < 4; s++) assert.equal(rowY(s).size, 1, `stage ${s} is one row`);
+    assert.ok([...rowY(0)][0] < [...rowY(1)][0] && [...rowY(1)][0] < [...rowY(3)][0]);
+  });
+
+  it('makes box widths proportional to task durations and leaves idle gaps', () => {
+    const tasks = ganttTasks(bf);
+    const rects = taskRects(ganttSvg(bf, { stages: 4, width: 2000 }));
+    const [a, b] = [tasks[0], tasks.reduce((x, y) => (y.end - y.start > x.end - x.start ? y : x))];
+    const wa = rects[0].w;
+    const wb = rects[tasks.indexOf(b)].w;
+    assert.ok(Math.abs(wb / wa - (b.end - b.start) / (a.end - a.start)) < 0.02, `${wb}/${wa}`);
+    const stage0 = rects.filter((r) => r.tip.startsWith('stage 0,')).sort((p, q) => p.x - q.x);
+    const gaps = stage0.slice(1).filter((r, i) => r.x - (stage0[i].x + stage0[i].w) > 1);
+    assert.ok(gaps.length > 0, 'stage 0 waits for gradients under jitter, and the chart shows it');
+  });
+
+  it('colours F, B and W differently and shades chunks', async () => {
+    const svg = ganttSvg(await run({ policy: 'bfw', chunks: 2 }), { stages: 4 });
+    const fills = new Set([...svg.matchAll(/<rect class="task"[^>]*fill="([^"]+)"/g)].map((m) => m[1]));
+    assert.equal(fills.size, 6, `3 kinds x 2 chunks, got ${[...fills].join(' ')}`);
+    for (const label of ['F chunk 0', 'B chunk 1', 'W chunk 1', 'idle']) assert.ok(svg.includes(`>${label}</text>`), `legend has ${label}`);
+  });
+
+  it('marks each iteration and reports the makespan in the title', () => {
+    const svg = ganttSvg(bf, { stages: 4, title: 'bf' });
+    assert.equal((svg.match(/class="iteration"/g) ?? []).length, 2);
+    const tasks = ganttTasks(bf);
+    const span = (it: number) => Math.max(...tasks.filter((t) => t.iteration === it).map((t) => t.end)) - Math.min(...tasks.filter((t) => t.iteration === it).map((t) => t.start));
+    const mean = (span(0) + span(1)) / 2;
+    assert.match(svg, new RegExp(`mean makespan ${mean.toFixed(0)} ms over 2 iterations`));
+  });
+
+  it('labels boxes with their microbatch when they fit and drops labels on thin boxes', async () => {
+    const labels = (svg: string) => (svg.match(/text-anchor="middle" fill="#[0-9a-f]{6}">\d+<\/text>/g) ?? []).length;
+    const small = ganttSvg(bf, { stages: 4 });
+    assert.ok(labels(small) >= taskRects(small).length * 0.8, 'most boxes of a P=4 M=8 run are labelled');
+    const big = await run({ stages: 32, microbatches: 64, policy: '1f1b', jitter: 'none' });
+    const svg = ganttSvg(big, { stages: 32, width: 800 });
+    assert.equal(taskRects(svg).length, 32 * 64 * 2);
+    assert.equal(labels(svg), 0, 'no label squeezed into a 14 px row of thin boxes');
+    assert.equal((svg.match(/>stage \d+<\/text>/g) ?? []).length, 16, 'every other stage is named at P=32');
+    checkBalanced(svg);
+  });
+
+  it('escapes the title', () => {
+    const svg = ganttSvg(bf, { stages: 4, title: 'a & b <c> "d"' });
+    assert.ok(svg.includes('>a &amp; b &lt;c&gt; &quot;d&quot;</text>'));
+    assert.ok(!svg.includes('<c>'));
+    assert.equal(escapeXml(`'&'`), '&apos;&amp;&apos;');
+  });
+
+  it('picks axis steps of 1, 2 or 5 times a power of ten', () => {
+    assert.deepEqual([tickStep(700), tickStep(80), tickStep(6834), tickStep(0.3)], [100, 10, 1000, 0.05]);
+  });
+
+  it('refuses bad sizes and unmatched task ends', () => {
+    assert.throws(() => ganttSvg(bf, { stages: 0 }), /stages must be a positive integer, got 0/);
+    assert.throws(() => ganttSvg(bf, { stages: 4, width: 50 }), /width must be at least 300 px, got 50/);
+    assert.throws(() => ganttSvg([{ type: 'task-end', t: 1, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0 }], { stages: 1 }), /task-end of F0@0/);
+  });
+});

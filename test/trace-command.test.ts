@@ -1,0 +1,128 @@
+import { strict as assert } from 'assert';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { resolveConfig } from '../actors/config';
+import { BatonEvent } from '../actors/events';
+import { runJob } from '../actors/job';
+import { TRACE_HELP, traceCommand } from '../cli/trace-command';
+import { toChromeTrace, writeChromeTrace } from '../cli/trace/chrome';
+
+describe('baton trace', () => {
+  let dir: string;
+  let file: string;
+  let events: BatonEvent[];
+  const call = async (...argv: string[]) => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await traceCommand(argv, (s) => out.push(s), (s) => err.push(s));
+    return { code, out: out.join('\n'), err: err.join('\n') };
+  };
+
+  before(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-trace-'));
+    const cfg = resolveConfig({ stages: 3, microbatches: 6, policy: '1f1b', jitter: 'paper', seed: 7, job: 'demo' });
+    events = (await runJob(cfg, { clock: 'virtual' })).events;
+    file = path.join(dir, 'run.json');
+    writeChromeTrace(file, toChromeTrace(events, { job: cfg.job, stages: cfg.stages, config: cfg }));
+  });
+  after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('checks a trace written by writeChromeTrace as valid', async () => {
+    const r = await call('check', file);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /valid trace, \d+ events/);
+    const j = await call('check', file, '--json');
+    assert.deepEqual(JSON.parse(j.out).problems, []);
+    assert.equal(JSON.parse(j.out).valid, true);
+  });
+
+  it('exits 1 and lists the problems of a broken trace', async () => {
+    const broken = JSON.parse(fs.readFileSync(file, 'utf8'));
+    const x = broken.traceEvents.findIndex((e: { ph: string }) => e.ph === 'X');
+    broken.traceEvents[x].dur = -1;
+    delete broken.traceEvents[x + 1].ts;
+    const bad = path.join(dir, 'broken.json');
+    fs.writeFileSync(bad, JSON.stringify(broken));
+    const r = await call('check', bad);
+    assert.equal(r.code, 1);
+    assert.match(r.out, /2 problems/);
+    assert.match(r.out, new RegExp(`traceEvents\\[${x}\\].*dur >= 0, got -1`));
+    const j = await call('check', bad, '--json');
+    assert.equal(j.code, 1);
+    assert.equal(JSON.parse(j.out).problems.length, 2);
+    const g = await call('gantt', bad, '-o', path.join(dir, 'never.svg'));
+    assert.equal(g.code, 1);
+    assert.match(g.err, /not a valid trace \(2 problems/);
+    assert.ok(!fs.existsSync(path.join(dir, 'never.svg')));
+  });
+
+  it('says clearly when the file is missing (exit 2) or not JSON (exit 1)', async () => {
+    const missing = await call('check', path.join(dir, 'nope.json'));
+    assert.equal(missing.code, 2);
+    assert.match(missing.err, /cannot read ".*nope\.json": ENOENT/);
+    const notJson = path.join(dir, 'junk.json');
+    fs.writeFileSync(notJson, '{"traceEvents": [');
+    const junk = await call('summary', notJson);
+    assert.equal(junk.code, 1);
+    assert.match(junk.err, /junk\.json is not JSON/);
+  });
+
+  it('draws the Gantt chart with the policy from the trace as the title', async () => {
+    const svgFile = path.join(dir, 'run.svg');
+    const r = await call('gantt', file, '-o', svgFile);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /wrote .*run\.svg \(36 tasks\)/);
+    const svg = fs.readFileSync(svgFile, 'utf8');
+    assert.ok(svg.startsWith('<svg xmlns="http://www.w3.org/2000/svg"'));
+    assert.equal((svg.match(/<rect class="task"/g) ?? []).length, 36);
+    assert.match(svg, />1f1b · job demo<\/text>/);
+    await call('gantt', file, '--output', svgFile, '--title', 'R&D <run>', '--width', '900');
+    const titled = fs.readFileSync(svgFile, 'utf8');
+    assert.match(titled, />R&amp;D &lt;run&gt;<\/text>/);
+    assert.match(titled, /viewBox="0 0 900 /);
+  });
+
+  it('refuses gantt without -o and with two files (exit 2)', async () => {
+    assert.equal((await call('gantt', file)).code, 2);
+    const two = await call('gantt', file, file, '-o', 'x.svg');
+    assert.equal(two.code, 2);
+    assert.match(two.err, /expected one trace file/);
+    assert.equal((await call('gantt', file, '-o', 'x.svg', '--width', 'wide')).code, 2);
+  });
+
+  it('summarizes tasks, busy and wait time and messages per stage', async () => {
+    const r = await call('summary', file, '--json');
+    assert.equal(r.code, 0, r.err);
+    const rows = JSON.parse(r.out) as { stage: number; tasks: number; busy_ms: number; wait_ms: number; sent: number; received: number }[];
+    assert.deepEqual(rows.map((x) => x.stage), [0, 1, 2]);
+    assert.deepEqual(rows.map((x) => x.tasks), [12, 12, 12]);
+    assert.deepEqual(rows.map((x) => x.sent), [6, 12, 6], 'edge stages send one way, the middle both');
+    assert.deepEqual(rows.map((x) => x.received), [6, 12, 6], 'data-feed inputs are not messages');
+    for (const row of rows) {
+      const mine = events.filter((e) => e.stage === row.stage);
+      const busy = mine.filter((e) => e.type === 'task-end').reduce((a, e) => a + e.t, 0) - mine.filter((e) => e.type === 'task-start').reduce((a, e) => a + e.t, 0);
+      assert.ok(Math.abs(row.busy_ms - busy) < 1e-6);
+      const wait = mine.reduce((a, e) => a + (e.type === 'wait' ? e.ms : 0), 0);
+      assert.ok(Math.abs(row.wait_ms - wait) < 1e-6);
+    }
+    const text = await call('summary', file);
+    assert.match(text.out, /job demo · 3 stages/);
+    assert.match(text.out, /stage\s+tasks\s+busy ms\s+wait ms\s+sent\s+received/);
+  });
+
+  it('prints help for the command and each subcommand, and rejects unknown subcommands', async () => {
+    const top = await call('--help');
+    assert.equal(top.code, 0);
+    assert.equal(top.out, TRACE_HELP);
+    for (const sub of ['gantt', 'check', 'summary']) {
+      const h = await call(sub, '--help');
+      assert.equal(h.code, 0);
+      assert.match(h.out, new RegExp(`^baton trace ${sub} — `));
+    }
+    const bad = await call('draw', file);
+    assert.equal(bad.code, 2);
+    assert.match(bad.err, /unknown subcommand "draw"/);
+    assert.equal((await call()).code, 2);
+  });
+});

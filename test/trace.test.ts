@@ -1,0 +1,148 @@
+import { strict as assert } from 'assert';
+import { resolveConfig, JobConfig } from '../actors/config';
+import { BatonEvent } from '../actors/events';
+import { runJob } from '../actors/job';
+import { ChromeEvent, TID, batonEventsFromTrace, checkChromeTrace, toChromeTrace } from '../cli/trace/chrome';
+
+const run = async (c: Partial<JobConfig>) => (await runJob(resolveConfig({ stages: 4, microbatches: 8, jitter: 'paper', ...c }), { clock: 'virtual' })).events;
+const of = (events: readonly BatonEvent[], type: BatonEvent['type']) => events.filter((e) => e.type === type);
+const valid = (): ChromeEvent[] => [
+  { name: 'process_name', ph: 'M', ts: 0, pid: 0, tid: 0, args: { name: 'stage 0' } },
+  { name: 'F0', cat: 'F', ph: 'X', ts: 0, dur: 10, pid: 0, tid: 0 },
+  { name: 'm', cat: 'activation', ph: 's', id: 1, ts: 10, pid: 0, tid: 1 },
+  { name: 'm', cat: 'activation', ph: 'f', bp: 'e', id: 1, ts: 12, pid: 1, tid: 1 },
+];
+
+describe('Chrome trace of a Baton run', () => {
+  let bf: BatonEvent[];
+  let ofb: BatonEvent[];
+  before(async () => {
+    bf = await run({ policy: 'bf', iterations: 2 });
+    ofb = await run({ policy: '1f1b', chunks: 1, seed: 3 });
+  });
+
+  it('passes the schema check for bf and 1f1b runs', () => {
+    for (const events of [bf, ofb]) assert.deepEqual(checkChromeTrace(toChromeTrace(events, { job: 'j', stages: 4 })), []);
+  });
+
+  it('survives a JSON round trip unchanged and still valid', () => {
+    const trace = toChromeTrace(bf, { job: 'j', stages: 4, config: { policy: 'bf' } });
+    const back = JSON.parse(JSON.stringify(trace));
+    assert.deepEqual(back, trace);
+    assert.deepEqual(checkChromeTrace(back), []);
+  });
+
+  it('holds exactly one compute-track complete event per executed task, with its duration', () => {
+    const trace = toChromeTrace(bf, { job: 'j', stages: 4 });
+    const compute = trace.traceEvents.filter((e) => e.ph === 'X' && e.tid === TID.compute);
+    const starts = of(bf, 'task-start');
+    assert.equal(compute.length, starts.length);
+    assert.equal(compute.length, 2 * 4 * 8 * 2);
+    const names = new Set(compute.map((e) => `${e.pid}|${(e.args as { iteration: number }).iteration}|${e.name}`));
+    assert.equal(names.size, compute.length, 'no task appears twice');
+    const origin = Math.min(...bf.map((e) => e.t));
+    const end = bf.find((e) => e.type === 'task-end' && e.stage === 2 && e.mb === 5 && e.kind === 'B' && e.iteration === 1) as BatonEvent;
+    const box = compute.find((e) => e.pid === 2 && e.name === 'B5' && (e.args as { iteration: number }).iteration === 1) as ChromeEvent;
+    assert.equal(box.cat, 'B');
+    assert.ok(Math.abs((box.ts + (box.dur as number)) / 1000 - (end.t - origin)) < 1e-6, 'box ends at the task-end');
+    assert.deepEqual(Object.keys(box.args as object).sort(), ['backpressure', 'chunk', 'inflight', 'iteration', 'microbatch']);
+  });
+
+  it('names the processes after stages and the threads compute, comm and waits', () => {
+    const meta = toChromeTrace(ofb, { job: 'j', stages: 4 }).traceEvents.filter((e) => e.ph === 'M');
+    assert.deepEqual(meta.filter((e) => e.name === 'process_name').map((e) => (e.args as { name: string }).name), ['stage 0', 'stage 1', 'stage 2', 'stage 3']);
+    assert.deepEqual([...new Set(meta.filter((e) => e.name === 'thread_name').map((e) => `${e.tid}:${(e.args as { name: string }).name}`))], ['0:compute', '1:comm', '2:waits']);
+  });
+
+  it('draws one comm event per message and pairs every flow start with a finish on the receiver', () => {
+    const trace = toChromeTrace(bf, { job: 'j', stages: 4 });
+    const comm = trace.traceEvents.filter((e) => e.ph === 'X' && e.tid === TID.comm);
+    assert.equal(comm.length, of(bf, 'send').length);
+    assert.equal(comm.length, 2 * 2 * 3 * 8, 'activations and gradients over 3 links, 8 microbatches, 2 iterations');
+    const starts = trace.traceEvents.filter((e) => e.ph === 's');
+    const finishes = new Map(trace.traceEvents.filter((e) => e.ph === 'f').map((e) => [e.id, e]));
+    assert.equal(starts.length, comm.length);
+    assert.equal(finishes.size, starts.length);
+    for (const s of starts) {
+      const f = finishes.get(s.id) as ChromeEvent;
+      assert.ok(f, `flow ${s.id} finishes`);
+      assert.equal(f.cat, s.cat);
+      assert.equal(f.bp, 'e');
+      assert.equal(f.tid, TID.comm);
+      assert.ok(f.ts >= s.ts);
+      assert.equal(f.pid, s.cat === 'activation' ? s.pid + 1 : s.pid - 1, `${s.cat} flows to the neighbour`);
+    }
+  });
+
+  it('puts waits on their own track and an in-flight counter sample at every task start', () => {
+    const trace = toChromeTrace(bf, { job: 'j', stages: 4 });
+    const waits = trace.traceEvents.filter((e) => e.ph === 'X' && e.tid === TID.waits);
+    assert.equal(waits.length, of(bf, 'wait').length);
+    assert.ok(waits.length > 0);
+    const counters = trace.traceEvents.filter((e) => e.ph === 'C');
+    assert.equal(counters.length, of(bf, 'task-start').length);
+    assert.ok(Math.max(...counters.map((c) => (c.args as { forwards: number }).forwards)) >= 2);
+  });
+
+  it('starts its clock at the first event and embeds the original events', () => {
+    const shifted = bf.map((e) => ({ ...e, t: e.t + 5000 }));
+    const trace = toChromeTrace(shifted, { job: 'j', stages: 4 });
+    assert.equal(Math.min(...trace.traceEvents.filter((e) => e.ph !== 'M').map((e) => e.ts)), 0);
+    assert.equal(trace.metadata.time_origin_ms, 5000);
+    assert.equal(trace.metadata.baton_events.length, bf.length);
+  });
+
+  it('rebuilds tasks, waits and messages from the complete events when the embedded copy is gone', () => {
+    const trace = toChromeTrace(ofb, { job: 'j', stages: 4 });
+    const { baton_events: _dropped, ...rest } = trace.metadata;
+    const rebuilt = batonEventsFromTrace({ traceEvents: trace.traceEvents, metadata: rest });
+    assert.equal(of(rebuilt, 'task-start').length, of(ofb, 'task-start').length);
+    assert.equal(of(rebuilt, 'send').length, of(ofb, 'send').length);
+    const busy = (ev: BatonEvent[]) => {
+      const s = ev.filter((e) => e.type === 'task-start').reduce((a, e) => a + e.t, 0);
+      return ev.filter((e) => e.type === 'task-end').reduce((a, e) => a + e.t, 0) - s;
+    };
+    assert.ok(Math.abs(busy(rebuilt) - busy(ofb)) < 1e-3);
+  });
+
+  it('refuses a task-end without its start, naming the stage and task', () => {
+    const ev: BatonEvent[] = [{ type: 'task-end', t: 3, stage: 1, iteration: 0, kind: 'B', mb: 2, chunk: 1 }];
+    assert.throws(() => toChromeTrace(ev, { job: 'j', stages: 2 }), /stage 1, iteration 0: task-end of B2@1/);
+  });
+});
+
+describe('the trace schema check', () => {
+  it('accepts a small well-formed trace in both object and array form', () => {
+    assert.deepEqual(checkChromeTrace({ traceEvents: valid(), displayTimeUnit: 'ms' }), []);
+    assert.deepEqual(checkChromeTrace(valid()), []);
+  });
+
+  const broken: [string, (ev: Record<string, unknown>[]) => void, RegExp][] = [
+    ['a missing ts', (ev) => delete ev[1].ts, /traceEvents\[1\].*ts must be a finite number/],
+    ['a string ts', (ev) => (ev[1].ts = '12'), /ts must be a finite number.*"12"/],
+    ['a negative dur', (ev) => (ev[1].dur = -5), /traceEvents\[1\].*dur >= 0, got -5/],
+    ['a complete event without dur', (ev) => delete ev[1].dur, /dur >= 0, got nothing/],
+    ['an unknown ph', (ev) => (ev[1].ph = 'Q'), /ph must be one of .*got "Q"/],
+    ['a flow without id', (ev) => delete ev[2].id, /traceEvents\[2\].*flow event needs an id/],
+    ['a flow start without a finish', (ev) => ev.pop(), /flow id 1 .*start without a finish/],
+    ['a flow finishing before it starts', (ev) => (ev[3].ts = 1), /flow id 1: finishes at 1 us before it starts at 10 us/],
+    ['a missing pid', (ev) => delete ev[1].pid, /pid must be a number/],
+    ['a missing name', (ev) => delete ev[1].name, /name must be a string/],
+    ['a process_name without args.name', (ev) => (ev[0].args = {}), /metadata process_name needs args.name as a string/],
+    ['args that are not an object', (ev) => (ev[1].args = [1]), /args must be an object/],
+  ];
+  for (const [what, breakIt, message] of broken)
+    it(`reports ${what}`, () => {
+      const ev = valid() as unknown as Record<string, unknown>[];
+      breakIt(ev);
+      const problems = checkChromeTrace({ traceEvents: ev });
+      assert.ok(problems.some((p) => message.test(p)), `expected ${message} in ${JSON.stringify(problems)}`);
+    });
+
+  it('reports a counter with a non-numeric series and a wrong top level', () => {
+    const ev = [...valid(), { name: 'c', ph: 'C', ts: 1, pid: 0, tid: 0, args: { x: 'high' } }];
+    assert.match(checkChromeTrace({ traceEvents: ev }).join('\n'), /counter series "x" must be a number, got "high"/);
+    assert.match(checkChromeTrace({ events: [] })[0], /traceEvents must be an array/);
+    assert.match(checkChromeTrace('hello')[0], /expected an object with traceEvents/);
+  });
+});
