@@ -27,6 +27,8 @@ export interface DistributedOptions {
   children?: ChildProcess[];
   /** How long to wait for nodes to announce themselves and answer, ms. */
   nodeTimeoutMs?: number;
+  /** Pause between hosting and the first iteration, so subscriptions spread over a cluster (ms, default 200). */
+  settleMs?: number;
   sinks?: EventSink[];
 }
 
@@ -116,13 +118,21 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
   const request = (node: string, body: Record<string, unknown>) => bus.publish(nodeSubject(node), encodeValue({ ...body, reply: replySubject }));
   const blocks = assignStages(shape.stages, o.nodes.length);
   const used = o.nodes.slice(0, blocks.length);
+  let completed = false;
   try {
     // Nodes we spawned announce themselves when they start; running ones answer a ping.
     await bus.flush();
+    // Over a cluster, a node's interest reaches our server after a delay: ping until it answers.
+    const pinger: NodeJS.Timeout = setInterval(() => used.filter((n) => !hellos.queue.some((r) => r.name === n)).forEach((n) => request(n, { verb: 'ping' })), 300);
     used.forEach((n) => request(n, { verb: 'ping' }));
-    const seen = await hellos.waitFor(
-      (rs) => used.every((n) => rs.some((r) => r.name === n)), timeout,
-      () => `node agents ${used.filter((n) => !hellos.queue.some((r) => r.name === n)).join(', ')} to announce themselves`);
+    let seen: Reply[];
+    try {
+      seen = await hellos.waitFor(
+        (rs) => used.every((n) => rs.some((r) => r.name === n)), timeout,
+        () => `node agents ${used.filter((n) => !hellos.queue.some((r) => r.name === n)).join(', ')} to announce themselves`);
+    } finally {
+      clearInterval(pinger);
+    }
     const pidOf = new Map(seen.map((r) => [r.name, Number(r.pid)]));
     used.forEach((n, i) => request(n, { verb: 'host', config: cfg, stages: blocks[i] }));
     const hosted = await replies.waitFor(
@@ -130,6 +140,8 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       () => `nodes to host job ${cfg.job}`);
     const failed = hosted.find((r) => r.verb === 'error');
     if (failed) throw new JobError(`node ${failed.name} refused to host: ${failed.message}`);
+    // The stages' new subscriptions must reach every server of a cluster before traffic starts.
+    await new Promise((r) => setTimeout(r, o.settleMs ?? 200));
 
     let records: IterationRecord[] | null = null;
     let finish: () => void = () => {};
@@ -169,8 +181,10 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     if (traceRejects.length > 0) throw new JobError(`malformed trace batches: ${traceRejects.slice(0, 3).join('; ')}`);
     events.sort((a, b) => a.t - b.t);
     const result = buildResult({ cfg, shape, policy, records: records as unknown as IterationRecord[], events, clock: 'real', transport: bus.kind, wallStart, validate: true, sharedClock: false });
+    completed = true;
     return { ...result, nodes: used.map((n, i) => ({ name: n, pid: pidOf.get(n) ?? -1, stages: blocks[i] })) };
   } finally {
+    if (!completed) used.forEach((n) => request(n, { verb: 'abort', job: cfg.job }));
     for (const s of subs) s.unsubscribe();
     runtime.shutdown();
   }

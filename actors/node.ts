@@ -8,6 +8,7 @@
 //   { verb: 'host', reply, config: JobConfig, stages: number[] }  -> { verb: 'hosting', name, pid, stages } | { verb: 'error', … }
 //   { verb: 'status', reply, job }                                 -> { verb: 'status', name, statuses }
 //   { verb: 'finish', reply, job }                                 -> { verb: 'finished', name, events: { [stage]: count } }
+//   { verb: 'abort', reply, job }                                  -> the job's actors are stopped
 //   { verb: 'ping' }                                               -> a fresh hello on the announce subject
 //   { verb: 'exit' }                                               -> the agent stops
 // Malformed requests are answered with an error when they name a reply subject, and
@@ -117,13 +118,19 @@ export class NodeAgent {
         this.reply(req.reply, { verb: 'finished', events: Object.fromEntries(job.sent), failures: job.runtime.failures.map((f) => `${f.actor}: ${f.error.message}`) });
         return;
       }
+      case 'abort': {
+        const job = this.jobs.get(String(req.job));
+        if (job) this.teardown(String(req.job), job);
+        this.reply(req.reply, { verb: 'aborted', job: String(req.job) });
+        return;
+      }
       case 'exit':
         for (const [name, job] of this.jobs) this.teardown(name, job);
         this.sub?.unsubscribe();
         this.exitResolve();
         return;
       default:
-        throw new Error(`unknown verb ${JSON.stringify(req.verb)} (expected host, ping, status, finish or exit)`);
+        throw new Error(`unknown verb ${JSON.stringify(req.verb)} (expected host, ping, status, finish, abort or exit)`);
     }
   }
 

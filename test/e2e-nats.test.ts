@@ -1,0 +1,116 @@
+import { strict as assert } from 'assert';
+import { ChildProcess, spawn } from 'child_process';
+import * as path from 'path';
+import { resolveConfig } from '../actors/config';
+import { runDistributed } from '../actors/distributed-job';
+import { summarize } from '../actors/job';
+import { runOnce } from '../cli/run';
+import { tapLine } from '../cli/tap';
+import { NatsBus } from '../transport/nats-bus';
+import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
+
+const CLI = path.join(__dirname, '..', 'cli', 'main.js');
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('end to end over a real nats-server, one OS process per stage', function () {
+  this.timeout(180_000);
+  let server: NatsServerHandle;
+  before(async () => {
+    server = await startNatsServer();
+  });
+  after(async () => {
+    await server.stop();
+  });
+
+  for (const P of [4, 8])
+    for (const [policy, chunks] of [['bf', 1], ['1f1b', 1], ['interleaved-1f1b', 2]] as const) {
+      it(`runs ${policy} (V=${chunks}) with P=${P} stage processes and M=16, and the run validates`, async () => {
+        const cfg = resolveConfig({ job: `e2e-${P}-${policy}`, stages: P, microbatches: 16, chunks, policy, profile: 'uniform', jitter: 'paper', jitterScale: 0.2, seed: P });
+        const seen: number[] = [];
+        const o = await runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server.url });
+        const s = summarize(o.result);
+        assert.equal(o.processes, P);
+        assert.equal(new Set(o.pids).size, P);
+        assert.ok(!o.pids.includes(process.pid), 'stages ran in other processes');
+        for (const pid of o.pids) seen.push(pid);
+        assert.equal(s.tasks, P * chunks * 16 * 2);
+        assert.equal(s.rejected, 0);
+        assert.ok(s.makespan_ms >= s.lower_bound_ms);
+        // The spawned stage processes are gone once the run returns.
+        await new Promise((r) => setTimeout(r, 200));
+        assert.ok(seen.every((pid) => !isAlive(pid)), 'stage processes were stopped');
+      });
+    }
+
+  it('lets a tap watch the flows of a job while it runs', async () => {
+    const tap = await NatsBus.connect(server.url);
+    const lines: ReturnType<typeof tapLine>[] = [];
+    tap.subscribe('baton.tapped.>', (subj, data) => lines.push(tapLine(subj, data)));
+    await tap.flush();
+    try {
+      await runOnce(resolveConfig({ job: 'tapped', stages: 2, microbatches: 4, policy: 'bf' }), { transport: 'nats', processes: 'per-stage', natsUrl: server.url });
+      const kinds = new Set(lines.map((l) => l.kind));
+      for (const k of ['control', 'data', 'activation', 'gradient', 'report', 'trace']) assert.ok(kinds.has(k), `tap saw no ${k}: ${[...kinds].join(',')}`);
+      const act = lines.find((l) => l.kind === 'activation')!;
+      assert.match(act.task!, /^F\d+$/);
+      assert.ok(act.latency_ms! >= 0);
+      assert.ok(lines.every((l) => !l.error));
+    } finally {
+      await tap.close();
+    }
+  });
+
+  it('keeps serving when a peer sends garbage to a stage mid-run', async () => {
+    const vandal = await NatsBus.connect(server.url);
+    const cfg = resolveConfig({ job: 'vandal', stages: 3, microbatches: 8, policy: 'bf', profile: 'uniform' });
+    const junk = setInterval(() => {
+      vandal.publish('baton.vandal.activation.1', new Uint8Array([0xff, 0x00, 0x13]));
+      vandal.publish('baton.vandal.gradient.1', new TextEncoder().encode('{"not":"cbor"}'));
+    }, 20);
+    try {
+      const o = await runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server.url });
+      const s = summarize(o.result);
+      assert.equal(s.tasks, 3 * 8 * 2);
+      assert.ok(s.rejected > 0, 'the garbage was counted as rejected');
+      assert.ok(o.result.events.some((e) => e.type === 'reject' && e.stage === 1));
+    } finally {
+      clearInterval(junk);
+      await vandal.close();
+    }
+  });
+});
+
+describe('a job over a three-server NATS cluster', function () {
+  this.timeout(120_000);
+
+  it('completes with stages connected to different servers', async () => {
+    const a = await startNatsServer({ cluster: true, monitor: true, name: 'A' });
+    const b = await startNatsServer({ routes: [a.clusterUrl!], monitor: true, name: 'B' });
+    const c = await startNatsServer({ routes: [a.clusterUrl!], monitor: true, name: 'C' });
+    const children: ChildProcess[] = [];
+    const bus = await NatsBus.connect(a.url);
+    try {
+      await Promise.all([a.waitForRoutes(2), b.waitForRoutes(2), c.waitForRoutes(2)]);
+      const servers = [a, b, c, b];
+      const names = servers.map((_, i) => `cl-node${i}`);
+      names.forEach((name, i) => children.push(spawn(process.execPath, [CLI, 'node', '--nats', servers[i].url, '--name', name, '--quiet'], { stdio: 'ignore' })));
+      const cfg = resolveConfig({ job: 'cluster', stages: 4, microbatches: 8, policy: 'bf', profile: 'uniform' });
+      const r = await runDistributed(cfg, { bus, nodes: names, settleMs: 500 });
+      assert.equal(r.nodes.length, 4);
+      assert.deepEqual(r.nodes.map((n) => n.stages), [[0], [1], [2], [3]]);
+      assert.equal(summarize(r).tasks, 4 * 8 * 2);
+    } finally {
+      for (const ch of children) ch.kill('SIGTERM');
+      await bus.close();
+      await Promise.all([a.stop(), b.stop(), c.stop()]);
+    }
+  });
+});
