@@ -1,0 +1,180 @@
+// Character-level datasets: a text file (any) or a synthetic English-like corpus made
+// from a small grammar, a sorted character vocabulary, a 90/10 train/validation split,
+// and batches that depend only on (seed, iteration, microbatch), so every node of a
+// pipeline (and every rerun) sees the same data for the same microbatch.
+//
+// Not modelled: tokenisers other than characters, shuffling epochs (batches are sampled
+// with replacement from random offsets).
+
+import * as fs from 'fs';
+import * as tf from '@tensorflow/tfjs';
+import { mixKeys, SeededRandom } from './seeded-init';
+
+export class CorpusError extends Error {
+  override name = 'CorpusError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+export type Split = 'train' | 'val';
+
+/** Plain arrays (no tensors) so a batch can cross the bus; see toTensors. */
+export interface Batch {
+  readonly inputs: Int32Array;
+  readonly targets: Int32Array;
+  /** (B, T) for sequences, (B, W) for windows. */
+  readonly inputShape: readonly number[];
+  /** (B, T) for sequences, (B) for windows. */
+  readonly targetShape: readonly number[];
+}
+
+export const TRAIN_FRACTION = 0.9;
+
+export class Corpus {
+  readonly vocab: readonly string[];
+  readonly train: Int32Array;
+  readonly val: Int32Array;
+  private readonly index: Map<string, number>;
+
+  constructor(readonly source: string, readonly text: string) {
+    const chars = Array.from(text);
+    if (chars.length === 0) throw new CorpusError(`${source}: corpus is empty`);
+    this.vocab = [...new Set(chars)].sort((a, b) => a.codePointAt(0)! - b.codePointAt(0)!);
+    this.index = new Map(this.vocab.map((c, i) => [c, i]));
+    const ids = this.encode(text);
+    const cut = Math.floor(ids.length * TRAIN_FRACTION);
+    this.train = ids.subarray(0, cut);
+    this.val = ids.subarray(cut);
+  }
+
+  get vocabSize(): number {
+    return this.vocab.length;
+  }
+
+  encode(s: string): Int32Array {
+    const chars = Array.from(s);
+    const out = new Int32Array(chars.length);
+    chars.forEach((c, i) => {
+      const id = this.index.get(c);
+      if (id === undefined) throw new CorpusError(`${this.source}: character ${JSON.stringify(c)} (at ${i}) is not in the vocabulary`);
+      out[i] = id;
+    });
+    return out;
+  }
+
+  decode(ids: ArrayLike<number>): string {
+    let s = '';
+    for (let i = 0; i < ids.length; i++) {
+      const c = this.vocab[ids[i]!];
+      if (c === undefined) throw new CorpusError(`${this.source}: id ${ids[i]} (at ${i}) is outside the vocabulary of ${this.vocab.length}`);
+      s += c;
+    }
+    return s;
+  }
+
+  private splitData(split: Split, need: number): Int32Array {
+    const data = split === 'train' ? this.train : this.val;
+    if (data.length < need) {
+      throw new CorpusError(`${this.source}: the ${split} split has ${data.length} characters, a sample needs ${need}`);
+    }
+    return data;
+  }
+
+  /** B sequences of T ids and their next-character targets, both (B, T). */
+  batch(split: Split, seed: number, iteration: number, microbatch: number, batchSize: number, seq: number): Batch {
+    const data = this.splitData(split, seq + 1);
+    const rng = new SeededRandom(mixKeys(seed, iteration, microbatch, split === 'train' ? 0 : 1));
+    const inputs = new Int32Array(batchSize * seq);
+    const targets = new Int32Array(batchSize * seq);
+    for (let b = 0; b < batchSize; b++) {
+      const o = rng.int(data.length - seq);
+      inputs.set(data.subarray(o, o + seq), b * seq);
+      targets.set(data.subarray(o + 1, o + seq + 1), b * seq);
+    }
+    return { inputs, targets, inputShape: [batchSize, seq], targetShape: [batchSize, seq] };
+  }
+
+  /** B windows of the W previous ids (B, W) and the next id (B), for the MLP LM. */
+  windowBatch(split: Split, seed: number, iteration: number, microbatch: number, batchSize: number, window: number): Batch {
+    const data = this.splitData(split, window + 1);
+    const rng = new SeededRandom(mixKeys(seed, iteration, microbatch, split === 'train' ? 2 : 3));
+    const inputs = new Int32Array(batchSize * window);
+    const targets = new Int32Array(batchSize);
+    for (let b = 0; b < batchSize; b++) {
+      const p = window + rng.int(data.length - window);
+      inputs.set(data.subarray(p - window, p), b * window);
+      targets[b] = data[p]!;
+    }
+    return { inputs, targets, inputShape: [batchSize, window], targetShape: [batchSize] };
+  }
+}
+
+/** int32 tensors of a batch (the caller disposes them). */
+export function toTensors(b: Batch): { inputs: tf.Tensor; targets: tf.Tensor } {
+  return {
+    inputs: tf.tensor(b.inputs, [...b.inputShape], 'int32'),
+    targets: tf.tensor(b.targets, [...b.targetShape], 'int32'),
+  };
+}
+
+/** Reads a text file; without a file, the synthetic corpus (seed 1). */
+export function loadCorpus(file?: string): Corpus {
+  if (file === undefined) return new Corpus('synthetic(seed 1)', syntheticText(1));
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    throw new CorpusError(code === 'ENOENT' ? `corpus file ${JSON.stringify(file)} does not exist` : `cannot read corpus file ${JSON.stringify(file)}: ${(err as Error).message}`, { cause: err });
+  }
+  if (text.length === 0) throw new CorpusError(`corpus file ${JSON.stringify(file)} is empty`);
+  return new Corpus(file, text);
+}
+
+export function syntheticCorpus(seed: number, targetChars?: number): Corpus {
+  return new Corpus(`synthetic(seed ${seed})`, syntheticText(seed, targetChars));
+}
+
+const WORDS = {
+  adj: ['old', 'small', 'quiet', 'bright', 'cold', 'green', 'heavy', 'gentle', 'proud', 'strange', 'narrow', 'golden'],
+  noun: ['fox', 'river', 'king', 'garden', 'lantern', 'sailor', 'mountain', 'letter', 'horse', 'village', 'window', 'storm', 'bridge', 'candle'],
+  name: ['Anna', 'Tomas', 'Mira', 'Edgar', 'Lucia', 'Owen'],
+  verbT: ['watched', 'carried', 'found', 'followed', 'painted', 'crossed', 'opened', 'remembered'],
+  verbBase: ['watch', 'carry', 'find', 'follow', 'paint', 'cross', 'open', 'remember'],
+  verbI: ['slept', 'waited', 'sang', 'wandered', 'laughed', 'trembled'],
+  prep: ['over', 'under', 'near', 'behind', 'across', 'beside'],
+  adv: ['slowly', 'softly', 'again', 'at dawn', 'in silence', 'by night'],
+  time: ['In the morning', 'Long ago', 'That winter', 'At midnight', 'Before the rain'],
+};
+
+type WordClass = keyof typeof WORDS;
+
+/** English-like text from a small grammar, about targetChars characters (default 100,000). */
+export function syntheticText(seed: number, targetChars = 100_000): string {
+  const rng = new SeededRandom(mixKeys(seed, 0x5e47));
+  const pick = (k: WordClass) => WORDS[k][rng.int(WORDS[k].length)]!;
+  const np = () => (rng.next() < 0.5 ? `the ${pick('adj')} ${pick('noun')}` : `the ${pick('noun')}`);
+  const sentences: Array<() => string> = [
+    () => `${np()} ${pick('verbT')} ${np()} ${pick('prep')} ${np()}.`,
+    () => `${pick('name')} ${pick('verbI')} ${pick('adv')}.`,
+    () => `${pick('time')}, ${pick('name')} ${pick('verbT')} ${np()}.`,
+    () => `${pick('name')} said that ${np()} was ${pick('adj')}.`,
+    () => `Why did ${np()} ${pick('verbBase')} ${np()}?`,
+    () => `${np()} ${pick('verbI')} ${pick('prep')} ${np()}, and ${pick('name')} ${pick('verbI')}.`,
+  ];
+  const parts: string[] = [];
+  let length = 0;
+  while (length < targetChars) {
+    const count = 2 + rng.int(4);
+    const para: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const s = sentences[rng.int(sentences.length)]!();
+      para.push(s.charAt(0).toUpperCase() + s.slice(1));
+    }
+    const text = para.join(' ') + '\n';
+    parts.push(text);
+    length += text.length;
+  }
+  return parts.join('');
+}

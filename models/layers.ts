@@ -1,0 +1,87 @@
+// Functional building blocks shared by Baton's models: every function takes its weights
+// as explicit tensors, so a stage can run with its current variables or with stashed or
+// predicted weights, and gradients can be taken with respect to any of them.
+//
+// Not modelled: dropout (training here is deterministic) and fused kernels.
+
+import * as tf from '@tensorflow/tfjs';
+
+/** x (..., Cin) @ w (Cin, Cout) + b (Cout) → (..., Cout). */
+export function linear(x: tf.Tensor, w: tf.Tensor, b?: tf.Tensor): tf.Tensor {
+  const cin = x.shape[x.shape.length - 1]!;
+  const cout = w.shape[1]!;
+  const lead = x.shape.slice(0, -1);
+  let y: tf.Tensor = tf.matMul(x.reshape([-1, cin]) as tf.Tensor2D, w as tf.Tensor2D); // (N, Cout)
+  if (b) y = y.add(b);
+  return y.reshape([...lead, cout]);
+}
+
+export const LAYER_NORM_EPS = 1e-5;
+
+/** Layer normalisation over the last axis with gain g and bias b. */
+export function layerNorm(x: tf.Tensor, g: tf.Tensor, b: tf.Tensor): tf.Tensor {
+  const { mean, variance } = tf.moments(x, -1, true);
+  return x.sub(mean).mul(tf.rsqrt(variance.add(LAYER_NORM_EPS))).mul(g).add(b);
+}
+
+const GELU_C = Math.sqrt(2 / Math.PI);
+
+/**
+ * GELU, tanh approximation (as in GPT-2): 0.5·x·(1 + tanh(z)) with
+ * z = √(2/π)(x + 0.044715x³), computed as x·σ(2z), the same function, because wasm's
+ * sigmoid is about 15x faster than its tanh.
+ */
+export function gelu(x: tf.Tensor): tf.Tensor {
+  const z2 = x.add(x.mul(x).mul(x).mul(0.044715)).mul(2 * GELU_C);
+  return x.mul(tf.sigmoid(z2));
+}
+
+/** Additive causal mask (T, T): 0 on and below the diagonal, -1e9 above. */
+function causalMask(t: number): tf.Tensor2D {
+  const m = new Float32Array(t * t);
+  for (let i = 0; i < t; i++) for (let j = i + 1; j < t; j++) m[i * t + j] = -1e9;
+  return tf.tensor2d(m, [t, t]);
+}
+
+export interface AttentionWeights {
+  /** (C, C) each, and (C) biases. */
+  readonly wq: tf.Tensor;
+  readonly bq: tf.Tensor;
+  readonly wk: tf.Tensor;
+  readonly bk: tf.Tensor;
+  readonly wv: tf.Tensor;
+  readonly bv: tf.Tensor;
+  readonly wo: tf.Tensor;
+  readonly bo: tf.Tensor;
+}
+
+/**
+ * Causal multi-head self-attention of x (B, T, C). Separate q, k, v projections rather
+ * than one fused (C, 3C) matrix: slicing the fused output is slow on wasm.
+ */
+export function causalSelfAttention(x: tf.Tensor, heads: number, w: AttentionWeights): tf.Tensor {
+  const [B, T, C] = x.shape as [number, number, number];
+  const hd = C / heads;
+  const split = (t: tf.Tensor) => t.reshape([B, T, heads, hd]).transpose([0, 2, 1, 3]); // (B, H, T, hd)
+  const q = split(linear(x, w.wq, w.bq));
+  const k = split(linear(x, w.wk, w.bk));
+  const v = split(linear(x, w.wv, w.bv));
+  const scores = tf.matMul(q, k, false, true).mul(1 / Math.sqrt(hd)).add(causalMask(T)); // (B, H, T, T)
+  const att = tf.softmax(scores, -1);
+  const y = tf.matMul(att, v).transpose([0, 2, 1, 3]).reshape([B, T, C]); // (B, T, C)
+  return linear(y, w.wo, w.bo);
+}
+
+/** Mean cross-entropy of logits (..., V) against int32 targets (...). */
+export function crossEntropy(logits: tf.Tensor, targets: tf.Tensor): tf.Scalar {
+  const vocab = logits.shape[logits.shape.length - 1]!;
+  const flat = logits.reshape([-1, vocab]); // (N, V)
+  const n = flat.shape[0]!;
+  if (targets.size !== n) {
+    throw new RangeError(`crossEntropy: ${targets.size} targets for ${n} rows of logits (shape [${logits.shape}])`);
+  }
+  const logp = tf.logSoftmax(flat, -1);
+  // oneHot instead of gather: gather with batchDims is broken on wasm.
+  const picked = tf.oneHot(targets.reshape([-1]).toInt(), vocab).toFloat().mul(logp); // (N, V)
+  return picked.sum().div(-n) as tf.Scalar;
+}

@@ -1,0 +1,154 @@
+// A stage module made of consecutive layer specs of a model: it owns their variables
+// (initialised from the model seed and each parameter's name), runs them in order, and
+// gets gradients by recomputing its forward pass inside tf.grads with an explicit dy.
+//
+// Not modelled: keeping activations between forward and backward (backward always
+// recomputes; memory is traded for compute, as in activation checkpointing).
+
+import * as tf from '@tensorflow/tfjs';
+import { initValues } from './seeded-init';
+import { checkWasmHeap, DEFAULT_WASM_HEAP_LIMIT } from './tfjs-fixes';
+import {
+  BackwardOptions,
+  BackwardResult,
+  LayerSpec,
+  ModelSpec,
+  StageModule,
+  StageUsageError,
+} from './stage-module';
+
+export interface SequentialStageOptions {
+  /** Live-tensor bytes above which a wasm stage throws WasmHeapError after a task. */
+  readonly heapLimitBytes?: number;
+}
+
+export class SequentialStage implements StageModule {
+  readonly flopsPerSample: number;
+  private readonly variables: tf.Variable[];
+  private readonly names: string[];
+  private readonly heapLimit: number;
+
+  constructor(
+    readonly name: string,
+    private readonly model: ModelSpec,
+    private readonly layers: readonly LayerSpec[],
+    readonly isFirst: boolean,
+    readonly isLast: boolean,
+    opts: SequentialStageOptions = {},
+  ) {
+    if (layers.length === 0) throw new StageUsageError(name, 'a stage needs at least one layer');
+    this.heapLimit = opts.heapLimitBytes ?? DEFAULT_WASM_HEAP_LIMIT;
+    this.flopsPerSample = layers.reduce((s, l) => s + l.flopsPerSample, 0);
+    this.names = layers.flatMap((l) => l.params.map((p) => p.name));
+    this.variables = layers.flatMap((l) =>
+      l.params.map((p) => {
+        const size = p.shape.reduce((a, b) => a * b, 1);
+        const values = initValues(model.seed, p.name, size, p.init);
+        return tf.variable(tf.tensor(values, [...p.shape], 'float32'), true);
+      }),
+    );
+  }
+
+  params(): tf.Variable[] {
+    return [...this.variables];
+  }
+
+  paramNames(): string[] {
+    return [...this.names];
+  }
+
+  private weights(params: readonly tf.Tensor[] | undefined): readonly tf.Tensor[] {
+    if (!params) return this.variables;
+    if (params.length !== this.variables.length) {
+      throw new StageUsageError(this.name, `got ${params.length} weight tensors, the stage has ${this.variables.length} (${this.names.join(', ')})`);
+    }
+    params.forEach((p, i) => {
+      const want = this.variables[i]!.shape;
+      if (p.shape.length !== want.length || p.shape.some((d, k) => d !== want[k])) {
+        throw new StageUsageError(this.name, `weight ${this.names[i]} has shape [${p.shape}], expected [${want}]`);
+      }
+    });
+    return params;
+  }
+
+  private run(weights: readonly tf.Tensor[], input: tf.Tensor): tf.Tensor {
+    let x = input;
+    let offset = 0;
+    for (const layer of this.layers) {
+      const n = layer.params.length;
+      x = layer.apply(weights.slice(offset, offset + n), x);
+      offset += n;
+    }
+    return x;
+  }
+
+  private checkInput(input: tf.Tensor): void {
+    const want = this.isFirst ? 'int32' : 'float32';
+    if (input.dtype !== want) throw new StageUsageError(this.name, `input dtype is ${input.dtype}, expected ${want} (shape [${input.shape}])`);
+  }
+
+  forward(input: tf.Tensor, params?: readonly tf.Tensor[]): tf.Tensor {
+    this.checkInput(input);
+    const w = this.weights(params);
+    const out = tf.tidy(() => this.run(w, input));
+    checkWasmHeap(this.heapLimit, `${this.name} forward`);
+    return out;
+  }
+
+  loss(input: tf.Tensor, targets: tf.Tensor, params?: readonly tf.Tensor[]): tf.Scalar {
+    if (!this.isLast) throw new StageUsageError(this.name, 'loss() is only defined on the last stage');
+    this.checkInput(input);
+    const w = this.weights(params);
+    return tf.tidy(() => this.model.loss(this.run(w, input), targets));
+  }
+
+  backward(input: tf.Tensor, gradOutput: tf.Tensor | null, opts: BackwardOptions = {}): BackwardResult {
+    this.checkInput(input);
+    const wants = opts.wants ?? 'all';
+    const w = this.weights(opts.params);
+    const wantInput = !this.isFirst && wants !== 'params';
+    const wantParams = wants !== 'input';
+    if (!wantInput && !wantParams) return { gradInput: null, paramGrads: [] };
+
+    let dy: tf.Tensor;
+    let objective: (out: tf.Tensor) => tf.Tensor;
+    if (this.isLast) {
+      const { targets, lossScale } = opts;
+      if (!targets) throw new StageUsageError(this.name, 'backward on the last stage needs targets');
+      if (lossScale === undefined || !Number.isFinite(lossScale) || lossScale <= 0) {
+        throw new StageUsageError(this.name, `backward on the last stage needs a finite positive lossScale, got ${lossScale}`);
+      }
+      objective = (logits) => this.model.loss(logits, targets);
+      dy = tf.scalar(lossScale);
+    } else {
+      if (!gradOutput) throw new StageUsageError(this.name, 'backward needs the gradient of the stage output');
+      objective = (out) => out;
+      dy = gradOutput;
+    }
+
+    const xs: tf.Tensor[] = [];
+    if (wantInput) xs.push(input);
+    if (wantParams) xs.push(...w);
+    const f = (...args: tf.Tensor[]): tf.Tensor => {
+      const x = wantInput ? args[0]! : input;
+      const weights = wantParams ? args.slice(wantInput ? 1 : 0) : w;
+      return objective(this.run(weights, x));
+    };
+    const [value, ...grads] = tf.tidy(() => {
+      const { value, grads } = tf.valueAndGrads(f)(xs, dy);
+      return [value, ...grads];
+    });
+    if (this.isLast) dy.dispose();
+    let loss: number | undefined;
+    if (this.isLast) loss = value!.dataSync()[0]!;
+    value!.dispose();
+    const gradInput = wantInput ? grads[0]! : null;
+    const paramGrads = wantParams ? grads.slice(wantInput ? 1 : 0) : [];
+    checkWasmHeap(this.heapLimit, `${this.name} backward`);
+    return loss === undefined ? { gradInput, paramGrads } : { gradInput, paramGrads, loss };
+  }
+
+  dispose(): void {
+    for (const v of this.variables) v.dispose();
+  }
+}

@@ -1,0 +1,279 @@
+import * as assert from 'assert';
+import * as tf from '@tensorflow/tfjs';
+import { loadBackend } from '../models/backend';
+import { gptSpec } from '../models/gpt';
+import { mlpLmSpec } from '../models/mlp-lm';
+import { buildFullModel, buildStages, planPartition } from '../models/partition';
+import { SeededRandom } from '../models/seeded-init';
+import type { ModelSpec, StageModule } from '../models/stage-module';
+import { loadCorpus, toTensors } from '../models/data';
+
+// Tiny models with a large init so every nonlinearity is exercised.
+const tinyGpt = (layers: number) => gptSpec({ vocabSize: 7, seqLen: 5, layers, width: 8, heads: 2, seed: 3, initStd: 0.3 });
+const tinyMlp = (layers: number) =>
+  mlpLmSpec({ vocabSize: 7, window: 3, embedWidth: 4, width: 8, hidden: 12, layers, seed: 3, initStd: 0.3 });
+
+interface Case {
+  spec: ModelSpec;
+  input: () => tf.Tensor;
+  targets: () => tf.Tensor;
+}
+
+function ints(rng: SeededRandom, n: number, bound: number): number[] {
+  return Array.from({ length: n }, () => rng.int(bound));
+}
+
+function gptCase(layers: number): Case {
+  const rng = new SeededRandom(11);
+  const ids = ints(rng, 2 * 5, 7);
+  const tg = ints(rng, 2 * 5, 7);
+  return { spec: tinyGpt(layers), input: () => tf.tensor(ids, [2, 5], 'int32'), targets: () => tf.tensor(tg, [2, 5], 'int32') };
+}
+
+function mlpCase(layers: number): Case {
+  const rng = new SeededRandom(12);
+  const ids = ints(rng, 3 * 3, 7);
+  const tg = ints(rng, 3, 7);
+  return { spec: tinyMlp(layers), input: () => tf.tensor(ids, [3, 3], 'int32'), targets: () => tf.tensor(tg, [3], 'int32') };
+}
+
+function randomLike(rng: SeededRandom, shape: number[]): tf.Tensor {
+  const n = shape.reduce((a, b) => a * b, 1);
+  return tf.tensor(Float32Array.from({ length: n }, () => rng.normal()), shape, 'float32');
+}
+
+/** A random direction of unit norm. */
+function direction(rng: SeededRandom, shape: number[]): tf.Tensor {
+  const u = Float64Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.normal());
+  const norm = Math.sqrt(u.reduce((s, x) => s + x * x, 0));
+  return tf.tensor(Float32Array.from(u, (x) => x / norm), shape, 'float32');
+}
+
+function dot(a: tf.Tensor, b: tf.Tensor): number {
+  const x = a.dataSync();
+  const y = b.dataSync();
+  let s = 0;
+  for (let i = 0; i < x.length; i++) s += x[i]! * y[i]!;
+  return s;
+}
+
+/** Mean cross-entropy computed in float64 from float32 logits. */
+function crossEntropy64(logits: tf.Tensor, targets: tf.Tensor): number {
+  const v = logits.shape[logits.shape.length - 1]!;
+  const z = logits.dataSync();
+  const t = targets.dataSync();
+  let total = 0;
+  for (let r = 0; r < t.length; r++) {
+    let max = -Infinity;
+    for (let j = 0; j < v; j++) max = Math.max(max, z[r * v + j]!);
+    let s = 0;
+    for (let j = 0; j < v; j++) s += Math.exp(z[r * v + j]! - max);
+    total += Math.log(s) + max - z[r * v + t[r]!]!;
+  }
+  return total / t.length;
+}
+
+/**
+ * Objective of a stage in float64: the loss (last stage) or <output, R>. Only the float32
+ * forward pass is approximate. Central differences along a unit-norm random direction,
+ * Richardson-extrapolated from steps FD_STEP and FD_STEP/2 (truncation error O(h⁴)),
+ * resolve directional derivatives to about 1e-4 relative; a gradient off by 1% fails
+ * the check by a factor of 6 (see the test that guards the tolerance).
+ */
+function objective(stage: StageModule, input: tf.Tensor, params: tf.Tensor[], r: tf.Tensor | null, targets: tf.Tensor): number {
+  const out = stage.forward(input, params);
+  const value = stage.isLast ? crossEntropy64(out, targets) : dot(out, r!);
+  out.dispose();
+  return value;
+}
+
+const FD_STEP = 0.05;
+
+function directional(f: (step: number) => number, eps: number): number {
+  const d = (h: number) => (f(h) - f(-h)) / (2 * h);
+  return (4 * d(eps / 2) - d(eps)) / 3;
+}
+
+function assertClose(actual: number, expected: number, scale: number, what: string): void {
+  const err = Math.abs(actual - expected);
+  assert.ok(err <= 1e-3 * Math.abs(expected) + 2e-5 * scale, `${what}: finite differences give ${actual}, backward gives ${expected} (error ${err.toExponential(2)})`);
+}
+
+/** Checks every parameter's and the input's gradient of one stage along random directions. */
+function checkStage(stage: StageModule, input: tf.Tensor, targets: tf.Tensor, seed: number): void {
+  const rng = new SeededRandom(seed);
+  const params = stage.params().map((p) => p.clone());
+  const out = stage.forward(input);
+  const r = stage.isLast ? null : randomLike(rng, out.shape);
+  out.dispose();
+  const lossScale = 0.5;
+  const res = stage.backward(input, r, { targets, lossScale });
+  const scale = stage.isLast ? lossScale : 1;
+
+  params.forEach((p, k) => {
+    const u = direction(rng, p.shape);
+    const unorm = Math.sqrt(dot(u, u));
+    const fd = directional((h) => {
+      const moved = params.map((q, i) => (i === k ? q.add(u.mul(h)) : q));
+      const v = objective(stage, input, moved, r, targets);
+      moved[k]!.dispose();
+      return v;
+    }, FD_STEP);
+    const an = dot(res.paramGrads[k]!, u) / scale;
+    const gnorm = Math.sqrt(dot(res.paramGrads[k]!, res.paramGrads[k]!)) / scale;
+    assertClose(fd, an, gnorm * unorm + 1, `${stage.name} ${stage.paramNames()[k]}`);
+    u.dispose();
+  });
+  if (!stage.isFirst) {
+    const u = direction(rng, input.shape);
+    const fd = directional((h) => {
+      const moved = input.add(u.mul(h));
+      const v = objective(stage, moved, params, r, targets);
+      moved.dispose();
+      return v;
+    }, FD_STEP);
+    const an = dot(res.gradInput!, u) / scale;
+    assertClose(fd, an, Math.sqrt(dot(res.gradInput!, res.gradInput!) * dot(u, u)) / scale + 1, `${stage.name} input`);
+    u.dispose();
+  } else {
+    assert.strictEqual(res.gradInput, null, 'the first stage returns no input gradient');
+  }
+  tf.dispose([...params, ...res.paramGrads, res.gradInput ?? [], r ?? []]);
+}
+
+describe('models: stage modules', () => {
+  before(async () => {
+    await loadBackend({ force: 'cpu' });
+  });
+
+  for (const [label, make] of [['char-GPT', gptCase], ['MLP LM', mlpCase]] as const) {
+    it(`${label}: every stage's parameter and input gradients match finite differences`, () => {
+      const c = make(3);
+      const stages = buildStages(c.spec, planPartition(c.spec, { stages: 3 }));
+      const targets = c.targets();
+      let x = c.input();
+      stages.forEach((stage, s) => {
+        checkStage(stage, x, targets, 100 + s);
+        const next = stage.isLast ? x : stage.forward(x);
+        if (next !== x) x.dispose();
+        x = next;
+      });
+      x.dispose();
+      targets.dispose();
+      stages.forEach((s) => s.dispose());
+    });
+  }
+
+  it('the finite-difference check rejects a gradient that is off by 1%', () => {
+    // Guards the tolerance: a real scaling bug must not slip through.
+    const c = gptCase(1);
+    const model = buildFullModel(c.spec);
+    const input = c.input();
+    const targets = c.targets();
+    const res = model.backward(input, null, { targets, lossScale: 1 });
+    const k = model.paramNames().indexOf('gpt.h0.mlp.w1');
+    const u = direction(new SeededRandom(5), model.params()[k]!.shape);
+    const params = model.params().map((p) => p.clone());
+    const fd = directional((h) => {
+      const moved = params.map((q, i) => (i === k ? q.add(u.mul(h)) : q));
+      return objective(model, input, moved, null, targets);
+    }, FD_STEP);
+    const an = dot(res.paramGrads[k]!, u);
+    const gn = Math.sqrt(dot(res.paramGrads[k]!, res.paramGrads[k]!) * dot(u, u));
+    assertClose(fd, an, gn + 1, 'exact gradient');
+    assert.throws(() => assertClose(fd, an * 1.01, gn + 1, 'gradient × 1.01'), /finite differences/);
+    model.dispose();
+  });
+
+  it('lossScale scales the last stage gradients and not the reported loss', () => {
+    const c = mlpCase(2);
+    const model = buildFullModel(c.spec);
+    const [input, targets] = [c.input(), c.targets()];
+    const a = model.backward(input, null, { targets, lossScale: 1 });
+    const b = model.backward(input, null, { targets, lossScale: 0.25 });
+    assert.strictEqual(a.loss, b.loss);
+    const lossTensor = model.loss(input, targets);
+    assert.ok(Math.abs(lossTensor.dataSync()[0]! - a.loss!) < 1e-6);
+    a.paramGrads.forEach((g, i) => {
+      const diff = tf.max(tf.abs(g.mul(0.25).sub(b.paramGrads[i]!))).dataSync()[0]!;
+      assert.ok(diff <= 1e-7 * (1 + tf.max(tf.abs(g)).dataSync()[0]!), `${model.paramNames()[i]}: scaled gradient differs by ${diff}`);
+    });
+    assert.throws(() => model.backward(input, null, { targets }), /lossScale/);
+    assert.throws(() => model.backward(input, null, { lossScale: 1 }), /targets/);
+    model.dispose();
+  });
+
+  it('backward split into input-only and params-only equals the whole backward', () => {
+    const c = gptCase(2);
+    const stages = buildStages(c.spec, planPartition(c.spec, { stages: 2 }));
+    const h = stages[0]!.forward(c.input());
+    const targets = c.targets();
+    const all = stages[1]!.backward(h, null, { targets, lossScale: 1 });
+    const onlyInput = stages[1]!.backward(h, null, { targets, lossScale: 1, wants: 'input' });
+    const onlyParams = stages[1]!.backward(h, null, { targets, lossScale: 1, wants: 'params' });
+    assert.strictEqual(onlyInput.paramGrads.length, 0);
+    assert.strictEqual(onlyParams.gradInput, null);
+    assert.deepStrictEqual(Array.from(onlyInput.gradInput!.dataSync()), Array.from(all.gradInput!.dataSync()));
+    all.paramGrads.forEach((g, i) => assert.deepStrictEqual(Array.from(onlyParams.paramGrads[i]!.dataSync()), Array.from(g.dataSync())));
+    stages.forEach((s) => s.dispose());
+  });
+
+  it('backward at explicit (stashed) weights equals backward after loading those weights', () => {
+    const c = mlpCase(1);
+    const model = buildFullModel(c.spec);
+    const [input, targets] = [c.input(), c.targets()];
+    const stashed = model.params().map((p) => p.clone());
+    model.params().forEach((p) => p.assign(p.mul(1.5)));
+    const atStash = model.backward(input, null, { targets, lossScale: 1, params: stashed });
+    model.params().forEach((p, i) => p.assign(stashed[i]!));
+    const current = model.backward(input, null, { targets, lossScale: 1 });
+    assert.strictEqual(atStash.loss, current.loss);
+    current.paramGrads.forEach((g, i) => assert.deepStrictEqual(Array.from(atStash.paramGrads[i]!.dataSync()), Array.from(g.dataSync())));
+    assert.throws(() => model.forward(input, stashed.slice(1)), /weight tensors/);
+    model.dispose();
+  });
+
+  it('a stage rejects an input of the wrong dtype, quoting the shape', () => {
+    const c = gptCase(2);
+    const stages = buildStages(c.spec, planPartition(c.spec, { stages: 2 }));
+    assert.throws(() => stages[1]!.forward(tf.zeros([2, 5, 8], 'int32')), /gpt\[h1, head\]: input dtype is int32, expected float32 \(shape \[2,5,8\]\)/);
+    assert.throws(() => stages[0]!.forward(tf.zeros([2, 9], 'int32')), /sequence of length 9, block size is only 5/);
+    stages.forEach((s) => s.dispose());
+  });
+
+  it('backward leaks no tensors', () => {
+    const c = gptCase(2);
+    const stages = buildStages(c.spec, planPartition(c.spec, { stages: 2 }));
+    const [input, targets] = [c.input(), c.targets()];
+    const h = stages[0]!.forward(input);
+    const before = tf.memory().numTensors;
+    const b1 = stages[1]!.backward(h, null, { targets, lossScale: 1 });
+    const b0 = stages[0]!.backward(input, b1.gradInput!);
+    tf.dispose([b1.gradInput!, ...b1.paramGrads, ...b0.paramGrads]);
+    assert.strictEqual(tf.memory().numTensors, before);
+    stages.forEach((s) => s.dispose());
+  });
+
+  it('the MLP LM learns the synthetic corpus: 40 SGD steps lower the validation loss', () => {
+    const corpus = loadCorpus();
+    const spec = mlpLmSpec({ vocabSize: corpus.vocabSize, window: 8, embedWidth: 8, width: 32, hidden: 64, layers: 2, seed: 1 });
+    const model = buildFullModel(spec);
+    const val = toTensors(corpus.windowBatch('val', 7, 0, 0, 256, 8));
+    const valLoss = () => {
+      const l = model.loss(val.inputs, val.targets);
+      const v = l.dataSync()[0]!;
+      l.dispose();
+      return v;
+    };
+    const initial = valLoss();
+    for (let it = 0; it < 40; it++) {
+      const b = toTensors(corpus.windowBatch('train', 1, it, 0, 64, 8));
+      const res = model.backward(b.inputs, null, { targets: b.targets, lossScale: 1 });
+      model.params().forEach((p, i) => p.assign(p.sub(res.paramGrads[i]!.mul(1.0))));
+      tf.dispose([b.inputs, b.targets, ...res.paramGrads]);
+    }
+    const trained = valLoss();
+    assert.ok(trained < initial - 0.5, `validation loss went from ${initial.toFixed(3)} to ${trained.toFixed(3)}`);
+    model.dispose();
+  });
+});
