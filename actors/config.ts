@@ -2,6 +2,7 @@
 // (cli/args.ts), and every command can print the resolved config.
 
 import { JitterMode } from '../models/jitter';
+import { TrainConfig } from '../models/train-config';
 
 export interface JobConfig {
   /** Job name: the <job> token of every subject (baton.<job>.…). */
@@ -29,6 +30,10 @@ export interface JobConfig {
   iterations: number;
   /** A real-clock run that sees no progress for this long ends with a deadlock error. */
   stallTimeoutMs: number;
+  /** Number of the first iteration (a resumed training run continues its numbering). */
+  firstIteration: number;
+  /** Real compute: what to train (null: emulated compute from the profile). */
+  train: TrainConfig | null;
 }
 
 export const DEFAULTS: JobConfig = {
@@ -44,6 +49,8 @@ export const DEFAULTS: JobConfig = {
   seed: 0,
   iterations: 1,
   stallTimeoutMs: 30000,
+  firstIteration: 0,
+  train: null,
 };
 
 export function resolveConfig(partial: Partial<JobConfig>): JobConfig {

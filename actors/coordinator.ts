@@ -30,6 +30,8 @@ export interface CoordinatorWiring {
   readonly stages: number;
   readonly microbatches: number;
   readonly iterations: number;
+  /** Number of the first iteration (default 0). */
+  readonly firstIteration?: number;
   /** Data payload per microbatch (real compute); emulated runs send only the signal. */
   readonly dataBytes?: number;
   readonly onIteration?: (r: IterationRecord) => void;
@@ -64,7 +66,8 @@ export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg>
       }));
   };
 
-  const initial: CoordinatorState = { iteration: 0, start: 0, seq: 0, reports: [], records: [], finished: false };
+  const first = w.firstIteration ?? 0;
+  const initial: CoordinatorState = { iteration: first, start: 0, seq: 0, reports: [], records: [], finished: false };
   return runtime.spawn<CoordinatorState, CoordinatorMsg>('coordinator', initial, (s, msg) => {
     if (msg.type === 'begin') {
       begin(s);
@@ -96,7 +99,7 @@ export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg>
       s.records.push(rec);
       w.onIteration?.(rec);
       s.iteration++;
-      if (s.iteration < iterations) begin(s);
+      if (s.iteration < first + iterations) begin(s);
       else {
         s.finished = true;
         w.onDone(s.records);

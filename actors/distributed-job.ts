@@ -30,6 +30,7 @@ export interface DistributedOptions {
   /** Pause between hosting and the first iteration, so subscriptions spread over a cluster (ms, default 200). */
   settleMs?: number;
   sinks?: EventSink[];
+  onIteration?: (r: IterationRecord) => void;
 }
 
 export interface DistributedResult extends JobResult {
@@ -149,6 +150,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     const rejects: string[] = [];
     const coordinator = spawnCoordinator({
       runtime, bus, job: cfg.job, stages: shape.stages, microbatches: shape.microbatches, iterations: cfg.iterations,
+      firstIteration: cfg.firstIteration, onIteration: o.onIteration,
       onDone: (r) => {
         records = r;
         finish();

@@ -5,6 +5,8 @@
 import { HintPolicy } from '../policies/hint';
 import { PipelineShape } from '../policies/task';
 import { lowerBound } from '../models/lower-bound';
+import { DurationModel } from '../models/durations';
+import { measuredDurations } from './measured';
 import { Bus, Subscription } from '../transport/bus';
 import { LocalBus } from '../transport/local-bus';
 import { subject } from '../transport/subjects';
@@ -17,7 +19,7 @@ import { JobConfig } from './config';
 import { ActorRuntime, ActorRef } from './runtime';
 import { StageActorMsg } from './stage';
 import { StageStatus } from './stage-logic';
-import { JobError, durationModelFor, planJob, wireStage } from './wire-stage';
+import { JobError, durationModelFor, loadTrainingBackend, planJob, wireStage } from './wire-stage';
 
 export { JobError, makeArbiter, planJob } from './wire-stage';
 import { IterationStats, StageTotals, iterationStats, mean, totals } from './stats';
@@ -44,6 +46,8 @@ export interface RunOptions {
   sinks?: EventSink[];
   /** Replace emulated compute (real compute, issue 4). */
   computeFor?: (stage: number, clock: Clock) => StageCompute;
+  /** Called by the coordinator as each iteration ends (progress output). */
+  onIteration?: (r: IterationRecord) => void;
   /** Skip validation (never for tests; for huge benchmark runs the validation is timed separately). */
   validate?: boolean;
 }
@@ -52,6 +56,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   const wallStart = performance.now();
   const { policy, shape } = planJob(cfg);
   const durations = durationModelFor(cfg, shape);
+  if (cfg.train) await loadTrainingBackend(cfg.train);
   const clock: Clock = opts.clock === 'virtual' ? new VirtualClock() : new RealClock();
   const runtime = new ActorRuntime(clock, cfg.job);
   const bus = opts.bus ?? new LocalBus();
@@ -74,6 +79,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   const finished = new Promise<void>((resolve) => (finish = resolve));
   const coordinator = spawnCoordinator({
     runtime, bus, job: cfg.job, stages: shape.stages, microbatches: shape.microbatches, iterations: cfg.iterations,
+    firstIteration: cfg.firstIteration, onIteration: opts.onIteration,
     onDone: (r) => {
       records = r;
       finish();
@@ -171,12 +177,12 @@ export interface ResultParts {
 
 /** Validate a finished run and compute its statistics (shared by local and distributed runs). */
 export function buildResult(p: ResultParts): JobResult {
-  const durations = durationModelFor(p.cfg, p.shape);
+  const measured = measuredDurations(p.events, p.shape, p.sharedClock ?? true) as unknown as DurationModel;
   if (p.validate) {
-    const problems = validateRun(p.events, p.shape, p.cfg.iterations, { sharedClock: p.sharedClock ?? true });
+    const problems = validateRun(p.events, p.shape, p.cfg.iterations, { sharedClock: p.sharedClock ?? true, firstIteration: p.cfg.firstIteration });
     if (problems.length > 0) throw new ValidationError(problems);
   }
-  const iterations = p.records.map((r) => iterationStats(r, p.events, p.shape.stages, lowerBound(p.shape, r.iteration, durations).bound));
+  const iterations = p.records.map((r) => iterationStats(r, p.events, p.shape.stages, lowerBound(p.shape, r.iteration, measured).bound));
   return {
     config: p.cfg, shape: p.shape, policy: p.policy, clock: p.clock, transport: p.transport, records: p.records, iterations,
     totals: totals(p.events, p.shape.stages), events: p.events, wallMs: performance.now() - p.wallStart,

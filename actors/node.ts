@@ -24,7 +24,7 @@ import { JobConfig, resolveConfig } from './config';
 import { ActorRuntime, ActorRef } from './runtime';
 import { StageActorMsg } from './stage';
 import { StageStatus } from './stage-logic';
-import { durationModelFor, planJob, wireStage } from './wire-stage';
+import { durationModelFor, loadTrainingBackend, planJob, wireStage } from './wire-stage';
 
 export const NODES_PREFIX = 'baton._nodes';
 export const ANNOUNCE_SUBJECT = `${NODES_PREFIX}.announce`;
@@ -134,7 +134,7 @@ export class NodeAgent {
     }
   }
 
-  private host(req: Record<string, unknown>): void {
+  private async host(req: Record<string, unknown>): Promise<void> {
     const stages = req.stages;
     if (!Array.isArray(stages) || stages.length === 0 || !stages.every((s) => Number.isInteger(s)))
       throw new Error(`host: stages must be a non-empty list of integers, got ${JSON.stringify(stages)}`);
@@ -145,6 +145,7 @@ export class NodeAgent {
     for (const s of stages as number[])
       if (s < 0 || s >= plan.shape.stages) throw new Error(`host: stage ${s} is outside 0..${plan.shape.stages - 1}`);
     const durations = durationModelFor(cfg, plan.shape);
+    if (cfg.train) await loadTrainingBackend(cfg.train);
     const runtime = new ActorRuntime(new RealClock(), `${this.name}-${cfg.job}`);
     const job: HostedJob = { runtime, stages: new Map(), subs: [], pending: new Map(), sent: new Map(), flushTimer: null };
     for (const s of stages as number[]) {

@@ -17,8 +17,6 @@ export interface ReceiverWiring {
   readonly stage: number;
   readonly target: ActorRef<StageActorMsg>;
   readonly sink: EventSink;
-  /** Extra routing for payload-carrying messages (real compute keeps the tensors). */
-  readonly onPayload?: (e: Envelope) => void;
 }
 
 export interface ReceiverState {
@@ -63,8 +61,7 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
       case 'activation':
       case 'gradient':
         sink({ type: 'receive', t: now, stage, iteration: e.iteration, kind: e.kind, mb: e.mb, chunk: e.chunk, src: e.src, seq: e.seq, bytes: e.bytes, latency: now - e.sentAt });
-        w.onPayload?.(e);
-        runtime.send(target, { type: e.kind === 'gradient' ? 'grad' : 'input', iteration: e.iteration, mb: e.mb, chunk: e.chunk });
+        runtime.send(target, { type: e.kind === 'gradient' ? 'grad' : 'input', iteration: e.iteration, mb: e.mb, chunk: e.chunk, tensors: e.tensors.length > 0 ? e.tensors : undefined });
         return state;
       default:
         state.rejected++;

@@ -13,6 +13,7 @@ import {
   PipelineShape, Task, backwardSuccessor, forwardSuccessor, formatTask, isLossStage,
   kindsOf, task, taskIndex,
 } from '../policies/task';
+import { TensorPayload } from '../transport/envelope';
 import { BatonEvent } from './events';
 import { ReadySet } from './ready-set';
 
@@ -28,9 +29,9 @@ export interface StageSetup {
 
 export type StageMsg =
   | { readonly type: 'start'; readonly iteration: number }
-  | { readonly type: 'input'; readonly iteration: number; readonly mb: number; readonly chunk: number }
-  | { readonly type: 'grad'; readonly iteration: number; readonly mb: number; readonly chunk: number }
-  | { readonly type: 'done'; readonly iteration: number; readonly task: Task };
+  | { readonly type: 'input'; readonly iteration: number; readonly mb: number; readonly chunk: number; readonly tensors?: readonly TensorPayload[] }
+  | { readonly type: 'grad'; readonly iteration: number; readonly mb: number; readonly chunk: number; readonly tensors?: readonly TensorPayload[] }
+  | { readonly type: 'done'; readonly iteration: number; readonly task: Task; readonly tensors?: readonly TensorPayload[] };
 
 export type StageEffect =
   | { readonly type: 'run'; readonly iteration: number; readonly task: Task }

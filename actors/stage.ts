@@ -1,7 +1,10 @@
 // The stage actor: a mailbox around stageStep (stage-logic.ts) that performs its
-// effects — starts compute, hands finished outputs to the sender mailbox, reports the
-// end of an iteration, and emits events. The arbiter is this actor's behavior.
+// effects — starts compute, hands finished outputs to the sender mailbox, runs the
+// end-of-iteration step of real compute, reports the end of an iteration, and emits
+// events. The arbiter is this actor's behavior.
 
+import { formatTask } from '../policies/task';
+import { TensorPayload } from '../transport/envelope';
 import { ActorRuntime, ActorRef } from './runtime';
 import { StageCompute } from './compute';
 import { EventSink } from './events';
@@ -17,33 +20,52 @@ export interface StageWiring {
   readonly sink: EventSink;
 }
 
+interface StageActorState {
+  logic: StageState;
+  /** Tensors a finished task produced, until its send effect takes them. */
+  outputs: Map<string, readonly TensorPayload[]>;
+}
+
 export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageActorMsg> {
   const { runtime, compute, sender, sink } = w;
   const clock = runtime.clock;
-  return runtime.spawn<StageState, StageActorMsg>(`stage-${setup.stage}`, initialStageState(setup), (state, msg, self) => {
+  const reject = (iteration: number, err: Error) =>
+    sink({ type: 'reject', t: clock.now(), stage: setup.stage, iteration, reason: 'protocol', detail: err.message });
+  const initial: StageActorState = { logic: initialStageState(setup), outputs: new Map() };
+  return runtime.spawn<StageActorState, StageActorMsg>(`stage-${setup.stage}`, initial, async (state, msg, self) => {
     if (msg.type === 'status') {
-      msg.reply(stageStatus(state));
+      msg.reply(stageStatus(state.logic));
       return state;
     }
+    const iteration = msg.iteration;
     let effects;
     try {
-      effects = stageStep(state, msg, clock.now());
+      effects = stageStep(state.logic, msg, clock.now());
+      if ((msg.type === 'input' || msg.type === 'grad') && msg.tensors && compute.accept)
+        compute.accept(iteration, msg.type, msg.mb, msg.chunk, msg.tensors);
     } catch (err) {
-      if (!(err instanceof StageProtocolError)) throw err;
-      sink({ type: 'reject', t: clock.now(), stage: setup.stage, iteration: 'iteration' in msg ? msg.iteration : -1, reason: 'protocol', detail: err.message });
+      if (!(err instanceof StageProtocolError) && (err as Error).name !== 'TrainingComputeError') throw err;
+      reject(iteration, err as Error);
       return state;
     }
+    if (msg.type === 'done' && msg.tensors && msg.tensors.length > 0) state.outputs.set(`${msg.iteration}|${formatTask(msg.task)}`, msg.tensors);
     for (const fx of effects) {
       switch (fx.type) {
         case 'run':
-          compute.run(fx.iteration, fx.task, () => runtime.send(self, { type: 'done', iteration: fx.iteration, task: fx.task }));
+          compute.run(fx.iteration, fx.task, (tensors) => runtime.send(self, { type: 'done', iteration: fx.iteration, task: fx.task, tensors }));
           break;
-        case 'send':
-          runtime.send(sender, { type: 'output', iteration: fx.iteration, task: fx.task, kind: fx.kind, dst: fx.dst, dstChunk: fx.dstChunk });
+        case 'send': {
+          const k = `${fx.iteration}|${formatTask(fx.task)}`;
+          const tensors = state.outputs.get(k);
+          state.outputs.delete(k);
+          runtime.send(sender, { type: 'output', iteration: fx.iteration, task: fx.task, kind: fx.kind, dst: fx.dst, dstChunk: fx.dstChunk, tensors });
           break;
-        case 'finished':
-          runtime.send(sender, { type: 'report', iteration: fx.iteration, peakInflight: fx.peakInflight });
+        }
+        case 'finished': {
+          const body = compute.endIteration ? await compute.endIteration(fx.iteration) : {};
+          runtime.send(sender, { type: 'report', iteration: fx.iteration, peakInflight: fx.peakInflight, body });
           break;
+        }
         case 'event':
           sink(fx.event);
           break;

@@ -16,6 +16,8 @@ export class ValidationError extends Error {
 }
 
 export interface ValidateOptions {
+  /** Number of the first iteration (default 0). */
+  firstIteration?: number;
   /** All stages share one clock (one process): also check each message arrived after it was sent. */
   sharedClock?: boolean;
 }
@@ -45,7 +47,8 @@ export function validateRun(events: readonly BatonEvent[], shape: PipelineShape,
   }
   const expected = allTasks(shape);
   let expectedCount = 0;
-  for (let it = 0; it < iterations; it++) {
+  const first = opts.firstIteration ?? 0;
+  for (let it = first; it < first + iterations; it++) {
     for (let s = 0; s < shape.stages; s++) {
       const spans: { t: Task; start: number; end: number }[] = [];
       for (const t of expected) {

@@ -11,6 +11,10 @@ import { loadProfile } from '../models/profile';
 import { Bus, Subscription } from '../transport/bus';
 import { SubjectKind, checkJobName, subject } from '../transport/subjects';
 import { Clock } from './clock';
+import { TrainingCompute } from './training-compute';
+import { resumeSnapshot } from './checkpoint';
+import { loadBackend } from '../models/backend';
+import { TrainConfig } from '../models/train-config';
 import { EmulatedCompute, StageCompute } from './compute';
 import { EventSink } from './events';
 import { JobConfig } from './config';
@@ -50,6 +54,11 @@ export function durationModelFor(cfg: JobConfig, shape: PipelineShape): Duration
   return makeDurationModel({ profile: loadProfile(cfg.profile), shape, jitter: cfg.jitter, jitterScale: cfg.jitterScale, seed: cfg.seed });
 }
 
+/** Load the tfjs backend a training config asks for (once per process). */
+export async function loadTrainingBackend(t: TrainConfig): Promise<string> {
+  return (await loadBackend({ force: t.backend ?? undefined })).backend;
+}
+
 export interface WiredStage {
   readonly stage: ActorRef<StageActorMsg>;
   readonly subscriptions: Subscription[];
@@ -72,7 +81,9 @@ export interface StageWiringOptions {
 export function wireStage(o: StageWiringOptions): WiredStage {
   const { runtime, bus, cfg, plan, durations, stage: s, sink } = o;
   const sender = spawnSender({ runtime, bus, job: cfg.job, stage: s, comm: durations, sink });
-  const compute = o.computeFor ? o.computeFor(s, runtime.clock) : new EmulatedCompute(runtime.clock, s, durations);
+  const compute = o.computeFor ? o.computeFor(s, runtime.clock)
+    : cfg.train ? new TrainingCompute(s, plan.shape, cfg.train, cfg.iterations, resumeSnapshot(cfg.train, s))
+    : new EmulatedCompute(runtime.clock, s, durations);
   const arbiter = makeArbiter(plan.policy, cfg.bufferLimit);
   const stage = spawnStage({ stage: s, shape: plan.shape, policy: plan.policy, arbiter }, { runtime, compute, sender, sink });
   const receiver = spawnReceiver({ runtime, job: cfg.job, stage: s, target: stage, sink });

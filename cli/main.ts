@@ -6,6 +6,7 @@ import { NODE_HELP, nodeCommand } from './node-command';
 import { RUN_HELP, runCommand } from './run';
 import { SIM_HELP, simCommand } from './sim';
 import { TAP_HELP, tapCommand } from './tap';
+import { TRAIN_HELP, trainCommand } from './train';
 import { TRACE_HELP, traceCommand } from './trace-command';
 
 type Command = { summary: string; run: (argv: readonly string[], out: (s: string) => void) => Promise<number>; help: string };
@@ -13,12 +14,13 @@ type Command = { summary: string; run: (argv: readonly string[], out: (s: string
 const COMMANDS: Record<string, Command> = {
   sim: { summary: 'simulate a pipeline on the virtual clock (same actors, emulated compute)', run: simCommand, help: SIM_HELP },
   run: { summary: 'run a pipeline on the real clock over NATS (one process per stage) or in one process', run: runCommand, help: RUN_HELP },
+  train: { summary: 'train a model with a synchronous pipeline (real compute, TensorFlow.js)', run: trainCommand, help: TRAIN_HELP },
   node: { summary: 'start a node agent that hosts stage actors for jobs over NATS', run: nodeCommand, help: NODE_HELP },
   trace: { summary: 'inspect a trace file: gantt (SVG chart), check (schema), summary', run: traceCommand, help: TRACE_HELP },
   tap: { summary: 'print the live decoded message flows of a job (like nats sub)', run: tapCommand, help: TAP_HELP },
 };
 
-const USAGE_ERRORS = new Set(['UsageError', 'ShapeError', 'UnknownPolicyError', 'ProfileError', 'BackpressureLimitError', 'PolicyModuleError', 'SubjectError']);
+const USAGE_ERRORS = new Set(['UsageError', 'ShapeError', 'UnknownPolicyError', 'ProfileError', 'BackpressureLimitError', 'PolicyModuleError', 'SubjectError', 'CheckpointError', 'CorpusError', 'ModelConfigError', 'PartitionError', 'BackendError']);
 
 function usage(): string {
   const rows = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(8)} ${c.summary}`);

@@ -5,6 +5,7 @@
 import { ChildProcess, spawn } from 'child_process';
 import * as path from 'path';
 import { JobConfig } from '../actors/config';
+import { IterationRecord } from '../actors/coordinator';
 import { runDistributed } from '../actors/distributed-job';
 import { JobResult, runJob, summarize } from '../actors/job';
 import { NatsBus } from '../transport/nats-bus';
@@ -32,11 +33,12 @@ const RUN_FLAGS: readonly FlagSpec[] = [
 export const RUN_HELP = helpText('run', 'run a pipeline job on the real clock, over NATS (default) or in one process',
   'baton run [sim flags] [--transport nats|local] [--nats URL] [--processes per-stage|single] [--nodes N1,…] [--trace FILE.json] [--gantt FILE.svg] [--json]', RUN_FLAGS);
 
-interface RunSetup {
+export interface RunSetup {
   transport: 'nats' | 'local';
   processes: 'per-stage' | 'single';
   natsUrl?: string;
   nodes?: string[];
+  onIteration?: (r: IterationRecord) => void;
 }
 
 const CLI_ENTRY = path.join(__dirname, 'main.js');
@@ -72,7 +74,7 @@ export interface RunOutcome {
 /** One job on the real clock with the given transport and process layout. */
 export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutcome> {
   if (setup.transport === 'local') {
-    const result = await runJob(cfg, { clock: 'real' });
+    const result = await runJob(cfg, { clock: 'real', onIteration: setup.onIteration });
     return { result, transport: 'local', processes: 1, pids: [process.pid] };
   }
   let server: NatsServerHandle | null = null;
@@ -81,12 +83,12 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
   let children: ChildProcess[] = [];
   try {
     if (setup.processes === 'single' && !setup.nodes) {
-      const result = await runJob(cfg, { clock: 'real', bus });
+      const result = await runJob(cfg, { clock: 'real', bus, onIteration: setup.onIteration });
       return { result, transport: 'nats', processes: 1, pids: [process.pid], natsUrl: url };
     }
     const names = setup.nodes ?? Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}`);
     if (!setup.nodes) children = spawnNodes(url, names);
-    const result = await runDistributed(cfg, { bus, nodes: names, children });
+    const result = await runDistributed(cfg, { bus, nodes: names, children, onIteration: setup.onIteration });
     const pids = [...new Set(result.nodes.map((n) => n.pid))];
     return { result, transport: 'nats', processes: pids.length, pids, natsUrl: url };
   } finally {

@@ -58,7 +58,7 @@ export class ProfileError extends Error {
   }
 }
 
-export const BUILTIN_PROFILES = ['uniform', 'llm', 'multimodal'] as const;
+export const BUILTIN_PROFILES = ['uniform', 'llm', 'multimodal', 'train'] as const;
 
 /** The directory holding package.json, found by walking up from this file. */
 export function packageRoot(from: string = __dirname): string {

@@ -1,0 +1,221 @@
+// Real compute for one stage: the tfjs stage modules of its chunks run F, B and W on
+// tensors that travel in the messages. Synchronous training: parameter gradients of
+// each microbatch are folded in microbatch order (policies/optim/ordered-sum.ts), and
+// the AdamW step runs at the end of the iteration (the flush), so the result does not
+// depend on the execution order. The stage module stays unaware of the pipeline.
+//
+// Not modelled: gradient clipping (it would need a cross-stage all-reduce of norms),
+// activation memory limits (the wasm heap guard in the stage modules still applies).
+
+import * as tf from '@tensorflow/tfjs';
+import { createHash } from 'crypto';
+import { AdamW } from '../policies/optim/adamw';
+import { OptimizerState } from '../policies/optim/optimizer';
+import { OrderedSum } from '../policies/optim/ordered-sum';
+import { lrAt } from '../policies/optim/schedule';
+import { PipelineShape, Task, isLossStage, virtualStage } from '../policies/task';
+import { Corpus } from '../models/data';
+import { buildStage, planPartition } from '../models/partition';
+import { StageModule } from '../models/stage-module';
+import { TrainConfig, batchFor, corpusFor, modelSpecFor } from '../models/train-config';
+import { TensorPayload } from '../transport/envelope';
+import { StageCompute } from './compute';
+
+export class TrainingComputeError extends Error {
+  override name = 'TrainingComputeError';
+}
+
+/** Parameters and optimizer moments of one stage, as they go into a checkpoint. */
+export interface StageSnapshot {
+  params: Record<string, Float32Array>;
+  optimizer: OptimizerState[];
+}
+
+interface ChunkState {
+  module: StageModule;
+  names: string[];
+  optimizer: AdamW;
+  sum: OrderedSum | null;
+}
+
+const key = (it: number, mb: number, chunk: number) => `${it}|${mb}|${chunk}`;
+
+function payload(t: tf.Tensor): TensorPayload {
+  // dataSync can share memory with the backend's buffer: copy before the tensor is disposed.
+  return { dtype: 'float32', shape: t.shape, data: Float32Array.from(t.dataSync() as Float32Array) };
+}
+
+export class TrainingCompute implements StageCompute {
+  readonly kind = 'tfjs';
+  private readonly corpus: Corpus;
+  private readonly chunks: ChunkState[];
+  private readonly received = new Map<string, tf.Tensor>();
+  private readonly grads = new Map<string, tf.Tensor>();
+  private readonly saved = new Map<string, tf.Tensor>();
+  private lossSum = 0;
+  private lossCount = 0;
+  private step: number;
+
+  constructor(
+    private readonly stage: number,
+    private readonly shape: PipelineShape,
+    private readonly train: TrainConfig,
+    private readonly iterations: number,
+    resume?: StageSnapshot,
+  ) {
+    this.corpus = corpusFor(train);
+    const spec = modelSpecFor(train, this.corpus.vocabSize);
+    const plan = planPartition(spec, { stages: shape.stages, chunks: shape.chunks });
+    this.chunks = [];
+    for (let c = 0; c < shape.chunks; c++) {
+      const module = buildStage(spec, plan, virtualStage(stage, c, shape));
+      const names = module.paramNames();
+      const infos = module.params().map((v, i) => ({ name: names[i], shape: v.shape, decay: v.shape.length >= 2 }));
+      this.chunks.push({ module, names, optimizer: new AdamW(infos, { weightDecay: train.weightDecay }), sum: null });
+    }
+    this.step = train.startIteration;
+    if (resume) this.restore(resume);
+  }
+
+  /** Tensors that arrived with a message: activations for F, gradients for B. */
+  accept(iteration: number, kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[]): void {
+    if (tensors.length !== 1) throw new TrainingComputeError(`stage ${this.stage}: ${kind} for microbatch ${mb} carries ${tensors.length} tensors, expected 1`);
+    const p = tensors[0];
+    if (p.dtype !== 'float32') throw new TrainingComputeError(`stage ${this.stage}: ${kind} tensor has dtype ${p.dtype}, expected float32`);
+    // The received bytes may be a view into the transport's buffer: copy them.
+    const t = tf.tensor(Float32Array.from(p.data as Float32Array), [...p.shape], 'float32');
+    (kind === 'input' ? this.received : this.grads).set(key(iteration, mb, chunk), t);
+  }
+
+  run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void): void {
+    const out = t.kind === 'F' ? this.forward(iteration, t) : this.backward(iteration, t);
+    done(out);
+  }
+
+  private take(map: Map<string, tf.Tensor>, k: string, what: string): tf.Tensor {
+    const x = map.get(k);
+    if (!x) throw new TrainingComputeError(`stage ${this.stage}: no ${what} for ${k} (iteration|microbatch|chunk)`);
+    map.delete(k);
+    return x;
+  }
+
+  private forward(iteration: number, t: Task): TensorPayload[] {
+    const k = key(iteration, t.mb, t.chunk);
+    const c = this.chunks[t.chunk];
+    const x = this.stage === 0 && t.chunk === 0
+      ? tf.tensor(batchFor(this.train, this.corpus, 'train', iteration, t.mb).inputs, this.inputShape(), 'int32')
+      : this.take(this.received, k, 'input activation');
+    this.saved.set(k, x);
+    if (c.module.isLast) return [];
+    const y = c.module.forward(x);
+    const out = payload(y);
+    y.dispose();
+    return [out];
+  }
+
+  private inputShape(): number[] {
+    return [this.train.microbatchSize, this.train.seq];
+  }
+
+  private targets(iteration: number, mb: number): tf.Tensor {
+    const b = batchFor(this.train, this.corpus, 'train', iteration, mb);
+    return tf.tensor(b.targets, [...b.targetShape], 'int32');
+  }
+
+  private backward(iteration: number, t: Task): TensorPayload[] {
+    const k = key(iteration, t.mb, t.chunk);
+    const c = this.chunks[t.chunk];
+    const last = isLossStage(this.stage, t.chunk, this.shape);
+    const x = this.saved.get(k);
+    if (!x) throw new TrainingComputeError(`stage ${this.stage}: ${t.kind}${t.mb}@${t.chunk} without its forward input`);
+    const dy = last ? null : this.grads.get(k) ?? null;
+    if (!last && !dy) throw new TrainingComputeError(`stage ${this.stage}: ${t.kind}${t.mb}@${t.chunk} without its output gradient`);
+    const targets = last ? this.targets(iteration, t.mb) : undefined;
+    const wants = !this.shape.splitBackward ? 'all' : t.kind === 'B' ? 'input' : 'params';
+    const res = c.module.backward(x, dy, { targets, lossScale: 1 / this.shape.microbatches, wants });
+    targets?.dispose();
+    if (res.loss !== undefined && t.kind === 'B') {
+      this.lossSum += res.loss;
+      this.lossCount++;
+    }
+    if (res.paramGrads.length > 0) {
+      if (!c.sum) c.sum = new OrderedSum(c.module.params().map((v) => v.size), this.shape.microbatches);
+      c.sum.add(t.mb, res.paramGrads.map((g) => Float32Array.from(g.dataSync() as Float32Array)));
+      for (const g of res.paramGrads) g.dispose();
+    }
+    const out = res.gradInput ? [payload(res.gradInput)] : [];
+    res.gradInput?.dispose();
+    if (wants !== 'input') {
+      this.saved.delete(k);
+      x.dispose();
+      if (dy) {
+        this.grads.delete(k);
+        dy.dispose();
+      }
+    }
+    return out;
+  }
+
+  /** The flush: one AdamW step per chunk with the microbatch-ordered sums. */
+  async endIteration(iteration: number): Promise<Record<string, unknown>> {
+    const lr = lrAt({ peak: this.train.lr, warmupSteps: this.train.warmup, totalSteps: Math.max(this.train.totalIterations, this.train.warmup + 1) }, this.step);
+    for (const c of this.chunks) {
+      if (!c.sum) throw new TrainingComputeError(`stage ${this.stage}: iteration ${iteration} ended without gradients`);
+      const grads = c.sum.result();
+      const vars = c.module.params();
+      const params = new Map(vars.map((v, i) => [c.names[i], Float32Array.from(v.dataSync() as Float32Array)]));
+      const gmap = new Map(c.names.map((n, i) => [n, grads[i]]));
+      const delta = c.optimizer.propose(params, gmap, lr);
+      vars.forEach((v, i) => {
+        const p = params.get(c.names[i])!;
+        const d = delta.get(c.names[i])!;
+        for (let j = 0; j < p.length; j++) p[j] += d[j];
+        v.assign(tf.tensor(p, v.shape, 'float32'));
+      });
+      c.sum = null;
+    }
+    this.step++;
+    const body: Record<string, unknown> = { lr, step: this.step, checksum: this.checksum() };
+    if (this.lossCount > 0) {
+      body.loss = this.lossSum / this.lossCount;
+      body.lossCount = this.lossCount;
+    }
+    this.lossSum = 0;
+    this.lossCount = 0;
+    const last = iteration === this.train.totalIterations - 1;
+    const every = this.train.checkpointEvery;
+    if (last || (every > 0 && (iteration + 1) % every === 0)) body.snapshot = this.snapshot();
+    return body;
+  }
+
+  /** sha256 over this stage's parameters, chunk by chunk, in parameter order. */
+  checksum(): string {
+    const h = createHash('sha256');
+    for (const c of this.chunks) for (const v of c.module.params()) h.update(Buffer.from((v.dataSync() as Float32Array).slice().buffer));
+    return h.digest('hex');
+  }
+
+  snapshot(): StageSnapshot {
+    const params: Record<string, Float32Array> = {};
+    for (const c of this.chunks) c.module.params().forEach((v, i) => (params[c.names[i]] = Float32Array.from(v.dataSync() as Float32Array)));
+    return { params, optimizer: this.chunks.map((c) => c.optimizer.state()) };
+  }
+
+  private restore(s: StageSnapshot): void {
+    this.chunks.forEach((c, ci) => {
+      c.module.params().forEach((v, i) => {
+        const p = s.params[c.names[i]];
+        if (!p || p.length !== v.size) throw new TrainingComputeError(`stage ${this.stage}: checkpoint lacks parameter ${c.names[i]} (${v.size} values)`);
+        v.assign(tf.tensor(Float32Array.from(p), v.shape, 'float32'));
+      });
+      const st = s.optimizer[ci];
+      if (!st) throw new TrainingComputeError(`stage ${this.stage}: checkpoint lacks the optimizer state of chunk ${ci}`);
+      c.optimizer.load(st);
+    });
+  }
+
+  dispose(): void {
+    for (const m of [this.received, this.grads, this.saved]) for (const t of m.values()) t.dispose();
+    for (const c of this.chunks) c.module.dispose();
+  }
+}

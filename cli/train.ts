@@ -1,0 +1,171 @@
+// `baton train`: synchronous pipeline training with real compute (TensorFlow.js).
+// The stages train their slices of the model on tensors that travel in the messages;
+// this launcher collects losses, the final parameters (for the checksum and the
+// validation loss) and writes checkpoints from the stages' reports.
+
+import { resolveConfig, JobConfig } from '../actors/config';
+import { IterationRecord } from '../actors/coordinator';
+import { readCheckpointMeta, writeCheckpoint } from '../actors/checkpoint';
+import { summarize } from '../actors/job';
+import { StageSnapshot } from '../actors/training-compute';
+import { loadBackend } from '../models/backend';
+import { paramChecksum, validationLoss } from '../models/reference-train';
+import { TRAIN_DEFAULTS, TrainConfig, corpusFor, modelSpecFor, tokensPerMicrobatch } from '../models/train-config';
+import { FlagSpec, UsageError, helpText, parseFlags } from './args';
+import { runOnce } from './run';
+
+const TRAIN_FLAGS: readonly FlagSpec[] = [
+  { name: 'model', type: 'string', help: 'model', choices: ['gpt', 'mlp'], default: TRAIN_DEFAULTS.model },
+  { name: 'data', type: 'string', metavar: 'FILE', help: 'text file to train on (default: a synthetic corpus the runtime makes)' },
+  { name: 'stages', type: 'int', metavar: 'P', help: 'pipeline stages', default: 2 },
+  { name: 'chunks', type: 'int', metavar: 'V', help: 'model chunks per stage', default: 1 },
+  { name: 'microbatches', type: 'int', metavar: 'M', help: 'microbatches per iteration', default: 4 },
+  { name: 'microbatch-size', type: 'int', metavar: 'B', help: 'sequences (gpt) or windows (mlp) per microbatch', default: TRAIN_DEFAULTS.microbatchSize },
+  { name: 'seq', type: 'int', metavar: 'S', help: 'context length (gpt) or window (mlp)', default: TRAIN_DEFAULTS.seq },
+  { name: 'layers', type: 'int', metavar: 'L', help: 'blocks', default: TRAIN_DEFAULTS.layers },
+  { name: 'width', type: 'int', metavar: 'D', help: 'residual width', default: TRAIN_DEFAULTS.width },
+  { name: 'heads', type: 'int', metavar: 'H', help: 'attention heads (gpt)', default: TRAIN_DEFAULTS.heads },
+  { name: 'lr', type: 'number', metavar: 'LR', help: 'peak learning rate (AdamW, warmup then cosine to 0.1x)', default: TRAIN_DEFAULTS.lr },
+  { name: 'warmup', type: 'int', metavar: 'N', help: 'warmup iterations', default: TRAIN_DEFAULTS.warmup },
+  { name: 'iterations', type: 'int', metavar: 'N', help: 'iterations (optimizer steps) of the whole run', default: 10 },
+  { name: 'policy', type: 'string', metavar: 'NAME', help: 'hint order or schedule (as for sim)', default: 'bf' },
+  { name: 'buffer-limit', type: 'int', metavar: 'N', help: 'in-flight forwards per stage before backward-only drain', default: 32 },
+  { name: 'transport', type: 'string', help: 'message bus', choices: ['local', 'nats'], default: 'local' },
+  { name: 'nats', type: 'string', metavar: 'URL', help: 'NATS server (default: start one)' },
+  { name: 'processes', type: 'string', help: 'with nats: one process per stage, or all in this one', choices: ['per-stage', 'single'], default: 'per-stage' },
+  { name: 'jitter', type: 'string', help: 'communication jitter injected by the senders', choices: ['none', 'paper'], default: 'none' },
+  { name: 'jitter-seed', type: 'int', metavar: 'S', help: 'seed of the realized message delays only', default: 0 },
+  { name: 'seed', type: 'int', metavar: 'S', help: 'seed of the model and the data', default: TRAIN_DEFAULTS.seed },
+  { name: 'backend', type: 'string', metavar: 'NAME', help: 'force a tfjs backend: tfjs-node-gpu, tfjs-node, wasm, cpu (or env BATON_BACKEND)' },
+  { name: 'checkpoint', type: 'string', metavar: 'DIR', help: 'save a checkpoint here at the end (and every --checkpoint-every iterations)' },
+  { name: 'checkpoint-every', type: 'int', metavar: 'N', help: 'iterations between checkpoints (0 = only at the end)', default: 0 },
+  { name: 'resume', type: 'bool', help: 'continue from the checkpoint in --checkpoint DIR' },
+  { name: 'val-batches', type: 'int', metavar: 'N', help: 'validation microbatches evaluated at the end', default: TRAIN_DEFAULTS.valBatches },
+  { name: 'job', type: 'string', metavar: 'NAME', help: 'job name', default: 'train' },
+  { name: 'json', type: 'bool', help: 'print one JSON object' },
+  { name: 'help', type: 'bool', help: 'show this help' },
+];
+
+export const TRAIN_HELP = helpText('train', 'train a model with a synchronous pipeline (real compute, TensorFlow.js)',
+  'baton train --model gpt|mlp [--data FILE] --stages P [--chunks V] --microbatches M [--microbatch-size B] [--seq S] [--layers L] ' +
+  '[--width D] --iterations N [--policy NAME] [--transport local|nats] [--jitter none|paper] [--checkpoint DIR] [--seed S] [--jitter-seed S] [--json]', TRAIN_FLAGS);
+
+export interface TrainOutcome {
+  backend: string;
+  losses: number[];
+  final_loss: number;
+  val_loss: number;
+  tokens_per_s: number;
+  param_checksum: string;
+  iterations_run: number;
+  start_iteration: number;
+  summary: ReturnType<typeof summarize> & { transport: string; processes: number };
+}
+
+function positive(v: unknown, name: string): number {
+  if (!Number.isInteger(v) || (v as number) < 1) throw new UsageError(`train: --${name} must be a positive integer, got ${v}`);
+  return v as number;
+}
+
+export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: JobConfig; setup: { transport: 'local' | 'nats'; processes: 'per-stage' | 'single'; natsUrl?: string } } {
+  const total = positive(flags.iterations, 'iterations');
+  let start = 0;
+  if (flags.resume) {
+    if (!flags.checkpoint) throw new UsageError('train: --resume needs --checkpoint DIR');
+    start = readCheckpointMeta(String(flags.checkpoint)).nextIteration;
+    if (start >= total) throw new UsageError(`train: the checkpoint is at iteration ${start}, nothing left of --iterations ${total}`);
+  }
+  const train: TrainConfig = {
+    ...TRAIN_DEFAULTS,
+    model: flags.model as 'gpt' | 'mlp',
+    data: (flags.data as string | undefined) ?? null,
+    microbatchSize: positive(flags.microbatchSize, 'microbatch-size'),
+    seq: positive(flags.seq, 'seq'),
+    layers: positive(flags.layers, 'layers'),
+    width: positive(flags.width, 'width'),
+    heads: positive(flags.heads, 'heads'),
+    lr: flags.lr as number,
+    warmup: flags.warmup as number,
+    seed: flags.seed as number,
+    backend: (flags.backend as string | undefined) ?? null,
+    checkpoint: (flags.checkpoint as string | undefined) ?? null,
+    checkpointEvery: flags.checkpointEvery as number,
+    startIteration: start,
+    totalIterations: total,
+    valBatches: positive(flags.valBatches, 'val-batches'),
+  };
+  if (!(train.lr > 0)) throw new UsageError(`train: --lr must be positive, got ${train.lr}`);
+  const cfg = resolveConfig({
+    job: String(flags.job), stages: positive(flags.stages, 'stages'), chunks: positive(flags.chunks, 'chunks'),
+    microbatches: positive(flags.microbatches, 'microbatches'), policy: String(flags.policy), profile: 'train',
+    jitter: flags.jitter as 'none' | 'paper', seed: flags.jitterSeed as number, iterations: total - start,
+    bufferLimit: positive(flags.bufferLimit, 'buffer-limit'), firstIteration: start, train, stallTimeoutMs: 600000,
+  });
+  return { cfg, setup: { transport: flags.transport as 'local' | 'nats', processes: flags.processes as 'per-stage' | 'single', natsUrl: flags.nats as string | undefined } };
+}
+
+function snapshotsOf(rec: IterationRecord): StageSnapshot[] | null {
+  const snaps = rec.reports.map((r) => r.snapshot as StageSnapshot | undefined);
+  return snaps.every((s) => s) ? (snaps as StageSnapshot[]) : null;
+}
+
+export async function train(cfg: JobConfig, setup: { transport: 'local' | 'nats'; processes: 'per-stage' | 'single'; natsUrl?: string }, progress?: (line: string) => void): Promise<TrainOutcome> {
+  const t = cfg.train!;
+  const backend = (await loadBackend({ force: t.backend ?? undefined })).backend;
+  const corpus = corpusFor(t);
+  const spec = modelSpecFor(t, corpus.vocabSize);
+  const tokens = cfg.microbatches * tokensPerMicrobatch(t);
+  let last: StageSnapshot[] | null = null;
+  const onIteration = (rec: IterationRecord) => {
+    const snaps = snapshotsOf(rec);
+    if (snaps) {
+      last = snaps;
+      if (t.checkpoint) {
+        const params = new Map(snaps.flatMap((s) => Object.entries(s.params)));
+        writeCheckpoint(t.checkpoint, { nextIteration: rec.iteration + 1, stages: cfg.stages, chunks: cfg.chunks, checksum: paramChecksum(spec, params), config: cfg }, snaps);
+      }
+    }
+    const loss = rec.reports[cfg.stages - 1].loss as number;
+    progress?.(`iteration ${rec.iteration + 1}/${t.totalIterations}  loss ${loss.toFixed(4)}  ${(tokens / (rec.makespan / 1000)).toFixed(0)} tokens/s`);
+  };
+  const o = await runOnce(cfg, { ...setup, onIteration });
+  const records = o.result.records;
+  const losses = records.map((r) => r.reports[cfg.stages - 1].loss as number);
+  if (!last) throw new Error('the stages sent no final parameters');
+  const params = new Map((last as StageSnapshot[]).flatMap((s) => Object.entries(s.params)));
+  const seconds = records.reduce((a, r) => a + r.makespan, 0) / 1000;
+  return {
+    backend,
+    losses,
+    final_loss: losses[losses.length - 1],
+    val_loss: validationLoss(t, params, t.valBatches),
+    tokens_per_s: (tokens * records.length) / seconds,
+    param_checksum: paramChecksum(spec, params),
+    iterations_run: records.length,
+    start_iteration: t.startIteration,
+    summary: { ...summarize(o.result), transport: o.transport, processes: o.processes },
+  };
+}
+
+export async function trainCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
+  const { flags } = parseFlags(argv, TRAIN_FLAGS, 'train');
+  if (flags.help) {
+    out(TRAIN_HELP);
+    return 0;
+  }
+  const { cfg, setup } = trainConfigsFromFlags(flags);
+  const tty = !flags.json && process.stderr.isTTY;
+  const progress = flags.json ? undefined : (line: string) => process.stderr.write(tty ? `\r${line}   ` : `${line}\n`);
+  const r = await train(cfg, setup, progress);
+  if (tty) process.stderr.write('\n');
+  if (flags.json) {
+    const { summary, ...rest } = r;
+    out(JSON.stringify({ ...rest, ...summary }));
+    return 0;
+  }
+  out(`backend ${r.backend}; ${cfg.train!.model} on ${cfg.train!.data ?? 'the synthetic corpus'}; P=${cfg.stages} V=${cfg.chunks} M=${cfg.microbatches} policy ${cfg.policy}, ${r.summary.transport} (${r.summary.processes} process${r.summary.processes > 1 ? 'es' : ''})`);
+  out(`final loss ${r.final_loss.toFixed(4)}, validation loss ${r.val_loss.toFixed(4)}, ${r.tokens_per_s.toFixed(0)} tokens/s`);
+  out(`param checksum ${r.param_checksum}`);
+  if (cfg.train!.checkpoint) out(`checkpoint: ${cfg.train!.checkpoint} (next iteration ${cfg.firstIteration + r.iterations_run})`);
+  return 0;
+}

@@ -1,0 +1,51 @@
+// Gradient accumulation in microbatch order whatever the execution order: each
+// microbatch's gradients wait until every earlier one has been added, so the float32
+// sums, and therefore training, are bitwise identical for every policy and jitter seed.
+
+export class OrderedSumError extends Error {
+  override name = 'OrderedSumError';
+}
+
+export class OrderedSum {
+  private readonly sums: Float32Array[];
+  private readonly pending = new Map<number, Float32Array[]>();
+  private next = 0;
+
+  constructor(private readonly sizes: readonly number[], private readonly count: number) {
+    this.sums = sizes.map((n) => new Float32Array(n));
+  }
+
+  /** How many microbatches have been folded in (0..count). */
+  get added(): number {
+    return this.next;
+  }
+
+  get complete(): boolean {
+    return this.next === this.count;
+  }
+
+  add(mb: number, grads: readonly Float32Array[]): void {
+    if (!Number.isInteger(mb) || mb < 0 || mb >= this.count) throw new OrderedSumError(`microbatch ${mb} is outside 0..${this.count - 1}`);
+    if (mb < this.next || this.pending.has(mb)) throw new OrderedSumError(`gradients of microbatch ${mb} were added twice`);
+    if (grads.length !== this.sizes.length) throw new OrderedSumError(`microbatch ${mb}: ${grads.length} gradients for ${this.sizes.length} parameters`);
+    grads.forEach((g, i) => {
+      if (g.length !== this.sizes[i]) throw new OrderedSumError(`microbatch ${mb}, parameter ${i}: ${g.length} values, expected ${this.sizes[i]}`);
+    });
+    this.pending.set(mb, grads as Float32Array[]);
+    for (let g = this.pending.get(this.next); g; g = this.pending.get(this.next)) {
+      this.pending.delete(this.next);
+      for (let i = 0; i < g.length; i++) {
+        const s = this.sums[i];
+        const x = g[i];
+        for (let k = 0; k < s.length; k++) s[k] += x[k];
+      }
+      this.next++;
+    }
+  }
+
+  /** The sums; only once every microbatch was added. */
+  result(): Float32Array[] {
+    if (!this.complete) throw new OrderedSumError(`only ${this.next} of ${this.count} microbatches were added`);
+    return this.sums;
+  }
+}
