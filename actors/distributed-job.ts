@@ -94,9 +94,14 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
   const received = new Map<number, number>();
   const subs: Subscription[] = [];
   const traceRejects: string[] = [];
+  let nodeFailed: (e: Error) => void = () => {};
+  const nodeFailure = new Promise<never>((_, reject) => (nodeFailed = reject));
+  nodeFailure.catch(() => {});
   subs.push(bus.subscribe(replySubject, (_s, d) => {
     const r = decodeReply(d);
-    if (r) replies.push(r);
+    if (!r) return;
+    if (r.verb === 'failure') nodeFailed(new JobError(`on node ${r.name}, actor ${r.actor} failed: ${r.message}`));
+    replies.push(r);
   }));
   subs.push(bus.subscribe(ANNOUNCE_SUBJECT, (_s, d) => {
     const r = decodeReply(d);
@@ -160,7 +165,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     subs.push(bus.subscribe(subject(cfg.job, 'report'), (subj, data) => runtime.send(coordinator, { type: 'bytes', subject: subj, data })));
     await bus.flush();
     runtime.send(coordinator, { type: 'begin' });
-    await waitWithWatchdog(finished, () => events.length, cfg.stallTimeoutMs, async () => {
+    await waitWithWatchdog(Promise.race([finished, nodeFailure]), () => events.length, cfg.stallTimeoutMs, async () => {
       used.forEach((n) => request(n, { verb: 'status', job: cfg.job }));
       const st = await replies.waitFor((rs) => used.every((n) => rs.some((r) => r.name === n && r.verb === 'status')), 5000, () => 'stage statuses');
       const statuses = st.filter((r) => r.verb === 'status').flatMap((r) => r.statuses as StageStatus[]);

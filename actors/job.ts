@@ -76,7 +76,12 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   let records: IterationRecord[] | null = null;
   const coordinatorRejects: string[] = [];
   let finish: () => void = () => {};
-  const finished = new Promise<void>((resolve) => (finish = resolve));
+  let fail: (e: Error) => void = () => {};
+  const finished = new Promise<void>((resolve, reject) => {
+    finish = resolve;
+    fail = reject;
+  });
+  runtime.onFailure = (f) => fail(new JobError(`actor ${f.actor} failed: ${f.error.message}`, { cause: f.error }));
   const coordinator = spawnCoordinator({
     runtime, bus, job: cfg.job, stages: shape.stages, microbatches: shape.microbatches, iterations: cfg.iterations,
     firstIteration: cfg.firstIteration, onIteration: opts.onIteration,
@@ -92,7 +97,9 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   try {
     runtime.send(coordinator, { type: 'begin' });
     if (clock instanceof VirtualClock) {
-      const done = await clock.run(() => records !== null);
+      const failed = finished.catch((e: Error) => e);
+      const done = await clock.run(() => records !== null || runtime.failures.length > 0);
+      if (runtime.failures.length > 0) throw await failed;
       if (!done) throw new DeadlockError(await statuses(), events.slice(-40), clock.now());
     } else {
       await waitWithWatchdog(finished, () => events.length, cfg.stallTimeoutMs, async () =>

@@ -147,6 +147,10 @@ export class NodeAgent {
     const durations = durationModelFor(cfg, plan.shape);
     if (cfg.train) await loadTrainingBackend(cfg.train);
     const runtime = new ActorRuntime(new RealClock(), `${this.name}-${cfg.job}`);
+    runtime.onFailure = (f) => {
+      this.log(`node ${this.name}: actor ${f.actor} failed: ${f.error.message}`);
+      this.reply(req.reply, { verb: 'failure', job: cfg.job, actor: f.actor, message: `${f.error.name}: ${f.error.message}` });
+    };
     const job: HostedJob = { runtime, stages: new Map(), subs: [], pending: new Map(), sent: new Map(), flushTimer: null };
     for (const s of stages as number[]) {
       job.pending.set(s, []);

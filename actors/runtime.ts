@@ -25,6 +25,8 @@ export class ActorRuntime {
   private readonly system: ActorSystemRef;
   private readonly virtual: VirtualClock | null;
   readonly failures: ActorFailure[] = [];
+  /** Called on every actor failure (a job fails fast instead of stalling). */
+  onFailure: ((f: ActorFailure) => void) | null = null;
   messages = 0;
 
   constructor(readonly clock: Clock, name = 'baton') {
@@ -35,6 +37,7 @@ export class ActorRuntime {
   spawn<S, M>(name: string, initial: S, handler: Handler<S, M>): ActorRef<M> {
     const counter = this.virtual;
     const failures = this.failures;
+    const notify = (f: ActorFailure) => this.onFailure?.(f);
     const self: { name: string; ref: Ref<M> } = { name, ref: undefined as unknown as Ref<M> };
     self.ref = spawn(
       this.system,
@@ -42,7 +45,9 @@ export class ActorRuntime {
         try {
           return await handler(state, msg, self);
         } catch (err) {
-          failures.push({ actor: name, error: err instanceof Error ? err : new Error(String(err)) });
+          const f = { actor: name, error: err instanceof Error ? err : new Error(String(err)) };
+          failures.push(f);
+          notify(f);
           return state;
         } finally {
           counter?.leave();

@@ -36,6 +36,7 @@ export type StageMsg =
 export type StageEffect =
   | { readonly type: 'run'; readonly iteration: number; readonly task: Task }
   | { readonly type: 'send'; readonly iteration: number; readonly task: Task; readonly kind: 'activation' | 'gradient'; readonly dst: number; readonly dstChunk: number }
+  | { readonly type: 'local'; readonly iteration: number; readonly task: Task; readonly kind: 'input' | 'grad'; readonly dstChunk: number }
   | { readonly type: 'finished'; readonly iteration: number; readonly peakInflight: number }
   | { readonly type: 'event'; readonly event: BatonEvent };
 
@@ -171,13 +172,19 @@ function complete(s: StageState, it: IterationState, t: Task, now: number, fx: S
   if (t.kind === 'F') {
     const next = forwardSuccessor(stage, t.chunk, shape);
     if (next === null) it.ready.add(task('B', t.mb, t.chunk));
-    else if (next.stage === stage) arrive(s, it, 'input', t.mb, next.chunk);
+    else if (next.stage === stage) {
+      arrive(s, it, 'input', t.mb, next.chunk);
+      fx.push({ type: 'local', iteration: it.iteration, task: t, kind: 'input', dstChunk: next.chunk });
+    }
     else fx.push({ type: 'send', iteration: it.iteration, task: t, kind: 'activation', dst: next.stage, dstChunk: next.chunk });
     if (it.grads[slot]) it.ready.add(task('B', t.mb, t.chunk));
   } else if (t.kind === 'B') {
     const prev = backwardSuccessor(stage, t.chunk, shape);
     if (prev !== null) {
-      if (prev.stage === stage) arrive(s, it, 'grad', t.mb, prev.chunk);
+      if (prev.stage === stage) {
+        arrive(s, it, 'grad', t.mb, prev.chunk);
+        fx.push({ type: 'local', iteration: it.iteration, task: t, kind: 'grad', dstChunk: prev.chunk });
+      }
       else fx.push({ type: 'send', iteration: it.iteration, task: t, kind: 'gradient', dst: prev.stage, dstChunk: prev.chunk });
     }
     if (shape.splitBackward) it.ready.add(task('W', t.mb, t.chunk));

@@ -54,6 +54,14 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
         case 'run':
           compute.run(fx.iteration, fx.task, (tensors) => runtime.send(self, { type: 'done', iteration: fx.iteration, task: fx.task, tensors }));
           break;
+        case 'local': {
+          // Output for this same stage's next chunk (P = 1 with interleaving): no message.
+          const k = `${fx.iteration}|${formatTask(fx.task)}`;
+          const tensors = state.outputs.get(k);
+          state.outputs.delete(k);
+          if (tensors && compute.accept) compute.accept(fx.iteration, fx.kind, fx.task.mb, fx.dstChunk, tensors);
+          break;
+        }
         case 'send': {
           const k = `${fx.iteration}|${formatTask(fx.task)}`;
           const tensors = state.outputs.get(k);
