@@ -3,6 +3,7 @@
 
 import { JitterMode } from '../models/jitter';
 import { TrainConfig } from '../models/train-config';
+import { ASYNC_DEFAULTS, AsyncSettings } from './param-store';
 
 export interface JobConfig {
   /** Job name: the <job> token of every subject (baton.<job>.…). */
@@ -34,6 +35,11 @@ export interface JobConfig {
   firstIteration: number;
   /** Real compute: what to train (null: emulated compute from the profile). */
   train: TrainConfig | null;
+  /** sync: accumulate, step after all M (a flush). async: each stage updates after every
+   * backward, no flush; one continuous iteration (the CLI turns M x I into one stream). */
+  mode: 'sync' | 'async';
+  /** Asynchronous mode: consistency policy and optimizer settings of the parameter stores. */
+  async: AsyncSettings;
 }
 
 export const DEFAULTS: JobConfig = {
@@ -51,6 +57,8 @@ export const DEFAULTS: JobConfig = {
   stallTimeoutMs: 30000,
   firstIteration: 0,
   train: null,
+  mode: 'sync',
+  async: ASYNC_DEFAULTS,
 };
 
 export function resolveConfig(partial: Partial<JobConfig>): JobConfig {

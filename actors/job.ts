@@ -7,6 +7,7 @@ import { PipelineShape } from '../policies/task';
 import { lowerBound } from '../models/lower-bound';
 import { DurationModel } from '../models/durations';
 import { measuredDurations } from './measured';
+import { StoreStats } from './param-store';
 import { Bus, Subscription } from '../transport/bus';
 import { LocalBus } from '../transport/local-bus';
 import { subject } from '../transport/subjects';
@@ -165,6 +166,19 @@ export function summarize(r: JobResult) {
     bytes: r.totals.bytes,
     rejected: r.totals.rejected,
     wall_ms: r.wallMs,
+    mode: r.config.mode,
+    ...(r.config.mode === 'async' ? asyncStats(r) : {}),
+  };
+}
+
+/** Staleness and extra consistency state per stage, from the parameter stores' reports. */
+export function asyncStats(r: JobResult) {
+  const stores = r.records[r.records.length - 1].reports.map((x) => x.store as StoreStats | undefined);
+  return {
+    consistency: r.config.async.consistency,
+    updates: stores.map((s) => s?.updates ?? 0),
+    staleness: stores.map((s) => ({ mean: s?.staleness.mean ?? 0, max: s?.staleness.max ?? 0 })),
+    extra_state_bytes: stores.map((s) => s?.extraStateBytes ?? 0),
   };
 }
 

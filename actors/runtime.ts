@@ -65,6 +65,14 @@ export class ActorRuntime {
     dispatch(to.ref, msg);
   }
 
+  /** Counts `p` as work until it settles, so the virtual clock waits for it. */
+  hold<T>(p: Promise<T>): Promise<T> {
+    if (!this.virtual) return p;
+    const v = this.virtual;
+    v.enter();
+    return p.finally(() => v.leave());
+  }
+
   /** Ask an actor something; `make` builds the message around the reply address. */
   async ask<M, R>(to: ActorRef<M>, make: (reply: (r: R) => void) => M, timeoutMs = 5000): Promise<R> {
     return new Promise<R>((resolve, reject) => {

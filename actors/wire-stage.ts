@@ -12,6 +12,8 @@ import { Bus, Subscription } from '../transport/bus';
 import { SubjectKind, checkJobName, subject } from '../transport/subjects';
 import { Clock } from './clock';
 import { TrainingCompute } from './training-compute';
+import { AsyncEmulatedCompute, AsyncTrainingCompute, TimedCompute, asyncStageModule, initialParams } from './async-compute';
+import { CONSISTENCY_POLICIES, spawnParamStore } from './param-store';
 import { resumeSnapshot } from './checkpoint';
 import { loadBackend } from '../models/backend';
 import { TrainConfig } from '../models/train-config';
@@ -47,6 +49,13 @@ export function planJob(cfg: JobConfig): { policy: HintPolicy; shape: PipelineSh
   policy.check(shape);
   if (!Number.isInteger(cfg.iterations) || cfg.iterations < 1) throw new JobError(`iterations must be a positive integer, got ${cfg.iterations}`);
   if (!Number.isInteger(cfg.bufferLimit) || cfg.bufferLimit < 1) throw new JobError(`buffer limit must be a positive integer, got ${cfg.bufferLimit}`);
+  if (cfg.mode === 'async') {
+    if (shape.chunks !== 1) throw new JobError(`asynchronous mode runs one chunk per stage, got chunks = ${shape.chunks}`);
+    if (policy.splitBackward) throw new JobError(`asynchronous mode updates after each whole backward; policy ${policy.name} splits backward into B and W`);
+    if (cfg.iterations !== 1) throw new JobError(`asynchronous mode runs one continuous stream of microbatches (iterations = 1), got iterations = ${cfg.iterations}`);
+    if (!(CONSISTENCY_POLICIES as readonly string[]).includes(cfg.async.consistency))
+      throw new JobError(`unknown consistency policy ${JSON.stringify(cfg.async.consistency)}; known: ${CONSISTENCY_POLICIES.join(', ')}`);
+  }
   return { policy, shape };
 }
 
@@ -57,6 +66,24 @@ export function durationModelFor(cfg: JobConfig, shape: PipelineShape): Duration
 /** Load the tfjs backend a training config asks for (once per process). */
 export async function loadTrainingBackend(t: TrainConfig): Promise<string> {
   return (await loadBackend({ force: t.backend ?? undefined })).backend;
+}
+
+function computeFor(o: StageWiringOptions): StageCompute {
+  const { runtime, cfg, plan, durations, stage: s } = o;
+  const clock = runtime.clock;
+  let real: StageCompute | null = null;
+  if (cfg.mode === 'async') {
+    const module = cfg.train ? asyncStageModule(s, plan.shape, cfg.train) : null;
+    const init = module ? initialParams(module) : null;
+    const store = spawnParamStore({ runtime, stage: s, stages: plan.shape.stages, settings: cfg.async, params: init?.params ?? null, infos: init?.infos ?? [] });
+    if (!module || !cfg.train) return new AsyncEmulatedCompute(runtime, s, durations, store);
+    real = new AsyncTrainingCompute(runtime, s, plan.shape, cfg.train, module, store);
+  } else if (cfg.train) {
+    real = new TrainingCompute(s, plan.shape, cfg.train, cfg.iterations, resumeSnapshot(cfg.train, s));
+  }
+  if (!real) return new EmulatedCompute(clock, s, durations);
+  // On the virtual clock real compute holds its stage for the profile's duration.
+  return clock.kind === 'virtual' ? new TimedCompute(real, clock, s, durations) : real;
 }
 
 export interface WiredStage {
@@ -81,9 +108,7 @@ export interface StageWiringOptions {
 export function wireStage(o: StageWiringOptions): WiredStage {
   const { runtime, bus, cfg, plan, durations, stage: s, sink } = o;
   const sender = spawnSender({ runtime, bus, job: cfg.job, stage: s, comm: durations, sink });
-  const compute = o.computeFor ? o.computeFor(s, runtime.clock)
-    : cfg.train ? new TrainingCompute(s, plan.shape, cfg.train, cfg.iterations, resumeSnapshot(cfg.train, s))
-    : new EmulatedCompute(runtime.clock, s, durations);
+  const compute = o.computeFor ? o.computeFor(s, runtime.clock) : computeFor(o);
   const arbiter = makeArbiter(plan.policy, cfg.bufferLimit);
   const stage = spawnStage({ stage: s, shape: plan.shape, policy: plan.policy, arbiter }, { runtime, compute, sender, sink });
   const receiver = spawnReceiver({ runtime, job: cfg.job, stage: s, target: stage, sink });

@@ -16,7 +16,13 @@ export const JOB_FLAGS: readonly FlagSpec[] = [
   { name: 'seed', type: 'int', metavar: 'S', help: 'seed of the realized durations', default: DEFAULTS.seed },
   { name: 'iterations', type: 'int', metavar: 'I', help: 'iterations (each ends with a flush)', default: DEFAULTS.iterations },
   { name: 'job', type: 'string', metavar: 'NAME', help: 'job name (the subject token baton.<job>.…)', default: DEFAULTS.job },
+  { name: 'mode', type: 'string', help: 'sync: flush every iteration; async: update after every backward, no flush (M x I microbatches in one stream)', choices: ['sync', 'async'], default: 'sync' },
 ];
+
+/** Asynchronous mode never flushes: I iterations of M microbatches become one stream of M x I. */
+export function asyncStream(cfg: JobConfig): JobConfig {
+  return cfg.mode === 'async' ? { ...cfg, microbatches: cfg.microbatches * cfg.iterations, iterations: 1 } : cfg;
+}
 
 function positiveInt(flags: ParsedFlags, name: string, key: string): number {
   const v = flags[key] as number;
@@ -41,5 +47,6 @@ export function jobConfigFromFlags(flags: ParsedFlags): JobConfig {
     bufferLimit: positiveInt(flags, 'buffer-limit', 'bufferLimit'),
     seed,
     iterations: positiveInt(flags, 'iterations', 'iterations'),
+    mode: flags.mode as 'sync' | 'async',
   });
 }

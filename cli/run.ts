@@ -11,7 +11,7 @@ import { JobResult, runJob, summarize } from '../actors/job';
 import { NatsBus } from '../transport/nats-bus';
 import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
-import { JOB_FLAGS, jobConfigFromFlags } from './job-flags';
+import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { formatTable } from './table';
 import { writeTraceFiles } from './trace-output';
 
@@ -108,7 +108,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     out(RUN_HELP);
     return 0;
   }
-  const cfg: JobConfig = { ...jobConfigFromFlags(flags), stallTimeoutMs: flags.stallTimeout as number };
+  const cfg: JobConfig = asyncStream({ ...jobConfigFromFlags(flags), stallTimeoutMs: flags.stallTimeout as number });
   if (!(cfg.stallTimeoutMs > 0)) throw new UsageError(`run: --stall-timeout must be positive, got ${cfg.stallTimeoutMs}`);
   const setup: RunSetup = {
     transport: flags.transport as 'nats' | 'local',

@@ -3,7 +3,7 @@
 import { JobResult, runJob, summarize } from '../actors/job';
 import { JobConfig } from '../actors/config';
 import { FlagSpec, helpText, parseFlags } from './args';
-import { JOB_FLAGS, jobConfigFromFlags } from './job-flags';
+import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { formatTable } from './table';
 import { writeTraceFiles } from './trace-output';
 
@@ -39,7 +39,7 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
     out(SIM_HELP);
     return 0;
   }
-  const cfg = jobConfigFromFlags(flags);
+  const cfg = asyncStream(jobConfigFromFlags(flags));
   if (flags.printConfig) {
     out(JSON.stringify(cfg, null, 2));
     return 0;

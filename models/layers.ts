@@ -6,11 +6,45 @@
 
 import * as tf from '@tensorflow/tfjs';
 
+/** What a linear layer saw in a captured forward: its input rows and its weight's names. */
+export interface CapturedLinearInput {
+  readonly weight: string;
+  readonly bias?: string;
+  readonly din: number;
+  readonly dout: number;
+  /** n × din input rows, row-major (a copy). */
+  readonly x: Float32Array;
+  readonly n: number;
+}
+
+let capture: { names: ReadonlyMap<number, string>; out: CapturedLinearInput[] } | null = null;
+
+/**
+ * Runs `fn` and records the input of every linear layer whose weight tensor is named in
+ * `names` (tensor id → parameter name). Asynchronous consistency (FRESCO) protects the
+ * subspace of these inputs; the model itself stays unaware of it.
+ */
+export function captureLinearInputs<T>(names: ReadonlyMap<number, string>, fn: () => T): { result: T; inputs: CapturedLinearInput[] } {
+  const prev = capture;
+  capture = { names, out: [] };
+  try {
+    const result = fn();
+    return { result, inputs: capture.out };
+  } finally {
+    capture = prev;
+  }
+}
+
 /** x (..., Cin) @ w (Cin, Cout) + b (Cout) → (..., Cout). */
 export function linear(x: tf.Tensor, w: tf.Tensor, b?: tf.Tensor): tf.Tensor {
   const cin = x.shape[x.shape.length - 1]!;
   const cout = w.shape[1]!;
   const lead = x.shape.slice(0, -1);
+  const weight = capture?.names.get(w.id);
+  if (capture && weight !== undefined) {
+    const rows = Float32Array.from(x.dataSync() as Float32Array);
+    capture.out.push({ weight, bias: b ? capture.names.get(b.id) : undefined, din: cin, dout: cout, x: rows, n: rows.length / cin });
+  }
   let y: tf.Tensor = tf.matMul(x.reshape([-1, cin]) as tf.Tensor2D, w as tf.Tensor2D); // (N, Cout)
   if (b) y = y.add(b);
   return y.reshape([...lead, cout]);

@@ -1,0 +1,183 @@
+// Stage compute in asynchronous mode: every task asks the parameter-store actor for its
+// weights and tells it what ran, so the store can update after each backward and keep
+// the in-flight microbatches consistent. Two variants: real tfjs compute, and emulated
+// compute (durations only) that still drives the store, so simulations report
+// staleness exactly as training runs do. `TimedCompute` makes real compute hold its
+// stage for the emulated duration, so a training run on the virtual clock has the
+// profile's timing and a deterministic order.
+
+import * as tf from '@tensorflow/tfjs';
+import { PipelineShape, Task, isLossStage } from '../policies/task';
+import { Corpus } from '../models/data';
+import { captureLinearInputs } from '../models/layers';
+import { buildStage, planPartition } from '../models/partition';
+import { StageModule } from '../models/stage-module';
+import { TrainConfig, batchFor, corpusFor, modelSpecFor } from '../models/train-config';
+import { TensorPayload } from '../transport/envelope';
+import { Clock } from './clock';
+import { StageCompute, TaskDurations } from './compute';
+import { ParamMapF, StoreMsg, StoreStats } from './param-store';
+import { ActorRef, ActorRuntime } from './runtime';
+import { TrainingComputeError } from './training-compute';
+
+const key = (mb: number) => `${mb}`;
+
+function payload(t: tf.Tensor): TensorPayload {
+  return { dtype: 'float32', shape: t.shape, data: Float32Array.from(t.dataSync() as Float32Array) };
+}
+
+async function storeStats(runtime: ActorRuntime, store: ActorRef<StoreMsg>): Promise<StoreStats> {
+  return runtime.ask<StoreMsg, StoreStats>(store, (reply) => ({ type: 'stats', reply }), 60000);
+}
+
+/** Emulated compute in asynchronous mode: holds the stage, and reports F and B to the store. */
+export class AsyncEmulatedCompute implements StageCompute {
+  readonly kind = 'emulated-async';
+  constructor(
+    private readonly runtime: ActorRuntime, private readonly stage: number,
+    private readonly durations: TaskDurations, private readonly store: ActorRef<StoreMsg>,
+  ) {}
+
+  run(iteration: number, t: Task, done: () => void): void {
+    this.runtime.clock.setTimer(this.durations.compute(iteration, this.stage, t), () => {
+      this.runtime.send(this.store, t.kind === 'F' ? { type: 'forward-ran', mb: t.mb } : { type: 'backward-ran', mb: t.mb });
+      done();
+    });
+  }
+
+  async endIteration(): Promise<Record<string, unknown>> {
+    return { store: await storeStats(this.runtime, this.store) };
+  }
+}
+
+/** The module's parameters as plain arrays, in its fixed order (the store's initial state). */
+export function initialParams(module: StageModule): { params: ParamMapF; infos: { name: string; shape: number[]; decay: boolean }[] } {
+  const names = module.paramNames();
+  const vars = module.params();
+  return {
+    params: new Map(vars.map((v, i) => [names[i], Float32Array.from(v.dataSync() as Float32Array)])),
+    infos: vars.map((v, i) => ({ name: names[i], shape: v.shape, decay: v.shape.length >= 2 })),
+  };
+}
+
+/** Builds the single chunk module a stage trains in asynchronous mode. */
+export function asyncStageModule(stage: number, shape: PipelineShape, train: TrainConfig): StageModule {
+  const corpus = corpusFor(train);
+  const spec = modelSpecFor(train, corpus.vocabSize);
+  return buildStage(spec, planPartition(spec, { stages: shape.stages, chunks: 1 }), stage);
+}
+
+/** Real compute in asynchronous mode (V = 1): weights come from the store for every task. */
+export class AsyncTrainingCompute implements StageCompute {
+  readonly kind = 'tfjs-async';
+  private readonly corpus: Corpus;
+  private readonly names: string[];
+  private readonly received = new Map<string, tf.Tensor>();
+  private readonly grads = new Map<string, tf.Tensor>();
+  private readonly saved = new Map<string, tf.Tensor>();
+  private readonly losses: number[] = [];
+
+  constructor(
+    private readonly runtime: ActorRuntime, private readonly stage: number, private readonly shape: PipelineShape,
+    private readonly train: TrainConfig, private readonly module: StageModule, private readonly store: ActorRef<StoreMsg>,
+  ) {
+    this.corpus = corpusFor(train);
+    this.names = module.paramNames();
+  }
+
+  accept(_iteration: number, kind: 'input' | 'grad', mb: number, _chunk: number, tensors: readonly TensorPayload[]): void {
+    if (tensors.length !== 1 || tensors[0].dtype !== 'float32')
+      throw new TrainingComputeError(`stage ${this.stage}: ${kind} for microbatch ${mb} must carry one float32 tensor`);
+    const p = tensors[0];
+    (kind === 'input' ? this.received : this.grads).set(key(mb), tf.tensor(Float32Array.from(p.data as Float32Array), [...p.shape], 'float32'));
+  }
+
+  private async weights(purpose: 'forward' | 'backward', mb: number): Promise<tf.Tensor[]> {
+    const w = await this.runtime.ask<StoreMsg, ReadonlyMap<string, Float32Array> | null>(this.store, (reply) => ({ type: 'weights', purpose, mb, reply }), 60000);
+    if (!w) throw new TrainingComputeError(`stage ${this.stage}: the parameter store holds no parameters`);
+    const vars = this.module.params();
+    return this.names.map((n, i) => {
+      const p = w.get(n);
+      if (!p) throw new TrainingComputeError(`stage ${this.stage}: the store has no parameter ${n}`);
+      return tf.tensor(p, vars[i].shape, 'float32');
+    });
+  }
+
+  run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void): void {
+    const work = this.runtime.hold(t.kind === 'F' ? this.forward(iteration, t) : this.backward(iteration, t));
+    work.then(done, (err: Error) => {
+      // Surface the failure through the stage actor (it counts and reports it).
+      this.runtime.failures.push({ actor: `compute-${this.stage}`, error: err });
+      this.runtime.onFailure?.({ actor: `compute-${this.stage}`, error: err });
+    });
+  }
+
+  private async forward(iteration: number, t: Task): Promise<TensorPayload[]> {
+    const x = this.stage === 0
+      ? tf.tensor(batchFor(this.train, this.corpus, 'train', iteration, t.mb).inputs, [this.train.microbatchSize, this.train.seq], 'int32')
+      : this.take(this.received, t.mb, 'input activation');
+    this.saved.set(key(t.mb), x);
+    const w = await this.weights('forward', t.mb);
+    const names = new Map(w.map((tensor, i) => [tensor.id, this.names[i]]));
+    const { result: y, inputs } = captureLinearInputs(names, () => this.module.forward(x, w));
+    tf.dispose(w);
+    this.runtime.send(this.store, { type: 'forward-ran', mb: t.mb, inputs });
+    const out = this.module.isLast ? [] : [payload(y)];
+    y.dispose();
+    return out;
+  }
+
+  private take(map: Map<string, tf.Tensor>, mb: number, what: string): tf.Tensor {
+    const x = map.get(key(mb));
+    if (!x) throw new TrainingComputeError(`stage ${this.stage}: no ${what} for microbatch ${mb}`);
+    map.delete(key(mb));
+    return x;
+  }
+
+  private async backward(iteration: number, t: Task): Promise<TensorPayload[]> {
+    const x = this.take(this.saved, t.mb, 'forward input');
+    const last = isLossStage(this.stage, t.chunk, this.shape);
+    const dy = last ? null : this.take(this.grads, t.mb, 'output gradient');
+    const b = last ? batchFor(this.train, this.corpus, 'train', iteration, t.mb) : null;
+    const targets = b ? tf.tensor(b.targets, [...b.targetShape], 'int32') : undefined;
+    const w = await this.weights('backward', t.mb);
+    const res = this.module.backward(x, dy, { targets, lossScale: 1, params: w });
+    tf.dispose([w, x, ...(dy ? [dy] : []), ...(targets ? [targets] : [])]);
+    if (res.loss !== undefined) this.losses[t.mb] = res.loss;
+    const grads = new Map(res.paramGrads.map((g, i) => [this.names[i], Float32Array.from(g.dataSync() as Float32Array)]));
+    tf.dispose(res.paramGrads);
+    this.runtime.send(this.store, { type: 'backward-ran', mb: t.mb, grads });
+    const out = res.gradInput ? [payload(res.gradInput)] : [];
+    res.gradInput?.dispose();
+    return out;
+  }
+
+  async endIteration(): Promise<Record<string, unknown>> {
+    const stats = await storeStats(this.runtime, this.store);
+    const params = await this.runtime.ask<StoreMsg, ParamMapF>(this.store, (reply) => ({ type: 'params', reply }), 60000);
+    const body: Record<string, unknown> = { store: stats, snapshot: { params: Object.fromEntries(params), optimizer: [] } };
+    if (this.losses.length > 0) body.losses = this.losses;
+    return body;
+  }
+
+  dispose(): void {
+    for (const m of [this.received, this.grads, this.saved]) for (const t of m.values()) t.dispose();
+    this.module.dispose();
+  }
+}
+
+/** Real compute that holds its stage for the emulated duration afterwards (virtual-clock training). */
+export class TimedCompute implements StageCompute {
+  readonly kind: string;
+  constructor(private readonly inner: StageCompute, private readonly clock: Clock, private readonly stage: number, private readonly durations: TaskDurations) {
+    this.kind = `${inner.kind}+timed`;
+    if (inner.accept) this.accept = inner.accept.bind(inner);
+    if (inner.endIteration) this.endIteration = inner.endIteration.bind(inner);
+  }
+  accept?: StageCompute['accept'];
+  endIteration?: StageCompute['endIteration'];
+
+  run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void): void {
+    this.inner.run(iteration, t, (out) => this.clock.setTimer(this.durations.compute(iteration, this.stage, t), () => done(out)));
+  }
+}

@@ -1,0 +1,181 @@
+// The parameter-store actor of a stage in asynchronous mode: it owns the stage's
+// parameters and optimizer state, hands the stage the weights for each F and B, learns
+// "F ran for microbatch j with these layer inputs" and "B ran for j with these
+// gradients", and applies the consistency policy (none, stash, pipemare, predict,
+// fresco) to every update. The stage never touches parameters itself.
+//
+// Every B triggers one update (no flush). The store records each update's staleness:
+// how many updates happened at this stage between the microbatch's F and its B.
+// With emulated compute there are no tensors: the store only counts updates and
+// staleness, which is what the simulator reports.
+//
+// Not modelled: several chunks per stage (asynchronous mode runs V = 1), and clipping
+// across stages (each stage clips its own gradient norm).
+
+import { clipGradNorm } from '../policies/optim/clip';
+import { NAdamW } from '../policies/optim/nadamw';
+import { ParamInfo } from '../policies/optim/params';
+import { applyUpdates } from '../policies/optim/params';
+import { lrAt } from '../policies/optim/schedule';
+import { ConsistencyPolicy, LayerInput } from '../policies/consistency/policy';
+import { FrescoPolicy, LinearLayerSpec } from '../policies/consistency/fresco-policy';
+import { NoConsistency } from '../policies/consistency/none';
+import { PipeMare } from '../policies/consistency/pipemare';
+import { WeightPrediction } from '../policies/consistency/predict';
+import { WeightStash } from '../policies/consistency/stash';
+import { CapturedLinearInput } from '../models/layers';
+import { ActorRef, ActorRuntime } from './runtime';
+
+export const CONSISTENCY_POLICIES = ['none', 'stash', 'pipemare', 'predict', 'fresco'] as const;
+export type ConsistencyName = (typeof CONSISTENCY_POLICIES)[number];
+
+export interface AsyncSettings {
+  consistency: ConsistencyName;
+  /** FRESCO protection budget α. */
+  alpha: number;
+  /** Peak learning rate, warmup updates, total updates (cosine to 0.1x after warmup). */
+  lr: number;
+  warmup: number;
+  totalUpdates: number;
+  weightDecay: number;
+  beta1: number;
+  clip: number;
+  /** PipeMare: updates over which the damping exponent decays to 0. */
+  pipemareSteps: number;
+}
+
+export const ASYNC_DEFAULTS: AsyncSettings = {
+  consistency: 'none', alpha: 0.25, lr: 1e-3, warmup: 20, totalUpdates: 1000, weightDecay: 0.01, beta1: 0.99, clip: 1.0, pipemareSteps: 1000,
+};
+
+export type ParamMapF = Map<string, Float32Array>;
+
+export type StoreMsg =
+  | { readonly type: 'weights'; readonly purpose: 'forward' | 'backward'; readonly mb: number; readonly reply: (w: ReadonlyMap<string, Float32Array> | null) => void }
+  | { readonly type: 'forward-ran'; readonly mb: number; readonly inputs?: readonly CapturedLinearInput[] }
+  | { readonly type: 'backward-ran'; readonly mb: number; readonly grads?: ParamMapF }
+  | { readonly type: 'stats'; readonly reply: (s: StoreStats) => void }
+  | { readonly type: 'params'; readonly reply: (p: ParamMapF) => void };
+
+export interface StoreStats {
+  updates: number;
+  staleness: { mean: number; max: number; count: number };
+  /** Per update, in order: the staleness of the microbatch whose B made it. */
+  stalenessByUpdate: number[];
+  extraStateBytes: number;
+  optimizerBytes: number;
+  consistency: string;
+}
+
+interface StoreState {
+  params: ParamMapF | null;
+  infos: ParamInfo[];
+  optimizer: NAdamW | null;
+  policy: ConsistencyPolicy | null;
+  step: number;
+  forwardStep: Map<number, number>;
+  staleness: number[];
+  peakExtraBytes: number;
+}
+
+export class ParamStoreError extends Error {
+  override name = 'ParamStoreError';
+}
+
+function frescoLayers(inputs: readonly CapturedLinearInput[]): LinearLayerSpec[] {
+  return inputs.map((c) => ({ layer: c.weight, weight: c.weight, bias: c.bias, layout: 'in-out' as const, dout: c.dout, din: c.din }));
+}
+
+function makePolicy(s: AsyncSettings, opt: NAdamW | null, stage: number, stages: number, inputs?: readonly CapturedLinearInput[]): ConsistencyPolicy {
+  const delay = stages - 1 - stage;
+  switch (s.consistency) {
+    case 'none':
+      return new NoConsistency();
+    case 'stash':
+      return new WeightStash();
+    case 'pipemare':
+      return new PipeMare({ tau: Math.max(1, delay), dampingSteps: s.pipemareSteps });
+    case 'predict':
+      if (!opt) throw new ParamStoreError('predict needs an optimizer');
+      return new WeightPrediction({ delay, direction: (n, p, o) => opt.direction(n, p, o) });
+    case 'fresco':
+      return new FrescoPolicy({ layers: frescoLayers(inputs ?? []), tau: Math.max(1, stages - stage), alpha: s.alpha });
+  }
+}
+
+export interface ParamStoreWiring {
+  runtime: ActorRuntime;
+  stage: number;
+  stages: number;
+  settings: AsyncSettings;
+  /** Initial parameters (real compute) or null (emulated compute: only counting). */
+  params: ParamMapF | null;
+  infos: ParamInfo[];
+}
+
+export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
+  const { settings: s, stage, stages } = w;
+  const optimizer = w.params ? new NAdamW(w.infos, { beta1: s.beta1, weightDecay: s.weightDecay }) : null;
+  const initial: StoreState = {
+    params: w.params, infos: w.infos, optimizer,
+    // FRESCO needs the layer shapes it sees in the first forward; the others start now.
+    policy: w.params && s.consistency !== 'fresco' ? makePolicy(s, optimizer, stage, stages) : null,
+    step: 0, forwardStep: new Map(), staleness: [], peakExtraBytes: 0,
+  };
+  const lrOf = (step: number) => lrAt({ peak: s.lr, warmupSteps: s.warmup, totalSteps: Math.max(s.totalUpdates, s.warmup + 1) }, step);
+  return w.runtime.spawn<StoreState, StoreMsg>(`param-store-${stage}`, initial, (st, msg) => {
+    switch (msg.type) {
+      case 'weights': {
+        if (!st.params) return msg.reply(null), st;
+        const ctx = { params: st.params, step: st.step, lr: lrOf(st.step) };
+        if (!st.policy) return msg.reply(st.params), st;
+        msg.reply(msg.purpose === 'forward' ? st.policy.weightsForForward(msg.mb, ctx) : st.policy.weightsForBackward(msg.mb, ctx));
+        return st;
+      }
+      case 'forward-ran': {
+        if (st.forwardStep.has(msg.mb)) throw new ParamStoreError(`stage ${stage}: forward of microbatch ${msg.mb} reported twice`);
+        st.forwardStep.set(msg.mb, st.step);
+        if (st.params && !st.policy) st.policy = makePolicy(s, st.optimizer, stage, stages, msg.inputs);
+        if (st.policy) {
+          const inputs = new Map<string, LayerInput>((msg.inputs ?? []).map((c) => [c.weight, { x: c.x, n: c.n }]));
+          st.policy.forward(msg.mb, inputs);
+          st.peakExtraBytes = Math.max(st.peakExtraBytes, st.policy.extraStateBytes());
+        }
+        return st;
+      }
+      case 'backward-ran': {
+        const at = st.forwardStep.get(msg.mb);
+        if (at === undefined) throw new ParamStoreError(`stage ${stage}: backward of microbatch ${msg.mb} without its forward`);
+        st.forwardStep.delete(msg.mb);
+        st.staleness.push(st.step - at);
+        if (st.params && st.optimizer && st.policy) {
+          if (!msg.grads) throw new ParamStoreError(`stage ${stage}: backward of microbatch ${msg.mb} came without gradients`);
+          st.policy.backward(msg.mb);
+          clipGradNorm(msg.grads, s.clip);
+          const lr = lrOf(st.step);
+          const delta = st.optimizer.propose(st.params, msg.grads, lr);
+          st.policy.transformUpdate(delta, { params: st.params, step: st.step + 1, lr });
+          applyUpdates(st.params, delta);
+          st.peakExtraBytes = Math.max(st.peakExtraBytes, st.policy.extraStateBytes());
+        }
+        st.step++;
+        return st;
+      }
+      case 'params':
+        msg.reply(new Map([...(st.params ?? new Map<string, Float32Array>())].map(([n, p]) => [n, Float32Array.from(p)])));
+        return st;
+      case 'stats': {
+        const n = st.staleness.length;
+        msg.reply({
+          updates: st.step,
+          staleness: { mean: n ? st.staleness.reduce((a, b) => a + b, 0) / n : 0, max: n ? Math.max(...st.staleness) : 0, count: n },
+          stalenessByUpdate: [...st.staleness],
+          extraStateBytes: st.peakExtraBytes,
+          optimizerBytes: st.optimizer?.stateBytes() ?? 0,
+          consistency: s.consistency,
+        });
+        return st;
+      }
+    }
+  });
+}
