@@ -6,7 +6,8 @@
 import { resolveConfig, JobConfig } from '../actors/config';
 import { IterationRecord } from '../actors/coordinator';
 import { readCheckpointMeta, writeCheckpoint } from '../actors/checkpoint';
-import { summarize } from '../actors/job';
+import { runJob, summarize } from '../actors/job';
+import { ASYNC_DEFAULTS, CONSISTENCY_POLICIES, ConsistencyName } from '../actors/param-store';
 import { StageSnapshot } from '../actors/training-compute';
 import { loadBackend } from '../models/backend';
 import { paramChecksum, validationLoss } from '../models/reference-train';
@@ -42,13 +43,20 @@ const TRAIN_FLAGS: readonly FlagSpec[] = [
   { name: 'resume', type: 'bool', help: 'continue from the checkpoint in --checkpoint DIR' },
   { name: 'val-batches', type: 'int', metavar: 'N', help: 'validation microbatches evaluated at the end', default: TRAIN_DEFAULTS.valBatches },
   { name: 'job', type: 'string', metavar: 'NAME', help: 'job name', default: 'train' },
+  { name: 'mode', type: 'string', help: 'sync: AdamW step after all M (a flush); async: NAdamW update after every backward, no flush', choices: ['sync', 'async'], default: 'sync' },
+  { name: 'consistency', type: 'string', help: 'async: how in-flight microbatches are kept consistent', choices: CONSISTENCY_POLICIES, default: 'none' },
+  { name: 'alpha', type: 'number', metavar: 'A', help: 'async fresco: protected fraction of each linear layer\'s capacity', default: ASYNC_DEFAULTS.alpha },
+  { name: 'beta1', type: 'number', metavar: 'B1', help: 'async: NAdamW beta1', default: ASYNC_DEFAULTS.beta1 },
+  { name: 'clock', type: 'string', help: 'real: wall clock; virtual: real compute, but each task holds its stage for the profile\'s duration on a virtual clock (deterministic order)', choices: ['real', 'virtual'], default: 'real' },
+  { name: 'profile', type: 'string', metavar: 'NAME|FILE', help: 'message timing (and task durations with --clock virtual)', default: 'train' },
   { name: 'json', type: 'bool', help: 'print one JSON object' },
   { name: 'help', type: 'bool', help: 'show this help' },
 ];
 
 export const TRAIN_HELP = helpText('train', 'train a model with a synchronous pipeline (real compute, TensorFlow.js)',
   'baton train --model gpt|mlp [--data FILE] --stages P [--chunks V] --microbatches M [--microbatch-size B] [--seq S] [--layers L] ' +
-  '[--width D] --iterations N [--policy NAME] [--transport local|nats] [--jitter none|paper] [--checkpoint DIR] [--seed S] [--jitter-seed S] [--json]', TRAIN_FLAGS);
+  '[--width D] --iterations N [--policy NAME] [--transport local|nats] [--jitter none|paper] [--checkpoint DIR] [--seed S] [--jitter-seed S] ' +
+  '[--mode sync|async] [--consistency none|stash|pipemare|predict|fresco] [--alpha A] [--json]', TRAIN_FLAGS);
 
 export interface TrainOutcome {
   backend: string;
@@ -67,7 +75,7 @@ function positive(v: unknown, name: string): number {
   return v as number;
 }
 
-export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: JobConfig; setup: { transport: 'local' | 'nats'; processes: 'per-stage' | 'single'; natsUrl?: string } } {
+export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: JobConfig; setup: TrainSetup } {
   const total = positive(flags.iterations, 'iterations');
   let start = 0;
   if (flags.resume) {
@@ -95,13 +103,19 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: Jo
     valBatches: positive(flags.valBatches, 'val-batches'),
   };
   if (!(train.lr > 0)) throw new UsageError(`train: --lr must be positive, got ${train.lr}`);
+  const mode = flags.mode as 'sync' | 'async';
+  const M = positive(flags.microbatches, 'microbatches');
+  if (mode === 'async' && (flags.checkpoint || flags.resume)) throw new UsageError('train: checkpoints are only written in synchronous mode');
+  const alpha = flags.alpha as number;
+  if (!(alpha > 0 && alpha <= 1)) throw new UsageError(`train: --alpha must be in (0, 1], got ${alpha}`);
   const cfg = resolveConfig({
     job: String(flags.job), stages: positive(flags.stages, 'stages'), chunks: positive(flags.chunks, 'chunks'),
-    microbatches: positive(flags.microbatches, 'microbatches'), policy: String(flags.policy), profile: 'train',
-    jitter: flags.jitter as 'none' | 'paper', seed: flags.jitterSeed as number, iterations: total - start,
-    bufferLimit: positive(flags.bufferLimit, 'buffer-limit'), firstIteration: start, train, stallTimeoutMs: 600000,
+    microbatches: mode === 'async' ? M * total : M, policy: String(flags.policy), profile: String(flags.profile),
+    jitter: flags.jitter as 'none' | 'paper', seed: flags.jitterSeed as number, iterations: mode === 'async' ? 1 : total - start,
+    bufferLimit: positive(flags.bufferLimit, 'buffer-limit'), firstIteration: start, train, stallTimeoutMs: 600000, mode,
+    async: { ...ASYNC_DEFAULTS, consistency: flags.consistency as ConsistencyName, alpha, lr: train.lr, warmup: train.warmup, totalUpdates: M * total, weightDecay: train.weightDecay, beta1: flags.beta1 as number, pipemareSteps: M * total },
   });
-  return { cfg, setup: { transport: flags.transport as 'local' | 'nats', processes: flags.processes as 'per-stage' | 'single', natsUrl: flags.nats as string | undefined } };
+  return { cfg, setup: { transport: flags.transport as 'local' | 'nats', processes: flags.processes as 'per-stage' | 'single', natsUrl: flags.nats as string | undefined, clock: flags.clock as 'real' | 'virtual' } };
 }
 
 function snapshotsOf(rec: IterationRecord): StageSnapshot[] | null {
@@ -109,7 +123,15 @@ function snapshotsOf(rec: IterationRecord): StageSnapshot[] | null {
   return snaps.every((s) => s) ? (snaps as StageSnapshot[]) : null;
 }
 
-export async function train(cfg: JobConfig, setup: { transport: 'local' | 'nats'; processes: 'per-stage' | 'single'; natsUrl?: string }, progress?: (line: string) => void): Promise<TrainOutcome> {
+export interface TrainSetup {
+  transport: 'local' | 'nats';
+  processes: 'per-stage' | 'single';
+  natsUrl?: string;
+  /** virtual: local bus, real compute timed by the profile on the virtual clock. */
+  clock?: 'real' | 'virtual';
+}
+
+export async function train(cfg: JobConfig, setup: TrainSetup, progress?: (line: string) => void): Promise<TrainOutcome> {
   const t = cfg.train!;
   const backend = (await loadBackend({ force: t.backend ?? undefined })).backend;
   const corpus = corpusFor(t);
@@ -125,19 +147,27 @@ export async function train(cfg: JobConfig, setup: { transport: 'local' | 'nats'
         writeCheckpoint(t.checkpoint, { nextIteration: rec.iteration + 1, stages: cfg.stages, chunks: cfg.chunks, checksum: paramChecksum(spec, params), config: cfg }, snaps);
       }
     }
-    const loss = rec.reports[cfg.stages - 1].loss as number;
-    progress?.(`iteration ${rec.iteration + 1}/${t.totalIterations}  loss ${loss.toFixed(4)}  ${(tokens / (rec.makespan / 1000)).toFixed(0)} tokens/s`);
+    if (cfg.mode === 'sync') {
+      const loss = rec.reports[cfg.stages - 1].loss as number;
+      progress?.(`iteration ${rec.iteration + 1}/${t.totalIterations}  loss ${loss.toFixed(4)}  ${(tokens / (rec.makespan / 1000)).toFixed(0)} tokens/s`);
+    }
   };
-  const o = await runOnce(cfg, { ...setup, onIteration });
+  const o = setup.clock === 'virtual'
+    ? { result: await runJob(cfg, { clock: 'virtual', onIteration }), transport: 'local', processes: 1, pids: [process.pid] }
+    : await runOnce(cfg, { ...setup, onIteration });
   const records = o.result.records;
-  const losses = records.map((r) => r.reports[cfg.stages - 1].loss as number);
+  const losses = cfg.mode === 'async'
+    ? (records[0].reports[cfg.stages - 1].losses as number[])
+    : records.map((r) => r.reports[cfg.stages - 1].loss as number);
   if (!last) throw new Error('the stages sent no final parameters');
   const params = new Map((last as StageSnapshot[]).flatMap((s) => Object.entries(s.params)));
   const seconds = records.reduce((a, r) => a + r.makespan, 0) / 1000;
+  // Asynchronous runs report one loss per update: the final loss is the mean of the last 5%.
+  const tail = cfg.mode === 'async' ? losses.slice(-Math.max(1, Math.ceil(losses.length / 20))) : losses.slice(-1);
   return {
     backend,
     losses,
-    final_loss: losses[losses.length - 1],
+    final_loss: tail.reduce((a, b) => a + b, 0) / tail.length,
     val_loss: validationLoss(t, params, t.valBatches),
     tokens_per_s: (tokens * records.length) / seconds,
     param_checksum: paramChecksum(spec, params),
