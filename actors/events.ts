@@ -35,6 +35,8 @@ export interface SendEvent extends Base {
   readonly dst: number;
   readonly seq: number;
   readonly bytes: number;
+  /** CPU ms the sender spent encoding the message. */
+  readonly cpuMs?: number;
 }
 
 export interface ReceiveEvent extends Base {
@@ -47,6 +49,8 @@ export interface ReceiveEvent extends Base {
   readonly bytes: number;
   /** Receive time minus the sender's send time (same clock only in one process). */
   readonly latency: number;
+  /** CPU ms the receiver spent decoding and validating the message. */
+  readonly cpuMs?: number;
 }
 
 export interface WaitEvent extends Base {

@@ -32,6 +32,7 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
     sink({ type: 'reject', t: now, stage, iteration: -1, reason, detail });
   return runtime.spawn<ReceiverState, ReceiverMsg>(`receiver-${stage}`, { received: 0, bytes: 0, rejected: 0 }, (state, msg) => {
     const now = clock.now();
+    const c0 = performance.now();
     let e: Envelope;
     try {
       e = decodeEnvelope(msg.data);
@@ -60,7 +61,7 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
       case 'data':
       case 'activation':
       case 'gradient':
-        sink({ type: 'receive', t: now, stage, iteration: e.iteration, kind: e.kind, mb: e.mb, chunk: e.chunk, src: e.src, seq: e.seq, bytes: e.bytes, latency: now - e.sentAt });
+        sink({ type: 'receive', t: now, stage, iteration: e.iteration, kind: e.kind, mb: e.mb, chunk: e.chunk, src: e.src, seq: e.seq, bytes: e.bytes, latency: now - e.sentAt, ...(clock.kind === 'real' ? { cpuMs: performance.now() - c0 } : {}) });
         runtime.send(target, { type: e.kind === 'gradient' ? 'grad' : 'input', iteration: e.iteration, mb: e.mb, chunk: e.chunk, tensors: e.tensors.length > 0 ? e.tensors : undefined });
         return state;
       default:

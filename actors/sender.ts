@@ -52,6 +52,7 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
       return state;
     }
     const t = msg.task;
+    const c0 = performance.now();
     const tensorBytes = (msg.tensors ?? []).reduce((n, x) => n + x.data.byteLength, 0);
     const bytes = tensorBytes > 0 ? tensorBytes : comm.messageBytes(stage, t);
     const data = encodeEnvelope({
@@ -61,7 +62,7 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
     });
     state.messages++;
     state.bytes += bytes;
-    sink({ type: 'send', t: now, stage, iteration: msg.iteration, kind: msg.kind, mb: t.mb, chunk: msg.dstChunk, dst: msg.dst, seq, bytes });
+    sink({ type: 'send', t: now, stage, iteration: msg.iteration, kind: msg.kind, mb: t.mb, chunk: msg.dstChunk, dst: msg.dst, seq, bytes, ...(clock.kind === 'real' ? { cpuMs: performance.now() - c0 } : {}) });
     const delay = comm.comm(msg.iteration, stage, t);
     const target = subject(job, msg.kind, msg.dst);
     if (delay > 0) clock.setTimer(delay, () => bus.publish(target, data));

@@ -13,6 +13,8 @@ export interface IterationStats {
   busy_ms: number[];
   /** Per stage: ms idle with work left, by reason. */
   wait_ms: Record<string, number>[];
+  /** Per stage: CPU ms spent encoding and decoding messages. */
+  messaging_ms: number[];
 }
 
 export interface StageTotals {
@@ -26,6 +28,7 @@ export interface StageTotals {
 export function iterationStats(rec: IterationRecord, events: readonly BatonEvent[], stages: number, lowerBound: number): IterationStats {
   const busy = new Array<number>(stages).fill(0);
   const wait: Record<string, number>[] = Array.from({ length: stages }, () => ({}));
+  const messaging = new Array<number>(stages).fill(0);
   const open = new Map<string, number>();
   for (const e of events) {
     if (e.iteration !== rec.iteration) continue;
@@ -35,6 +38,7 @@ export function iterationStats(rec: IterationRecord, events: readonly BatonEvent
       const t0 = open.get(k);
       if (t0 !== undefined) busy[e.stage] += e.t - t0;
     } else if (e.type === 'wait') wait[e.stage][e.reason] = (wait[e.stage][e.reason] ?? 0) + e.ms;
+    else if ((e.type === 'send' || e.type === 'receive') && e.cpuMs !== undefined) messaging[e.stage] += e.cpuMs;
   }
   const total = busy.reduce((a, b) => a + b, 0);
   return {
@@ -45,6 +49,7 @@ export function iterationStats(rec: IterationRecord, events: readonly BatonEvent
     bubble_fraction: rec.makespan > 0 ? 1 - total / (stages * rec.makespan) : 0,
     busy_ms: busy,
     wait_ms: wait,
+    messaging_ms: messaging,
   };
 }
 

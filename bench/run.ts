@@ -7,6 +7,8 @@ import * as path from 'path';
 const BENCHES: Record<string, string> = {
   sim: 'sim-policies.js',
   bus: 'bus-throughput.js',
+  async: 'async-consistency.js',
+  train: 'train-throughput.js',
 };
 
 const [name, ...rest] = process.argv.slice(2);
