@@ -29,6 +29,8 @@ export interface JobConfig {
   seed: number;
   /** Iterations to run (each ends with a flush). */
   iterations: number;
+  /** Extra iterations run first and left out of the statistics (they warm up JIT and connections). */
+  warmupIterations: number;
   /** A real-clock run that sees no progress for this long ends with a deadlock error. */
   stallTimeoutMs: number;
   /** Number of the first iteration (a resumed training run continues its numbering). */
@@ -54,6 +56,7 @@ export const DEFAULTS: JobConfig = {
   bufferLimit: 32,
   seed: 0,
   iterations: 1,
+  warmupIterations: 0,
   stallTimeoutMs: 30000,
   firstIteration: 0,
   train: null,

@@ -154,7 +154,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     const finished = new Promise<void>((resolve) => (finish = resolve));
     const rejects: string[] = [];
     const coordinator = spawnCoordinator({
-      runtime, bus, job: cfg.job, stages: shape.stages, microbatches: shape.microbatches, iterations: cfg.iterations,
+      runtime, bus, job: cfg.job, stages: shape.stages, microbatches: shape.microbatches, iterations: cfg.warmupIterations + cfg.iterations,
       firstIteration: cfg.firstIteration, onIteration: o.onIteration,
       onDone: (r) => {
         records = r;

@@ -84,7 +84,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   });
   runtime.onFailure = (f) => fail(new JobError(`actor ${f.actor} failed: ${f.error.message}`, { cause: f.error }));
   const coordinator = spawnCoordinator({
-    runtime, bus, job: cfg.job, stages: shape.stages, microbatches: shape.microbatches, iterations: cfg.iterations,
+    runtime, bus, job: cfg.job, stages: shape.stages, microbatches: shape.microbatches, iterations: cfg.warmupIterations + cfg.iterations,
     firstIteration: cfg.firstIteration, onIteration: opts.onIteration,
     onDone: (r) => {
       records = r;
@@ -151,6 +151,7 @@ export function summarize(r: JobResult) {
     jitter: r.config.jitter,
     jitter_scale: r.config.jitterScale,
     buffer_limit: r.config.bufferLimit,
+    warmup_iterations: r.config.warmupIterations,
     clock: r.clock,
     iterations: r.iterations.map((i) => ({
       iteration: i.iteration, makespan_ms: i.makespan_ms, lower_bound_ms: i.lower_bound_ms,
@@ -200,12 +201,13 @@ export interface ResultParts {
 export function buildResult(p: ResultParts): JobResult {
   const measured = measuredDurations(p.events, p.shape, p.sharedClock ?? true) as unknown as DurationModel;
   if (p.validate) {
-    const problems = validateRun(p.events, p.shape, p.cfg.iterations, { sharedClock: p.sharedClock ?? true, firstIteration: p.cfg.firstIteration });
+    const problems = validateRun(p.events, p.shape, p.cfg.warmupIterations + p.cfg.iterations, { sharedClock: p.sharedClock ?? true, firstIteration: p.cfg.firstIteration });
     if (problems.length > 0) throw new ValidationError(problems);
   }
-  const iterations = p.records.map((r) => iterationStats(r, p.events, p.shape.stages, lowerBound(p.shape, r.iteration, measured).bound));
+  const measuredRecords = p.records.slice(p.cfg.warmupIterations);
+  const iterations = measuredRecords.map((r) => iterationStats(r, p.events, p.shape.stages, lowerBound(p.shape, r.iteration, measured).bound));
   return {
-    config: p.cfg, shape: p.shape, policy: p.policy, clock: p.clock, transport: p.transport, records: p.records, iterations,
+    config: p.cfg, shape: p.shape, policy: p.policy, clock: p.clock, transport: p.transport, records: measuredRecords, iterations,
     totals: totals(p.events, p.shape.stages), events: p.events, wallMs: performance.now() - p.wallStart,
   };
 }

@@ -24,6 +24,7 @@ const RUN_FLAGS: readonly FlagSpec[] = [
   { name: 'compare', type: 'list', metavar: 'P1,P2,…', help: 'run the same seed under each policy and compare (speedup over the first)' },
   { name: 'trace', type: 'string', metavar: 'FILE.json', help: 'write a Chrome trace (Perfetto) of the run (with --compare: of the first policy)' },
   { name: 'gantt', type: 'string', metavar: 'FILE.svg', help: 'draw the pipeline Gantt chart (with --compare: of the first policy)' },
+  { name: 'warmup-iterations', type: 'int', metavar: 'W', help: 'iterations run first and left out of the statistics (JIT, connections)', default: 1 },
   { name: 'stall-timeout', type: 'int', metavar: 'MS', help: 'end with a deadlock error after this long without progress', default: 30000 },
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },
   { name: 'print-config', type: 'bool', help: 'print the resolved config and exit' },
@@ -108,7 +109,9 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     out(RUN_HELP);
     return 0;
   }
-  const cfg: JobConfig = asyncStream({ ...jobConfigFromFlags(flags), stallTimeoutMs: flags.stallTimeout as number });
+  const cfg: JobConfig = asyncStream({ ...jobConfigFromFlags(flags), stallTimeoutMs: flags.stallTimeout as number, warmupIterations: flags.warmupIterations as number });
+  if (!Number.isInteger(cfg.warmupIterations) || cfg.warmupIterations < 0) throw new UsageError(`run: --warmup-iterations must be an integer >= 0, got ${cfg.warmupIterations}`);
+  if (cfg.mode === 'async' && cfg.warmupIterations > 0) cfg.warmupIterations = 0;
   if (!(cfg.stallTimeoutMs > 0)) throw new UsageError(`run: --stall-timeout must be positive, got ${cfg.stallTimeoutMs}`);
   const setup: RunSetup = {
     transport: flags.transport as 'nats' | 'local',

@@ -1,5 +1,5 @@
 import { strict as assert } from 'node:assert';
-import { Fresco, FrescoError, augment, exactTopK, extractBasis, mergeBases, project, singularValues } from '../policies/consistency/fresco';
+import { Fresco, FrescoError, PROJECTION_BLOCK_ROWS, WeightLayout, augment, exactTopK, extractBasis, mergeBases, project, projectInPlace, singularValues } from '../policies/consistency/fresco';
 import { FrescoPolicy } from '../policies/consistency/fresco-policy';
 import { householderQ } from '../policies/consistency/qr';
 import { frobenius, mulAB, mulAtB, pseudoRandomBlock } from '../policies/consistency/linalg';
@@ -175,6 +175,69 @@ describe('FRESCO subspace math', () => {
     assert.deepEqual([...emb], [...embCopy]);
   });
 
+  for (const layout of ['augmented', 'out-in', 'in-out'] as const) {
+    for (const bias of [true, false]) {
+      it(`projects ${bias ? 'a biased' : 'a bias-free'} ${layout} update in place as Δ̄(I − QQᵀ) with the full projector`, () => {
+        const din = 13, dout = 37, n = 5, tau = 3, d = bias ? din + 1 : din; // dout spans partial blocks
+        const f = new Fresco({ tau, alpha: 0.5 }); // k = min(15, ⌈0.5·min(37, d)⌉) = 7
+        f.addLayer('fc', dout, din, bias);
+        for (let mb = 0; mb < tau; mb++) f.onForward('fc', mb, rand(n * din, 60 + mb), n);
+        const q = f.buildProtectedBasis('fc')!;
+        assert.equal(q.k, 7);
+        const full = rand(dout * d, 70); // Δ̄, dout×d
+        const proj = new Float64Array(d * d); // I − QQᵀ
+        for (let i = 0; i < d; i++) for (let j = 0; j < d; j++) {
+          let s = 0;
+          for (let c = 0; c < q.k; c++) s += q.data[i * q.k + c] * q.data[j * q.k + c];
+          proj[i * d + j] = (i === j ? 1 : 0) - s;
+        }
+        const ref = mulAB(full, proj, dout, d, d);
+        const { weight, bias: b } = split(full, layout, dout, din, bias);
+        assert.equal(f.projectLayerUpdate('fc', layout, weight, b), true);
+        const got = join(weight, b, layout, dout, din, bias);
+        let scale = 0, diff = 0, moved = 0;
+        for (let i = 0; i < ref.length; i++) {
+          scale = Math.max(scale, Math.abs(full[i]));
+          diff = Math.max(diff, Math.abs(got[i] - ref[i]));
+          moved = Math.max(moved, Math.abs(ref[i] - full[i]));
+        }
+        assert.ok(moved > 0.05 * scale, `the projection barely changes Δ̄ (${moved}), the comparison would be vacuous`);
+        assert.ok(diff <= 1e-6 * scale, `max |Δ' − Δ̄(I − QQᵀ)| = ${diff}, max |Δ̄| = ${scale}`);
+        const gathered = full.slice();
+        project(gathered, dout, q);
+        assert.deepEqual([...got], [...gathered], 'in-place result differs bitwise from project() on the gathered Δ̄');
+      });
+    }
+  }
+
+  it('rejects an update whose bias does not match the layer, naming the layer', () => {
+    const f = new Fresco({ tau: 1 });
+    f.addLayer('fc', 4, 3, false);
+    f.onForward('fc', 0, rand(6, 1), 2);
+    assert.throws(() => f.projectLayerUpdate('fc', 'in-out', rand(12, 2), rand(4, 3)), (e: Error) => e instanceof FrescoError && /"fc"/.test(e.message) && /without a bias/.test(e.message));
+    assert.throws(() => f.projectLayerUpdate('fc', 'out-in', rand(11, 2)), /11 elements, expected 4×3/);
+    assert.throws(() => projectInPlace('in-out', rand(12, 2), undefined, 4, f.buildProtectedBasis('fc')!, new Float64Array(1)), /scratch has 1 elements/);
+  });
+
+  it('holds only the in-flight bases and a block scratch: far less than the weights of a 256→1024 layer', () => {
+    const din = 256, dout = 1024, tau = 8, n = 32, alpha = 0.25, d = din + 1;
+    const pol = new FrescoPolicy({ tau, alpha, layers: [{ layer: 'fc1', weight: 'k', bias: 'b', layout: 'in-out', dout, din }] });
+    const k = Math.min(tau * n, Math.ceil(alpha * Math.min(dout, d))); // 65
+    const k1 = Math.ceil(k / tau); // 9
+    const basesBytes = tau * d * k1 * 4;
+    const scratchBytes = Math.min(PROJECTION_BLOCK_ROWS, dout) * k * 8;
+    for (let mb = 0; mb < tau; mb++) pol.forward(mb, new Map([['fc1', { x: rand(n * din, 80 + mb), n }]]));
+    assert.equal(pol.extraStateBytes(), basesBytes);
+    const kernel = rand(din * dout, 90), bias = rand(dout, 91), before = kernel.slice();
+    pol.transformUpdate(new Map([['k', kernel], ['b', bias]]), { params: new Map(), step: 1, lr: 1 });
+    assert.ok(kernel.some((v, i) => v !== before[i]), 'the update was not projected');
+    const weightBytes = dout * d * 4;
+    assert.equal(pol.extraStateBytes(), basesBytes + scratchBytes);
+    assert.ok(pol.extraStateBytes() <= weightBytes / 8, `${pol.extraStateBytes()} B of extra state vs ${weightBytes} B of weights`);
+    for (let mb = 0; mb < tau; mb++) pol.backward(mb);
+    assert.equal(pol.extraStateBytes(), scratchBytes);
+  });
+
   it('times buildProtectedBasis + project at d=257, dout=256, k=64, τ=8, n=64', function () {
     this.timeout(20000);
     const din = 256, dout = 256, n = 64, tau = 8;
@@ -199,10 +262,44 @@ describe('FRESCO subspace math', () => {
     const q48 = f.buildProtectedBasis('fc', 48)!;
     const relaxedMs = performance.now() - t0;
     assert.equal(q48.k, 48);
-    console.log(`      extractBasis ${extractMs.toFixed(1)} ms/mb; buildProtectedBasis ${(buildMs / reps).toFixed(1)} ms + project ${(projMs / reps).toFixed(1)} ms (k=64 from 64 candidates); relaxed k=48 build ${relaxedMs.toFixed(1)} ms`);
-    assert.ok(buildMs / reps + projMs / reps < 2000);
+    // In place on a tfjs kernel (din×dout) and bias, as the parameter store does.
+    const q = f.buildProtectedBasis('fc')!;
+    const { weight, bias } = split(delta, 'in-out', dout, din, true);
+    const scratch = new Float64Array(PROJECTION_BLOCK_ROWS * q.k);
+    let inOutMs = 0;
+    for (let r = 0; r < reps; r++) {
+      t0 = performance.now();
+      projectInPlace('in-out', weight, bias, dout, q, scratch);
+      inOutMs += performance.now() - t0;
+    }
+    console.log(`      extractBasis ${extractMs.toFixed(1)} ms/mb; buildProtectedBasis ${(buildMs / reps).toFixed(1)} ms + project ${(projMs / reps).toFixed(1)} ms (k=64 from 64 candidates); in place on an in-out kernel ${(inOutMs / reps).toFixed(1)} ms; relaxed k=48 build ${relaxedMs.toFixed(1)} ms`);
+    assert.ok(buildMs / reps + projMs / reps < 2000 && inOutMs / reps < 2000);
   });
 });
+
+/** Δ̄ (dout×d) laid out as the layer's own tensors. */
+function split(full: Float32Array, layout: WeightLayout, dout: number, din: number, bias: boolean): { weight: Float32Array; bias?: Float32Array } {
+  const d = bias ? din + 1 : din;
+  if (layout === 'augmented') return { weight: full.slice() };
+  const weight = new Float32Array(dout * din);
+  const b = bias ? new Float32Array(dout) : undefined;
+  for (let o = 0; o < dout; o++) {
+    for (let i = 0; i < din; i++) weight[layout === 'out-in' ? o * din + i : i * dout + o] = full[o * d + i];
+    if (b) b[o] = full[o * d + din];
+  }
+  return { weight, bias: b };
+}
+
+function join(weight: Float32Array, b: Float32Array | undefined, layout: WeightLayout, dout: number, din: number, bias: boolean): Float32Array {
+  if (layout === 'augmented') return weight;
+  const d = bias ? din + 1 : din;
+  const full = new Float32Array(dout * d);
+  for (let o = 0; o < dout; o++) {
+    for (let i = 0; i < din; i++) full[o * d + i] = weight[layout === 'out-in' ? o * din + i : i * dout + o];
+    if (b) full[o * d + din] = b[o];
+  }
+  return full;
+}
 
 function transpose(a: Float64Array, rows: number, cols: number): Float64Array {
   const t = new Float64Array(rows * cols);

@@ -7,10 +7,17 @@
 //   'augmented'  weight is dout×(din+1), bias in the last column, no bias param;
 //   'out-in'     weight is dout×din (PyTorch Linear), optional bias [dout];
 //   'in-out'     weight is din×dout (tfjs Dense kernel), optional bias [dout].
-// For the last two, Δ is gathered into a dout×d scratch, projected and scattered back.
+// All three are projected in place on the update tensors themselves; no dout×(din+1)
+// copy is made.
+//
+// extraStateBytes() is Fresco.extraStateBytes(): the bases of the microbatches in
+// flight (d·min(k1, n, d)·4 bytes per layer and mb, k1 = ⌈k/τ⌉) plus one shared
+// projection scratch of min(PROJECTION_BLOCK_ROWS, dout)·k Float64s (the largest any
+// layer has needed). The protected basis Q and other per-call temporaries are freed
+// when the call returns and are not counted (fresco.ts lists them).
 
 import { ParamMap, lookup } from '../optim/params';
-import { Fresco } from './fresco';
+import { Fresco, WeightLayout } from './fresco';
 import { ConsistencyError, ConsistencyPolicy, LayerInput, UpdateContext, WeightsContext } from './policy';
 
 export interface LinearLayerSpec {
@@ -18,7 +25,7 @@ export interface LinearLayerSpec {
   readonly layer: string;
   readonly weight: string;
   readonly bias?: string;
-  readonly layout: 'augmented' | 'out-in' | 'in-out';
+  readonly layout: WeightLayout;
   readonly dout: number;
   readonly din: number;
 }
@@ -35,7 +42,6 @@ export class FrescoPolicy implements ConsistencyPolicy {
   readonly name = 'fresco' as const;
   readonly fresco: Fresco;
   private readonly specs: readonly LinearLayerSpec[];
-  private readonly scratch = new Map<string, Float32Array>();
 
   constructor(opts: FrescoPolicyOptions) {
     this.fresco = new Fresco({ tau: opts.tau, alpha: opts.alpha });
@@ -72,43 +78,15 @@ export class FrescoPolicy implements ConsistencyPolicy {
 
   transformUpdate(updates: Map<string, Float32Array>, _ctx: UpdateContext): void {
     for (const s of this.specs) {
-      const d = s.layout === 'augmented' || s.bias !== undefined ? s.din + 1 : s.din;
       const where = `fresco update of layer "${s.layer}"`;
-      if (s.layout === 'augmented') {
-        this.fresco.projectUpdate(s.layer, lookup(updates, s.weight, s.dout * d, where));
-        continue;
-      }
-      const w = lookup(updates, s.weight, s.dout * s.din, where);
+      const cols = s.layout === 'augmented' ? s.din + 1 : s.din;
+      const w = lookup(updates, s.weight, s.dout * cols, where);
       const b = s.bias === undefined ? undefined : lookup(updates, s.bias, s.dout, where);
-      let full = this.scratch.get(s.layer);
-      if (full === undefined) this.scratch.set(s.layer, (full = new Float32Array(s.dout * d)));
-      gather(full, w, b, s);
-      if (this.fresco.projectUpdate(s.layer, full)) scatter(full, w, b, s);
+      this.fresco.projectLayerUpdate(s.layer, s.layout, w, b);
     }
   }
 
   extraStateBytes(): number {
-    let b = this.fresco.extraStateBytes();
-    for (const a of this.scratch.values()) b += a.byteLength;
-    return b;
-  }
-}
-
-function gather(full: Float32Array, w: Float32Array, b: Float32Array | undefined, s: LinearLayerSpec): void {
-  const d = b === undefined ? s.din : s.din + 1;
-  for (let o = 0; o < s.dout; o++) {
-    for (let i = 0; i < s.din; i++) full[o * d + i] = s.layout === 'out-in' ? w[o * s.din + i] : w[i * s.dout + o];
-    if (b !== undefined) full[o * d + s.din] = b[o];
-  }
-}
-
-function scatter(full: Float32Array, w: Float32Array, b: Float32Array | undefined, s: LinearLayerSpec): void {
-  const d = b === undefined ? s.din : s.din + 1;
-  for (let o = 0; o < s.dout; o++) {
-    for (let i = 0; i < s.din; i++) {
-      if (s.layout === 'out-in') w[o * s.din + i] = full[o * d + i];
-      else w[i * s.dout + o] = full[o * d + i];
-    }
-    if (b !== undefined) b[o] = full[o * d + s.din];
+    return this.fresco.extraStateBytes();
   }
 }

@@ -8,20 +8,37 @@
 //   onBackward(layer, mb)     drops them: the mb no longer needs protection;
 //   buildProtectedBasis(l, k) merges the stored bases of the mbs still in flight into
 //                             an orthonormal Q (d×k), see subspace.ts;
-//   project(Δ, Q)             Δ' = Δ(I − QQᵀ), so Δ'X̄ ≈ 0 for the in-flight inputs.
+//   project(Δ, Q)             Δ' = Δ(I − QQᵀ), so Δ'X̄ ≈ 0 for the in-flight inputs;
+//   projectLayerUpdate(...)   the same, in place on the layer's own weight and bias
+//                             tensors in any of the three layouts (projectInPlace).
 // With k ≥ the rank of the in-flight X̄ the protection is exact: every in-flight mb
 // sees the same layer outputs at its backward as at its forward.
+//
+// Memory (extraStateBytes): the per-microbatch bases of the microbatches in flight,
+// Σ over layers and in-flight mbs of d·min(k1, n, d)·4 bytes (Float32, k1 from the
+// mb's forward), plus one Float64 scratch shared by all layers, kept for the object's
+// lifetime and sized to the largest min(PROJECTION_BLOCK_ROWS, dout)·k any projection
+// has needed so far. Nothing of size dout×d is ever allocated. Transient buffers
+// freed when the call returns are not counted: at a forward, augment's X̄ (n×d
+// Float64) and extractBasis's d×k1 blocks; at an update, mergeBases' C (d×τk1), Z
+// (d×k) and the protected basis Q (d×k, Float64), which is rebuilt for every update.
 //
 // Does not model: embeddings and norms (never projected), attention's internal
 // products (only the linear maps are protected), the error-feedback extension (§6.3).
 
 import { LinalgError, Vec } from './linalg';
-import { Basis, augment, extractBasis, mergeBases, project } from './subspace';
+import { Basis, augment, extractBasis, mergeBases } from './subspace';
 
 export { project } from './subspace';
 export type { Basis, Xbar } from './subspace';
 export { augment, extractBasis, mergeBases } from './subspace';
 export { exactTopK, singularValues } from './exact';
+
+/** How a linear layer's parameters are stored (see fresco-policy.ts). */
+export type WeightLayout = 'augmented' | 'out-in' | 'in-out';
+
+/** Output rows projected together; the scratch is this many rows × k Float64s. */
+export const PROJECTION_BLOCK_ROWS = 16;
 
 export interface FrescoOptions {
   /** τ: microbatches in flight at this stage; sets k1 = ⌈k/τ⌉. */
@@ -49,6 +66,8 @@ export class Fresco {
   readonly tau: number;
   readonly alpha: number;
   private readonly layers = new Map<string, LayerStore>();
+  /** G for one block of output rows, shared by all layers; grows to the largest need. */
+  private scratch = new Float64Array(0);
 
   constructor(opts: FrescoOptions) {
     if (!(Number.isInteger(opts.tau) && opts.tau >= 1)) throw new FrescoError(`fresco: tau must be an integer ≥ 1, got ${opts.tau}`);
@@ -107,13 +126,32 @@ export class Fresco {
 
   /** Δ (dout×d, row-major) ← Δ(I − QQᵀ) for the layer's in-flight set; false when nothing is in flight. */
   projectUpdate(layer: string, delta: Vec, k?: number): boolean {
-    const l = this.layer(layer, 'projectUpdate');
-    if (delta.length !== l.dout * l.d) {
-      throw new LinalgError(`fresco layer "${layer}": update has ${delta.length} elements, expected ${l.dout}×${l.d}`);
+    return this.projectLayerUpdate(layer, 'augmented', delta, undefined, k);
+  }
+
+  /**
+   * In place: the bias-augmented Δ̄ (dout×d) of `weight` (and `bias`, for the 'out-in'
+   * and 'in-out' layouts of a layer added with a bias) ← Δ̄(I − QQᵀ) for the layer's
+   * in-flight set. Needs only the shared block scratch. False when nothing is in flight.
+   */
+  projectLayerUpdate(layer: string, layout: WeightLayout, weight: Vec, bias?: Vec, k?: number): boolean {
+    const l = this.layer(layer, 'projectLayerUpdate');
+    const where = `fresco layer "${layer}", ${layout} update`;
+    if (layout === 'augmented') {
+      if (bias !== undefined) throw new FrescoError(`${where}: the bias is the weight's last column; got a separate bias of ${bias.length} elements`);
+      if (weight.length !== l.dout * l.d) throw new LinalgError(`${where}: weight has ${weight.length} elements, expected ${l.dout}×${l.d}`);
+    } else {
+      if (weight.length !== l.dout * l.din) throw new LinalgError(`${where}: weight has ${weight.length} elements, expected ${l.dout}×${l.din}`);
+      if ((bias !== undefined) !== l.bias) {
+        throw new FrescoError(`${where}: layer was added ${l.bias ? 'with' : 'without'} a bias, got ${bias === undefined ? 'none' : `one of ${bias.length} elements`}`);
+      }
+      if (bias !== undefined && bias.length !== l.dout) throw new LinalgError(`${where}: bias has ${bias.length} elements, expected ${l.dout}`);
     }
     const q = this.buildProtectedBasis(layer, k);
     if (q === null) return false;
-    project(delta, l.dout, q);
+    const need = Math.min(PROJECTION_BLOCK_ROWS, l.dout) * q.k;
+    if (this.scratch.length < need) this.scratch = new Float64Array(need);
+    projectInPlace(layout, weight, bias, l.dout, q, this.scratch);
     return true;
   }
 
@@ -122,9 +160,9 @@ export class Fresco {
     return { dout, din, d, bias };
   }
 
-  /** Bytes held by the stored per-microbatch bases. */
+  /** Bytes held between calls: the in-flight mbs' bases and the projection scratch (see the header). */
   extraStateBytes(): number {
-    let b = 0;
+    let b = this.scratch.byteLength;
     for (const l of this.layers.values()) for (const basis of l.bases.values()) b += basis.data.byteLength;
     return b;
   }
@@ -133,5 +171,69 @@ export class Fresco {
     const l = this.layers.get(name);
     if (l === undefined) throw new FrescoError(`fresco ${where}: unknown layer "${name}"; have [${[...this.layers.keys()].join(', ')}]`);
     return l;
+  }
+}
+
+/**
+ * In place: Δ̄ ← Δ̄ − GQᵀ with G = Δ̄Q, where Δ̄ (dout×d) is read straight from the
+ * layer's tensors: 'augmented' weight dout×d; 'out-in' weight dout×din; 'in-out'
+ * weight din×dout; for the last two the bias (dout) is column din of Δ̄ and d = din+1
+ * (d = din without a bias). G is formed PROJECTION_BLOCK_ROWS output rows at a time
+ * in `scratch`. Each entry is accumulated in the same order as project() on the
+ * gathered Δ̄ (G over i ascending, then a dot over c), so the result is bitwise the same.
+ */
+export function projectInPlace(layout: WeightLayout, weight: Vec, bias: Vec | undefined, dout: number, q: Basis, scratch: Float64Array): void {
+  const d = q.d, k = q.k, qd = q.data;
+  const din = layout === 'augmented' || bias === undefined ? d : d - 1;
+  if (weight.length !== dout * din) {
+    throw new LinalgError(`projectInPlace: ${layout} weight has ${weight.length} elements, expected ${dout}×${din} for Q of ${d} rows${bias === undefined ? '' : ' and a bias'}`);
+  }
+  if (bias !== undefined && (layout === 'augmented' || bias.length !== dout)) {
+    throw new LinalgError(`projectInPlace: bias of ${bias.length} elements for a ${layout} weight with dout=${dout}`);
+  }
+  const rows = Math.min(PROJECTION_BLOCK_ROWS, dout);
+  if (scratch.length < rows * k) throw new LinalgError(`projectInPlace: scratch has ${scratch.length} elements, needs ${rows}×${k}`);
+  // Δ̄[o, i] = weight[o·so + i·si] for i < din.
+  const so = layout === 'in-out' ? 1 : din;
+  const si = layout === 'in-out' ? dout : 1;
+  for (let o0 = 0; o0 < dout; o0 += rows) {
+    const m = Math.min(rows, dout - o0);
+    scratch.fill(0, 0, m * k);
+    for (let i = 0; i < din; i++) {
+      const qi = i * k;
+      for (let r = 0; r < m; r++) {
+        const s = weight[(o0 + r) * so + i * si];
+        if (s === 0) continue;
+        const gr = r * k;
+        for (let c = 0; c < k; c++) scratch[gr + c] += s * qd[qi + c];
+      }
+    }
+    if (bias !== undefined) {
+      const qi = din * k;
+      for (let r = 0; r < m; r++) {
+        const s = bias[o0 + r];
+        if (s === 0) continue;
+        const gr = r * k;
+        for (let c = 0; c < k; c++) scratch[gr + c] += s * qd[qi + c];
+      }
+    }
+    for (let i = 0; i < din; i++) {
+      const qi = i * k;
+      for (let r = 0; r < m; r++) {
+        const gr = r * k;
+        let s = 0;
+        for (let c = 0; c < k; c++) s += scratch[gr + c] * qd[qi + c];
+        weight[(o0 + r) * so + i * si] -= s;
+      }
+    }
+    if (bias !== undefined) {
+      const qi = din * k;
+      for (let r = 0; r < m; r++) {
+        const gr = r * k;
+        let s = 0;
+        for (let c = 0; c < k; c++) s += scratch[gr + c] * qd[qi + c];
+        bias[o0 + r] -= s;
+      }
+    }
   }
 }
