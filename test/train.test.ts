@@ -9,6 +9,7 @@ import { loadBackend } from '../models/backend';
 import { paramChecksum, trainReference } from '../models/reference-train';
 import { TRAIN_DEFAULTS, TrainConfig, corpusFor, modelSpecFor } from '../models/train-config';
 import { readCheckpointMeta, resumeSnapshot } from '../actors/checkpoint';
+import { ASYNC_DEFAULTS } from '../actors/param-store';
 import { startNatsServer, NatsServerHandle } from '../transport/nats-server';
 
 const ITERATIONS = 3;
@@ -107,6 +108,21 @@ describe('synchronous pipeline training with real compute', function () {
         const r = await train(job(t, 2, 1, policy, seed, { job: `nats${policy.replace(/[^a-z0-9]/g, '')}${seed}` }), { transport: 'nats', processes: 'per-stage', natsUrl: server.url });
         assert.equal(r.summary.processes, 2);
         assert.equal(r.param_checksum, base.param_checksum, `${policy} seed ${seed}`);
+      }
+    });
+
+    it('trains asynchronously with FRESCO under bf and binding 1f1b, parameter stores in the stage processes', async () => {
+      for (const policy of ['bf', '1f1b']) {
+        const t = tiny('mlp', { layers: 4, totalIterations: 1 });
+        const cfg = resolveConfig({
+          job: `nasync${policy.replace(/[^a-z0-9]/g, '')}`, stages: 2, microbatches: 12, iterations: 1, policy, profile: 'train', mode: 'async', train: t, bufferLimit: 2,
+          async: { ...ASYNC_DEFAULTS, consistency: 'fresco', lr: 1e-3, warmup: 2, totalUpdates: 12, pipemareSteps: 12 },
+        });
+        const r = await train(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server.url });
+        assert.equal(r.summary.processes, 2);
+        assert.equal(r.losses.length, 12);
+        assert.deepEqual(r.summary.updates, [12, 12]);
+        assert.ok((r.summary.extra_state_bytes ?? [])[0] > 0, 'stage 0 held FRESCO bases');
       }
     });
   });
