@@ -69,9 +69,9 @@ describe('simulation on the virtual clock (the real actors)', function () {
 
   it('bounds peak in-flight by the buffer limit (non-interleaved) and by limit + V (interleaved)', async () => {
     for (const limit of [1, 2, 4])
-      for (const P of [2, 4, 8])
+      for (const P of [1, 2, 3, 4, 8])
         for (const V of [1, 2])
-          for (const M of [3, 8, 13])
+          for (const M of [1, 3, 4, 8, 13])
             for (const policy of HINTS) {
               const r = await sim({ stages: P, chunks: V, microbatches: M, policy, bufferLimit: limit, jitter: 'paper', seed: limit + M });
               const peak = Math.max(...r.totals.peakInflight);
