@@ -108,3 +108,22 @@ export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg>
     return s;
   });
 }
+
+export interface CoordinatedJob {
+  /** Resolves with the iteration records once every iteration has ended. */
+  readonly done: Promise<IterationRecord[]>;
+  /** Messages the coordinator refused (a non-empty list fails the run). */
+  readonly rejects: string[];
+  readonly unsubscribe: () => void;
+  begin(): void;
+}
+
+/** A coordinator for one job, listening to the job's report subject. */
+export function coordinate(w: Omit<CoordinatorWiring, 'onDone' | 'onReject'>): CoordinatedJob {
+  const rejects: string[] = [];
+  let finish: (r: IterationRecord[]) => void = () => {};
+  const done = new Promise<IterationRecord[]>((resolve) => (finish = resolve));
+  const actor = spawnCoordinator({ ...w, onDone: finish, onReject: (d) => rejects.push(d) });
+  const sub = w.bus.subscribe(subject(w.job, 'report'), (subj, data) => w.runtime.send(actor, { type: 'bytes', subject: subj, data }));
+  return { done, rejects, unsubscribe: () => sub.unsubscribe(), begin: () => w.runtime.send(actor, { type: 'begin' }) };
+}

@@ -7,9 +7,8 @@ import { ChildProcess } from 'child_process';
 import { randomBytes } from 'crypto';
 import { Bus, Subscription } from '../transport/bus';
 import { decodeValue, encodeValue } from '../transport/codec';
-import { subject } from '../transport/subjects';
 import { RealClock } from './clock';
-import { IterationRecord, spawnCoordinator } from './coordinator';
+import { IterationRecord, coordinate } from './coordinator';
 import { DeadlockError } from './deadlock';
 import { BatonEvent, EventSink } from './events';
 import { JobConfig } from './config';
@@ -149,29 +148,24 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     // The stages' new subscriptions must reach every server of a cluster before traffic starts.
     await new Promise((r) => setTimeout(r, o.settleMs ?? 200));
 
-    let records: IterationRecord[] | null = null;
-    let finish: () => void = () => {};
-    const finished = new Promise<void>((resolve) => (finish = resolve));
-    const rejects: string[] = [];
-    const coordinator = spawnCoordinator({
+    const coordinator = coordinate({
       runtime, bus, job: cfg.job, stages: shape.stages, microbatches: shape.microbatches, iterations: cfg.warmupIterations + cfg.iterations,
       firstIteration: cfg.firstIteration, onIteration: o.onIteration,
-      onDone: (r) => {
-        records = r;
-        finish();
-      },
-      onReject: (d) => rejects.push(d),
     });
-    subs.push(bus.subscribe(subject(cfg.job, 'report'), (subj, data) => runtime.send(coordinator, { type: 'bytes', subject: subj, data })));
+    subs.push({ unsubscribe: coordinator.unsubscribe });
+    let records: IterationRecord[] | null = null;
+    const finished = coordinator.done.then((r) => {
+      records = r;
+    });
     await bus.flush();
-    runtime.send(coordinator, { type: 'begin' });
+    coordinator.begin();
     await waitWithWatchdog(Promise.race([finished, nodeFailure]), () => events.length, cfg.stallTimeoutMs, async () => {
       used.forEach((n) => request(n, { verb: 'status', job: cfg.job }));
       const st = await replies.waitFor((rs) => used.every((n) => rs.some((r) => r.name === n && r.verb === 'status')), 5000, () => 'stage statuses');
       const statuses = st.filter((r) => r.verb === 'status').flatMap((r) => r.statuses as StageStatus[]);
       return new DeadlockError(statuses, events.slice(-40), Date.now());
     });
-    if (rejects.length > 0) throw new JobError(`coordinator rejected messages: ${rejects.slice(0, 5).join('; ')}`);
+    if (coordinator.rejects.length > 0) throw new JobError(`coordinator rejected messages: ${coordinator.rejects.slice(0, 5).join('; ')}`);
 
     used.forEach((n) => request(n, { verb: 'finish', job: cfg.job }));
     const done = await replies.waitFor((rs) => used.every((n) => rs.some((r) => r.name === n && r.verb === 'finished')), timeout, () => 'nodes to finish');

@@ -10,10 +10,9 @@ import { measuredDurations } from './measured';
 import { StoreStats } from './param-store';
 import { Bus, Subscription } from '../transport/bus';
 import { LocalBus } from '../transport/local-bus';
-import { subject } from '../transport/subjects';
 import { Clock, RealClock, VirtualClock } from './clock';
 import { StageCompute } from './compute';
-import { IterationRecord, spawnCoordinator } from './coordinator';
+import { IterationRecord, coordinate } from './coordinator';
 import { DeadlockError } from './deadlock';
 import { BatonEvent, EventSink } from './events';
 import { JobConfig } from './config';
@@ -75,40 +74,33 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
     stages.push(w.stage);
   }
   let records: IterationRecord[] | null = null;
-  const coordinatorRejects: string[] = [];
-  let finish: () => void = () => {};
   let fail: (e: Error) => void = () => {};
-  const finished = new Promise<void>((resolve, reject) => {
-    finish = resolve;
-    fail = reject;
-  });
+  const failed = new Promise<never>((_, reject) => (fail = reject));
+  failed.catch(() => {});
   runtime.onFailure = (f) => fail(new JobError(`actor ${f.actor} failed: ${f.error.message}`, { cause: f.error }));
-  const coordinator = spawnCoordinator({
+  const coordinator = coordinate({
     runtime, bus, job: cfg.job, stages: shape.stages, microbatches: shape.microbatches, iterations: cfg.warmupIterations + cfg.iterations,
     firstIteration: cfg.firstIteration, onIteration: opts.onIteration,
-    onDone: (r) => {
-      records = r;
-      finish();
-    },
-    onReject: (d) => coordinatorRejects.push(d),
   });
-  subs.push(bus.subscribe(subject(cfg.job, 'report'), (subj, data) => runtime.send(coordinator, { type: 'bytes', subject: subj, data })));
+  const finished = coordinator.done.then((r) => {
+    records = r;
+  });
+  subs.push({ unsubscribe: coordinator.unsubscribe });
 
   const statuses = () => Promise.all(stages.map((a) => runtime.ask<StageActorMsg, StageStatus>(a, (reply) => ({ type: 'status', reply }))));
   try {
-    runtime.send(coordinator, { type: 'begin' });
+    coordinator.begin();
     if (clock instanceof VirtualClock) {
-      const failed = finished.catch((e: Error) => e);
       const done = await clock.run(() => records !== null || runtime.failures.length > 0);
-      if (runtime.failures.length > 0) throw await failed;
+      if (runtime.failures.length > 0) throw await failed.catch((e: Error) => e);
       if (!done) throw new DeadlockError(await statuses(), events.slice(-40), clock.now());
     } else {
-      await waitWithWatchdog(finished, () => events.length, cfg.stallTimeoutMs, async () =>
+      await waitWithWatchdog(Promise.race([finished, failed]), () => events.length, cfg.stallTimeoutMs, async () =>
         new DeadlockError(await statuses(), events.slice(-40), clock.now()));
     }
     if (runtime.failures.length > 0)
       throw new JobError(`actor failures: ${runtime.failures.slice(0, 5).map((f) => `${f.actor}: ${f.error.message}`).join('; ')}`, { cause: runtime.failures[0].error });
-    if (coordinatorRejects.length > 0) throw new JobError(`coordinator rejected messages: ${coordinatorRejects.slice(0, 5).join('; ')}`);
+    if (coordinator.rejects.length > 0) throw new JobError(`coordinator rejected messages: ${coordinator.rejects.slice(0, 5).join('; ')}`);
     return buildResult({ cfg, shape, policy, records: records as unknown as IterationRecord[], events, clock: clock.kind, transport: bus.kind, wallStart, validate: opts.validate !== false });
   } finally {
     for (const s of subs) s.unsubscribe();

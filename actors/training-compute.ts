@@ -60,7 +60,6 @@ export class TrainingCompute implements StageCompute {
     private readonly stage: number,
     private readonly shape: PipelineShape,
     private readonly train: TrainConfig,
-    private readonly iterations: number,
     resume?: StageSnapshot,
   ) {
     this.corpus = corpusFor(train);

@@ -79,7 +79,7 @@ function computeFor(o: StageWiringOptions): StageCompute {
     if (!module || !cfg.train) return new AsyncEmulatedCompute(runtime, s, durations, store);
     real = new AsyncTrainingCompute(runtime, s, plan.shape, cfg.train, module, store);
   } else if (cfg.train) {
-    real = new TrainingCompute(s, plan.shape, cfg.train, cfg.iterations, resumeSnapshot(cfg.train, s));
+    real = new TrainingCompute(s, plan.shape, cfg.train, resumeSnapshot(cfg.train, s));
   }
   if (!real) return new EmulatedCompute(clock, s, durations);
   // On the virtual clock real compute holds its stage for the profile's duration.
