@@ -8,6 +8,7 @@ const NODE_FLAGS: readonly FlagSpec[] = [
   { name: 'nats', type: 'string', metavar: 'URL', help: 'NATS server to join (required), e.g. nats://127.0.0.1:4222' },
   { name: 'name', type: 'string', metavar: 'NAME', help: 'node name, unique among the nodes of a NATS system', default: `node-${process.pid}` },
   { name: 'quiet', type: 'bool', help: 'do not log hosting events' },
+  { name: 'json', type: 'bool', help: 'print one JSON line when ready ({node, pid, nats}) and log as JSON lines' },
   { name: 'help', type: 'bool', help: 'show this help' },
 ];
 
@@ -24,10 +25,13 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   const name = String(flags.name);
   if (!/^[A-Za-z0-9_-]+$/.test(name)) throw new UsageError(`node: --name must match [A-Za-z0-9_-]+, got ${JSON.stringify(name)}`);
   const bus = await NatsBus.connect(String(flags.nats), { name: `baton-node-${name}` });
-  const log = flags.quiet ? () => {} : (l: string) => process.stderr.write(`${l}\n`);
+  const log = flags.quiet ? () => {} : flags.json
+    ? (l: string) => process.stderr.write(`${JSON.stringify({ node: name, log: l })}\n`)
+    : (l: string) => process.stderr.write(`${l}\n`);
   const agent = new NodeAgent({ name, bus, log });
   agent.start();
-  log(`node ${name}: ready on ${flags.nats} (pid ${process.pid})`);
+  if (flags.json) out(JSON.stringify({ node: name, pid: process.pid, nats: flags.nats, ready: true }));
+  else log(`node ${name}: ready on ${flags.nats} (pid ${process.pid})`);
   const stop = () => void bus.close().finally(() => process.exit(0));
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
