@@ -1,0 +1,84 @@
+import { strict as assert } from 'assert';
+import { main } from '../cli/main';
+
+async function baton(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const write = process.stderr.write.bind(process.stderr);
+  process.stderr.write = ((s: string) => {
+    err += s;
+    return true;
+  }) as typeof process.stderr.write;
+  try {
+    const code = await main(argv, (s) => (out += `${s}\n`));
+    return { code, out, err };
+  } finally {
+    process.stderr.write = write;
+  }
+}
+
+describe('the baton command', function () {
+  this.timeout(60_000);
+
+  it('prints the sim JSON contract', async () => {
+    const r = await baton('sim', '--stages', '4', '--microbatches', '8', '--iterations', '2', '--json');
+    assert.equal(r.code, 0);
+    const j = JSON.parse(r.out);
+    for (const k of ['policy', 'stages', 'microbatches', 'chunks', 'seed', 'iterations', 'makespan_ms', 'lower_bound_ms', 'efficiency', 'bubble_fraction', 'peak_inflight', 'tasks'])
+      assert.ok(k in j, `missing ${k}`);
+    assert.equal(j.iterations.length, 2);
+    assert.ok('makespan_ms' in j.iterations[0] && 'lower_bound_ms' in j.iterations[0]);
+    assert.equal(j.makespan_ms, 330);
+    assert.equal(j.peak_inflight.length, 4);
+  });
+
+  it('compares policies on the same seed, as a table and as a JSON list', async () => {
+    const t = await baton('sim', '--stages', '4', '--microbatches', '8', '--jitter', 'paper', '--compare', '1f1b,bf');
+    assert.equal(t.code, 0);
+    assert.match(t.out, /speedup vs 1f1b/);
+    const j = JSON.parse((await baton('sim', '--stages', '4', '--microbatches', '8', '--jitter', 'paper', '--compare', '1f1b,bf', '--json')).out);
+    assert.deepEqual(j.map((x: { policy: string }) => x.policy), ['1f1b', 'bf']);
+    assert.equal(j[0].speedup, 1);
+  });
+
+  it('refuses bad arguments with a clear error and exit code 2', async () => {
+    const cases: [string[], RegExp][] = [
+      [['sim', '--stages', 'x'], /--stages must be an integer, got "x"/],
+      [['sim', '--stages', '0'], /--stages must be a positive integer/],
+      [['sim', '--bogus'], /unknown flag --bogus/],
+      [['sim', '--jitter', 'huge'], /--jitter must be one of none, compute, paper/],
+      [['sim', '--policy', 'nope'], /unknown policy/],
+      [['sim', '--policy', 'interleaved-1f1b', '--chunks', '2', '--stages', '4', '--microbatches', '6'], /microbatches = 6, stages = 4/],
+      [['sim', '--profile', 'no-such-profile'], /unknown profile/],
+      [['sim', '--microbatches'], /needs a value/],
+      [['train', '--model', 'rnn'], /--model must be one of gpt, mlp/],
+      [['run', '--transport', 'local', '--nodes', 'a'], /need --transport nats/],
+    ];
+    for (const [argv, re] of cases) {
+      const r = await baton(...argv);
+      assert.equal(r.code, 2, `${argv.join(' ')}: exit ${r.code}, stderr ${r.err}`);
+      assert.match(r.err, re, argv.join(' '));
+    }
+    const unknown = await baton('frobnicate');
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.err, /unknown command "frobnicate"/);
+  });
+
+  it('answers --help for every command and lists them all', async () => {
+    const top = await baton('--help');
+    for (const c of ['sim', 'run', 'train', 'node', 'tap', 'trace']) {
+      assert.match(top.out, new RegExp(`\\b${c}\\b`));
+      const r = await baton(c, '--help');
+      assert.equal(r.code, 0, c);
+      assert.match(r.out, /Usage:/, c);
+    }
+  });
+
+  it('prints the resolved config', async () => {
+    const r = await baton('sim', '--stages', '3', '--policy', 'fb', '--print-config');
+    const cfg = JSON.parse(r.out);
+    assert.equal(cfg.stages, 3);
+    assert.equal(cfg.policy, 'fb');
+    assert.equal(cfg.bufferLimit, 32);
+  });
+});
