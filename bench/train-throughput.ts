@@ -13,10 +13,10 @@ import { TRAIN_DEFAULTS, TrainConfig, tokensPerMicrobatch } from '../models/trai
 import { runOnce } from '../cli/run';
 import { iterationStats } from '../actors/stats';
 
-export async function benchTrainThroughput(o: { iterations?: number } = {}) {
+export async function benchTrainThroughput(o: { iterations?: number; layers?: number } = {}) {
   const iterations = o.iterations ?? 6;
   const M = 8;
-  const t: TrainConfig = { ...TRAIN_DEFAULTS, model: 'gpt', microbatchSize: 16, seq: 64, layers: 4, width: 128, heads: 4, totalIterations: iterations, valBatches: 1 };
+  const t: TrainConfig = { ...TRAIN_DEFAULTS, model: 'gpt', microbatchSize: 16, seq: 64, layers: o.layers ?? 8, width: 128, heads: 4, totalIterations: iterations, valBatches: 1 };
   const tokens = M * tokensPerMicrobatch(t);
   const rate = (makespans: number[]) => median(makespans.slice(1).map((ms) => tokens / (ms / 1000)));
   const cfg = (P: number, job: string) => resolveConfig({ job, stages: P, microbatches: M, iterations, policy: 'bf', profile: 'train', train: t, stallTimeoutMs: 600000 });
@@ -35,7 +35,7 @@ export async function benchTrainThroughput(o: { iterations?: number } = {}) {
   });
   return {
     backend: (await loadBackend()).backend,
-    model: 'gpt d128 L4 seq64 B16', microbatches: M, iterations,
+    model: `gpt d128 L${t.layers} seq64 B16`, microbatches: M, iterations,
     single_tokens_per_s: singleRate, pipeline_tokens_per_s: pipedRate, speedup: pipedRate / singleRate,
     processes: piped.processes, split,
   };
@@ -53,8 +53,11 @@ export function formatTrainThroughput(r: Awaited<ReturnType<typeof benchTrainThr
 }
 
 if (require.main === module) {
-  const i = process.argv.indexOf('--iterations');
-  benchTrainThroughput({ iterations: i > 0 ? Number(process.argv[i + 1]) : undefined }).then((r) => {
+  const arg = (name: string) => {
+    const i = process.argv.indexOf(`--${name}`);
+    return i > 0 ? Number(process.argv[i + 1]) : undefined;
+  };
+  benchTrainThroughput({ iterations: arg('iterations'), layers: arg('layers') }).then((r) => {
     console.log(process.argv.includes('--json') ? JSON.stringify(r) : formatTrainThroughput(r));
   }, (e) => {
     console.error(e);
