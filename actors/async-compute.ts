@@ -173,9 +173,11 @@ export class TimedCompute implements StageCompute {
     this.kind = `${inner.kind}+timed`;
     if (inner.accept) this.accept = inner.accept.bind(inner);
     if (inner.endIteration) this.endIteration = inner.endIteration.bind(inner);
+    if (inner.dispose) this.dispose = inner.dispose.bind(inner);
   }
   accept?: StageCompute['accept'];
   endIteration?: StageCompute['endIteration'];
+  dispose?: StageCompute['dispose'];
 
   run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void): void {
     this.inner.run(iteration, t, (out) => this.clock.setTimer(this.durations.compute(iteration, this.stage, t), () => done(out)));

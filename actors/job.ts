@@ -44,11 +44,11 @@ export interface RunOptions {
   bus?: Bus;
   /** Extra event consumers (trace publishers, live printers). */
   sinks?: EventSink[];
-  /** Replace emulated compute (real compute, issue 4). */
+  /** Replace the compute the config implies (emulated or tfjs) with another. */
   computeFor?: (stage: number, clock: Clock) => StageCompute;
   /** Called by the coordinator as each iteration ends (progress output). */
   onIteration?: (r: IterationRecord) => void;
-  /** Skip validation (never for tests; for huge benchmark runs the validation is timed separately). */
+  /** Validate the run (default true). */
   validate?: boolean;
 }
 
@@ -68,10 +68,12 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   };
   const stages: ActorRef<StageActorMsg>[] = [];
   const subs: Subscription[] = [];
+  const computes: StageCompute[] = [];
   for (let s = 0; s < shape.stages; s++) {
     const w = wireStage({ runtime, bus, cfg, plan: { policy, shape }, durations, stage: s, sink, computeFor: opts.computeFor });
     subs.push(...w.subscriptions);
     stages.push(w.stage);
+    computes.push(w.compute);
   }
   let records: IterationRecord[] | null = null;
   let fail: (e: Error) => void = () => {};
@@ -105,6 +107,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   } finally {
     for (const s of subs) s.unsubscribe();
     runtime.shutdown();
+    for (const c of computes) c.dispose?.();
     if (!opts.bus) await bus.close();
   }
 }

@@ -24,6 +24,7 @@ import { JobConfig, resolveConfig } from './config';
 import { ActorRuntime, ActorRef } from './runtime';
 import { StageActorMsg } from './stage';
 import { StageStatus } from './stage-logic';
+import { StageCompute } from './compute';
 import { durationModelFor, loadTrainingBackend, planJob, wireStage } from './wire-stage';
 
 export const NODES_PREFIX = 'baton._nodes';
@@ -35,6 +36,7 @@ const TRACE_FLUSH_MS = 50;
 
 interface HostedJob {
   runtime: ActorRuntime;
+  computes: StageCompute[];
   stages: Map<number, ActorRef<StageActorMsg>>;
   subs: Subscription[];
   pending: Map<number, BatonEvent[]>;
@@ -151,13 +153,14 @@ export class NodeAgent {
       this.log(`node ${this.name}: actor ${f.actor} failed: ${f.error.message}`);
       this.reply(req.reply, { verb: 'failure', job: cfg.job, actor: f.actor, message: `${f.error.name}: ${f.error.message}` });
     };
-    const job: HostedJob = { runtime, stages: new Map(), subs: [], pending: new Map(), sent: new Map(), flushTimer: null };
+    const job: HostedJob = { runtime, computes: [], stages: new Map(), subs: [], pending: new Map(), sent: new Map(), flushTimer: null };
     for (const s of stages as number[]) {
       job.pending.set(s, []);
       job.sent.set(s, 0);
       const sink = (e: BatonEvent) => this.record(cfg.job, job, e);
       const w = wireStage({ runtime, bus: this.bus, cfg, plan, durations, stage: s, sink });
       job.stages.set(s, w.stage);
+      job.computes.push(w.compute);
       job.subs.push(...w.subscriptions);
     }
     this.jobs.set(cfg.job, job);
@@ -188,6 +191,7 @@ export class NodeAgent {
     if (job.flushTimer) clearTimeout(job.flushTimer);
     for (const s of job.subs) s.unsubscribe();
     job.runtime.shutdown();
+    for (const c of job.computes) c.dispose?.();
     this.jobs.delete(name);
   }
 }

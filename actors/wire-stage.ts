@@ -89,6 +89,8 @@ function computeFor(o: StageWiringOptions): StageCompute {
 export interface WiredStage {
   readonly stage: ActorRef<StageActorMsg>;
   readonly subscriptions: Subscription[];
+  /** Owned by the wiring's caller: dispose it when the job ends (tensors, variables). */
+  readonly compute: StageCompute;
 }
 
 /** The subject kinds a stage's receiver listens to (its trace subject is for watchers). */
@@ -114,5 +116,5 @@ export function wireStage(o: StageWiringOptions): WiredStage {
   const receiver = spawnReceiver({ runtime, job: cfg.job, stage: s, target: stage, sink });
   const subscriptions = STAGE_INBOX_KINDS.map((kind) =>
     bus.subscribe(subject(cfg.job, kind, s), (subj, data) => runtime.send(receiver, { type: 'bytes', subject: subj, data })));
-  return { stage, subscriptions };
+  return { stage, subscriptions, compute };
 }
