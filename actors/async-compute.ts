@@ -64,7 +64,7 @@ export function initialParams(module: StageModule): { params: ParamMapF; infos: 
 export function asyncStageModule(stage: number, shape: PipelineShape, train: TrainConfig): StageModule {
   const corpus = corpusFor(train);
   const spec = modelSpecFor(train, corpus.vocabSize);
-  return buildStage(spec, planPartition(spec, { stages: shape.stages, chunks: 1 }), stage);
+  return buildStage(spec, planPartition(spec, { stages: shape.stages, chunks: 1, recomputedForward: true }), stage);
 }
 
 /** Real compute in asynchronous mode (V = 1): weights come from the store for every task. */

@@ -64,7 +64,7 @@ export class TrainingCompute implements StageCompute {
   ) {
     this.corpus = corpusFor(train);
     const spec = modelSpecFor(train, this.corpus.vocabSize);
-    const plan = planPartition(spec, { stages: shape.stages, chunks: shape.chunks });
+    const plan = planPartition(spec, { stages: shape.stages, chunks: shape.chunks, recomputedForward: true });
     this.chunks = [];
     for (let c = 0; c < shape.chunks; c++) {
       const module = buildStage(spec, plan, virtualStage(stage, c, shape));

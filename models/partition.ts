@@ -20,6 +20,13 @@ export interface PartitionOptions {
   readonly chunks?: number;
   /** Relative speed of each physical stage (length P); default all 1. */
   readonly weights?: readonly number[];
+  /**
+   * Stages recompute their forward inside backward (SequentialStage does): every virtual
+   * stage but the last then runs its forward twice per microbatch (F, and again in B),
+   * the last once (its F output is not needed). Counting backward as two forwards, a
+   * non-last stage costs 4/3 of its FLOPs relative to the last. Default false.
+   */
+  readonly recomputedForward?: boolean;
 }
 
 export interface VirtualStagePlan {
@@ -71,7 +78,8 @@ export function planPartition(spec: ModelSpec, opts: PartitionOptions): Partitio
   for (const b of spec.blocks) prefix.push(prefix[prefix.length - 1]! + b.flopsPerSample);
   const flops = (v: number, i: number, j: number) =>
     prefix[j]! - prefix[i]! + (v === 0 ? spec.embed.flopsPerSample : 0) + (v === S - 1 ? spec.head.flopsPerSample : 0);
-  const cost = (v: number, i: number, j: number) => flops(v, i, j) / weights[v % P]!;
+  const passes = (v: number) => (opts.recomputedForward && v < S - 1 ? 4 / 3 : 1);
+  const cost = (v: number, i: number, j: number) => (flops(v, i, j) * passes(v)) / weights[v % P]!;
 
   // best[v][j]: smallest achievable max cost when virtual stages 0..v hold blocks [0, j).
   const best: number[][] = Array.from({ length: S }, () => new Array<number>(n + 1).fill(Infinity));

@@ -144,3 +144,14 @@ describe('partition: cutting a model into P × V stage modules', () => {
     assert.throws(() => planPartition(gpt8(), { stages: 0 }), /stages must be a positive integer, got 0/);
   });
 });
+
+describe('recompute-aware partitioning', () => {
+  it('gives the last stage more blocks when the others run their forward twice', () => {
+    const spec = gptSpec({ layers: 7, width: 32, heads: 2, seqLen: 16 });
+    const flat = planPartition(spec, { stages: 2 });
+    const aware = planPartition(spec, { stages: 2, recomputedForward: true });
+    const blocks = (p: ReturnType<typeof planPartition>) => p.virtual.map((v) => v.blockEnd - v.blockStart);
+    assert.deepEqual(blocks(flat), [4, 3]);
+    assert.deepEqual(blocks(aware), [3, 4]);
+  });
+});
