@@ -60,11 +60,14 @@ function curvesSvg(runs: Run[], title: string): string {
   });
   const ticks = Array.from({ length: 6 }, (_, i) => lo + ((hi - lo) * i) / 5).map((v) =>
     `<text x="${pad - 8}" y="${y(v) + 4}" text-anchor="end" font-size="12">${v.toFixed(2)}</text><line x1="${pad}" x2="${W - pad}" y1="${y(v)}" y2="${y(v)}" stroke="#eee"/>`);
+  const step = Math.max(1, Math.ceil(n / 8 / 10) * 10);
+  const xticks = Array.from({ length: Math.floor((n - 1) / step) + 1 }, (_, i) => i * step).map((u) =>
+    `<line x1="${x(u)}" x2="${x(u)}" y1="${H - pad}" y2="${H - pad + 5}" stroke="#333"/><text x="${x(u)}" y="${H - pad + 18}" text-anchor="middle" font-size="12">${u}</text>`);
   const legend = [...CONSISTENCY_POLICIES.map((c, i) => `<rect x="${W - pad - 150}" y="${pad + 18 * i}" width="12" height="12" fill="${colors[c]}"/><text x="${W - pad - 132}" y="${pad + 18 * i + 11}" font-size="12">${c}</text>`),
     ...[1, 2, 4, 8].map((p, i) => `<line x1="${W - pad - 150}" x2="${W - pad - 110}" y1="${pad + 110 + 18 * i}" y2="${pad + 110 + 18 * i}" stroke="#333" stroke-dasharray="${dashes[p]}"/><text x="${W - pad - 104}" y="${pad + 114 + 18 * i}" font-size="12">P=${p}</text>`)];
   return `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" font-family="sans-serif">` +
     `<rect width="${W}" height="${H}" fill="white"/><text x="${pad}" y="30" font-size="16" font-weight="bold">${title.replace(/&/g, '&amp;').replace(/</g, '&lt;')}</text>` +
-    ticks.join('') + lines.join('') + legend.join('') +
+    ticks.join('') + xticks.join('') + lines.join('') + legend.join('') +
     `<text x="${W / 2}" y="${H - 15}" text-anchor="middle" font-size="13">update</text>` +
     `<text x="18" y="${H / 2}" font-size="13" transform="rotate(-90 18 ${H / 2})" text-anchor="middle">training loss (EMA 0.97)</text></svg>`;
 }
