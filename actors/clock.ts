@@ -18,12 +18,17 @@ export interface Clock {
 /** How long before a deadline a real-clock timer stops sleeping and starts yielding. */
 const SPIN_MS = 0.5;
 
+/** Milliseconds on the system's monotonic clock: the real clock's time base. */
+export function monotonicNow(): number {
+  return Number(process.hrtime.bigint()) / 1e6;
+}
+
 export class RealClock implements Clock {
   readonly kind = 'real';
   private nextId = 1;
   private readonly live = new Map<number, NodeJS.Timeout | NodeJS.Immediate>();
   now(): number {
-    return Number(process.hrtime.bigint()) / 1e6;
+    return monotonicNow();
   }
 
   /**

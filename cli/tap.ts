@@ -1,7 +1,9 @@
 // `baton tap`: print the live, decoded message flows of a job (like `nats sub` for
-// Baton): subject, kind, task, bytes and latency of every message; trace batches are
-// summarized. Malformed messages are printed as such, never fatal.
+// Baton): subject, kind, task, bytes and latency of every message (on the machine's
+// monotonic clock, so latency is meaningful for senders on the same host); trace
+// batches are summarized. Malformed messages are printed as such, never fatal.
 
+import { monotonicNow } from '../actors/clock';
 import { BatonEvent } from '../actors/events';
 import { decodeEnvelope, decodeValue } from '../transport/codec';
 import { Envelope } from '../transport/envelope';
@@ -43,7 +45,7 @@ function taskOf(e: Envelope): string | undefined {
 }
 
 /** Decode one bus message into a tap line; never throws. */
-export function tapLine(subject: string, data: Uint8Array, now = Date.now()): TapLine {
+export function tapLine(subject: string, data: Uint8Array, now = monotonicNow()): TapLine {
   const parts = parseSubject(subject);
   if (parts?.kind === 'trace' || parts?.job === '_nodes') {
     try {
