@@ -105,11 +105,7 @@ export class AsyncTrainingCompute implements StageCompute {
 
   run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void): void {
     const work = this.runtime.hold(t.kind === 'F' ? this.forward(iteration, t) : this.backward(iteration, t));
-    work.then(done, (err: Error) => {
-      // Surface the failure through the stage actor (it counts and reports it).
-      this.runtime.failures.push({ actor: `compute-${this.stage}`, error: err });
-      this.runtime.onFailure?.({ actor: `compute-${this.stage}`, error: err });
-    });
+    work.then(done, (err: Error) => this.runtime.fail(`compute-${this.stage}`, err));
   }
 
   private async forward(iteration: number, t: Task): Promise<TensorPayload[]> {

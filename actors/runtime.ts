@@ -36,8 +36,6 @@ export class ActorRuntime {
 
   spawn<S, M>(name: string, initial: S, handler: Handler<S, M>): ActorRef<M> {
     const counter = this.virtual;
-    const failures = this.failures;
-    const notify = (f: ActorFailure) => this.onFailure?.(f);
     const self: { name: string; ref: Ref<M> } = { name, ref: undefined as unknown as Ref<M> };
     self.ref = spawn(
       this.system,
@@ -45,9 +43,7 @@ export class ActorRuntime {
         try {
           return await handler(state, msg, self);
         } catch (err) {
-          const f = { actor: name, error: err instanceof Error ? err : new Error(String(err)) };
-          failures.push(f);
-          notify(f);
+          this.fail(name, err);
           return state;
         } finally {
           counter?.leave();
@@ -63,6 +59,13 @@ export class ActorRuntime {
     this.messages++;
     this.virtual?.enter();
     dispatch(to.ref, msg);
+  }
+
+  /** Records a failure outside a message handler (a timer, a promise) and reports it. */
+  fail(actor: string, err: unknown): void {
+    const f = { actor, error: err instanceof Error ? err : new Error(String(err)) };
+    this.failures.push(f);
+    this.onFailure?.(f);
   }
 
   /** Counts `p` as work until it settles, so the virtual clock waits for it. */

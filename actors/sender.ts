@@ -65,8 +65,17 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
     sink({ type: 'send', t: now, stage, iteration: msg.iteration, kind: msg.kind, mb: t.mb, chunk: msg.dstChunk, dst: msg.dst, seq, bytes, ...(clock.kind === 'real' ? { cpuMs: performance.now() - c0 } : {}) });
     const delay = comm.comm(msg.iteration, stage, t);
     const target = subject(job, msg.kind, msg.dst);
-    if (delay > 0) clock.setTimer(delay, () => bus.publish(target, data));
-    else bus.publish(target, data);
+    // A refused publish (e.g. a tensor over the server's max_payload) fails the job
+    // clearly; it must not escape a timer callback and take the process down.
+    const publish = () => {
+      try {
+        bus.publish(target, data);
+      } catch (err) {
+        runtime.fail(`sender-${stage}`, err);
+      }
+    };
+    if (delay > 0) clock.setTimer(delay, publish);
+    else publish();
     return state;
   });
 }
