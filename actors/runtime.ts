@@ -27,7 +27,6 @@ export class ActorRuntime {
   readonly failures: ActorFailure[] = [];
   /** Called on every actor failure (a job fails fast instead of stalling). */
   onFailure: ((f: ActorFailure) => void) | null = null;
-  messages = 0;
 
   constructor(readonly clock: Clock, name = 'baton') {
     this.system = start(`${name}-${++systems}`);
@@ -56,7 +55,6 @@ export class ActorRuntime {
   }
 
   send<M>(to: ActorRef<M>, msg: M): void {
-    this.messages++;
     this.virtual?.enter();
     dispatch(to.ref, msg);
   }

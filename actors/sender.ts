@@ -32,14 +32,12 @@ export interface SenderWiring {
 
 interface SenderState {
   seq: number;
-  messages: number;
-  bytes: number;
 }
 
 export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
   const { runtime, bus, job, stage, comm, sink } = w;
   const clock = runtime.clock;
-  return runtime.spawn<SenderState, SenderMsg>(`sender-${stage}`, { seq: 0, messages: 0, bytes: 0 }, (state, msg) => {
+  return runtime.spawn<SenderState, SenderMsg>(`sender-${stage}`, { seq: 0 }, (state, msg) => {
     const now = clock.now();
     const seq = state.seq++;
     if (msg.type === 'report') {
@@ -60,8 +58,6 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
       dir: msg.kind === 'activation' ? 'forward' : 'backward', src: stage, dst: msg.dst, seq, sentAt: now,
       bytes, tensors: msg.tensors ?? [],
     });
-    state.messages++;
-    state.bytes += bytes;
     sink({ type: 'send', t: now, stage, iteration: msg.iteration, kind: msg.kind, mb: t.mb, chunk: msg.dstChunk, dst: msg.dst, seq, bytes, ...(clock.kind === 'real' ? { cpuMs: performance.now() - c0 } : {}) });
     const delay = comm.comm(msg.iteration, stage, t);
     const target = subject(job, msg.kind, msg.dst);
