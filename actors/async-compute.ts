@@ -18,13 +18,11 @@ import { Clock } from './clock';
 import { StageCompute, TaskDurations } from './compute';
 import { ParamMapF, StoreMsg, StoreStats } from './param-store';
 import { ActorRef, ActorRuntime } from './runtime';
+import { fromPayload, paramInfos, readFloat32, toPayload } from '../models/tensor-io';
+import { ParamInfo } from '../policies/optim/params';
 import { TrainingComputeError } from './training-compute';
 
 const key = (mb: number) => `${mb}`;
-
-function payload(t: tf.Tensor): TensorPayload {
-  return { dtype: 'float32', shape: t.shape, data: Float32Array.from(t.dataSync() as Float32Array) };
-}
 
 async function storeStats(runtime: ActorRuntime, store: ActorRef<StoreMsg>): Promise<StoreStats> {
   return runtime.ask<StoreMsg, StoreStats>(store, (reply) => ({ type: 'stats', reply }), 60000);
@@ -51,13 +49,9 @@ export class AsyncEmulatedCompute implements StageCompute {
 }
 
 /** The module's parameters as plain arrays, in its fixed order (the store's initial state). */
-export function initialParams(module: StageModule): { params: ParamMapF; infos: { name: string; shape: number[]; decay: boolean }[] } {
+export function initialParams(module: StageModule): { params: ParamMapF; infos: ParamInfo[] } {
   const names = module.paramNames();
-  const vars = module.params();
-  return {
-    params: new Map(vars.map((v, i) => [names[i], Float32Array.from(v.dataSync() as Float32Array)])),
-    infos: vars.map((v, i) => ({ name: names[i], shape: v.shape, decay: v.shape.length >= 2 })),
-  };
+  return { params: new Map(module.params().map((v, i) => [names[i], readFloat32(v)])), infos: paramInfos(module) };
 }
 
 /** Builds the single chunk module a stage trains in asynchronous mode. */
@@ -88,8 +82,7 @@ export class AsyncTrainingCompute implements StageCompute {
   accept(_iteration: number, kind: 'input' | 'grad', mb: number, _chunk: number, tensors: readonly TensorPayload[]): void {
     if (tensors.length !== 1 || tensors[0].dtype !== 'float32')
       throw new TrainingComputeError(`stage ${this.stage}: ${kind} for microbatch ${mb} must carry one float32 tensor`);
-    const p = tensors[0];
-    (kind === 'input' ? this.received : this.grads).set(key(mb), tf.tensor(Float32Array.from(p.data as Float32Array), [...p.shape], 'float32'));
+    (kind === 'input' ? this.received : this.grads).set(key(mb), fromPayload(tensors[0]));
   }
 
   private async weights(purpose: 'forward' | 'backward', mb: number): Promise<tf.Tensor[]> {
@@ -118,7 +111,7 @@ export class AsyncTrainingCompute implements StageCompute {
     const { result: y, inputs } = captureLinearInputs(names, () => this.module.forward(x, w));
     tf.dispose(w);
     this.runtime.send(this.store, { type: 'forward-ran', mb: t.mb, inputs });
-    const out = this.module.isLast ? [] : [payload(y)];
+    const out = this.module.isLast ? [] : [toPayload(y)];
     y.dispose();
     return out;
   }
@@ -140,10 +133,10 @@ export class AsyncTrainingCompute implements StageCompute {
     const res = this.module.backward(x, dy, { targets, lossScale: 1, params: w });
     tf.dispose([w, x, ...(dy ? [dy] : []), ...(targets ? [targets] : [])]);
     if (res.loss !== undefined) this.losses[t.mb] = res.loss;
-    const grads = new Map(res.paramGrads.map((g, i) => [this.names[i], Float32Array.from(g.dataSync() as Float32Array)]));
+    const grads = new Map(res.paramGrads.map((g, i) => [this.names[i], readFloat32(g)]));
     tf.dispose(res.paramGrads);
     this.runtime.send(this.store, { type: 'backward-ran', mb: t.mb, grads });
-    const out = res.gradInput ? [payload(res.gradInput)] : [];
+    const out = res.gradInput ? [toPayload(res.gradInput)] : [];
     res.gradInput?.dispose();
     return out;
   }

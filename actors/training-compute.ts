@@ -8,7 +8,6 @@
 // activation memory limits (the wasm heap guard in the stage modules still applies).
 
 import * as tf from '@tensorflow/tfjs';
-import { createHash } from 'crypto';
 import { AdamW } from '../policies/optim/adamw';
 import { OptimizerState } from '../policies/optim/optimizer';
 import { OrderedSum } from '../policies/optim/ordered-sum';
@@ -20,6 +19,7 @@ import { StageModule } from '../models/stage-module';
 import { TrainConfig, batchFor, corpusFor, modelSpecFor } from '../models/train-config';
 import { TensorPayload } from '../transport/envelope';
 import { StageCompute } from './compute';
+import { fromPayload, paramInfos, readFloat32, toPayload } from '../models/tensor-io';
 
 export class TrainingComputeError extends Error {
   override name = 'TrainingComputeError';
@@ -39,11 +39,6 @@ interface ChunkState {
 }
 
 const key = (it: number, mb: number, chunk: number) => `${it}|${mb}|${chunk}`;
-
-function payload(t: tf.Tensor): TensorPayload {
-  // dataSync can share memory with the backend's buffer: copy before the tensor is disposed.
-  return { dtype: 'float32', shape: t.shape, data: Float32Array.from(t.dataSync() as Float32Array) };
-}
 
 export class TrainingCompute implements StageCompute {
   readonly kind = 'tfjs';
@@ -68,9 +63,7 @@ export class TrainingCompute implements StageCompute {
     this.chunks = [];
     for (let c = 0; c < shape.chunks; c++) {
       const module = buildStage(spec, plan, virtualStage(stage, c, shape));
-      const names = module.paramNames();
-      const infos = module.params().map((v, i) => ({ name: names[i], shape: v.shape, decay: v.shape.length >= 2 }));
-      this.chunks.push({ module, names, optimizer: new AdamW(infos, { weightDecay: train.weightDecay }), sum: null });
+      this.chunks.push({ module, names: module.paramNames(), optimizer: new AdamW(paramInfos(module), { weightDecay: train.weightDecay }), sum: null });
     }
     this.step = train.startIteration;
     if (resume) this.restore(resume);
@@ -81,9 +74,7 @@ export class TrainingCompute implements StageCompute {
     if (tensors.length !== 1) throw new TrainingComputeError(`stage ${this.stage}: ${kind} for microbatch ${mb} carries ${tensors.length} tensors, expected 1`);
     const p = tensors[0];
     if (p.dtype !== 'float32') throw new TrainingComputeError(`stage ${this.stage}: ${kind} tensor has dtype ${p.dtype}, expected float32`);
-    // The received bytes may be a view into the transport's buffer: copy them.
-    const t = tf.tensor(Float32Array.from(p.data as Float32Array), [...p.shape], 'float32');
-    (kind === 'input' ? this.received : this.grads).set(key(iteration, mb, chunk), t);
+    (kind === 'input' ? this.received : this.grads).set(key(iteration, mb, chunk), fromPayload(p));
   }
 
   run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void): void {
@@ -107,7 +98,7 @@ export class TrainingCompute implements StageCompute {
     this.saved.set(k, x);
     if (c.module.isLast) return [];
     const y = c.module.forward(x);
-    const out = payload(y);
+    const out = toPayload(y);
     y.dispose();
     return [out];
   }
@@ -139,10 +130,10 @@ export class TrainingCompute implements StageCompute {
     }
     if (res.paramGrads.length > 0) {
       if (!c.sum) c.sum = new OrderedSum(c.module.params().map((v) => v.size), this.shape.microbatches);
-      c.sum.add(t.mb, res.paramGrads.map((g) => Float32Array.from(g.dataSync() as Float32Array)));
+      c.sum.add(t.mb, res.paramGrads.map((g) => readFloat32(g)));
       for (const g of res.paramGrads) g.dispose();
     }
-    const out = res.gradInput ? [payload(res.gradInput)] : [];
+    const out = res.gradInput ? [toPayload(res.gradInput)] : [];
     res.gradInput?.dispose();
     if (wants !== 'input') {
       this.saved.delete(k);
@@ -162,7 +153,7 @@ export class TrainingCompute implements StageCompute {
       if (!c.sum) throw new TrainingComputeError(`stage ${this.stage}: iteration ${iteration} ended without gradients`);
       const grads = c.sum.result();
       const vars = c.module.params();
-      const params = new Map(vars.map((v, i) => [c.names[i], Float32Array.from(v.dataSync() as Float32Array)]));
+      const params = new Map(vars.map((v, i) => [c.names[i], readFloat32(v)]));
       const gmap = new Map(c.names.map((n, i) => [n, grads[i]]));
       const delta = c.optimizer.propose(params, gmap, lr);
       vars.forEach((v, i) => {
@@ -174,7 +165,7 @@ export class TrainingCompute implements StageCompute {
       c.sum = null;
     }
     this.step++;
-    const body: Record<string, unknown> = { lr, step: this.step, checksum: this.checksum() };
+    const body: Record<string, unknown> = { lr, step: this.step };
     if (this.lossCount > 0) {
       body.loss = this.lossSum / this.lossCount;
       body.lossCount = this.lossCount;
@@ -187,16 +178,9 @@ export class TrainingCompute implements StageCompute {
     return body;
   }
 
-  /** sha256 over this stage's parameters, chunk by chunk, in parameter order. */
-  checksum(): string {
-    const h = createHash('sha256');
-    for (const c of this.chunks) for (const v of c.module.params()) h.update(Buffer.from((v.dataSync() as Float32Array).slice().buffer));
-    return h.digest('hex');
-  }
-
   snapshot(): StageSnapshot {
     const params: Record<string, Float32Array> = {};
-    for (const c of this.chunks) c.module.params().forEach((v, i) => (params[c.names[i]] = Float32Array.from(v.dataSync() as Float32Array)));
+    for (const c of this.chunks) c.module.params().forEach((v, i) => (params[c.names[i]] = readFloat32(v)));
     return { params, optimizer: this.chunks.map((c) => c.optimizer.state()) };
   }
 

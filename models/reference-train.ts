@@ -10,6 +10,7 @@ import { lrAt } from '../policies/optim/schedule';
 import { buildFullModel } from './partition';
 import { ModelSpec, StageModule } from './stage-module';
 import { TrainConfig, batchFor, corpusFor, modelSpecFor } from './train-config';
+import { paramInfos, readFloat32 } from './tensor-io';
 
 export interface ReferenceResult {
   params: Map<string, Float32Array>;
@@ -38,7 +39,7 @@ export function trainReference(t: TrainConfig, microbatches: number, iterations:
   const model = buildFullModel(spec);
   const names = model.paramNames();
   const vars = model.params();
-  const opt = new AdamW(vars.map((v, i) => ({ name: names[i], shape: v.shape, decay: v.shape.length >= 2 })), { weightDecay: t.weightDecay });
+  const opt = new AdamW(paramInfos(model), { weightDecay: t.weightDecay });
   const losses: number[] = [];
   for (let it = 0; it < iterations; it++) {
     const sum = new OrderedSum(vars.map((v) => v.size), microbatches);
@@ -49,7 +50,7 @@ export function trainReference(t: TrainConfig, microbatches: number, iterations:
       const y = tf.tensor(b.targets, [...b.targetShape], 'int32');
       const r = model.backward(x, null, { targets: y, lossScale: 1 / microbatches });
       loss += r.loss ?? 0;
-      sum.add(j, r.paramGrads.map((g) => Float32Array.from(g.dataSync() as Float32Array)));
+      sum.add(j, r.paramGrads.map((g) => readFloat32(g)));
       r.paramGrads.forEach((g) => g.dispose());
       x.dispose();
       y.dispose();
@@ -57,7 +58,7 @@ export function trainReference(t: TrainConfig, microbatches: number, iterations:
     losses.push(loss / microbatches);
     const lr = lrAt({ peak: t.lr, warmupSteps: t.warmup, totalSteps: Math.max(t.totalIterations, t.warmup + 1) }, it);
     const grads = sum.result();
-    const params = new Map(vars.map((v, i) => [names[i], Float32Array.from(v.dataSync() as Float32Array)]));
+    const params = new Map(vars.map((v, i) => [names[i], readFloat32(v)]));
     const delta = opt.propose(params, new Map(names.map((n, i) => [n, grads[i]])), lr);
     vars.forEach((v, i) => {
       const p = params.get(names[i])!;
@@ -66,7 +67,7 @@ export function trainReference(t: TrainConfig, microbatches: number, iterations:
       v.assign(tf.tensor(p, v.shape, 'float32'));
     });
   }
-  const out = new Map(vars.map((v, i) => [names[i], Float32Array.from(v.dataSync() as Float32Array)]));
+  const out = new Map(vars.map((v, i) => [names[i], readFloat32(v)]));
   model.dispose();
   return { params: out, losses };
 }
