@@ -3,7 +3,6 @@
 // itself, gathers every stage's events from the trace subjects, then validates the run
 // exactly as a single-process one.
 
-import { ChildProcess } from 'child_process';
 import { randomBytes } from 'crypto';
 import { Bus, Subscription } from '../transport/bus';
 import { decodeValue, encodeValue } from '../transport/codec';
@@ -22,8 +21,6 @@ export interface DistributedOptions {
   bus: Bus;
   /** Node agents to use, by name; stages are dealt to them in contiguous blocks. */
   nodes: string[];
-  /** Processes this launcher started (stopped at the end); their pids are checked against the hellos. */
-  children?: ChildProcess[];
   /** How long to wait for nodes to announce themselves and answer, ms. */
   nodeTimeoutMs?: number;
   /** Pause between hosting and the first iteration, so subscriptions spread over a cluster (ms, default 200). */
@@ -62,6 +59,14 @@ class ReplyBox {
       });
     }
     return this.queue;
+  }
+}
+
+async function pollUntil(pred: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!pred()) {
+    if (Date.now() > deadline) throw new JobError(`timed out after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 20));
   }
 }
 
@@ -176,8 +181,8 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       failures.push(...((r.failures as string[]) ?? []));
     }
     if (failures.length > 0) throw new JobError(`actor failures on the nodes: ${failures.slice(0, 5).join('; ')}`);
-    await new ReplyBox().waitFor(() => [...expected].every(([s, n]) => (received.get(s) ?? 0) >= n), timeout, () => 'the last trace events').catch(() => {
-      throw new JobError(`trace incomplete: expected ${JSON.stringify(Object.fromEntries(expected))}, received ${JSON.stringify(Object.fromEntries(received))}`);
+    await pollUntil(() => [...expected].every(([s, n]) => (received.get(s) ?? 0) >= n), timeout).catch(() => {
+      throw new JobError(`trace incomplete: expected ${JSON.stringify(Object.fromEntries(expected))} events per stage, received ${JSON.stringify(Object.fromEntries(received))}`);
     });
     if (traceRejects.length > 0) throw new JobError(`malformed trace batches: ${traceRejects.slice(0, 3).join('; ')}`);
     events.sort((a, b) => a.t - b.t);

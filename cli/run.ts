@@ -89,7 +89,7 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     }
     const names = setup.nodes ?? Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}`);
     if (!setup.nodes) children = spawnNodes(url, names);
-    const result = await runDistributed(cfg, { bus, nodes: names, children, onIteration: setup.onIteration });
+    const result = await runDistributed(cfg, { bus, nodes: names, onIteration: setup.onIteration });
     const pids = [...new Set(result.nodes.map((n) => n.pid))];
     return { result, transport: 'nats', processes: pids.length, pids, natsUrl: url };
   } finally {
