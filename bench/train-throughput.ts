@@ -16,7 +16,7 @@ import { iterationStats } from '../actors/stats';
 export async function benchTrainThroughput(o: { iterations?: number; layers?: number } = {}) {
   const iterations = o.iterations ?? 6;
   const M = 8;
-  const t: TrainConfig = { ...TRAIN_DEFAULTS, model: 'gpt', microbatchSize: 16, seq: 64, layers: o.layers ?? 8, width: 128, heads: 4, totalIterations: iterations, valBatches: 1 };
+  const t: TrainConfig = { ...TRAIN_DEFAULTS, model: 'gpt', microbatchSize: 16, seq: 64, layers: o.layers ?? 7, width: 128, heads: 4, totalIterations: iterations, valBatches: 1 };
   const tokens = M * tokensPerMicrobatch(t);
   const rate = (makespans: number[]) => median(makespans.slice(1).map((ms) => tokens / (ms / 1000)));
   const cfg = (P: number, job: string) => resolveConfig({ job, stages: P, microbatches: M, iterations, policy: 'bf', profile: 'train', train: t, stallTimeoutMs: 600000 });
