@@ -10,17 +10,16 @@ import * as tf from '@tensorflow/tfjs';
 import { PipelineShape, Task, isLossStage } from '../policies/task';
 import { Corpus } from '../models/data';
 import { captureLinearInputs } from '../models/layers';
-import { buildStage, planPartition } from '../models/partition';
 import { StageModule } from '../models/stage-module';
-import { TrainConfig, batchFor, corpusFor, modelSpecFor } from '../models/train-config';
+import { TrainConfig, batchFor, corpusFor } from '../models/train-config';
 import { TensorPayload } from '../transport/envelope';
 import { Clock } from './clock';
 import { StageCompute, TaskDurations } from './compute';
 import { ParamMapF, StoreMsg, StoreStats } from './param-store';
 import { ActorRef, ActorRuntime } from './runtime';
-import { fromPayload, paramInfos, readFloat32, toPayload } from '../models/tensor-io';
+import { paramInfos, readFloat32, toPayload } from '../models/tensor-io';
 import { ParamInfo } from '../policies/optim/params';
-import { TrainingComputeError } from './training-compute';
+import { TrainingComputeError, receivedTensor, stageModules } from './training-compute';
 
 const key = (mb: number) => `${mb}`;
 
@@ -56,9 +55,7 @@ export function initialParams(module: StageModule): { params: ParamMapF; infos: 
 
 /** Builds the single chunk module a stage trains in asynchronous mode. */
 export function asyncStageModule(stage: number, shape: PipelineShape, train: TrainConfig): StageModule {
-  const corpus = corpusFor(train);
-  const spec = modelSpecFor(train, corpus.vocabSize);
-  return buildStage(spec, planPartition(spec, { stages: shape.stages, chunks: 1, recomputedForward: true }), stage);
+  return stageModules(stage, { ...shape, chunks: 1 }, train)[0];
 }
 
 /** Real compute in asynchronous mode (V = 1): weights come from the store for every task. */
@@ -80,9 +77,7 @@ export class AsyncTrainingCompute implements StageCompute {
   }
 
   accept(_iteration: number, kind: 'input' | 'grad', mb: number, _chunk: number, tensors: readonly TensorPayload[]): void {
-    if (tensors.length !== 1 || tensors[0].dtype !== 'float32')
-      throw new TrainingComputeError(`stage ${this.stage}: ${kind} for microbatch ${mb} must carry one float32 tensor`);
-    (kind === 'input' ? this.received : this.grads).set(key(mb), fromPayload(tensors[0]));
+    (kind === 'input' ? this.received : this.grads).set(key(mb), receivedTensor(this.stage, kind, mb, tensors));
   }
 
   private async weights(purpose: 'forward' | 'backward', mb: number): Promise<tf.Tensor[]> {

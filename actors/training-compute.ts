@@ -40,6 +40,21 @@ interface ChunkState {
 
 const key = (it: number, mb: number, chunk: number) => `${it}|${mb}|${chunk}`;
 
+/** The stage modules of `stage`, one per chunk, partitioned the same way in every process. */
+export function stageModules(stage: number, shape: PipelineShape, train: TrainConfig): StageModule[] {
+  const spec = modelSpecFor(train, corpusFor(train).vocabSize);
+  const plan = planPartition(spec, { stages: shape.stages, chunks: shape.chunks, recomputedForward: true });
+  return Array.from({ length: shape.chunks }, (_, c) => buildStage(spec, plan, virtualStage(stage, c, shape)));
+}
+
+/** The one float32 tensor an activation or gradient message carries, as a tfjs tensor (a copy). */
+export function receivedTensor(stage: number, kind: 'input' | 'grad', mb: number, tensors: readonly TensorPayload[]): tf.Tensor {
+  if (tensors.length !== 1) throw new TrainingComputeError(`stage ${stage}: ${kind} for microbatch ${mb} carries ${tensors.length} tensors, expected 1`);
+  const p = tensors[0];
+  if (p.dtype !== 'float32') throw new TrainingComputeError(`stage ${stage}: ${kind} tensor has dtype ${p.dtype}, expected float32`);
+  return fromPayload(p);
+}
+
 export class TrainingCompute implements StageCompute {
   readonly kind = 'tfjs';
   private readonly corpus: Corpus;
@@ -58,23 +73,15 @@ export class TrainingCompute implements StageCompute {
     resume?: StageSnapshot,
   ) {
     this.corpus = corpusFor(train);
-    const spec = modelSpecFor(train, this.corpus.vocabSize);
-    const plan = planPartition(spec, { stages: shape.stages, chunks: shape.chunks, recomputedForward: true });
-    this.chunks = [];
-    for (let c = 0; c < shape.chunks; c++) {
-      const module = buildStage(spec, plan, virtualStage(stage, c, shape));
-      this.chunks.push({ module, names: module.paramNames(), optimizer: new AdamW(paramInfos(module), { weightDecay: train.weightDecay }), sum: null });
-    }
+    this.chunks = stageModules(stage, shape, train).map((module) =>
+      ({ module, names: module.paramNames(), optimizer: new AdamW(paramInfos(module), { weightDecay: train.weightDecay }), sum: null }));
     this.step = train.startIteration;
     if (resume) this.restore(resume);
   }
 
   /** Tensors that arrived with a message: activations for F, gradients for B. */
   accept(iteration: number, kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[]): void {
-    if (tensors.length !== 1) throw new TrainingComputeError(`stage ${this.stage}: ${kind} for microbatch ${mb} carries ${tensors.length} tensors, expected 1`);
-    const p = tensors[0];
-    if (p.dtype !== 'float32') throw new TrainingComputeError(`stage ${this.stage}: ${kind} tensor has dtype ${p.dtype}, expected float32`);
-    (kind === 'input' ? this.received : this.grads).set(key(iteration, mb, chunk), fromPayload(p));
+    (kind === 'input' ? this.received : this.grads).set(key(iteration, mb, chunk), receivedTensor(this.stage, kind, mb, tensors));
   }
 
   run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void): void {
