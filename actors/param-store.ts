@@ -126,10 +126,11 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
   return w.runtime.spawn<StoreState, StoreMsg>(`param-store-${stage}`, initial, (st, msg) => {
     switch (msg.type) {
       case 'weights': {
-        if (!st.params) return msg.reply(null), st;
-        const ctx = { params: st.params, step: st.step, lr: lrOf(st.step) };
-        if (!st.policy) return msg.reply(st.params), st;
-        msg.reply(msg.purpose === 'forward' ? st.policy.weightsForForward(msg.mb, ctx) : st.policy.weightsForBackward(msg.mb, ctx));
+        // FRESCO's policy exists only after the first forward; until then the weights are current.
+        const ctx = st.params ? { params: st.params, step: st.step, lr: lrOf(st.step) } : null;
+        if (!ctx) msg.reply(null);
+        else if (!st.policy) msg.reply(ctx.params);
+        else msg.reply(msg.purpose === 'forward' ? st.policy.weightsForForward(msg.mb, ctx) : st.policy.weightsForBackward(msg.mb, ctx));
         return st;
       }
       case 'forward-ran': {
