@@ -8,6 +8,8 @@ import { Clock } from './clock';
 
 export interface StageCompute {
   readonly kind: string;
+  /** True when run() computes synchronously on this thread (real tfjs compute), holding the event loop until it returns. */
+  readonly blocking?: boolean;
   /** Run `t` of `iteration`; call `done` exactly once when it has finished, with the tensors to send on. */
   run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void): void;
   /** Tensors that arrived with an activation ('input') or a gradient ('grad'). */

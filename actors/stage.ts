@@ -3,7 +3,7 @@
 // end-of-iteration step of real compute, reports the end of an iteration, and emits
 // events. The arbiter is this actor's behavior.
 
-import { formatTask } from '../policies/task';
+import { Task, formatTask } from '../policies/task';
 import { TensorPayload } from '../transport/envelope';
 import { ActorRuntime, ActorRef } from './runtime';
 import { StageCompute } from './compute';
@@ -18,6 +18,8 @@ export interface StageWiring {
   readonly compute: StageCompute;
   readonly sender: ActorRef<SenderMsg>;
   readonly sink: EventSink;
+  /** Resolves once what this process has published has left it (the bus's flush). */
+  readonly flushOutbound?: () => Promise<void>;
 }
 
 interface StageActorState {
@@ -31,6 +33,21 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
   const clock = runtime.clock;
   const reject = (iteration: number, err: Error) =>
     sink({ type: 'reject', t: clock.now(), stage: setup.stage, iteration, reason: 'protocol', detail: err.message });
+  const runTask = (iteration: number, task: Task, self: ActorRef<StageActorMsg>) =>
+    compute.run(iteration, task, (tensors) => runtime.send(self, { type: 'done', iteration, task, tensors }));
+  // A blocking compute holds this process's event loop for the whole task, and with it
+  // the socket writes of the messages the previous task produced. So it starts one turn
+  // later, after the sender mailbox's publish (its turn was queued by the send effect),
+  // and after the bus has flushed, so the peer gets its input now, not after this task.
+  const startTask = (iteration: number, task: Task, self: ActorRef<StageActorMsg>) => {
+    if (!compute.blocking) {
+      runTask(iteration, task, self);
+      return;
+    }
+    runtime.hold(new Promise<void>((resolve) => setImmediate(resolve)).then(() => w.flushOutbound?.()))
+      .then(() => runTask(iteration, task, self))
+      .catch((err) => runtime.fail(`stage-${setup.stage}`, err));
+  };
   const initial: StageActorState = { logic: initialStageState(setup), outputs: new Map() };
   return runtime.spawn<StageActorState, StageActorMsg>(`stage-${setup.stage}`, initial, async (state, msg, self) => {
     if (msg.type === 'status') {
@@ -49,10 +66,11 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
       return state;
     }
     if (msg.type === 'done' && msg.tensors && msg.tensors.length > 0) state.outputs.set(`${msg.iteration}|${formatTask(msg.task)}`, msg.tensors);
+    const runs: { iteration: number; task: Task }[] = [];
     for (const fx of effects) {
       switch (fx.type) {
         case 'run':
-          compute.run(fx.iteration, fx.task, (tensors) => runtime.send(self, { type: 'done', iteration: fx.iteration, task: fx.task, tensors }));
+          runs.push(fx);
           break;
         case 'local': {
           // Output for this same stage's next chunk (P = 1 with interleaving): no message.
@@ -79,6 +97,7 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
           break;
       }
     }
+    for (const r of runs) startTask(r.iteration, r.task, self);
     return state;
   });
 }

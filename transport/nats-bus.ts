@@ -63,6 +63,7 @@ export class NatsBus implements Bus {
   bytesIn = 0;
   disconnects = 0;
   onError: ((err: unknown, subject: string) => void) | undefined;
+  private flushedUpTo = 0;
 
   private constructor(readonly connection: NatsConnection, readonly url: string, opts: NatsBusOptions) {
     this.onError = opts.onError;
@@ -124,8 +125,12 @@ export class NatsBus implements Bus {
     };
   }
 
+  /** Round trip to the server, skipped when nothing was published since the last one began. */
   async flush(): Promise<void> {
+    const upTo = this.msgsOut;
+    if (upTo === this.flushedUpTo) return;
     await this.connection.flush();
+    if (upTo > this.flushedUpTo) this.flushedUpTo = upTo;
   }
 
   async close(): Promise<void> {
