@@ -2,6 +2,8 @@
 // here as bytes; the receiver decodes and validates them, routes each by microbatch
 // and direction into the stage's ready buffers, and counts and logs what it rejects.
 // Nothing a peer sends can make it throw: a bad message is an event, not a crash.
+// An activation or gradient is held for the communication time its sender drew
+// (`commMs`, see sender.ts) before the stage sees it.
 
 import { decodeEnvelope, CodecError } from '../transport/codec';
 import { Envelope } from '../transport/envelope';
@@ -60,10 +62,18 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
       }
       case 'data':
       case 'activation':
-      case 'gradient':
-        sink({ type: 'receive', t: now, stage, iteration: e.iteration, kind: e.kind, mb: e.mb, chunk: e.chunk, src: e.src, seq: e.seq, bytes: e.bytes, latency: now - e.sentAt, ...(clock.kind === 'real' ? { cpuMs: performance.now() - c0 } : {}) });
-        runtime.send(target, { type: e.kind === 'gradient' ? 'grad' : 'input', iteration: e.iteration, mb: e.mb, chunk: e.chunk, tensors: e.tensors.length > 0 ? e.tensors : undefined });
+      case 'gradient': {
+        const cpuMs = clock.kind === 'real' ? performance.now() - c0 : undefined;
+        const env = e;
+        const deliver = () => {
+          const t = clock.now();
+          sink({ type: 'receive', t, stage, iteration: env.iteration, kind: env.kind, mb: env.mb, chunk: env.chunk, src: env.src, seq: env.seq, bytes: env.bytes, latency: t - env.sentAt, ...(cpuMs !== undefined ? { cpuMs } : {}) });
+          runtime.send(target, { type: env.kind === 'gradient' ? 'grad' : 'input', iteration: env.iteration, mb: env.mb, chunk: env.chunk, tensors: env.tensors.length > 0 ? env.tensors : undefined });
+        };
+        if (e.commMs !== undefined && e.commMs > 0) clock.setTimer(e.commMs, deliver);
+        else deliver();
         return state;
+      }
       default:
         state.rejected++;
         reject(now, 'bad-field', `${msg.subject}: unknown message kind ${JSON.stringify(e.kind)}`);

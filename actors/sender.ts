@@ -1,8 +1,12 @@
 // The sender mailbox of a stage (RRFP §4.1: send threads). It takes finished outputs
-// from the stage, holds each for its communication time (latency + bytes/bandwidth,
-// with the profile's jitter — this is where communication jitter is injected), then
-// publishes it on the bus. Sends are independent: a slow message never holds back the
-// next one, so messages may overtake each other, as they do on a real network.
+// from the stage, draws each one's communication time (latency + bytes/bandwidth, with
+// the profile's jitter — this is where communication jitter is injected), stamps it on
+// the envelope and publishes at once; the receiving mailbox holds the message for that
+// time. The hold is on the receiving side because a real compute task holds its
+// process's event loop: a timer in the sender could only fire after the task, so the
+// message would leave a whole task late, as a send thread never would. Sends are
+// independent: a slow message never holds back the next one, so messages may overtake
+// each other, as they do on a real network.
 
 import { Task } from '../policies/task';
 import { encodeEnvelope } from '../transport/codec';
@@ -53,25 +57,19 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
     const c0 = performance.now();
     const tensorBytes = (msg.tensors ?? []).reduce((n, x) => n + x.data.byteLength, 0);
     const bytes = tensorBytes > 0 ? tensorBytes : comm.messageBytes(stage, t);
+    const commMs = comm.comm(msg.iteration, stage, t);
     const data = encodeEnvelope({
       v: ENVELOPE_VERSION, job, kind: msg.kind, iteration: msg.iteration, mb: t.mb, chunk: msg.dstChunk,
       dir: msg.kind === 'activation' ? 'forward' : 'backward', src: stage, dst: msg.dst, seq, sentAt: now,
-      bytes, tensors: msg.tensors ?? [],
+      ...(commMs > 0 ? { commMs } : {}), bytes, tensors: msg.tensors ?? [],
     });
     sink({ type: 'send', t: now, stage, iteration: msg.iteration, kind: msg.kind, mb: t.mb, chunk: msg.dstChunk, dst: msg.dst, seq, bytes, ...(clock.kind === 'real' ? { cpuMs: performance.now() - c0 } : {}) });
-    const delay = comm.comm(msg.iteration, stage, t);
-    const target = subject(job, msg.kind, msg.dst);
-    // A refused publish (e.g. a tensor over the server's max_payload) fails the job
-    // clearly; it must not escape a timer callback and take the process down.
-    const publish = () => {
-      try {
-        bus.publish(target, data);
-      } catch (err) {
-        runtime.fail(`sender-${stage}`, err);
-      }
-    };
-    if (delay > 0) clock.setTimer(delay, publish);
-    else publish();
+    // A refused publish (e.g. a tensor over the server's max_payload) fails the job clearly.
+    try {
+      bus.publish(subject(job, msg.kind, msg.dst), data);
+    } catch (err) {
+      runtime.fail(`sender-${stage}`, err);
+    }
     return state;
   });
 }

@@ -54,6 +54,8 @@ describe('codec', () => {
     it('carries every header field and the control body unchanged', () => {
       const e = envelope([], { kind: 'control', dir: 'control', src: -1, dst: 2, mb: -1, bytes: 1 << 20, body: { verb: 'stop', at: [1, 2.5], nested: { ok: true } } });
       assert.deepEqual(decodeEnvelope(encodeEnvelope(e)), e);
+      const timed = envelope([], { commMs: 1.25 });
+      assert.deepEqual(decodeEnvelope(encodeEnvelope(timed)), timed);
     });
 
     it('carries empty tensors and messages with no tensors', () => {
@@ -151,6 +153,10 @@ describe('codec', () => {
       rejects(encodeValue({ ...rawHeader(), job: 'a.b' }), 'bad-field', /"a\.b"/);
       rejects(encodeValue({ ...rawHeader(), seq: -1 }), 'bad-field', /"seq".*-1/);
       rejects(encodeValue({ ...rawHeader(), body: [1] }), 'bad-field', /"body"/);
+      rejects(encodeValue({ ...rawHeader(), commMs: -1 }), 'bad-field', /"commMs".*-1/);
+      rejects(encodeValue({ ...rawHeader(), commMs: NaN }), 'bad-field', /"commMs".*NaN/);
+      rejects(encodeValue({ ...rawHeader(), commMs: 4e6 }), 'bad-field', /"commMs"/);
+      rejects(encodeValue({ ...rawHeader(), commMs: '2' }), 'bad-field', /"commMs".*"2"/);
       rejects(encodeValue({ ...rawHeader(), tensors: 5 }), 'bad-field', /tensors.*5/);
     });
 

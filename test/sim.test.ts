@@ -5,6 +5,7 @@ import * as path from 'path';
 import { resolveConfig, JobConfig } from '../actors/config';
 import { DeadlockError } from '../actors/deadlock';
 import { runJob, summarize } from '../actors/job';
+import { durationModelFor } from '../actors/wire-stage';
 import { validateRun } from '../actors/validate';
 import { policyNames } from '../policies/registry';
 
@@ -86,6 +87,27 @@ describe('simulation on the virtual clock (the real actors)', function () {
       assert.deepEqual((await run(7)).events, a.events, policy);
       assert.notDeepEqual((await run(8)).events, a.events, policy);
     }
+  });
+
+  it('delivers every message exactly its drawn communication time after the send (held by the receiver)', async () => {
+    const cfg = resolveConfig({ stages: 4, microbatches: 8, chunks: 2, policy: 'bf', jitter: 'paper', seed: 5, profile: 'llm' });
+    const r = await runJob(cfg, { clock: 'virtual' });
+    const durations = durationModelFor(cfg, { stages: 4, chunks: 2, microbatches: 8, splitBackward: false });
+    const sends = new Map<string, number>();
+    for (const e of r.events) if (e.type === 'send') sends.set(`${e.stage}|${e.seq}`, e.t);
+    let checked = 0;
+    for (const e of r.events) {
+      if (e.type !== 'receive' || e.kind === 'data') continue;
+      const sentAt = sends.get(`${e.src}|${e.seq}`);
+      assert.ok(sentAt !== undefined, `receive of seq ${e.seq} from stage ${e.src} without its send`);
+      // The sender's task: activations come from F of the previous virtual stage, gradients from B of the next.
+      const srcChunk = e.kind === 'activation' ? (e.src === 3 ? e.chunk - 1 : e.chunk) : (e.src === 0 ? e.chunk + 1 : e.chunk);
+      const want = durations.comm(e.iteration, e.src, { kind: e.kind === 'activation' ? 'F' : 'B', mb: e.mb, chunk: srcChunk });
+      assert.ok(Math.abs(e.t - sentAt - want) < 1e-9, `${e.kind} mb ${e.mb} ${e.src}->${e.stage}: latency ${e.t - sentAt}, drawn ${want}`);
+      assert.ok(Math.abs(e.latency - want) < 1e-9);
+      checked++;
+    }
+    assert.equal(checked, 8 * (2 * 4 - 1) * 2, 'every activation and gradient between virtual stages');
   });
 
   it('shows every policy exactly the same realized durations for a seed', async () => {

@@ -206,6 +206,9 @@ function decodeRaw(bytes: Uint8Array, opts: CodecOptions, where: string): unknow
 
 type Header = Omit<Envelope, 'tensors'>;
 
+/** Longest communication time a message may ask its receiver to hold it: one hour. */
+export const MAX_COMM_MS = 3_600_000;
+
 function checkHeader(o: Record<string, unknown>, where: string): Header {
   if (o.v !== ENVELOPE_VERSION) throw new CodecError('version', `${where}: version ${quoteValue(o.v)} is not supported (expected ${ENVELOPE_VERSION})`);
   const h: { -readonly [K in keyof Header]: Header[K] } = {
@@ -222,6 +225,9 @@ function checkHeader(o: Record<string, unknown>, where: string): Header {
     sentAt: field(o, 'sentAt', where, (x) => typeof x === 'number' && Number.isFinite(x), 'a finite number') as number,
     bytes: intField(o, 'bytes', where, 0),
   };
+  if (o.commMs !== undefined) {
+    h.commMs = field(o, 'commMs', where, (x) => typeof x === 'number' && x >= 0 && x <= MAX_COMM_MS, `a number of ms in [0, ${MAX_COMM_MS}]`) as number;
+  }
   if (o.body !== undefined) {
     if (!isPlainObject(o.body)) throw new CodecError('bad-field', `${where}: field "body" must be a map, got ${quoteValue(o.body)}`);
     h.body = o.body;

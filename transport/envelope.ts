@@ -39,6 +39,11 @@ export interface Envelope {
   readonly seq: number;
   /** Send time in ms on the sender's clock (wall clock: ms since the epoch). */
   readonly sentAt: number;
+  /**
+   * Emulated communication time (latency, bandwidth and jitter) the sender drew for
+   * this message; the receiving mailbox holds the message this long. Absent = 0.
+   */
+  readonly commMs?: number;
   /** Emulated payload size in bytes when the message carries no real tensors. */
   readonly bytes: number;
   readonly tensors: readonly TensorPayload[];
