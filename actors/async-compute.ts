@@ -53,9 +53,9 @@ export function initialParams(module: StageModule): { params: ParamMapF; infos: 
   return { params: new Map(module.params().map((v, i) => [names[i], readFloat32(v)])), infos: paramInfos(module) };
 }
 
-/** Builds the single chunk module a stage trains in asynchronous mode. */
+/** Builds the single chunk module a stage trains in asynchronous mode (backward recomputes at the weights it is given). */
 export function asyncStageModule(stage: number, shape: PipelineShape, train: TrainConfig): StageModule {
-  return stageModules(stage, { ...shape, chunks: 1 }, train)[0];
+  return stageModules(stage, { ...shape, chunks: 1 }, train, true)[0];
 }
 
 /** Real compute in asynchronous mode (V = 1): weights come from the store for every task. */

@@ -3,6 +3,8 @@
 // each microbatch are folded in microbatch order (policies/optim/ordered-sum.ts), and
 // the AdamW step runs at the end of the iteration (the flush), so the result does not
 // depend on the execution order. The stage module stays unaware of the pipeline.
+// A forward keeps its activations for its backward (no recomputation), except with a
+// split backward (B and W), where each half recomputes the forward.
 //
 // Not modelled: gradient clipping (it would need a cross-stage all-reduce of norms),
 // activation memory limits (the wasm heap guard in the stage modules still applies).
@@ -15,6 +17,7 @@ import { lrAt } from '../policies/optim/schedule';
 import { PipelineShape, Task, isLossStage, virtualStage } from '../policies/task';
 import { Corpus } from '../models/data';
 import { buildStage, planPartition } from '../models/partition';
+import { KeptForward } from '../models/kept-tape';
 import { StageModule } from '../models/stage-module';
 import { TrainConfig, batchFor, corpusFor, modelSpecFor } from '../models/train-config';
 import { TensorPayload } from '../transport/envelope';
@@ -40,10 +43,13 @@ interface ChunkState {
 
 const key = (it: number, mb: number, chunk: number) => `${it}|${mb}|${chunk}`;
 
-/** The stage modules of `stage`, one per chunk, partitioned the same way in every process. */
-export function stageModules(stage: number, shape: PipelineShape, train: TrainConfig): StageModule[] {
+/**
+ * The stage modules of `stage`, one per chunk, partitioned the same way in every
+ * process; balanced for backward passes that recompute their forward or not.
+ */
+export function stageModules(stage: number, shape: PipelineShape, train: TrainConfig, recomputedForward: boolean): StageModule[] {
   const spec = modelSpecFor(train, corpusFor(train).vocabSize);
-  const plan = planPartition(spec, { stages: shape.stages, chunks: shape.chunks, recomputedForward: true });
+  const plan = planPartition(spec, { stages: shape.stages, chunks: shape.chunks, recomputedForward });
   return Array.from({ length: shape.chunks }, (_, c) => buildStage(spec, plan, virtualStage(stage, c, shape)));
 }
 
@@ -57,11 +63,14 @@ export function receivedTensor(stage: number, kind: 'input' | 'grad', mb: number
 
 export class TrainingCompute implements StageCompute {
   readonly kind = 'tfjs';
+  readonly blocking = true;
   private readonly corpus: Corpus;
   private readonly chunks: ChunkState[];
   private readonly received = new Map<string, tf.Tensor>();
   private readonly grads = new Map<string, tf.Tensor>();
   private readonly saved = new Map<string, tf.Tensor>();
+  private readonly kept = new Map<string, KeptForward>();
+  private readonly keepActivations: boolean;
   private lossSum = 0;
   private lossCount = 0;
   private step: number;
@@ -73,7 +82,8 @@ export class TrainingCompute implements StageCompute {
     resume?: StageSnapshot,
   ) {
     this.corpus = corpusFor(train);
-    this.chunks = stageModules(stage, shape, train).map((module) =>
+    this.keepActivations = !shape.splitBackward;
+    this.chunks = stageModules(stage, shape, train, !this.keepActivations).map((module) =>
       ({ module, names: module.paramNames(), optimizer: new AdamW(paramInfos(module), { weightDecay: train.weightDecay }), sum: null }));
     this.step = train.startIteration;
     if (resume) this.restore(resume);
@@ -104,7 +114,14 @@ export class TrainingCompute implements StageCompute {
       : this.take(this.received, k, 'input activation');
     this.saved.set(k, x);
     if (c.module.isLast) return [];
-    const y = c.module.forward(x);
+    let y: tf.Tensor;
+    if (this.keepActivations) {
+      const kept = c.module.forwardKeepingActivations(x);
+      this.kept.set(k, kept);
+      y = kept.output;
+    } else {
+      y = c.module.forward(x);
+    }
     const out = toPayload(y);
     y.dispose();
     return [out];
@@ -129,7 +146,9 @@ export class TrainingCompute implements StageCompute {
     if (!last && !dy) throw new TrainingComputeError(`stage ${this.stage}: ${t.kind}${t.mb}@${t.chunk} without its output gradient`);
     const targets = last ? this.targets(iteration, t.mb) : undefined;
     const wants = !this.shape.splitBackward ? 'all' : t.kind === 'B' ? 'input' : 'params';
-    const res = c.module.backward(x, dy, { targets, lossScale: 1 / this.shape.microbatches, wants });
+    const kept = this.kept.get(k);
+    this.kept.delete(k);
+    const res = c.module.backward(x, dy, { targets, lossScale: 1 / this.shape.microbatches, wants, kept });
     targets?.dispose();
     if (res.loss !== undefined && t.kind === 'B') {
       this.lossSum += res.loss;
@@ -206,6 +225,7 @@ export class TrainingCompute implements StageCompute {
 
   dispose(): void {
     for (const m of [this.received, this.grads, this.saved]) for (const t of m.values()) t.dispose();
+    for (const [k, kept] of this.kept) this.chunks[Number(k.split('|')[2])]?.module.releaseKept(kept);
     for (const c of this.chunks) c.module.dispose();
   }
 }

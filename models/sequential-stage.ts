@@ -1,12 +1,13 @@
 // A stage module made of consecutive layer specs of a model: it owns their variables
 // (initialised from the model seed and each parameter's name), runs them in order, and
-// gets gradients by recomputing its forward pass inside tf.grads with an explicit dy.
-//
-// Not modelled: keeping activations between forward and backward (backward always
-// recomputes; memory is traded for compute, as in activation checkpointing).
+// gets gradients either by recomputing its forward pass inside tf.grads with an explicit
+// dy (activation checkpointing: needed when the backward's weights differ from the
+// forward's, or for a split B/W backward), or from the tape its forward kept
+// (forwardKeepingActivations, kept-tape.ts), which costs memory and saves a forward.
 
 import * as tf from '@tensorflow/tfjs';
 import { initValues } from './seeded-init';
+import { KeptForward, backwardFromTape, forwardKeepingTape, releaseTape } from './kept-tape';
 import { checkWasmHeap, DEFAULT_WASM_HEAP_LIMIT } from './tfjs-fixes';
 import {
   BackwardOptions,
@@ -95,6 +96,35 @@ export class SequentialStage implements StageModule {
     return out;
   }
 
+  forwardKeepingActivations(input: tf.Tensor): KeptForward {
+    if (this.isLast) throw new StageUsageError(this.name, 'the last stage runs forward and backward together; it keeps no activations');
+    this.checkInput(input);
+    const kept = forwardKeepingTape(() => this.run(this.variables, input));
+    checkWasmHeap(this.heapLimit, `${this.name} forward`);
+    return kept;
+  }
+
+  releaseKept(kept: KeptForward): void {
+    releaseTape(kept);
+  }
+
+  private backwardFromKept(input: tf.Tensor, gradOutput: tf.Tensor | null, opts: BackwardOptions): BackwardResult {
+    const kept = opts.kept!;
+    if (opts.params || (opts.wants ?? 'all') !== 'all') {
+      releaseTape(kept);
+      throw new StageUsageError(this.name, 'a kept forward serves one full backward at the forward\'s own weights (no params, no split)');
+    }
+    if (!gradOutput) {
+      releaseTape(kept);
+      throw new StageUsageError(this.name, 'backward needs the gradient of the stage output');
+    }
+    const wantInput = !this.isFirst;
+    const xs = wantInput ? [input, ...this.variables] : [...this.variables];
+    const grads = backwardFromTape(kept, xs, gradOutput);
+    checkWasmHeap(this.heapLimit, `${this.name} backward`);
+    return { gradInput: wantInput ? grads[0] : null, paramGrads: wantInput ? grads.slice(1) : grads };
+  }
+
   loss(input: tf.Tensor, targets: tf.Tensor, params?: readonly tf.Tensor[]): tf.Scalar {
     if (!this.isLast) throw new StageUsageError(this.name, 'loss() is only defined on the last stage');
     this.checkInput(input);
@@ -104,6 +134,7 @@ export class SequentialStage implements StageModule {
 
   backward(input: tf.Tensor, gradOutput: tf.Tensor | null, opts: BackwardOptions = {}): BackwardResult {
     this.checkInput(input);
+    if (opts.kept) return this.backwardFromKept(input, gradOutput, opts);
     const wants = opts.wants ?? 'all';
     const w = this.weights(opts.params);
     const wantInput = !this.isFirst && wants !== 'params';

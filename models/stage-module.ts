@@ -7,6 +7,7 @@
 
 import * as tf from '@tensorflow/tfjs';
 import type { InitKind } from './seeded-init';
+import type { KeptForward } from './kept-tape';
 
 /** One parameter tensor of a layer. Names are stable across partitions, e.g. `gpt.h1.attn.wq`. */
 export interface ParamSpec {
@@ -52,6 +53,12 @@ export interface BackwardOptions {
   readonly params?: readonly tf.Tensor[];
   /** 'input' = B only, 'params' = W only (split backward); default 'all'. */
   readonly wants?: GradientWants;
+  /**
+   * The kept forward of this microbatch (forwardKeepingActivations): backward uses its
+   * tape instead of recomputing the forward, then frees it. Not with `params` or a
+   * split backward; not on the last stage.
+   */
+  readonly kept?: KeptForward;
 }
 
 export interface BackwardResult {
@@ -82,7 +89,15 @@ export interface StageModule {
   /** Last stage only: the scalar mean cross-entropy. */
   loss(input: tf.Tensor, targets: tf.Tensor, params?: readonly tf.Tensor[]): tf.Scalar;
   /**
-   * Recomputes the forward pass and returns gradients. Non-last stages need gradOutput
+   * forward() that keeps the activations its backward needs (the autodiff tape) until
+   * backward({ kept }) or releaseKept(). Not on the last stage, whose backward runs
+   * forward and backward together anyway. The caller owns `kept.output`.
+   */
+  forwardKeepingActivations(input: tf.Tensor): KeptForward;
+  /** Frees a kept forward whose backward will not run. */
+  releaseKept(kept: KeptForward): void;
+  /**
+   * Recomputes the forward pass (or uses opts.kept) and returns gradients. Non-last stages need gradOutput
    * (same shape as forward's output); the last stage needs targets and lossScale.
    */
   backward(input: tf.Tensor, gradOutput: tf.Tensor | null, opts?: BackwardOptions): BackwardResult;

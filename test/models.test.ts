@@ -218,6 +218,55 @@ describe('models: stage modules', () => {
     stages.forEach((s) => s.dispose());
   });
 
+  for (const [label, make] of [['gpt', () => gptCase(3)], ['mlp', () => mlpCase(3)]] as const) {
+    it(`${label}: backward from a kept forward equals the recomputing backward (tf.grads), for first and middle stages`, () => {
+      const c = make();
+      const stages = buildStages(c.spec, planPartition(c.spec, { stages: 3 }));
+      const rng = new SeededRandom(5);
+      const input0 = c.input();
+      const h0 = stages[0]!.forward(input0);
+      for (const [s, x] of [[stages[0]!, input0], [stages[1]!, h0]] as const) {
+        const y = s.forward(x);
+        const dy = randomLike(rng, y.shape);
+        const kept = s.forwardKeepingActivations(x);
+        assert.deepStrictEqual(Array.from(kept.output.dataSync()), Array.from(y.dataSync()), `${s.name}: same forward output`);
+        kept.output.dispose();
+        const fromTape = s.backward(x, dy, { kept });
+        const recomputed = s.backward(x, dy);
+        if (s.isFirst) assert.strictEqual(fromTape.gradInput, null);
+        else assert.deepStrictEqual(Array.from(fromTape.gradInput!.dataSync()), Array.from(recomputed.gradInput!.dataSync()), `${s.name}: input gradient`);
+        recomputed.paramGrads.forEach((g, i) =>
+          assert.deepStrictEqual(Array.from(fromTape.paramGrads[i]!.dataSync()), Array.from(g.dataSync()), `${s.name}: ${s.paramNames()[i]}`));
+        assert.throws(() => s.backward(x, dy, { kept }), /already used or released/);
+        tf.dispose([y, dy, fromTape.gradInput ?? [], recomputed.gradInput ?? [], ...fromTape.paramGrads, ...recomputed.paramGrads]);
+      }
+      assert.throws(() => stages[2]!.forwardKeepingActivations(h0), /last stage/);
+      stages.forEach((s) => s.dispose());
+    });
+  }
+
+  it('a kept forward holds its activations until its backward or release, and then nothing leaks', () => {
+    const c = gptCase(2);
+    const stages = buildStages(c.spec, planPartition(c.spec, { stages: 2 }));
+    const input = c.input();
+    const before = tf.memory().numTensors;
+    const kept = stages[0]!.forwardKeepingActivations(input);
+    kept.output.dispose();
+    assert.ok(tf.memory().numTensors > before, 'the tape keeps tensors alive');
+    stages[0]!.releaseKept(kept);
+    assert.strictEqual(tf.memory().numTensors, before, 'release frees them');
+    const again = stages[0]!.forwardKeepingActivations(input);
+    const dy = tf.onesLike(again.output);
+    again.output.dispose();
+    const r = stages[0]!.backward(input, dy, { kept: again });
+    tf.dispose([dy, ...r.paramGrads]);
+    assert.strictEqual(tf.memory().numTensors, before, 'backward frees them');
+    const third = stages[0]!.forwardKeepingActivations(input);
+    assert.throws(() => stages[0]!.backward(input, tf.onesLike(third.output), { kept: third, wants: 'params' }), /no params, no split/);
+    assert.strictEqual(third.released, true, 'a refused kept backward still frees the tape');
+    stages.forEach((s) => s.dispose());
+  });
+
   it('backward at explicit (stashed) weights equals backward after loading those weights', () => {
     const c = mlpCase(1);
     const model = buildFullModel(c.spec);
