@@ -18,8 +18,8 @@ export interface StageWiring {
   readonly compute: StageCompute;
   readonly sender: ActorRef<SenderMsg>;
   readonly sink: EventSink;
-  /** Resolves once what this process has published has left it (the bus's flush). */
-  readonly flushOutbound?: () => Promise<void>;
+  /** Resolves once what this process has published has left it (the bus's written()). */
+  readonly outboundWritten?: () => Promise<void>;
 }
 
 interface StageActorState {
@@ -38,13 +38,14 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
   // A blocking compute holds this process's event loop for the whole task, and with it
   // the socket writes of the messages the previous task produced. So it starts one turn
   // later, after the sender mailbox's publish (its turn was queued by the send effect),
-  // and after the bus has flushed, so the peer gets its input now, not after this task.
+  // and once the bus has written them out, so the peer gets its input now, not after
+  // this task.
   const startTask = (iteration: number, task: Task, self: ActorRef<StageActorMsg>) => {
     if (!compute.blocking) {
       runTask(iteration, task, self);
       return;
     }
-    runtime.hold(new Promise<void>((resolve) => setImmediate(resolve)).then(() => w.flushOutbound?.()))
+    runtime.hold(new Promise<void>((resolve) => setImmediate(resolve)).then(() => w.outboundWritten?.()))
       .then(() => runTask(iteration, task, self))
       .catch((err) => runtime.fail(`stage-${setup.stage}`, err));
   };

@@ -9,11 +9,11 @@ import { Bus, BusHandler, Subscription } from '../transport/bus';
 import { NatsBus } from '../transport/nats-bus';
 import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
 
-/** A NatsBus that also records, per publish, which stage sent it and whether a flush has covered it. */
+/** A NatsBus that also records, per publish, which stage sent it and whether a completed written() covers it. */
 class RecordingBus implements Bus {
   readonly kind = 'nats';
   private readonly sentBy: number[] = [];
-  private flushedUpTo = 0;
+  private writtenUpTo = 0;
   constructor(private readonly inner: NatsBus) {}
 
   publish(subject: string, data: Uint8Array): void {
@@ -27,15 +27,19 @@ class RecordingBus implements Bus {
     return this.inner.subscribe(subject, handler);
   }
 
-  async flush(): Promise<void> {
-    const upTo = this.sentBy.length;
-    await this.inner.flush();
-    this.flushedUpTo = Math.max(this.flushedUpTo, upTo);
+  flush(): Promise<void> {
+    return this.inner.flush();
   }
 
-  /** Messages of `stage` that were published and then covered by a completed flush. */
-  flushedFrom(stage: number): number {
-    return this.sentBy.slice(0, this.flushedUpTo).filter((s) => s === stage).length;
+  async written(): Promise<void> {
+    const upTo = this.sentBy.length;
+    await this.inner.written();
+    this.writtenUpTo = Math.max(this.writtenUpTo, upTo);
+  }
+
+  /** Messages of `stage` that were published and then covered by a completed written(). */
+  writtenFrom(stage: number): number {
+    return this.sentBy.slice(0, this.writtenUpTo).filter((s) => s === stage).length;
   }
 
   close(): Promise<void> {
@@ -56,8 +60,8 @@ class BusyCompute implements StageCompute {
   constructor(private readonly stage: number, private readonly bus: RecordingBus, private readonly ms: number) {}
 
   run(_iteration: number, t: Task, done: () => void): void {
-    const flushed = this.bus.flushedFrom(this.stage);
-    if (flushed < this.sending) this.violations.push(`${formatTask(t)} on stage ${this.stage} started with ${this.sending - flushed} earlier output(s) not yet flushed`);
+    const written = this.bus.writtenFrom(this.stage);
+    if (written < this.sending) this.violations.push(`${formatTask(t)} on stage ${this.stage} started with ${this.sending - written} earlier output(s) not yet written out`);
     // Stage 0's forwards send activations; stage 1 (the loss stage) sends gradients from its backwards.
     if ((this.stage === 0) === (t.kind === 'F')) this.sending++;
     this.runs++;
@@ -77,7 +81,7 @@ describe('a blocking compute task', function () {
     await server.stop();
   });
 
-  it('starts only after the messages its stage produced before it have been flushed to the server', async () => {
+  it('starts only after the messages its stage produced before it have been written out of the process', async () => {
     const bus = new RecordingBus(await NatsBus.connect(server.url));
     const computes: BusyCompute[] = [];
     try {

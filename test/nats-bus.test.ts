@@ -99,6 +99,29 @@ describe('NatsBus over a real nats-server', function () {
     assert.deepEqual([b.msgsOut, b.bytesOut, b.msgsIn, b.bytesIn], [2, 128, 2, 128]);
   });
 
+  it('written(): once it resolves, the server gets the bytes even while this thread is blocked', async () => {
+    const mon = await startNatsServer({ monitor: true });
+    const b = await NatsBus.connect(mon.url);
+    try {
+      const inBytes = () => JSON.parse(execFileSync(process.execPath, ['-e',
+        `fetch(${JSON.stringify(`${mon.monitorUrl}/varz`)}).then((r) => r.json()).then((v) => console.log(JSON.stringify(v.in_bytes)))`], { encoding: 'utf8' })) as number;
+      const before = inBytes();
+      const size = 8 * 1024 * 1024;
+      b.publish('baton.nt.activation.9', new Uint8Array(size));
+      await b.written();
+      // From here the thread never returns to the event loop (as during a compute task):
+      // only the kernel and the server can move the bytes.
+      const deadline = Date.now() + 10_000;
+      let got = inBytes() - before;
+      while (got < size && Date.now() < deadline) got = inBytes() - before;
+      assert.ok(got >= size, `the server received ${got} of ${size} bytes while the publisher was blocked`);
+      await b.written(); // nothing pending: resolves at once
+    } finally {
+      await b.close();
+      await mon.stop();
+    }
+  });
+
   it('counts a publish on a closed connection instead of throwing', async () => {
     const errors: unknown[] = [];
     const b = await NatsBus.connect(server.url, { onError: (e) => errors.push(e) });

@@ -18,7 +18,12 @@ export interface Bus {
    * A handler that throws is caught and counted by the bus; it never takes the bus down.
    */
   subscribe(subject: string, handler: BusHandler): Subscription;
-  /** Resolves when every publish so far has been handed to the transport. */
+  /** Resolves when every publish so far has reached the transport's far end (for NATS: the server, by a round trip). */
   flush(): Promise<void>;
+  /**
+   * Resolves when every publish so far has left this process (for NATS: written to the
+   * socket, so the kernel delivers it even while this thread is busy). Cheaper than flush().
+   */
+  written(): Promise<void>;
   close(): Promise<void>;
 }

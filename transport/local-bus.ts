@@ -121,6 +121,10 @@ export class LocalBus implements Bus {
     // Delivery is synchronous: everything published has already been handed over.
   }
 
+  async written(): Promise<void> {
+    // As for flush(): nothing is ever pending.
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     for (const list of this.exact.values()) for (const e of list) e.active = false;

@@ -16,6 +16,10 @@
 //   do not mutate it after publishing. A received message is a view into the client's
 //   read buffer; decode it before the handler returns or copy it.
 //
+// - written() waits until the client's socket has handed everything published so far
+//   to the kernel: an empty write with a callback queued behind them on nats.js's
+//   socket, which the typed API does not expose; without it, a flush() round trip.
+//
 // - NATS core is at-most-once: a subscriber that falls more than the server's
 //   max_pending behind is cut off and messages are lost (seen here as `disconnects`).
 //
@@ -131,6 +135,29 @@ export class NatsBus implements Bus {
     if (upTo === this.flushedUpTo) return;
     await this.connection.flush();
     if (upTo > this.flushedUpTo) this.flushedUpTo = upTo;
+  }
+
+  async written(): Promise<void> {
+    // nats.js writes publishes out on a microtask; let that happen first.
+    await Promise.resolve();
+    const socket = this.socket();
+    if (!socket) return this.flush();
+    if (socket.writableLength === 0) return;
+    await new Promise<void>((resolve) => {
+      try {
+        socket.write(new Uint8Array(0), () => resolve());
+      } catch {
+        resolve();
+      }
+    });
+  }
+
+  /** nats.js's socket for this connection, when its internals are as expected. */
+  private socket(): { writableLength: number; write(data: Uint8Array, cb: () => void): boolean } | null {
+    const s = (this.connection as unknown as { protocol?: { transport?: { socket?: unknown } } }).protocol?.transport?.socket as
+      { writableLength?: unknown; write?: unknown; destroyed?: unknown } | undefined;
+    if (!s || typeof s.writableLength !== 'number' || typeof s.write !== 'function' || s.destroyed === true) return null;
+    return s as { writableLength: number; write(data: Uint8Array, cb: () => void): boolean };
   }
 
   async close(): Promise<void> {
