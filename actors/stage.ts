@@ -35,18 +35,23 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
     sink({ type: 'reject', t: clock.now(), stage: setup.stage, iteration, reason: 'protocol', detail: err.message });
   const runTask = (iteration: number, task: Task, self: ActorRef<StageActorMsg>) =>
     compute.run(iteration, task, (tensors) => runtime.send(self, { type: 'done', iteration, task, tensors }));
-  // A blocking compute holds this process's event loop for the whole task, and with it
-  // the socket writes of the messages the previous task produced. So it starts one turn
-  // later, after the sender mailbox's publish (its turn was queued by the send effect),
-  // and once the bus has written them out, so the peer gets its input now, not after
-  // this task.
+  const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+  // A blocking compute holds this process's event loop for the whole task: the socket
+  // writes of what the previous task produced, and the reads of what arrived meanwhile.
+  // So the task starts one turn later, after the sender mailbox's publish (its turn was
+  // queued by the send effect), once the bus has written that out: the peer gets its
+  // input now, not after this task. And its `done` is told two turns later, once what
+  // arrived during the task has passed the receiver into this stage's ready buffers,
+  // so the next pick sees it (a B that arrived during an F is not passed over).
   const startTask = (iteration: number, task: Task, self: ActorRef<StageActorMsg>) => {
     if (!compute.blocking) {
       runTask(iteration, task, self);
       return;
     }
-    runtime.hold(new Promise<void>((resolve) => setImmediate(resolve)).then(() => w.outboundWritten?.()))
-      .then(() => runTask(iteration, task, self))
+    runtime.hold(nextTurn().then(() => w.outboundWritten?.()))
+      .then(() => compute.run(iteration, task, (tensors) => {
+        void runtime.hold(nextTurn().then(nextTurn)).then(() => runtime.send(self, { type: 'done', iteration, task, tensors }));
+      }))
       .catch((err) => runtime.fail(`stage-${setup.stage}`, err));
   };
   const initial: StageActorState = { logic: initialStageState(setup), outputs: new Map() };
