@@ -33,8 +33,6 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
   const clock = runtime.clock;
   const reject = (iteration: number, err: Error) =>
     sink({ type: 'reject', t: clock.now(), stage: setup.stage, iteration, reason: 'protocol', detail: err.message });
-  const runTask = (iteration: number, task: Task, self: ActorRef<StageActorMsg>) =>
-    compute.run(iteration, task, (tensors) => runtime.send(self, { type: 'done', iteration, task, tensors }));
   const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
   // A blocking compute holds this process's event loop for the whole task: the socket
   // writes of what the previous task produced, and the reads of what arrived meanwhile.
@@ -44,13 +42,14 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
   // arrived during the task has passed the receiver into this stage's ready buffers,
   // so the next pick sees it (a B that arrived during an F is not passed over).
   const startTask = (iteration: number, task: Task, self: ActorRef<StageActorMsg>) => {
+    const done = (tensors?: readonly TensorPayload[]) => runtime.send(self, { type: 'done', iteration, task, tensors });
     if (!compute.blocking) {
-      runTask(iteration, task, self);
+      compute.run(iteration, task, done);
       return;
     }
     runtime.hold(nextTurn().then(() => w.outboundWritten?.()))
       .then(() => compute.run(iteration, task, (tensors) => {
-        void runtime.hold(nextTurn().then(nextTurn)).then(() => runtime.send(self, { type: 'done', iteration, task, tensors }));
+        void runtime.hold(nextTurn().then(nextTurn)).then(() => done(tensors));
       }))
       .catch((err) => runtime.fail(`stage-${setup.stage}`, err));
   };
