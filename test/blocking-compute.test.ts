@@ -7,7 +7,7 @@ import { validateRun } from '../actors/validate';
 import { Task, formatTask } from '../policies/task';
 import { Bus, BusHandler, Subscription } from '../transport/bus';
 import { NatsBus } from '../transport/nats-bus';
-import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
+import { natsServerForSuite } from './nats-server-fixture';
 
 /** A NatsBus that also records, per publish, which stage sent it and whether a completed written() covers it. */
 class RecordingBus implements Bus {
@@ -73,16 +73,10 @@ class BusyCompute implements StageCompute {
 
 describe('a blocking compute task', function () {
   this.timeout(60_000);
-  let server: NatsServerHandle;
-  before(async () => {
-    server = await startNatsServer();
-  });
-  after(async () => {
-    await server.stop();
-  });
+  const server = natsServerForSuite();
 
   it('starts only after the messages its stage produced before it have been written out of the process', async () => {
-    const bus = new RecordingBus(await NatsBus.connect(server.url));
+    const bus = new RecordingBus(await NatsBus.connect(server().url));
     const computes: BusyCompute[] = [];
     try {
       const cfg = resolveConfig({ job: 'blocking', stages: 2, microbatches: 6, policy: 'bf', profile: 'uniform', jitter: 'none' });

@@ -7,7 +7,8 @@ import { summarize } from '../actors/job';
 import { runOnce } from '../cli/run';
 import { tapLine } from '../cli/tap';
 import { NatsBus } from '../transport/nats-bus';
-import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
+import { startNatsServer } from '../transport/nats-server';
+import { natsServerForSuite } from './nats-server-fixture';
 
 const CLI = path.join(__dirname, '..', 'cli', 'main.js');
 
@@ -22,20 +23,14 @@ function isAlive(pid: number): boolean {
 
 describe('end to end over a real nats-server, one OS process per stage', function () {
   this.timeout(180_000);
-  let server: NatsServerHandle;
-  before(async () => {
-    server = await startNatsServer();
-  });
-  after(async () => {
-    await server.stop();
-  });
+  const server = natsServerForSuite();
 
   for (const P of [4, 8])
     for (const [policy, chunks] of [['bf', 1], ['1f1b', 1], ['interleaved-1f1b', 2]] as const) {
       it(`runs ${policy} (V=${chunks}) with P=${P} stage processes and M=16, and the run validates`, async () => {
         const cfg = resolveConfig({ job: `e2e-${P}-${policy}`, stages: P, microbatches: 16, chunks, policy, profile: 'uniform', jitter: 'paper', jitterScale: 0.2, seed: P });
         const seen: number[] = [];
-        const o = await runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server.url });
+        const o = await runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
         const s = summarize(o.result);
         assert.equal(o.processes, P);
         assert.equal(new Set(o.pids).size, P);
@@ -51,12 +46,12 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     }
 
   it('lets a tap watch the flows of a job while it runs', async () => {
-    const tap = await NatsBus.connect(server.url);
+    const tap = await NatsBus.connect(server().url);
     const lines: ReturnType<typeof tapLine>[] = [];
     tap.subscribe('baton.tapped.>', (subj, data) => lines.push(tapLine(subj, data)));
     await tap.flush();
     try {
-      await runOnce(resolveConfig({ job: 'tapped', stages: 2, microbatches: 4, policy: 'bf' }), { transport: 'nats', processes: 'per-stage', natsUrl: server.url });
+      await runOnce(resolveConfig({ job: 'tapped', stages: 2, microbatches: 4, policy: 'bf' }), { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
       const kinds = new Set(lines.map((l) => l.kind));
       for (const k of ['control', 'data', 'activation', 'gradient', 'report', 'trace']) assert.ok(kinds.has(k), `tap saw no ${k}: ${[...kinds].join(',')}`);
       const act = lines.find((l) => l.kind === 'activation')!;
@@ -69,14 +64,14 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   });
 
   it('keeps serving when a peer sends garbage to a stage mid-run', async () => {
-    const vandal = await NatsBus.connect(server.url);
+    const vandal = await NatsBus.connect(server().url);
     const cfg = resolveConfig({ job: 'vandal', stages: 3, microbatches: 8, policy: 'bf', profile: 'uniform' });
     const junk = setInterval(() => {
       vandal.publish('baton.vandal.activation.1', new Uint8Array([0xff, 0x00, 0x13]));
       vandal.publish('baton.vandal.gradient.1', new TextEncoder().encode('{"not":"cbor"}'));
     }, 20);
     try {
-      const o = await runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server.url });
+      const o = await runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
       const s = summarize(o.result);
       assert.equal(s.tasks, 3 * 8 * 2);
       assert.ok(s.rejected > 0, 'the garbage was counted as rejected');

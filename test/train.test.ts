@@ -10,7 +10,7 @@ import { paramChecksum, trainReference } from '../models/reference-train';
 import { TRAIN_DEFAULTS, TrainConfig, corpusFor, modelSpecFor } from '../models/train-config';
 import { readCheckpointMeta, resumeSnapshot } from '../actors/checkpoint';
 import { ASYNC_DEFAULTS } from '../actors/param-store';
-import { startNatsServer, NatsServerHandle } from '../transport/nats-server';
+import { natsServerForSuite } from './nats-server-fixture';
 
 const ITERATIONS = 3;
 
@@ -94,18 +94,12 @@ describe('synchronous pipeline training with real compute', function () {
   });
 
   describe('over NATS with one process per stage', () => {
-    let server: NatsServerHandle;
-    before(async () => {
-      server = await startNatsServer();
-    });
-    after(async () => {
-      await server.stop();
-    });
+    const server = natsServerForSuite();
     it('reaches the same checksum as the local bus for bf, 1f1b and a jittered run', async () => {
       const t = tiny('gpt');
       const base = await train(job(t, 2, 1, 'bf'), local);
       for (const [policy, seed] of [['bf', 0], ['1f1b', 0], ['bf', 5]] as const) {
-        const r = await train(job(t, 2, 1, policy, seed, { job: `nats${policy.replace(/[^a-z0-9]/g, '')}${seed}` }), { transport: 'nats', processes: 'per-stage', natsUrl: server.url });
+        const r = await train(job(t, 2, 1, policy, seed, { job: `nats${policy.replace(/[^a-z0-9]/g, '')}${seed}` }), { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
         assert.equal(r.summary.processes, 2);
         assert.equal(r.param_checksum, base.param_checksum, `${policy} seed ${seed}`);
       }
@@ -118,7 +112,7 @@ describe('synchronous pipeline training with real compute', function () {
           job: `nasync${policy.replace(/[^a-z0-9]/g, '')}`, stages: 2, microbatches: 12, iterations: 1, policy, profile: 'train', mode: 'async', train: t, bufferLimit: 2,
           async: { ...ASYNC_DEFAULTS, consistency: 'fresco', lr: 1e-3, warmup: 2, totalUpdates: 12, pipemareSteps: 12 },
         });
-        const r = await train(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server.url });
+        const r = await train(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
         assert.equal(r.summary.processes, 2);
         assert.equal(r.losses.length, 12);
         assert.deepEqual(r.summary.updates, [12, 12]);
