@@ -1,10 +1,7 @@
-// Stage compute in asynchronous mode: every task asks the parameter-store actor for its
-// weights and tells it what ran, so the store can update after each backward and keep
-// the in-flight microbatches consistent. Two variants: real tfjs compute, and emulated
-// compute (durations only) that still drives the store, so simulations report
-// staleness exactly as training runs do. `TimedCompute` makes real compute hold its
-// stage for the emulated duration, so a training run on the virtual clock has the
-// profile's timing and a deterministic order.
+// Real (tfjs) stage compute in asynchronous mode: every task asks the parameter-store
+// actor for its weights and tells it what ran, so the store can update after each
+// backward and keep the in-flight microbatches consistent. Its emulated counterpart is
+// AsyncEmulatedCompute (emulated-computes.ts).
 
 import * as tf from '@tensorflow/tfjs';
 import { PipelineShape, Task, isLossStage } from '../policies/task';
@@ -13,39 +10,15 @@ import { captureLinearInputs } from '../models/layers';
 import { StageModule } from '../models/stage-module';
 import { TrainConfig, batchFor, corpusFor } from '../models/train-config';
 import { TensorPayload } from '../transport/envelope';
-import { Clock } from './clock';
-import { StageCompute, TaskDurations } from './compute';
-import { ParamMapF, StoreMsg, StoreStats } from './param-store';
+import { StageCompute } from './compute';
+import { storeStats } from './emulated-computes';
+import { ParamMapF, StoreMsg } from './param-store';
 import { ActorRef, ActorRuntime } from './runtime';
 import { paramInfos, readFloat32, toPayload } from '../models/tensor-io';
 import { ParamInfo } from '../policies/optim/params';
 import { TrainingComputeError, receivedTensor, stageModules } from './training-compute';
 
 const key = (mb: number) => `${mb}`;
-
-async function storeStats(runtime: ActorRuntime, store: ActorRef<StoreMsg>): Promise<StoreStats> {
-  return runtime.ask<StoreMsg, StoreStats>(store, (reply) => ({ type: 'stats', reply }), 60000);
-}
-
-/** Emulated compute in asynchronous mode: holds the stage, and reports F and B to the store. */
-export class AsyncEmulatedCompute implements StageCompute {
-  readonly kind = 'emulated-async';
-  constructor(
-    private readonly runtime: ActorRuntime, private readonly stage: number,
-    private readonly durations: TaskDurations, private readonly store: ActorRef<StoreMsg>,
-  ) {}
-
-  run(iteration: number, t: Task, done: () => void): void {
-    this.runtime.clock.setTimer(this.durations.compute(iteration, this.stage, t), () => {
-      this.runtime.send(this.store, t.kind === 'F' ? { type: 'forward-ran', mb: t.mb } : { type: 'backward-ran', mb: t.mb });
-      done();
-    });
-  }
-
-  async endIteration(): Promise<Record<string, unknown>> {
-    return { store: await storeStats(this.runtime, this.store) };
-  }
-}
 
 /** The module's parameters as plain arrays, in its fixed order (the store's initial state). */
 export function initialParams(module: StageModule): { params: ParamMapF; infos: ParamInfo[] } {
@@ -147,23 +120,5 @@ export class AsyncTrainingCompute implements StageCompute {
   dispose(): void {
     for (const m of [this.received, this.grads, this.saved]) for (const t of m.values()) t.dispose();
     this.module.dispose();
-  }
-}
-
-/** Real compute that holds its stage for the emulated duration afterwards (virtual-clock training). */
-export class TimedCompute implements StageCompute {
-  readonly kind: string;
-  constructor(private readonly inner: StageCompute, private readonly clock: Clock, private readonly stage: number, private readonly durations: TaskDurations) {
-    this.kind = `${inner.kind}+timed`;
-    if (inner.accept) this.accept = inner.accept.bind(inner);
-    if (inner.endIteration) this.endIteration = inner.endIteration.bind(inner);
-    if (inner.dispose) this.dispose = inner.dispose.bind(inner);
-  }
-  accept?: StageCompute['accept'];
-  endIteration?: StageCompute['endIteration'];
-  dispose?: StageCompute['dispose'];
-
-  run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void): void {
-    this.inner.run(iteration, t, (out) => this.clock.setTimer(this.durations.compute(iteration, this.stage, t), () => done(out)));
   }
 }

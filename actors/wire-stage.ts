@@ -11,11 +11,9 @@ import { loadProfile } from '../models/profile';
 import { Bus, Subscription } from '../transport/bus';
 import { SubjectKind, checkJobName, subject } from '../transport/subjects';
 import { Clock } from './clock';
-import { TrainingCompute } from './training-compute';
-import { AsyncEmulatedCompute, AsyncTrainingCompute, TimedCompute, asyncStageModule, initialParams } from './async-compute';
+import { AsyncEmulatedCompute, TimedCompute } from './emulated-computes';
 import { CONSISTENCY_POLICIES, spawnParamStore } from './param-store';
 import { resumeSnapshot } from './checkpoint';
-import { loadBackend } from '../models/backend';
 import { TrainConfig } from '../models/train-config';
 import { EmulatedCompute, StageCompute } from './compute';
 import { EventSink } from './events';
@@ -63,9 +61,17 @@ export function durationModelFor(cfg: JobConfig, shape: PipelineShape): Duration
   return makeDurationModel({ profile: loadProfile(cfg.profile), shape, jitter: cfg.jitter, jitterScale: cfg.jitterScale, seed: cfg.seed });
 }
 
+// The modules that compute with TensorFlow.js are loaded on first use: a process that
+// hosts only emulated stages (baton run, sim) starts without loading tfjs.
+const tfjsModules = () => ({
+  backend: require('../models/backend') as typeof import('../models/backend'),
+  sync: require('./training-compute') as typeof import('./training-compute'),
+  async: require('./async-compute') as typeof import('./async-compute'),
+});
+
 /** Load the tfjs backend a training config asks for (once per process). */
 export async function loadTrainingBackend(t: TrainConfig): Promise<string> {
-  return (await loadBackend({ force: t.backend ?? undefined })).backend;
+  return (await tfjsModules().backend.loadBackend({ force: t.backend ?? undefined })).backend;
 }
 
 function computeFor(o: StageWiringOptions): StageCompute {
@@ -73,13 +79,14 @@ function computeFor(o: StageWiringOptions): StageCompute {
   const clock = runtime.clock;
   let real: StageCompute | null = null;
   if (cfg.mode === 'async') {
-    const module = cfg.train ? asyncStageModule(s, plan.shape, cfg.train) : null;
-    const init = module ? initialParams(module) : null;
+    const tfjs = cfg.train ? tfjsModules().async : null;
+    const module = tfjs && cfg.train ? tfjs.asyncStageModule(s, plan.shape, cfg.train) : null;
+    const init = tfjs && module ? tfjs.initialParams(module) : null;
     const store = spawnParamStore({ runtime, stage: s, stages: plan.shape.stages, settings: cfg.async, params: init?.params ?? null, infos: init?.infos ?? [] });
-    if (!module || !cfg.train) return new AsyncEmulatedCompute(runtime, s, durations, store);
-    real = new AsyncTrainingCompute(runtime, s, plan.shape, cfg.train, module, store);
+    if (!tfjs || !module || !cfg.train) return new AsyncEmulatedCompute(runtime, s, durations, store);
+    real = new tfjs.AsyncTrainingCompute(runtime, s, plan.shape, cfg.train, module, store);
   } else if (cfg.train) {
-    real = new TrainingCompute(s, plan.shape, cfg.train, resumeSnapshot(cfg.train, s));
+    real = new (tfjsModules().sync.TrainingCompute)(s, plan.shape, cfg.train, resumeSnapshot(cfg.train, s));
   }
   if (!real) return new EmulatedCompute(clock, s, durations);
   // On the virtual clock real compute holds its stage for the profile's duration.

@@ -2,22 +2,19 @@
 // The `baton` command.
 
 import { UsageError } from './args';
-import { NODE_HELP, nodeCommand } from './node-command';
-import { RUN_HELP, runCommand } from './run';
-import { SIM_HELP, simCommand } from './sim';
-import { TAP_HELP, tapCommand } from './tap';
-import { TRAIN_HELP, trainCommand } from './train';
-import { TRACE_HELP, traceCommand } from './trace-command';
 
-type Command = { summary: string; run: (argv: readonly string[], out: (s: string) => void) => Promise<number>; help: string };
+type CommandRun = (argv: readonly string[], out: (s: string) => void) => Promise<number>;
+// Each command's module is loaded only when it runs: a node agent or an emulated run
+// then starts without loading TensorFlow.js, which only train needs.
+type Command = { summary: string; load: () => CommandRun };
 
 const COMMANDS: Record<string, Command> = {
-  sim: { summary: 'simulate a pipeline on the virtual clock (same actors, emulated compute)', run: simCommand, help: SIM_HELP },
-  run: { summary: 'run a pipeline on the real clock over NATS (one process per stage) or in one process', run: runCommand, help: RUN_HELP },
-  train: { summary: 'train a model with a synchronous pipeline (real compute, TensorFlow.js)', run: trainCommand, help: TRAIN_HELP },
-  node: { summary: 'start a node agent that hosts stage actors for jobs over NATS', run: nodeCommand, help: NODE_HELP },
-  trace: { summary: 'inspect a trace file: gantt (SVG chart), check (schema), summary', run: traceCommand, help: TRACE_HELP },
-  tap: { summary: 'print the live decoded message flows of a job (like nats sub)', run: tapCommand, help: TAP_HELP },
+  sim: { summary: 'simulate a pipeline on the virtual clock (same actors, emulated compute)', load: () => (require('./sim') as typeof import('./sim')).simCommand },
+  run: { summary: 'run a pipeline on the real clock over NATS (one process per stage) or in one process', load: () => (require('./run') as typeof import('./run')).runCommand },
+  train: { summary: 'train a model with a synchronous pipeline (real compute, TensorFlow.js)', load: () => (require('./train') as typeof import('./train')).trainCommand },
+  node: { summary: 'start a node agent that hosts stage actors for jobs over NATS', load: () => (require('./node-command') as typeof import('./node-command')).nodeCommand },
+  trace: { summary: 'inspect a trace file: gantt (SVG chart), check (schema), summary', load: () => (require('./trace-command') as typeof import('./trace-command')).traceCommand },
+  tap: { summary: 'print the live decoded message flows of a job (like nats sub)', load: () => (require('./tap') as typeof import('./tap')).tapCommand },
 };
 
 const USAGE_ERRORS = new Set(['UsageError', 'ShapeError', 'UnknownPolicyError', 'ProfileError', 'BackpressureLimitError', 'PolicyModuleError', 'SubjectError', 'CheckpointError', 'CorpusError', 'ModelConfigError', 'PartitionError', 'BackendError']);
@@ -39,7 +36,7 @@ export async function main(argv: readonly string[], out: (s: string) => void = (
     return 2;
   }
   try {
-    return await cmd.run(rest, out);
+    return await cmd.load()(rest, out);
   } catch (err) {
     const e = err as Error;
     process.stderr.write(`baton ${name}: ${e.name}: ${e.message}\n`);

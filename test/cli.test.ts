@@ -1,5 +1,25 @@
 import { strict as assert } from 'assert';
+import { execFileSync } from 'child_process';
+import * as path from 'path';
 import { main } from '../cli/main';
+
+/** Runs `baton argv` in a fresh Node process; true when it loaded @tensorflow/tfjs. */
+function loadsTfjs(argv: string[]): boolean {
+  const script = `
+    const Module = require('module');
+    const load = Module._load;
+    let tfjs = false;
+    Module._load = function (request, ...rest) {
+      if (request.startsWith('@tensorflow/')) tfjs = true;
+      return load.call(this, request, ...rest);
+    };
+    require(${JSON.stringify(path.join(__dirname, '..', 'cli', 'main.js'))}).main(${JSON.stringify(argv)}, () => {}).then((code) => {
+      process.stdout.write(JSON.stringify({ code, tfjs }));
+    });`;
+  const r = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })) as { code: number; tfjs: boolean };
+  assert.equal(r.code, 0, `baton ${argv.join(' ')} exited with ${r.code}`);
+  return r.tfjs;
+}
 
 async function baton(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
@@ -72,6 +92,13 @@ describe('the baton command', function () {
       assert.equal(r.code, 0, c);
       assert.match(r.out, /Usage:/, c);
     }
+  });
+
+  it('loads TensorFlow.js only for commands that compute with it (a node agent starts without it)', () => {
+    assert.equal(loadsTfjs(['sim', '--stages', '2', '--microbatches', '4', '--iterations', '1', '--json']), false);
+    assert.equal(loadsTfjs(['sim', '--stages', '2', '--microbatches', '4', '--iterations', '1', '--mode', 'async', '--json']), false);
+    assert.equal(loadsTfjs(['node', '--help']), false);
+    assert.equal(loadsTfjs(['train', '--model', 'mlp', '--stages', '1', '--microbatches', '1', '--microbatch-size', '2', '--layers', '1', '--width', '8', '--iterations', '1', '--val-batches', '1', '--json']), true);
   });
 
   it('prints the resolved config', async () => {
