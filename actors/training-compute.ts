@@ -3,8 +3,9 @@
 // each microbatch are folded in microbatch order (policies/optim/ordered-sum.ts), and
 // the AdamW step runs at the end of the iteration (the flush), so the result does not
 // depend on the execution order. The stage module stays unaware of the pipeline.
-// A forward keeps its activations for its backward (no recomputation), except with a
-// split backward (B and W), where each half recomputes the forward.
+// A forward keeps its activations for its backward (no recomputation). With a split
+// backward, B computes the input gradient from them and W later the weight gradients
+// from what B left (as zero-bubble schedules intend): bitwise the whole backward.
 //
 // Not modelled: gradient clipping (it would need a cross-stage all-reduce of norms),
 // activation memory limits (the wasm heap guard in the stage modules still applies).
@@ -17,7 +18,7 @@ import { lrAt } from '../policies/optim/schedule';
 import { PipelineShape, Task, isLossStage, virtualStage } from '../policies/task';
 import { Corpus } from '../models/data';
 import { buildStage, planPartition } from '../models/partition';
-import { KeptForward } from '../models/kept-tape';
+import { DeferredWeightGrads, KeptForward } from '../models/kept-tape';
 import { StageModule } from '../models/stage-module';
 import { TrainConfig, batchFor, corpusFor, modelSpecFor } from '../models/train-config';
 import { TensorPayload } from '../transport/envelope';
@@ -70,7 +71,8 @@ export class TrainingCompute implements StageCompute {
   private readonly grads = new Map<string, tf.Tensor>();
   private readonly saved = new Map<string, tf.Tensor>();
   private readonly kept = new Map<string, KeptForward>();
-  private readonly keepActivations: boolean;
+  /** Split backward: what each B left for its W (and the last stage's targets, which the tape may read). */
+  private readonly deferred = new Map<string, { deferred: DeferredWeightGrads; targets?: tf.Tensor }>();
   private lossSum = 0;
   private lossCount = 0;
   private step: number;
@@ -82,8 +84,7 @@ export class TrainingCompute implements StageCompute {
     resume?: StageSnapshot,
   ) {
     this.corpus = corpusFor(train);
-    this.keepActivations = !shape.splitBackward;
-    this.chunks = stageModules(stage, shape, train, !this.keepActivations).map((module) =>
+    this.chunks = stageModules(stage, shape, train, false).map((module) =>
       ({ module, names: module.paramNames(), optimizer: new AdamW(paramInfos(module), { weightDecay: train.weightDecay }), sum: null }));
     this.step = train.startIteration;
     if (resume) this.restore(resume);
@@ -114,14 +115,9 @@ export class TrainingCompute implements StageCompute {
       : this.take(this.received, k, 'input activation');
     this.saved.set(k, x);
     if (c.module.isLast) return [];
-    let y: tf.Tensor;
-    if (this.keepActivations) {
-      const kept = c.module.forwardKeepingActivations(x);
-      this.kept.set(k, kept);
-      y = kept.output;
-    } else {
-      y = c.module.forward(x);
-    }
+    const kept = c.module.forwardKeepingActivations(x);
+    this.kept.set(k, kept);
+    const y = kept.output;
     const out = toPayload(y);
     y.dispose();
     return [out];
@@ -137,6 +133,7 @@ export class TrainingCompute implements StageCompute {
   }
 
   private backward(iteration: number, t: Task): TensorPayload[] {
+    if (this.shape.splitBackward) return t.kind === 'B' ? this.backwardInput(iteration, t) : this.backwardWeights(iteration, t);
     const k = key(iteration, t.mb, t.chunk);
     const c = this.chunks[t.chunk];
     const last = isLossStage(this.stage, t.chunk, this.shape);
@@ -145,31 +142,81 @@ export class TrainingCompute implements StageCompute {
     const dy = last ? null : this.grads.get(k) ?? null;
     if (!last && !dy) throw new TrainingComputeError(`stage ${this.stage}: ${t.kind}${t.mb}@${t.chunk} without its output gradient`);
     const targets = last ? this.targets(iteration, t.mb) : undefined;
-    const wants = !this.shape.splitBackward ? 'all' : t.kind === 'B' ? 'input' : 'params';
     const kept = this.kept.get(k);
     this.kept.delete(k);
-    const res = c.module.backward(x, dy, { targets, lossScale: 1 / this.shape.microbatches, wants, kept });
+    const res = c.module.backward(x, dy, { targets, lossScale: 1 / this.shape.microbatches, kept });
     targets?.dispose();
-    if (res.loss !== undefined && t.kind === 'B') {
-      this.lossSum += res.loss;
-      this.lossCount++;
-    }
-    if (res.paramGrads.length > 0) {
-      if (!c.sum) c.sum = new OrderedSum(c.module.params().map((v) => v.size), this.shape.microbatches);
-      c.sum.add(t.mb, res.paramGrads.map((g) => readFloat32(g)));
-      for (const g of res.paramGrads) g.dispose();
-    }
+    this.addLoss(res.loss);
+    this.addParamGrads(c, t.mb, res.paramGrads);
     const out = res.gradInput ? [toPayload(res.gradInput)] : [];
     res.gradInput?.dispose();
-    if (wants !== 'input') {
-      this.saved.delete(k);
-      x.dispose();
-      if (dy) {
-        this.grads.delete(k);
-        dy.dispose();
-      }
-    }
+    this.freeInputs(k, x, dy);
     return out;
+  }
+
+  /** B of a split backward: the input gradient; the weight half waits for W. */
+  private backwardInput(iteration: number, t: Task): TensorPayload[] {
+    const k = key(iteration, t.mb, t.chunk);
+    const c = this.chunks[t.chunk];
+    const last = isLossStage(this.stage, t.chunk, this.shape);
+    const x = this.saved.get(k);
+    if (!x) throw new TrainingComputeError(`stage ${this.stage}: B${t.mb}@${t.chunk} without its forward input`);
+    const dy = last ? null : this.grads.get(k) ?? null;
+    if (!last && !dy) throw new TrainingComputeError(`stage ${this.stage}: B${t.mb}@${t.chunk} without its output gradient`);
+    const targets = last ? this.targets(iteration, t.mb) : undefined;
+    const kept = this.kept.get(k);
+    this.kept.delete(k);
+    let res;
+    try {
+      res = c.module.backwardInput(x, dy, { kept, targets, lossScale: 1 / this.shape.microbatches });
+    } catch (err) {
+      targets?.dispose();
+      throw err;
+    }
+    this.deferred.set(k, { deferred: res.deferred, targets });
+    this.addLoss(res.loss);
+    const out = res.gradInput ? [toPayload(res.gradInput)] : [];
+    res.gradInput?.dispose();
+    return out;
+  }
+
+  /** W of a split backward: the weight gradients B deferred. */
+  private backwardWeights(iteration: number, t: Task): TensorPayload[] {
+    const k = key(iteration, t.mb, t.chunk);
+    const c = this.chunks[t.chunk];
+    const d = this.deferred.get(k);
+    if (!d) throw new TrainingComputeError(`stage ${this.stage}: W${t.mb}@${t.chunk} without its B`);
+    this.deferred.delete(k);
+    try {
+      this.addParamGrads(c, t.mb, c.module.backwardWeights(d.deferred));
+    } finally {
+      d.targets?.dispose();
+    }
+    this.freeInputs(k, this.saved.get(k) ?? null, this.grads.get(k) ?? null);
+    return [];
+  }
+
+  private addLoss(loss: number | undefined): void {
+    if (loss === undefined) return;
+    this.lossSum += loss;
+    this.lossCount++;
+  }
+
+  private addParamGrads(c: ChunkState, mb: number, grads: tf.Tensor[]): void {
+    if (grads.length === 0) return;
+    if (!c.sum) c.sum = new OrderedSum(c.module.params().map((v) => v.size), this.shape.microbatches);
+    c.sum.add(mb, grads.map((g) => readFloat32(g)));
+    for (const g of grads) g.dispose();
+  }
+
+  /** The microbatch's forward input and output gradient, once its backward is complete. */
+  private freeInputs(k: string, x: tf.Tensor | null, dy: tf.Tensor | null): void {
+    this.saved.delete(k);
+    x?.dispose();
+    if (dy) {
+      this.grads.delete(k);
+      dy.dispose();
+    }
   }
 
   /** The flush: one AdamW step per chunk with the microbatch-ordered sums. */
@@ -226,6 +273,10 @@ export class TrainingCompute implements StageCompute {
   dispose(): void {
     for (const m of [this.received, this.grads, this.saved]) for (const t of m.values()) t.dispose();
     for (const [k, kept] of this.kept) this.chunks[Number(k.split('|')[2])]?.module.releaseKept(kept);
+    for (const [k, d] of this.deferred) {
+      this.chunks[Number(k.split('|')[2])]?.module.releaseDeferred(d.deferred);
+      d.targets?.dispose();
+    }
     for (const c of this.chunks) c.module.dispose();
   }
 }

@@ -3,6 +3,12 @@
 // PyTorch's pipelining without activation checkpointing). tf.grads records the tape
 // and backpropagates in one call; this splits the two halves.
 //
+// A split backward (zero-bubble B and W) uses the same tape: backwardInputFromTape runs
+// only the gradients along the activation path and defers every weight gradient;
+// weightGradsFromDeferred runs those later. Both halves call the same gradient
+// functions on the same output gradients, in the same order, as the whole backward, so
+// input and weight gradients are bitwise equal to it.
+//
 // It uses tfjs-core's engine tape (startTape/endTape, state.activeTape and the nodes'
 // gradient closures), which is not part of tfjs's typed API: tests pin the result to
 // tf.grads on the same function (models.test.ts), so a tfjs upgrade that changes the
@@ -92,11 +98,7 @@ function nodesFromXsToY(tape: readonly TapeNode[], xs: readonly tf.Tensor[], y: 
  * the kept tape; then frees the tape. The caller owns the returned gradients.
  */
 export function backwardFromTape(k: KeptForward, xs: readonly tf.Tensor[], dy: tf.Tensor): tf.Tensor[] {
-  if (k.released) throw new KeptTapeError('this forward\'s tape was already used or released');
-  if (dy.dtype !== 'float32') throw new KeptTapeError(`dy must be float32, got ${dy.dtype}`);
-  if (dy.shape.length !== k.output.shape.length || dy.shape.some((d, i) => d !== k.output.shape[i])) {
-    throw new KeptTapeError(`dy has shape [${dy.shape}], the forward's output [${k.output.shape}]`);
-  }
+  checkDy(k, dy);
   try {
     const nodes = nodesFromXsToY(k.tape, xs, k.output);
     if (nodes.length === 0) throw new KeptTapeError('no recorded operation leads from the given tensors to the output');
@@ -109,10 +111,7 @@ export function backwardFromTape(k: KeptForward, xs: readonly tf.Tensor[], dy: t
         for (const [name, x] of Object.entries(node.inputs)) {
           const g = inputGrads[name];
           if (!g) throw new KeptTapeError(`${node.kernelName} gives no gradient for its input ${name}`);
-          const dx = tf.tidy(g);
-          const prev = grads.get(x.id);
-          grads.set(x.id, prev ? tf.add(prev, dx) : dx);
-          if (prev && prev !== dy) prev.dispose();
+          accumulate(grads, x.id, tf.tidy(g), dy);
         }
       }
       return xs.map((x) => {
@@ -123,6 +122,136 @@ export function backwardFromTape(k: KeptForward, xs: readonly tf.Tensor[], dy: t
   } finally {
     releaseTape(k);
   }
+}
+
+/** One step of the weight half of a split backward, in the whole backward's order. */
+type DeferredStep =
+  /** A node on the activation path: its gradients for the weight-side inputs, from its output gradients (kept). */
+  | { readonly node: TapeNode; readonly dys: (tf.Tensor | null)[] }
+  /** A node that only weights feed (a cast or transpose of a weight): backpropagated in the weight half. */
+  | { readonly node: TapeNode; readonly dys: null };
+
+/** What the input half of a split backward leaves for the weight half. */
+export interface DeferredWeightGrads {
+  readonly forward: KeptForward;
+  /** The output gradient (weight-only paths, e.g. all of a first stage, start from it in W). */
+  readonly dy: tf.Tensor;
+  readonly weights: readonly tf.Tensor[];
+  /** Tensors on the activation path (their gradients came in the input half). */
+  readonly activationIds: ReadonlySet<number>;
+  readonly steps: DeferredStep[];
+  /** Output gradients kept for the steps (not the caller's dy). */
+  readonly owned: tf.Tensor[];
+  released: boolean;
+}
+
+function checkDy(k: KeptForward, dy: tf.Tensor): void {
+  if (k.released) throw new KeptTapeError('this forward\'s tape was already used or released');
+  if (dy.dtype !== 'float32') throw new KeptTapeError(`dy must be float32, got ${dy.dtype}`);
+  if (dy.shape.length !== k.output.shape.length || dy.shape.some((d, i) => d !== k.output.shape[i])) {
+    throw new KeptTapeError(`dy has shape [${dy.shape}], the forward's output [${k.output.shape}]`);
+  }
+}
+
+function accumulate(grads: Map<number, tf.Tensor>, id: number, dx: tf.Tensor, keep: tf.Tensor | null): void {
+  const prev = grads.get(id);
+  grads.set(id, prev ? tf.add(prev, dx) : dx);
+  if (prev && prev !== keep) prev.dispose();
+}
+
+/**
+ * The input half of a split backward: the gradient of `sum(dy · output)` with respect to
+ * `input` (null on a first stage, whose input is token ids), computing nothing for the
+ * weights. The weight half is deferred: weightGradsFromDeferred, or releaseDeferred.
+ * The tape stays alive until then; so must `dy` and `input`, which the caller owns.
+ */
+export function backwardInputFromTape(k: KeptForward, input: tf.Tensor | null, weights: readonly tf.Tensor[], dy: tf.Tensor): { gradInput: tf.Tensor | null; deferred: DeferredWeightGrads } {
+  checkDy(k, dy);
+  let done = false;
+  try {
+    const nodes = nodesFromXsToY(k.tape, input ? [input, ...weights] : weights, k.output);
+    if (nodes.length === 0) throw new KeptTapeError('no recorded operation leads from the given tensors to the output');
+    const onPath = new Set<number>(input ? [input.id] : []);
+    const activationNode = nodes.map((n) => {
+      const on = Object.values(n.inputs).some((t) => onPath.has(t.id));
+      if (on) for (const o of n.outputs) onPath.add(o.id);
+      return on;
+    });
+    const steps: DeferredStep[] = [];
+    const owned: tf.Tensor[] = [];
+    const gradInput = tf.tidy(() => {
+      const grads = new Map<number, tf.Tensor>([[k.output.id, dy]]);
+      for (let i = nodes.length - 1; i >= 0; i--) {
+        const node = nodes[i];
+        if (!node.gradient) throw new KeptTapeError(`no gradient is registered for ${node.kernelName}`);
+        if (!activationNode[i]) {
+          steps.push({ node, dys: null });
+          continue;
+        }
+        const dys = node.outputs.map((o) => grads.get(o.id) ?? null);
+        const inputGrads = node.gradient(dys);
+        let weightSide = false;
+        for (const [name, x] of Object.entries(node.inputs)) {
+          if (!inputGrads[name]) throw new KeptTapeError(`${node.kernelName} gives no gradient for its input ${name}`);
+          if (!onPath.has(x.id)) {
+            weightSide = true;
+            continue;
+          }
+          accumulate(grads, x.id, tf.tidy(inputGrads[name]), dy);
+        }
+        if (weightSide) {
+          for (const g of dys) if (g && g !== dy && !owned.includes(g)) owned.push(tf.keep(g));
+          steps.push({ node, dys });
+        }
+      }
+      if (!input) return [];
+      const g = grads.get(input.id);
+      return [g ? (g === dy ? g.clone() : g) : tf.zerosLike(input)];
+    });
+    done = true;
+    return { gradInput: gradInput[0] ?? null, deferred: { forward: k, dy, weights, activationIds: onPath, steps, owned, released: false } };
+  } finally {
+    if (!done) releaseTape(k);
+  }
+}
+
+/**
+ * The weight half of a split backward: one gradient per weight given to
+ * backwardInputFromTape, same order; then frees the tape. The caller owns the result.
+ */
+export function weightGradsFromDeferred(d: DeferredWeightGrads): tf.Tensor[] {
+  if (d.released) throw new KeptTapeError('these deferred weight gradients were already computed or released');
+  try {
+    return tf.tidy(() => {
+      const grads = new Map<number, tf.Tensor>([[d.forward.output.id, d.dy]]);
+      for (const step of d.steps) {
+        const { node } = step;
+        const dys = step.dys ?? node.outputs.map((o) => grads.get(o.id) ?? null);
+        const inputGrads = node.gradient!(dys);
+        for (const [name, x] of Object.entries(node.inputs)) {
+          // Activation-path inputs had their gradients in the input half.
+          if (step.dys && d.activationIds.has(x.id)) continue;
+          accumulate(grads, x.id, tf.tidy(inputGrads[name]!), d.dy);
+        }
+      }
+      return d.weights.map((w) => {
+        const g = grads.get(w.id);
+        return g ? (g === d.dy ? g.clone() : g) : tf.zerosLike(w);
+      });
+    });
+  } finally {
+    releaseDeferred(d);
+  }
+}
+
+/** Frees what a split backward kept for its weight half, without running it. */
+export function releaseDeferred(d: DeferredWeightGrads): void {
+  if (d.released) return;
+  d.released = true;
+  for (const t of d.owned) t.dispose();
+  d.owned.length = 0;
+  d.steps.length = 0;
+  releaseTape(d.forward);
 }
 
 /** Frees what the tape kept for the backward, without running it. */

@@ -7,13 +7,24 @@
 
 import * as tf from '@tensorflow/tfjs';
 import { initValues } from './seeded-init';
-import { KeptForward, backwardFromTape, forwardKeepingTape, releaseTape } from './kept-tape';
+import {
+  DeferredWeightGrads,
+  KeptForward,
+  backwardFromTape,
+  backwardInputFromTape,
+  forwardKeepingTape,
+  releaseDeferred,
+  releaseTape,
+  weightGradsFromDeferred,
+} from './kept-tape';
 import { checkWasmHeap, DEFAULT_WASM_HEAP_LIMIT } from './tfjs-fixes';
 import {
   BackwardOptions,
   BackwardResult,
   LayerSpec,
   ModelSpec,
+  SplitBackwardOptions,
+  SplitBackwardResult,
   StageModule,
   StageUsageError,
 } from './stage-module';
@@ -123,6 +134,50 @@ export class SequentialStage implements StageModule {
     const grads = backwardFromTape(kept, xs, gradOutput);
     checkWasmHeap(this.heapLimit, `${this.name} backward`);
     return { gradInput: wantInput ? grads[0] : null, paramGrads: wantInput ? grads.slice(1) : grads };
+  }
+
+  backwardInput(input: tf.Tensor, gradOutput: tf.Tensor | null, opts: SplitBackwardOptions): SplitBackwardResult {
+    this.checkInput(input);
+    if (!this.isLast) {
+      if (!opts.kept) throw new StageUsageError(this.name, 'a split backward without recompute needs the kept forward');
+      if (!gradOutput) {
+        releaseTape(opts.kept);
+        throw new StageUsageError(this.name, 'backward needs the gradient of the stage output');
+      }
+      const r = backwardInputFromTape(opts.kept, this.isFirst ? null : input, this.variables, gradOutput);
+      checkWasmHeap(this.heapLimit, `${this.name} backward (input)`);
+      return r;
+    }
+    const { targets, lossScale } = opts;
+    if (!targets) throw new StageUsageError(this.name, 'backward on the last stage needs targets');
+    if (lossScale === undefined || !Number.isFinite(lossScale) || lossScale <= 0) {
+      throw new StageUsageError(this.name, `backward on the last stage needs a finite positive lossScale, got ${lossScale}`);
+    }
+    const kept = forwardKeepingTape(() => this.model.loss(this.run(this.variables, input), targets));
+    const loss = kept.output.dataSync()[0]!;
+    kept.output.dispose();
+    const dy = tf.scalar(lossScale);
+    let r: { gradInput: tf.Tensor | null; deferred: DeferredWeightGrads };
+    try {
+      r = backwardInputFromTape(kept, this.isFirst ? null : input, this.variables, dy);
+    } catch (err) {
+      dy.dispose();
+      throw err;
+    }
+    // The weight half may read dy; it is freed with the deferred half.
+    r.deferred.owned.push(dy);
+    checkWasmHeap(this.heapLimit, `${this.name} backward (input)`);
+    return { ...r, loss };
+  }
+
+  backwardWeights(deferred: DeferredWeightGrads): tf.Tensor[] {
+    const grads = weightGradsFromDeferred(deferred);
+    checkWasmHeap(this.heapLimit, `${this.name} backward (weights)`);
+    return grads;
+  }
+
+  releaseDeferred(deferred: DeferredWeightGrads): void {
+    releaseDeferred(deferred);
   }
 
   loss(input: tf.Tensor, targets: tf.Tensor, params?: readonly tf.Tensor[]): tf.Scalar {

@@ -7,7 +7,7 @@
 
 import * as tf from '@tensorflow/tfjs';
 import type { InitKind } from './seeded-init';
-import type { KeptForward } from './kept-tape';
+import type { DeferredWeightGrads, KeptForward } from './kept-tape';
 
 /** One parameter tensor of a layer. Names are stable across partitions, e.g. `gpt.h1.attn.wq`. */
 export interface ParamSpec {
@@ -70,6 +70,23 @@ export interface BackwardResult {
   readonly loss?: number;
 }
 
+export interface SplitBackwardOptions {
+  /** Non-last stages: the forward kept by forwardKeepingActivations (used up). */
+  readonly kept?: KeptForward;
+  /** Last stage: as in BackwardOptions. */
+  readonly targets?: tf.Tensor;
+  readonly lossScale?: number;
+}
+
+export interface SplitBackwardResult {
+  /** Null on the first stage. */
+  readonly gradInput: tf.Tensor | null;
+  /** What W needs: pass it to backwardWeights or releaseDeferred. */
+  readonly deferred: DeferredWeightGrads;
+  /** Last stage only: the unscaled mean loss of this microbatch. */
+  readonly loss?: number;
+}
+
 export interface StageModule {
   /** e.g. "gpt[h2..h3]" or "gpt[embed, h0..h1]". */
   readonly name: string;
@@ -96,6 +113,17 @@ export interface StageModule {
   forwardKeepingActivations(input: tf.Tensor): KeptForward;
   /** Frees a kept forward whose backward will not run. */
   releaseKept(kept: KeptForward): void;
+  /**
+   * B of a split backward without recomputing the forward: the input gradient only,
+   * from the kept forward (non-last stages); the last stage runs its forward with the
+   * loss here, keeping the tape (it needs targets and lossScale). The weight gradients
+   * are deferred to backwardWeights (W). Keep `input` and `gradOutput` alive until then.
+   */
+  backwardInput(input: tf.Tensor, gradOutput: tf.Tensor | null, opts: SplitBackwardOptions): SplitBackwardResult;
+  /** W of a split backward: one gradient per params() entry. The caller owns them. */
+  backwardWeights(deferred: DeferredWeightGrads): tf.Tensor[];
+  /** Frees the deferred half of a split backward that will not run. */
+  releaseDeferred(deferred: DeferredWeightGrads): void;
   /**
    * Recomputes the forward pass (or uses opts.kept) and returns gradients. Non-last stages need gradOutput
    * (same shape as forward's output); the last stage needs targets and lossScale.

@@ -245,6 +245,50 @@ describe('models: stage modules', () => {
     });
   }
 
+  for (const [label, make] of [['gpt', () => gptCase(3)], ['mlp', () => mlpCase(3)]] as const) {
+    it(`${label}: a split backward from the kept forward (B input half, W weight half later) is bitwise the whole backward, on first, middle and last stages, and leaks nothing`, () => {
+      const c = make();
+      const stages = buildStages(c.spec, planPartition(c.spec, { stages: 3 }));
+      const rng = new SeededRandom(7);
+      const input0 = c.input();
+      const h0 = stages[0]!.forward(input0);
+      const h1 = stages[1]!.forward(h0);
+      const targets = c.targets();
+      const lossScale = 0.25;
+      for (const [s, x] of [[stages[0]!, input0], [stages[1]!, h0], [stages[2]!, h1]] as const) {
+        const y = s.isLast ? null : s.forward(x);
+        const dy = y ? randomLike(rng, y.shape) : null;
+        const whole = s.backward(x, dy, { targets, lossScale });
+        const before = tf.memory().numTensors;
+        const kept = s.isLast ? undefined : s.forwardKeepingActivations(x);
+        kept?.output.dispose();
+        const b = s.backwardInput(x, dy, { kept, targets, lossScale });
+        if (s.isFirst) assert.strictEqual(b.gradInput, null);
+        else assert.deepStrictEqual(Array.from(b.gradInput!.dataSync()), Array.from(whole.gradInput!.dataSync()), `${s.name}: input gradient`);
+        if (s.isLast) {
+          const l = s.loss(x, targets);
+          assert.strictEqual(b.loss, l.dataSync()[0], `${s.name}: loss`);
+          l.dispose();
+        }
+        const w = s.backwardWeights(b.deferred);
+        whole.paramGrads.forEach((g, i) =>
+          assert.deepStrictEqual(Array.from(w[i]!.dataSync()), Array.from(g.dataSync()), `${s.name}: ${s.paramNames()[i]}`));
+        assert.throws(() => s.backwardWeights(b.deferred), /already computed or released/);
+        tf.dispose([b.gradInput ?? [], ...w]);
+        assert.strictEqual(tf.memory().numTensors, before, `${s.name}: the two halves free what they kept`);
+        // Released without its weight half: nothing leaks either.
+        const kept2 = s.isLast ? undefined : s.forwardKeepingActivations(x);
+        kept2?.output.dispose();
+        const b2 = s.backwardInput(x, dy, { kept: kept2, targets, lossScale });
+        b2.gradInput?.dispose();
+        s.releaseDeferred(b2.deferred);
+        assert.strictEqual(tf.memory().numTensors, before, `${s.name}: releaseDeferred frees the tape`);
+        tf.dispose([y ?? [], dy ?? [], whole.gradInput ?? [], ...whole.paramGrads]);
+      }
+      stages.forEach((s) => s.dispose());
+    });
+  }
+
   it('a kept forward holds its activations until its backward or release, and then nothing leaks', () => {
     const c = gptCase(2);
     const stages = buildStages(c.spec, planPartition(c.spec, { stages: 2 }));

@@ -43,7 +43,8 @@ describe('synchronous pipeline training with real compute', function () {
       const spec = modelSpecFor(t, corpusFor(t).vocabSize);
       for (const P of [1, 2, 4])
         for (const V of [1, 2]) {
-          const runs: [string, number][] = [['bf', 0], ['fb', 0], [V === 1 ? '1f1b' : 'interleaved-1f1b', 0], ['gpipe', 0], ['bf', 11], ['bf', 12]];
+          // bfw and zb-h1 split the backward into B and W (computed from the kept forward).
+          const runs: [string, number][] = [['bf', 0], ['fb', 0], [V === 1 ? '1f1b' : 'interleaved-1f1b', 0], ['gpipe', 0], ['bf', 11], ['bf', 12], ['bfw', 0], ...(V === 1 ? [['zb-h1', 0] as [string, number]] : [])];
           const sums = new Set<string>();
           for (const [policy, jitterSeed] of runs) {
             const r = await train(job(t, P, V, policy, jitterSeed), local);
