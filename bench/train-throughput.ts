@@ -1,11 +1,16 @@
 // Benchmark for real-compute pipelines (run: npm run bench -- train [--rounds R]
-// [--iterations N] [--layers L] [--microbatch-size B] [--buffer-limit N] [--json]). Measured in one run, side by side: tokens/s of a char-GPT
+// [--iterations N] [--layers L] [--microbatch-size B] [--buffer-limit N] [--no-ceiling]
+// [--json]). Measured in one run, side by side: tokens/s of a char-GPT
 // trained by a 2-stage pipeline over NATS (one OS process per stage, M=8) against one
 // process training the same model (a single stage, no pipeline) with the same backend.
 // This machine's speed drifts by tens of percent over minutes, so the two setups
 // alternate for R rounds; each round gives a ratio, and the figure is the median
 // ratio. Within a run, the first iteration (tier-up of the wasm code) is discarded.
-// Also the split of each stage's time between compute, waiting, messaging and idle.
+// Also the split of each stage's time between compute, waiting, messaging and idle, and
+// (unless --no-ceiling) the machine's ceiling for two processes: two independent
+// one-process trainings of the same model run at the same time, in each round. Their
+// summed tokens/s over one alone is what two processes can get on this machine at all
+// (they share caches and memory bandwidth); a 2-stage pipeline gets less by its bubble.
 
 import { resolveConfig } from '../actors/config';
 import { median } from '../actors/stats';
@@ -14,8 +19,36 @@ import { loadBackend } from '../models/backend';
 import { TRAIN_DEFAULTS, TrainConfig, tokensPerMicrobatch } from '../models/train-config';
 import { runOnce } from '../cli/run';
 import { IterationStats, iterationStats } from '../actors/stats';
+import { spawn } from 'child_process';
+import * as path from 'path';
 
-export async function benchTrainThroughput(o: { rounds?: number; iterations?: number; layers?: number; microbatchSize?: number; bufferLimit?: number } = {}) {
+const CLI_ENTRY = path.join(__dirname, '..', 'cli', 'main.js');
+
+/** tokens/s of one `baton train` child process (one stage), first iteration discarded. */
+function trainChild(t: TrainConfig, microbatches: number, iterations: number): Promise<number> {
+  const args = [CLI_ENTRY, 'train', '--model', t.model, '--stages', '1', '--microbatches', String(microbatches), '--microbatch-size', String(t.microbatchSize),
+    '--seq', String(t.seq), '--layers', String(t.layers), '--width', String(t.width), '--heads', String(t.heads), '--iterations', String(iterations), '--val-batches', '1', '--json'];
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      if (code !== 0) return reject(new Error(`baton train exited with ${code}: ${err.trim()}`));
+      try {
+        const r = JSON.parse(out) as { iterations: { makespan_ms: number }[] };
+        const tokens = microbatches * tokensPerMicrobatch(t);
+        resolve(median(r.iterations.slice(1).map((x) => tokens / (x.makespan_ms / 1000))));
+      } catch (e) {
+        reject(new Error(`baton train printed no run statistics: ${(e as Error).message}`));
+      }
+    });
+  });
+}
+
+export async function benchTrainThroughput(o: { rounds?: number; iterations?: number; layers?: number; microbatchSize?: number; bufferLimit?: number; ceiling?: boolean } = {}) {
   const rounds = o.rounds ?? 3;
   // At most 3 forwards in flight per stage: stage 0 holds three microbatches' activations,
   // not eight, and runs measurably faster (less memory traffic); one more than 1F1B's 2
@@ -28,7 +61,7 @@ export async function benchTrainThroughput(o: { rounds?: number; iterations?: nu
   const rate = (makespans: number[]) => median(makespans.slice(1).map((ms) => tokens / (ms / 1000)));
   const cfg = (P: number, job: string) => resolveConfig({ job, stages: P, microbatches: M, iterations, policy: 'bf', profile: 'train', train: t, stallTimeoutMs: 600000, bufferLimit });
 
-  const perRound: { single: number; pipeline: number; ratio: number }[] = [];
+  const perRound: { single: number; pipeline: number; ratio: number; twoSingles?: number; ceiling?: number }[] = [];
   const stats: IterationStats[] = [];
   let processes = 0;
   for (let r = 0; r < rounds; r++) {
@@ -36,7 +69,13 @@ export async function benchTrainThroughput(o: { rounds?: number; iterations?: nu
     const piped = await runOnce(cfg(2, `tput2r${r}`), { transport: 'nats', processes: 'per-stage' });
     const singleRate = rate(single.result.records.map((x) => x.makespan));
     const pipedRate = rate(piped.result.records.map((x) => x.makespan));
-    perRound.push({ single: singleRate, pipeline: pipedRate, ratio: pipedRate / singleRate });
+    const round: (typeof perRound)[number] = { single: singleRate, pipeline: pipedRate, ratio: pipedRate / singleRate };
+    if (o.ceiling !== false) {
+      const both = await Promise.all([trainChild(t, M, Math.min(iterations, 3)), trainChild(t, M, Math.min(iterations, 3))]);
+      round.twoSingles = both[0] + both[1];
+      round.ceiling = round.twoSingles / singleRate;
+    }
+    perRound.push(round);
     stats.push(...piped.result.records.slice(1).map((x) => iterationStats(x, piped.result.events, 2, 0)));
     processes = piped.processes;
   }
@@ -53,6 +92,9 @@ export async function benchTrainThroughput(o: { rounds?: number; iterations?: nu
     single_tokens_per_s: median(perRound.map((x) => x.single)),
     pipeline_tokens_per_s: median(perRound.map((x) => x.pipeline)),
     speedup: median(perRound.map((x) => x.ratio)),
+    ceiling: o.ceiling === false ? null : median(perRound.map((x) => x.ceiling!)),
+    /** Median over the rounds of the pipeline's ratio over the ceiling of its round. */
+    of_ceiling: o.ceiling === false ? null : median(perRound.map((x) => x.ratio / x.ceiling!)),
     rounds_detail: perRound,
     processes, split,
   };
@@ -60,13 +102,16 @@ export async function benchTrainThroughput(o: { rounds?: number; iterations?: nu
 
 export function formatTrainThroughput(r: Awaited<ReturnType<typeof benchTrainThroughput>>): string {
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
-  const rounds = formatTable(['round', '1 process tokens/s', `P=2 over NATS (${r.processes} processes) tokens/s`, 'ratio'],
-    r.rounds_detail.map((x, i) => [String(i + 1), x.single.toFixed(0), x.pipeline.toFixed(0), `${x.ratio.toFixed(2)}x`]),
+  const withCeiling = r.ceiling !== null;
+  const rounds = formatTable(['round', '1 process tokens/s', `P=2 over NATS (${r.processes} processes) tokens/s`, 'ratio', ...(withCeiling ? ['2 independent processes tokens/s', 'ceiling'] : [])],
+    r.rounds_detail.map((x, i) => [String(i + 1), x.single.toFixed(0), x.pipeline.toFixed(0), `${x.ratio.toFixed(2)}x`,
+      ...(withCeiling ? [x.twoSingles!.toFixed(0), `${x.ceiling!.toFixed(2)}x`] : [])]),
     `backend ${r.backend}; ${r.model}; M=${r.microbatches}; bf, buffer limit ${r.buffer_limit}; ${r.rounds} alternating rounds of ${r.iterations} iterations, first of each discarded`);
   const split = formatTable(['stage', 'compute', 'waiting', 'messaging', 'idle'], r.split.map((s) =>
     [String(s.stage), pct(s.compute), pct(s.waiting), pct(s.messaging), pct(s.idle)]),
   'share of each pipeline stage\'s time (all measured iterations; idle = before its first task or after its last)');
-  return `${rounds}\nmedian: 1 process ${r.single_tokens_per_s.toFixed(0)} tokens/s, pipeline ${r.pipeline_tokens_per_s.toFixed(0)} tokens/s; ratio ${r.speedup.toFixed(2)}x (median of the rounds' ratios; ratio of the medians ${(r.pipeline_tokens_per_s / r.single_tokens_per_s).toFixed(2)}x)\n\n${split}`;
+  const ceiling = withCeiling ? `\nceiling: two independent one-process trainings at once give ${r.ceiling!.toFixed(2)}x one alone (median); the pipeline reaches ${(100 * r.of_ceiling!).toFixed(0)}% of its round's ceiling (median)` : '';
+  return `${rounds}\nmedian: 1 process ${r.single_tokens_per_s.toFixed(0)} tokens/s, pipeline ${r.pipeline_tokens_per_s.toFixed(0)} tokens/s; ratio ${r.speedup.toFixed(2)}x (median of the rounds' ratios; ratio of the medians ${(r.pipeline_tokens_per_s / r.single_tokens_per_s).toFixed(2)}x)${ceiling}\n\n${split}`;
 }
 
 if (require.main === module) {
@@ -74,7 +119,7 @@ if (require.main === module) {
     const i = process.argv.indexOf(`--${name}`);
     return i > 0 ? Number(process.argv[i + 1]) : undefined;
   };
-  benchTrainThroughput({ rounds: arg('rounds'), iterations: arg('iterations'), layers: arg('layers'), microbatchSize: arg('microbatch-size'), bufferLimit: arg('buffer-limit') }).then((r) => {
+  benchTrainThroughput({ rounds: arg('rounds'), iterations: arg('iterations'), layers: arg('layers'), microbatchSize: arg('microbatch-size'), bufferLimit: arg('buffer-limit'), ceiling: !process.argv.includes('--no-ceiling') }).then((r) => {
     console.log(process.argv.includes('--json') ? JSON.stringify(r) : formatTrainThroughput(r));
   }, (e) => {
     console.error(e);
