@@ -167,6 +167,7 @@ function accumulate(grads: Map<number, tf.Tensor>, id: number, dx: tf.Tensor, ke
  */
 export function backwardInputFromTape(k: KeptForward, input: tf.Tensor | null, weights: readonly tf.Tensor[], dy: tf.Tensor): { gradInput: tf.Tensor | null; deferred: DeferredWeightGrads } {
   checkDy(k, dy);
+  const owned: tf.Tensor[] = [];
   let done = false;
   try {
     const nodes = nodesFromXsToY(k.tape, input ? [input, ...weights] : weights, k.output);
@@ -178,7 +179,6 @@ export function backwardInputFromTape(k: KeptForward, input: tf.Tensor | null, w
       return on;
     });
     const steps: DeferredStep[] = [];
-    const owned: tf.Tensor[] = [];
     const gradInput = tf.tidy(() => {
       const grads = new Map<number, tf.Tensor>([[k.output.id, dy]]);
       for (let i = nodes.length - 1; i >= 0; i--) {
@@ -211,7 +211,10 @@ export function backwardInputFromTape(k: KeptForward, input: tf.Tensor | null, w
     done = true;
     return { gradInput: gradInput[0] ?? null, deferred: { forward: k, dy, weights, activationIds: onPath, steps, owned, released: false } };
   } finally {
-    if (!done) releaseTape(k);
+    if (!done) {
+      for (const t of owned) t.dispose();
+      releaseTape(k);
+    }
   }
 }
 
