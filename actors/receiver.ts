@@ -2,8 +2,9 @@
 // here as bytes; the receiver decodes and validates them, routes each by microbatch
 // and direction into the stage's ready buffers, and counts and logs what it rejects.
 // Nothing a peer sends can make it throw: a bad message is an event, not a crash.
-// An activation or gradient is held for the communication time its sender drew
-// (`commMs`, see sender.ts) before the stage sees it.
+// An activation or gradient reaches the stage the communication time its sender drew
+// (`commMs`, see sender.ts) after it was sent: the receiver holds it for what is left of
+// that time (commHoldMs).
 
 import { decodeEnvelope, CodecError } from '../transport/codec';
 import { Envelope } from '../transport/envelope';
@@ -25,6 +26,18 @@ export interface ReceiverState {
   received: number;
   bytes: number;
   rejected: number;
+}
+
+/**
+ * How long a message that arrives at `now` is held: the rest of its drawn time, counted
+ * from its send. Time already spent in transit counts; a message that waited in the
+ * socket while a blocking compute task held this process is not held again after it.
+ * `sentAt` is the sender's clock: the same clock on one machine (and in the
+ * simulation, where transit takes no time and the hold is all of commMs). Across
+ * machines a clock offset can only shorten the hold to 0 or lengthen it to commMs.
+ */
+export function commHoldMs(sentAt: number, commMs: number, now: number): number {
+  return Math.min(commMs, Math.max(0, sentAt + commMs - now));
 }
 
 export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
@@ -70,7 +83,8 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
           sink({ type: 'receive', t, stage, iteration: env.iteration, kind: env.kind, mb: env.mb, chunk: env.chunk, src: env.src, seq: env.seq, bytes: env.bytes, latency: t - env.sentAt, ...(cpuMs !== undefined ? { cpuMs } : {}) });
           runtime.send(target, { type: env.kind === 'gradient' ? 'grad' : 'input', iteration: env.iteration, mb: env.mb, chunk: env.chunk, tensors: env.tensors.length > 0 ? env.tensors : undefined });
         };
-        if (e.commMs !== undefined && e.commMs > 0) clock.setTimer(e.commMs, deliver);
+        const hold = e.commMs !== undefined ? commHoldMs(e.sentAt, e.commMs, now) : 0;
+        if (hold > 0) clock.setTimer(hold, deliver);
         else deliver();
         return state;
       }

@@ -1,8 +1,8 @@
 // The sender mailbox of a stage (RRFP §4.1: send threads). It takes finished outputs
 // from the stage, draws each one's communication time (latency + bytes/bandwidth, with
 // the profile's jitter — this is where communication jitter is injected), stamps it on
-// the envelope and publishes at once; the receiving mailbox holds the message for that
-// time. The hold is on the receiving side because a real compute task holds its
+// the envelope and publishes at once; the receiving mailbox holds the message until that
+// time after the send (receiver.ts, commHoldMs). The hold is on the receiving side because a real compute task holds its
 // process's event loop: a timer in the sender could only fire after the task, so the
 // message would leave a whole task late, as a send thread never would. Sends are
 // independent: a slow message never holds back the next one, so messages may overtake

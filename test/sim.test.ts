@@ -3,6 +3,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { resolveConfig, JobConfig } from '../actors/config';
+import { commHoldMs } from '../actors/receiver';
 import { DeadlockError } from '../actors/deadlock';
 import { runJob, summarize } from '../actors/job';
 import { durationModelFor } from '../actors/wire-stage';
@@ -87,6 +88,14 @@ describe('simulation on the virtual clock (the real actors)', function () {
       assert.deepEqual((await run(7)).events, a.events, policy);
       assert.notDeepEqual((await run(8)).events, a.events, policy);
     }
+  });
+
+  it('holds a message for what is left of its drawn time after the send, never more', () => {
+    assert.equal(commHoldMs(100, 5, 100), 5, 'no time in transit: the whole drawn time');
+    assert.equal(commHoldMs(100, 5, 103), 2, '3 ms in transit count');
+    assert.equal(commHoldMs(100, 5, 140), 0, 'waited in the socket during a 40 ms blocking task: not held again');
+    assert.equal(commHoldMs(100, 5, 90), 5, 'a sender clock ahead of ours: at most the drawn time');
+    assert.equal(commHoldMs(100, 0, 100), 0);
   });
 
   it('delivers every message exactly its drawn communication time after the send (held by the receiver)', async () => {
