@@ -1,4 +1,4 @@
-// Benchmark for real-compute pipelines (run: npm run bench -- train [--rounds R]
+// Benchmark for real-compute pipelines (run: npm run bench -- train [--rounds R (default 5)]
 // [--iterations N] [--layers L] [--microbatch-size B] [--buffer-limit N] [--no-ceiling]
 // [--json]). Measured in one run, side by side: tokens/s of a char-GPT
 // trained by a 2-stage pipeline over NATS (one OS process per stage, M=8) against one
@@ -49,7 +49,7 @@ function trainChild(t: TrainConfig, microbatches: number, iterations: number): P
 }
 
 export async function benchTrainThroughput(o: { rounds?: number; iterations?: number; layers?: number; microbatchSize?: number; bufferLimit?: number; ceiling?: boolean } = {}) {
-  const rounds = o.rounds ?? 3;
+  const rounds = o.rounds ?? 5;
   // At most 3 forwards in flight per stage: stage 0 holds three microbatches' activations,
   // not eight, and runs measurably faster (less memory traffic); one more than 1F1B's 2
   // lets it fill its wait for the first gradient with a forward.
