@@ -10,8 +10,11 @@ export interface StageCompute {
   readonly kind: string;
   /** True when run() computes synchronously on this thread (real tfjs compute), holding the event loop until it returns. */
   readonly blocking?: boolean;
-  /** Run `t` of `iteration`; call `done` exactly once when it has finished, with the tensors to send on. */
-  run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void): void;
+  /**
+   * Run `t` of `iteration`; call `done` exactly once when it has finished, with the tensors
+   * to send on. `startedAt` is when the stage started the task (its task-start time).
+   */
+  run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void, startedAt?: number): void;
   /** Tensors that arrived with an activation ('input') or a gradient ('grad'). */
   accept?(iteration: number, kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[]): void;
   /** End of a synchronous iteration (the optimizer step); resolves with fields for the stage's report. */
@@ -23,11 +26,20 @@ export interface TaskDurations {
   compute(iteration: number, stage: number, t: Task): number;
 }
 
+/**
+ * What is left of an emulated task of `ms` that its stage started at `startedAt`: the
+ * emulated device is busy from the task's start, not from when the stage, after its
+ * other bookkeeping, set the timer. On the virtual clock nothing is left out.
+ */
+export function remainingMs(clock: Clock, ms: number, startedAt: number | undefined): number {
+  return startedAt === undefined ? ms : Math.max(0, ms - (clock.now() - startedAt));
+}
+
 export class EmulatedCompute implements StageCompute {
   readonly kind = 'emulated';
   constructor(private readonly clock: Clock, private readonly stage: number, private readonly durations: TaskDurations) {}
 
-  run(iteration: number, t: Task, done: () => void): void {
-    this.clock.setTimer(this.durations.compute(iteration, this.stage, t), () => done());
+  run(iteration: number, t: Task, done: () => void, startedAt?: number): void {
+    this.clock.setTimer(remainingMs(this.clock, this.durations.compute(iteration, this.stage, t), startedAt), () => done());
   }
 }

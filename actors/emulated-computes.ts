@@ -8,7 +8,7 @@
 import { Task } from '../policies/task';
 import { TensorPayload } from '../transport/envelope';
 import { Clock } from './clock';
-import { StageCompute, TaskDurations } from './compute';
+import { StageCompute, TaskDurations, remainingMs } from './compute';
 import { StoreMsg, StoreStats } from './param-store';
 import { ActorRef, ActorRuntime } from './runtime';
 
@@ -24,8 +24,9 @@ export class AsyncEmulatedCompute implements StageCompute {
     private readonly durations: TaskDurations, private readonly store: ActorRef<StoreMsg>,
   ) {}
 
-  run(iteration: number, t: Task, done: () => void): void {
-    this.runtime.clock.setTimer(this.durations.compute(iteration, this.stage, t), () => {
+  run(iteration: number, t: Task, done: () => void, startedAt?: number): void {
+    const clock = this.runtime.clock;
+    clock.setTimer(remainingMs(clock, this.durations.compute(iteration, this.stage, t), startedAt), () => {
       this.runtime.send(this.store, t.kind === 'F' ? { type: 'forward-ran', mb: t.mb } : { type: 'backward-ran', mb: t.mb });
       done();
     });

@@ -41,10 +41,10 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
   // input now, not after this task. And its `done` is told two turns later, once what
   // arrived during the task has passed the receiver into this stage's ready buffers,
   // so the next pick sees it (a B that arrived during an F is not passed over).
-  const startTask = (iteration: number, task: Task, self: ActorRef<StageActorMsg>) => {
+  const startTask = (iteration: number, task: Task, self: ActorRef<StageActorMsg>, startedAt: number) => {
     const done = (tensors?: readonly TensorPayload[]) => runtime.send(self, { type: 'done', iteration, task, tensors });
     if (!compute.blocking) {
-      compute.run(iteration, task, done);
+      compute.run(iteration, task, done, startedAt);
       return;
     }
     runtime.hold(nextTurn().then(() => w.outboundWritten?.()))
@@ -60,9 +60,10 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
       return state;
     }
     const iteration = msg.iteration;
+    const now = clock.now();
     let effects;
     try {
-      effects = stageStep(state.logic, msg, clock.now());
+      effects = stageStep(state.logic, msg, now);
       if ((msg.type === 'input' || msg.type === 'grad') && msg.tensors && compute.accept)
         compute.accept(iteration, msg.type, msg.mb, msg.chunk, msg.tensors);
     } catch (err) {
@@ -102,7 +103,7 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
           break;
       }
     }
-    for (const r of runs) startTask(r.iteration, r.task, self);
+    for (const r of runs) startTask(r.iteration, r.task, self, now);
     return state;
   });
 }
