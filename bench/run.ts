@@ -1,21 +1,32 @@
-// `npm run bench -- <name> [--json]`: the benchmarks, each printing a side-by-side
+// `npm run bench -- <name> [flags] [--json]` (`--help` lists them): the benchmarks, each printing a side-by-side
 // comparison measured in one run.
 
 import { spawnSync } from 'child_process';
 import * as path from 'path';
 
-const BENCHES: Record<string, string> = {
-  sim: 'sim-policies.js',
-  bus: 'bus-throughput.js',
-  async: 'async-consistency.js',
-  train: 'train-throughput.js',
+const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
+  sim: { file: 'sim-policies.js', flags: '', what: 'every policy against binding 1f1b on the virtual clock (llm, multimodal; P 8-32), P=32 wall time, arbiter cost' },
+  bus: { file: 'bus-throughput.js', flags: '[--mb MB] [--messages N] [--repeats R]', what: "tensor messages through Baton's codec + NATS bus against raw nats.js, zero-copy decode" },
+  async: { file: 'async-consistency.js', flags: '[--updates N] [--data FILE]', what: 'asynchronous training: consistency policies x P on tinyshakespeare, loss-curve SVG' },
+  train: {
+    file: 'train-throughput.js',
+    flags: '[--rounds R] [--iterations N] [--layers L] [--microbatch-size B] [--buffer-limit N] [--no-ceiling]',
+    what: "tokens/s of a 2-process pipeline over NATS against one process, alternating rounds, each stage's split of time, the machine's two-process ceiling",
+  },
 };
 
+function usage(): string {
+  const rows = Object.entries(BENCHES).map(([name, b]) => `  ${name.padEnd(6)} ${b.flags ? `${b.flags}\n         ` : ''}${b.what}`);
+  return `usage: npm run bench -- <${Object.keys(BENCHES).join('|')}> [flags] [--json]\n\n${rows.join('\n')}`;
+}
+
 const [name, ...rest] = process.argv.slice(2);
-if (!name || !(name in BENCHES)) {
-  console.error(`usage: npm run bench -- <${Object.keys(BENCHES).join('|')}> [--json]`);
+if (name === '--help' || name === '-h') {
+  console.log(usage());
+} else if (!name || !(name in BENCHES)) {
+  console.error(usage());
   process.exitCode = 2;
 } else {
-  const r = spawnSync(process.execPath, [path.join(__dirname, BENCHES[name]), ...rest], { stdio: 'inherit' });
+  const r = spawnSync(process.execPath, [path.join(__dirname, BENCHES[name].file), ...rest], { stdio: 'inherit' });
   process.exitCode = r.status ?? 1;
 }
