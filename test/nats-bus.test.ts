@@ -87,6 +87,27 @@ describe('NatsBus over a real nats-server', function () {
     assert.equal(b.connection.isClosed(), false);
   });
 
+  it('flush() makes the server round trip after a subscribe or unsubscribe, not only after publishes, and skips it when nothing was sent', async () => {
+    const b = await bus();
+    let roundTrips = 0;
+    const flush = b.connection.flush.bind(b.connection);
+    b.connection.flush = () => {
+      roundTrips++;
+      return flush();
+    };
+    const sub = b.subscribe('baton.flush.x', () => {});
+    await b.flush();
+    assert.equal(roundTrips, 1, 'a subscription must be registered at the server when flush() resolves');
+    await b.flush();
+    assert.equal(roundTrips, 1, 'nothing sent since: no round trip');
+    b.publish('baton.flush.x', new Uint8Array([1]));
+    await b.flush();
+    assert.equal(roundTrips, 2);
+    sub.unsubscribe();
+    await b.flush();
+    assert.equal(roundTrips, 3);
+  });
+
   it('counts messages and bytes in and out', async () => {
     const b = await bus();
     let n = 0;

@@ -67,6 +67,8 @@ export class NatsBus implements Bus {
   bytesIn = 0;
   disconnects = 0;
   onError: ((err: unknown, subject: string) => void) | undefined;
+  /** Commands sent to the server (publishes, subscribes, unsubscribes), and how many a completed flush covers. */
+  private commands = 0;
   private flushedUpTo = 0;
 
   private constructor(readonly connection: NatsConnection, readonly url: string, opts: NatsBusOptions) {
@@ -94,6 +96,7 @@ export class NatsBus implements Bus {
     try {
       this.connection.publish(subject, data);
       this.msgsOut++;
+      this.commands++;
       this.bytesOut += data.byteLength;
     } catch (err) {
       this.publishErrors++;
@@ -105,6 +108,7 @@ export class NatsBus implements Bus {
     checkSubject(subject, true);
     let sub: NatsSubscription;
     try {
+      this.commands++;
       sub = this.connection.subscribe(subject, {
         callback: (err, msg) => {
           // Nothing may escape this callback: a throw here kills the connection.
@@ -124,14 +128,18 @@ export class NatsBus implements Bus {
     }
     return {
       unsubscribe: () => {
+        this.commands++;
         try { sub.unsubscribe(); } catch (err) { this.transportErrors++; this.report(err, subject); }
       },
     };
   }
 
-  /** Round trip to the server, skipped when nothing was published since the last one began. */
+  /**
+   * Round trip to the server: once it resolves, the server has processed every publish
+   * and (un)subscription sent before. Skipped when nothing was sent since the last one began.
+   */
   async flush(): Promise<void> {
-    const upTo = this.msgsOut;
+    const upTo = this.commands;
     if (upTo === this.flushedUpTo) return;
     await this.connection.flush();
     if (upTo > this.flushedUpTo) this.flushedUpTo = upTo;
