@@ -132,19 +132,28 @@ export class TrainingCompute implements StageCompute {
     return tf.tensor(b.targets, [...b.targetShape], 'int32');
   }
 
-  private backward(iteration: number, t: Task): TensorPayload[] {
-    if (this.shape.splitBackward) return t.kind === 'B' ? this.backwardInput(iteration, t) : this.backwardWeights(iteration, t);
+  /**
+   * What a backward (or a split backward's B) of `t` works from: the forward's input and
+   * kept tape (taken out of `kept`), the output gradient, and on the loss stage the
+   * targets, which the caller disposes.
+   */
+  private backwardOperands(iteration: number, t: Task) {
     const k = key(iteration, t.mb, t.chunk);
-    const c = this.chunks[t.chunk];
     const last = isLossStage(this.stage, t.chunk, this.shape);
     const x = this.saved.get(k);
     if (!x) throw new TrainingComputeError(`stage ${this.stage}: ${t.kind}${t.mb}@${t.chunk} without its forward input`);
     const dy = last ? null : this.grads.get(k) ?? null;
     if (!last && !dy) throw new TrainingComputeError(`stage ${this.stage}: ${t.kind}${t.mb}@${t.chunk} without its output gradient`);
-    const targets = last ? this.targets(iteration, t.mb) : undefined;
     const kept = this.kept.get(k);
     this.kept.delete(k);
-    const res = c.module.backward(x, dy, { targets, lossScale: 1 / this.shape.microbatches, kept });
+    const targets = last ? this.targets(iteration, t.mb) : undefined;
+    return { k, c: this.chunks[t.chunk], x, dy, kept, targets, lossScale: 1 / this.shape.microbatches };
+  }
+
+  private backward(iteration: number, t: Task): TensorPayload[] {
+    if (this.shape.splitBackward) return t.kind === 'B' ? this.backwardInput(iteration, t) : this.backwardWeights(iteration, t);
+    const { k, c, x, dy, kept, targets, lossScale } = this.backwardOperands(iteration, t);
+    const res = c.module.backward(x, dy, { targets, lossScale, kept });
     targets?.dispose();
     this.addLoss(res.loss);
     this.addParamGrads(c, t.mb, res.paramGrads);
@@ -156,19 +165,10 @@ export class TrainingCompute implements StageCompute {
 
   /** B of a split backward: the input gradient; the weight half waits for W. */
   private backwardInput(iteration: number, t: Task): TensorPayload[] {
-    const k = key(iteration, t.mb, t.chunk);
-    const c = this.chunks[t.chunk];
-    const last = isLossStage(this.stage, t.chunk, this.shape);
-    const x = this.saved.get(k);
-    if (!x) throw new TrainingComputeError(`stage ${this.stage}: B${t.mb}@${t.chunk} without its forward input`);
-    const dy = last ? null : this.grads.get(k) ?? null;
-    if (!last && !dy) throw new TrainingComputeError(`stage ${this.stage}: B${t.mb}@${t.chunk} without its output gradient`);
-    const targets = last ? this.targets(iteration, t.mb) : undefined;
-    const kept = this.kept.get(k);
-    this.kept.delete(k);
+    const { k, c, x, dy, kept, targets, lossScale } = this.backwardOperands(iteration, t);
     let res;
     try {
-      res = c.module.backwardInput(x, dy, { kept, targets, lossScale: 1 / this.shape.microbatches });
+      res = c.module.backwardInput(x, dy, { kept, targets, lossScale });
     } catch (err) {
       targets?.dispose();
       throw err;

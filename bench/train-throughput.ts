@@ -17,12 +17,9 @@ import { median } from '../actors/stats';
 import { formatTable } from '../cli/table';
 import { loadBackend } from '../models/backend';
 import { TRAIN_DEFAULTS, TrainConfig, tokensPerMicrobatch } from '../models/train-config';
-import { runOnce } from '../cli/run';
+import { CLI_ENTRY, runOnce } from '../cli/run';
 import { IterationStats, iterationStats } from '../actors/stats';
 import { spawn } from 'child_process';
-import * as path from 'path';
-
-const CLI_ENTRY = path.join(__dirname, '..', 'cli', 'main.js');
 
 /** tokens/s of one `baton train` child process (one stage), first iteration discarded. */
 function trainChild(t: TrainConfig, microbatches: number, iterations: number): Promise<number> {

@@ -42,7 +42,8 @@ export interface RunSetup {
   onIteration?: (r: IterationRecord) => void;
 }
 
-const CLI_ENTRY = path.join(__dirname, 'main.js');
+/** The `baton` command's entry point, for starting it as a child process. */
+export const CLI_ENTRY = path.join(__dirname, 'main.js');
 
 function spawnNodes(url: string, names: string[]): ChildProcess[] {
   return names.map((name) => {

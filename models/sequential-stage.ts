@@ -2,8 +2,9 @@
 // (initialised from the model seed and each parameter's name), runs them in order, and
 // gets gradients either by recomputing its forward pass inside tf.grads with an explicit
 // dy (activation checkpointing: needed when the backward's weights differ from the
-// forward's, or for a split B/W backward), or from the tape its forward kept
-// (forwardKeepingActivations, kept-tape.ts), which costs memory and saves a forward.
+// forward's), or from the tape its forward kept (forwardKeepingActivations,
+// kept-tape.ts), which costs memory and saves a forward; a split B/W backward
+// (backwardInput, backwardWeights) works from the kept tape too.
 
 import * as tf from '@tensorflow/tfjs';
 import { initValues } from './seeded-init';
@@ -148,11 +149,7 @@ export class SequentialStage implements StageModule {
       checkWasmHeap(this.heapLimit, `${this.name} backward (input)`);
       return r;
     }
-    const { targets, lossScale } = opts;
-    if (!targets) throw new StageUsageError(this.name, 'backward on the last stage needs targets');
-    if (lossScale === undefined || !Number.isFinite(lossScale) || lossScale <= 0) {
-      throw new StageUsageError(this.name, `backward on the last stage needs a finite positive lossScale, got ${lossScale}`);
-    }
+    const { targets, lossScale } = this.lossOptions(opts);
     const kept = forwardKeepingTape(() => this.model.loss(this.run(this.variables, input), targets));
     const loss = kept.output.dataSync()[0]!;
     kept.output.dispose();
@@ -168,6 +165,16 @@ export class SequentialStage implements StageModule {
     r.deferred.owned.push(dy);
     checkWasmHeap(this.heapLimit, `${this.name} backward (input)`);
     return { ...r, loss };
+  }
+
+  /** The last stage's backward needs targets and a finite positive lossScale. */
+  private lossOptions(opts: { targets?: tf.Tensor; lossScale?: number }): { targets: tf.Tensor; lossScale: number } {
+    const { targets, lossScale } = opts;
+    if (!targets) throw new StageUsageError(this.name, 'backward on the last stage needs targets');
+    if (lossScale === undefined || !Number.isFinite(lossScale) || lossScale <= 0) {
+      throw new StageUsageError(this.name, `backward on the last stage needs a finite positive lossScale, got ${lossScale}`);
+    }
+    return { targets, lossScale };
   }
 
   backwardWeights(deferred: DeferredWeightGrads): tf.Tensor[] {
@@ -199,11 +206,7 @@ export class SequentialStage implements StageModule {
     let dy: tf.Tensor;
     let objective: (out: tf.Tensor) => tf.Tensor;
     if (this.isLast) {
-      const { targets, lossScale } = opts;
-      if (!targets) throw new StageUsageError(this.name, 'backward on the last stage needs targets');
-      if (lossScale === undefined || !Number.isFinite(lossScale) || lossScale <= 0) {
-        throw new StageUsageError(this.name, `backward on the last stage needs a finite positive lossScale, got ${lossScale}`);
-      }
+      const { targets, lossScale } = this.lossOptions(opts);
       objective = (logits) => this.model.loss(logits, targets);
       dy = tf.scalar(lossScale);
     } else {
