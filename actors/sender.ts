@@ -2,11 +2,11 @@
 // from the stage, draws each one's communication time (latency + bytes/bandwidth, with
 // the profile's jitter — this is where communication jitter is injected), stamps it on
 // the envelope and publishes at once; the receiving mailbox holds the message until that
-// time after the send (receiver.ts, commHoldMs). The hold is on the receiving side because a real compute task holds its
-// process's event loop: a timer in the sender could only fire after the task, so the
-// message would leave a whole task late, as a send thread never would. Sends are
-// independent: a slow message never holds back the next one, so messages may overtake
-// each other, as they do on a real network.
+// time after the send (receiver.ts, commHoldMs). The hold is on the receiving side
+// because a real compute task holds its process's event loop: a timer in the sender
+// could only fire after the task, so the message would leave a whole task late, as a
+// send thread never would. Sends are independent: a slow message never holds back the
+// next one, so messages may overtake each other, as they do on a real network.
 
 import { Task } from '../policies/task';
 import { encodeEnvelope } from '../transport/codec';

@@ -41,7 +41,8 @@ export interface Envelope {
   readonly sentAt: number;
   /**
    * Emulated communication time (latency, bandwidth and jitter) the sender drew for
-   * this message; the receiving mailbox holds the message this long. Absent = 0.
+   * this message; the receiving mailbox delivers it this long after `sentAt`
+   * (receiver.ts, commHoldMs). Absent = 0.
    */
   readonly commMs?: number;
   /** Emulated payload size in bytes when the message carries no real tensors. */
