@@ -52,25 +52,32 @@ export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg>
   const { runtime, bus, job, stages, microbatches, iterations } = w;
   const clock = runtime.clock;
 
-  const begin = (s: CoordinatorState): void => {
+  const begin = async (s: CoordinatorState): Promise<void> => {
     s.start = clock.now();
     s.reports = new Array(stages).fill(null);
-    const base = { v: ENVELOPE_VERSION, job, iteration: s.iteration, src: -1, sentAt: s.start, tensors: [] };
-    for (let st = 0; st < stages; st++)
-      bus.publish(subject(job, 'control', st), encodeEnvelope({
-        ...base, kind: 'control', mb: -1, chunk: -1, dir: 'control', dst: st, seq: s.seq++, bytes: 0, body: { verb: 'start' },
-      }));
-    for (let j = 0; j < microbatches; j++)
-      bus.publish(subject(job, 'data', 0), encodeEnvelope({
-        ...base, kind: 'data', mb: j, chunk: 0, dir: 'forward', dst: 0, seq: s.seq++, bytes: w.dataBytes ?? 0,
-      }));
+    const iteration = s.iteration;
+    const control = (st: number): void => bus.publish(subject(job, 'control', st), encodeEnvelope({
+      v: ENVELOPE_VERSION, job, iteration, src: -1, sentAt: s.start, tensors: [],
+      kind: 'control', mb: -1, chunk: -1, dir: 'control', dst: st, seq: s.seq++, bytes: 0, body: { verb: 'start' },
+    }));
+    const data = (mb: number): void => bus.publish(subject(job, 'data', 0), encodeEnvelope({
+      v: ENVELOPE_VERSION, job, iteration, src: -1, sentAt: s.start, tensors: [],
+      kind: 'data', mb, chunk: 0, dir: 'forward', dst: 0, seq: s.seq++, bytes: w.dataBytes ?? 0,
+    }));
+    // Stage 0 can start on its start message and the first microbatch: send those on
+    // their own, before encoding the rest (the other stages need theirs only later).
+    control(0);
+    data(0);
+    await bus.written();
+    for (let st = 1; st < stages; st++) control(st);
+    for (let mb = 1; mb < microbatches; mb++) data(mb);
   };
 
   const first = w.firstIteration ?? 0;
   const initial: CoordinatorState = { iteration: first, start: 0, seq: 0, reports: [], records: [], finished: false };
-  return runtime.spawn<CoordinatorState, CoordinatorMsg>('coordinator', initial, (s, msg) => {
+  return runtime.spawn<CoordinatorState, CoordinatorMsg>('coordinator', initial, async (s, msg) => {
     if (msg.type === 'begin') {
-      begin(s);
+      await begin(s);
       return s;
     }
     let e: Envelope;
@@ -99,7 +106,7 @@ export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg>
       s.records.push(rec);
       w.onIteration?.(rec);
       s.iteration++;
-      if (s.iteration < first + iterations) begin(s);
+      if (s.iteration < first + iterations) await begin(s);
       else {
         s.finished = true;
         w.onDone(s.records);

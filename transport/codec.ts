@@ -209,25 +209,33 @@ type Header = Omit<Envelope, 'tensors'>;
 /** Longest communication time a message may ask its receiver to hold it: one hour. */
 export const MAX_COMM_MS = 3_600_000;
 
+// Validators and their descriptions are built once: checking a valid header allocates nothing.
+const isJob = (x: unknown): boolean => typeof x === 'string' && JOB_RE.test(x);
+const isKind = (x: unknown): boolean => typeof x === 'string' && x.length > 0;
+const isDirection = (x: unknown): boolean => DIRECTIONS.includes(x as Direction);
+const isFiniteNumber = (x: unknown): boolean => typeof x === 'number' && Number.isFinite(x);
+const isCommMs = (x: unknown): boolean => typeof x === 'number' && x >= 0 && x <= MAX_COMM_MS;
+const JOB_EXPECTED = `a string matching ${JOB_RE}`;
+const DIRECTION_EXPECTED = `one of ${DIRECTIONS.join(', ')}`;
+const COMM_MS_EXPECTED = `a number of ms in [0, ${MAX_COMM_MS}]`;
+
 function checkHeader(o: Record<string, unknown>, where: string): Header {
   if (o.v !== ENVELOPE_VERSION) throw new CodecError('version', `${where}: version ${quoteValue(o.v)} is not supported (expected ${ENVELOPE_VERSION})`);
   const h: { -readonly [K in keyof Header]: Header[K] } = {
     v: ENVELOPE_VERSION,
-    job: field(o, 'job', where, (x) => typeof x === 'string' && JOB_RE.test(x), `a string matching ${JOB_RE}`) as string,
-    kind: field(o, 'kind', where, (x) => typeof x === 'string' && x.length > 0, 'a non-empty string') as string,
+    job: field(o, 'job', where, isJob, JOB_EXPECTED) as string,
+    kind: field(o, 'kind', where, isKind, 'a non-empty string') as string,
     iteration: intField(o, 'iteration', where, -1),
     mb: intField(o, 'mb', where, -1),
     chunk: intField(o, 'chunk', where, -1),
-    dir: field(o, 'dir', where, (x) => DIRECTIONS.includes(x as Direction), `one of ${DIRECTIONS.join(', ')}`) as Direction,
+    dir: field(o, 'dir', where, isDirection, DIRECTION_EXPECTED) as Direction,
     src: intField(o, 'src', where, -1),
     dst: intField(o, 'dst', where, -1),
     seq: intField(o, 'seq', where, 0),
-    sentAt: field(o, 'sentAt', where, (x) => typeof x === 'number' && Number.isFinite(x), 'a finite number') as number,
+    sentAt: field(o, 'sentAt', where, isFiniteNumber, 'a finite number') as number,
     bytes: intField(o, 'bytes', where, 0),
   };
-  if (o.commMs !== undefined) {
-    h.commMs = field(o, 'commMs', where, (x) => typeof x === 'number' && x >= 0 && x <= MAX_COMM_MS, `a number of ms in [0, ${MAX_COMM_MS}]`) as number;
-  }
+  if (o.commMs !== undefined) h.commMs = field(o, 'commMs', where, isCommMs, COMM_MS_EXPECTED) as number;
   if (o.body !== undefined) {
     if (!isPlainObject(o.body)) throw new CodecError('bad-field', `${where}: field "body" must be a map, got ${quoteValue(o.body)}`);
     h.body = o.body;
@@ -243,7 +251,10 @@ function field(o: Record<string, unknown>, name: string, where: string, ok: (x: 
 }
 
 function intField(o: Record<string, unknown>, name: string, where: string, min: number): number {
-  return field(o, name, where, (x) => Number.isSafeInteger(x) && (x as number) >= min, `an integer >= ${min}`) as number;
+  const x = o[name];
+  if (x === undefined) throw new CodecError('missing-field', `${where}: missing field "${name}"`);
+  if (!Number.isSafeInteger(x) || (x as number) < min) throw new CodecError('bad-field', `${where}: field "${name}" must be an integer >= ${min}, got ${quoteValue(x)}`);
+  return x as number;
 }
 
 function checkTensor(t: TensorPayload, where: string): void {

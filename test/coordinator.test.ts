@@ -1,0 +1,56 @@
+import { strict as assert } from 'assert';
+import { coordinate } from '../actors/coordinator';
+import { RealClock } from '../actors/clock';
+import { ActorRuntime } from '../actors/runtime';
+import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
+import { ENVELOPE_VERSION } from '../transport/envelope';
+import { LocalBus } from '../transport/local-bus';
+import { subject } from '../transport/subjects';
+
+/** A LocalBus that also logs when someone waits for its publishes to be written out. */
+class WrittenLoggingBus extends LocalBus {
+  constructor(private readonly log: string[]) { super(); }
+  override async written(): Promise<void> {
+    this.log.push('written');
+  }
+}
+
+describe('coordinator', () => {
+  it('sends stage 0 its start and first microbatch before encoding the rest of an iteration', async () => {
+    const log: string[] = [];
+    const bus = new WrittenLoggingBus(log);
+    const runtime = new ActorRuntime(new RealClock(), 'coord-test');
+    const job = 'coordorder';
+    const stages = 3;
+    const microbatches = 4;
+    bus.subscribe(`baton.${job}.control.*`, (_s, d) => { const e = decodeEnvelope(d); log.push(`control ${e.dst} it${e.iteration}`); });
+    bus.subscribe(`baton.${job}.data.*`, (_s, d) => { const e = decodeEnvelope(d); log.push(`data ${e.mb} it${e.iteration}`); });
+    const c = coordinate({ runtime, bus, job, stages, microbatches, iterations: 2 });
+    const report = (iteration: number, src: number): void => bus.publish(subject(job, 'report'), encodeEnvelope({
+      v: ENVELOPE_VERSION, job, kind: 'report', iteration, mb: -1, chunk: -1, dir: 'control', src, dst: -1, seq: 0, sentAt: 0, bytes: 0, tensors: [], body: {},
+    }));
+    const startOf = (iteration: number): string[] => [
+      `control 0 it${iteration}`, `data 0 it${iteration}`, 'written',
+      `control 1 it${iteration}`, `control 2 it${iteration}`,
+      `data 1 it${iteration}`, `data 2 it${iteration}`, `data 3 it${iteration}`,
+    ];
+    const settle = async (): Promise<void> => { for (let i = 0; i < 100; i++) await new Promise((r) => setImmediate(r)); };
+    try {
+      c.begin();
+      await settle();
+      assert.deepEqual(log, startOf(0));
+      log.length = 0;
+      for (let s = 0; s < stages; s++) report(0, s);
+      await settle();
+      assert.deepEqual(log, startOf(1));
+      for (let s = 0; s < stages; s++) report(1, s);
+      const records = await c.done;
+      assert.deepEqual(records.map((r) => r.iteration), [0, 1]);
+      assert.deepEqual(c.rejects, []);
+    } finally {
+      c.unsubscribe();
+      runtime.shutdown();
+      await bus.close();
+    }
+  });
+});
