@@ -46,6 +46,12 @@ export async function main(argv: readonly string[], out: (s: string) => void = (
 }
 
 if (require.main === module) {
+  // A reader that went away (`baton run … | head`) is not an error of the run: stop quietly.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+    process.stderr.write(`baton: cannot write to stdout: ${err.message}\n`);
+    process.exit(1);
+  });
   main(process.argv.slice(2)).then((code) => {
     process.exitCode = code;
   }, (err) => {

@@ -1,5 +1,5 @@
 import { strict as assert } from 'assert';
-import { execFileSync } from 'child_process';
+import { execFileSync, spawn } from 'child_process';
 import * as path from 'path';
 import { main } from '../cli/main';
 
@@ -99,6 +99,16 @@ describe('the baton command', function () {
     assert.equal(loadsTfjs(['sim', '--stages', '2', '--microbatches', '4', '--iterations', '1', '--mode', 'async', '--json']), false);
     assert.equal(loadsTfjs(['node', '--help']), false);
     assert.equal(loadsTfjs(['train', '--model', 'mlp', '--stages', '1', '--microbatches', '1', '--microbatch-size', '2', '--layers', '1', '--width', '8', '--iterations', '1', '--val-batches', '1', '--json']), true);
+  });
+
+  it('stops quietly with status 0 when the reader of its output has gone (baton … | head)', async () => {
+    const child = spawn(process.execPath, [path.join(__dirname, '..', 'cli', 'main.js'), 'sim', '--stages', '8', '--microbatches', '64', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.destroy();
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    assert.equal(err, '');
+    assert.equal(code, 0);
   });
 
   it('prints the resolved config', async () => {
