@@ -250,11 +250,14 @@ function field(o: Record<string, unknown>, name: string, where: string, ok: (x: 
   return x;
 }
 
-function intField(o: Record<string, unknown>, name: string, where: string, min: number): number {
-  const x = o[name];
-  if (x === undefined) throw new CodecError('missing-field', `${where}: missing field "${name}"`);
-  if (!Number.isSafeInteger(x) || (x as number) < min) throw new CodecError('bad-field', `${where}: field "${name}" must be an integer >= ${min}, got ${quoteValue(x)}`);
-  return x as number;
+const INTEGER_AT_LEAST = new Map([-1, 0].map((min) => [min, {
+  ok: (x: unknown): boolean => Number.isSafeInteger(x) && (x as number) >= min,
+  expected: `an integer >= ${min}`,
+}]));
+
+function intField(o: Record<string, unknown>, name: string, where: string, min: -1 | 0): number {
+  const check = INTEGER_AT_LEAST.get(min)!;
+  return field(o, name, where, check.ok, check.expected) as number;
 }
 
 function checkTensor(t: TensorPayload, where: string): void {
