@@ -209,7 +209,7 @@ type Header = Omit<Envelope, 'tensors'>;
 /** Longest communication time a message may ask its receiver to hold it: one hour. */
 export const MAX_COMM_MS = 3_600_000;
 
-// Validators and their descriptions are built once: checking a valid header allocates nothing.
+// Validators and their error descriptions are built once, not for every field checked.
 const isJob = (x: unknown): boolean => typeof x === 'string' && JOB_RE.test(x);
 const isKind = (x: unknown): boolean => typeof x === 'string' && x.length > 0;
 const isDirection = (x: unknown): boolean => DIRECTIONS.includes(x as Direction);
