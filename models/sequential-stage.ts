@@ -122,9 +122,9 @@ export class SequentialStage implements StageModule {
 
   private backwardFromKept(input: tf.Tensor, gradOutput: tf.Tensor | null, opts: BackwardOptions): BackwardResult {
     const kept = opts.kept!;
-    if (opts.params || (opts.wants ?? 'all') !== 'all') {
+    if (opts.params) {
       releaseTape(kept);
-      throw new StageUsageError(this.name, 'a kept forward serves one full backward at the forward\'s own weights (no params, no split)');
+      throw new StageUsageError(this.name, 'a kept forward serves one backward at the forward\'s own weights (no params)');
     }
     if (!gradOutput) {
       releaseTape(kept);
@@ -197,11 +197,8 @@ export class SequentialStage implements StageModule {
   backward(input: tf.Tensor, gradOutput: tf.Tensor | null, opts: BackwardOptions = {}): BackwardResult {
     this.checkInput(input);
     if (opts.kept) return this.backwardFromKept(input, gradOutput, opts);
-    const wants = opts.wants ?? 'all';
     const w = this.weights(opts.params);
-    const wantInput = !this.isFirst && wants !== 'params';
-    const wantParams = wants !== 'input';
-    if (!wantInput && !wantParams) return { gradInput: null, paramGrads: [] };
+    const wantInput = !this.isFirst;
 
     let dy: tf.Tensor;
     let objective: (out: tf.Tensor) => tf.Tensor;
@@ -215,13 +212,10 @@ export class SequentialStage implements StageModule {
       dy = gradOutput;
     }
 
-    const xs: tf.Tensor[] = [];
-    if (wantInput) xs.push(input);
-    if (wantParams) xs.push(...w);
+    const xs: tf.Tensor[] = wantInput ? [input, ...w] : [...w];
     const f = (...args: tf.Tensor[]): tf.Tensor => {
       const x = wantInput ? args[0]! : input;
-      const weights = wantParams ? args.slice(wantInput ? 1 : 0) : w;
-      return objective(this.run(weights, x));
+      return objective(this.run(wantInput ? args.slice(1) : args, x));
     };
     const [value, ...grads] = tf.tidy(() => {
       const { value, grads } = tf.valueAndGrads(f)(xs, dy);
@@ -232,7 +226,7 @@ export class SequentialStage implements StageModule {
     if (this.isLast) loss = value!.dataSync()[0]!;
     value!.dispose();
     const gradInput = wantInput ? grads[0]! : null;
-    const paramGrads = wantParams ? grads.slice(wantInput ? 1 : 0) : [];
+    const paramGrads = grads.slice(wantInput ? 1 : 0);
     checkWasmHeap(this.heapLimit, `${this.name} backward`);
     return loss === undefined ? { gradInput, paramGrads } : { gradInput, paramGrads, loss };
   }

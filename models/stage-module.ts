@@ -39,8 +39,6 @@ export interface ModelSpec {
   loss(logits: tf.Tensor, targets: tf.Tensor): tf.Scalar;
 }
 
-export type GradientWants = 'all' | 'input' | 'params';
-
 export interface BackwardOptions {
   /** Last stage: int32 targets matching the logits' leading axes. */
   readonly targets?: tf.Tensor;
@@ -51,20 +49,18 @@ export interface BackwardOptions {
   readonly lossScale?: number;
   /** Weights to differentiate at instead of the current variables (weight stashing, prediction). */
   readonly params?: readonly tf.Tensor[];
-  /** 'input' = B only, 'params' = W only (split backward); default 'all'. */
-  readonly wants?: GradientWants;
   /**
    * The kept forward of this microbatch (forwardKeepingActivations): backward uses its
-   * tape instead of recomputing the forward, then frees it. Not with `params` or a
-   * split backward; not on the last stage.
+   * tape instead of recomputing the forward, then frees it. Not with `params`; not on
+   * the last stage.
    */
   readonly kept?: KeptForward;
 }
 
 export interface BackwardResult {
-  /** Gradient with respect to the stage's input; null on the first stage or when wants='params'. */
+  /** Gradient with respect to the stage's input; null on the first stage. */
   readonly gradInput: tf.Tensor | null;
-  /** One per params() entry, same order; empty when wants='input'. */
+  /** One per params() entry, same order. */
   readonly paramGrads: tf.Tensor[];
   /** Last stage only: the unscaled mean loss of this microbatch. */
   readonly loss?: number;
