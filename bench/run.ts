@@ -8,6 +8,11 @@ const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
   sim: { file: 'sim-policies.js', flags: '', what: 'every policy against binding 1f1b on the virtual clock (llm, multimodal; P 8-32), P=32 wall time, arbiter cost' },
   bus: { file: 'bus-throughput.js', flags: '[--mb MB] [--messages N] [--repeats R]', what: "tensor messages through Baton's codec + NATS bus against raw nats.js, zero-copy decode" },
   async: { file: 'async-consistency.js', flags: '[--updates N] [--data FILE]', what: 'asynchronous training: consistency policies x P on tinyshakespeare, loss-curve SVG' },
+  overhead: {
+    file: 'run-overhead.js',
+    flags: '[--stages 2,4,8] [--rounds R] [--microbatches M] [--no-realtime]',
+    what: "the runtime's overhead on the real clock (uniform tasks, one process per stage over NATS) against (M+P-1)(F+B), default and real-time scheduling class side by side, split along the critical path",
+  },
   train: {
     file: 'train-throughput.js',
     flags: '[--rounds R] [--iterations N] [--layers L] [--microbatch-size B] [--buffer-limit N] [--no-ceiling]',
@@ -16,7 +21,7 @@ const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
 };
 
 function usage(): string {
-  const rows = Object.entries(BENCHES).map(([name, b]) => `  ${name.padEnd(6)} ${b.flags ? `${b.flags}\n         ` : ''}${b.what}`);
+  const rows = Object.entries(BENCHES).map(([name, b]) => `  ${name.padEnd(8)} ${b.flags ? `${b.flags}\n           ` : ''}${b.what}`);
   return `usage: npm run bench -- <${Object.keys(BENCHES).join('|')}> [flags] [--json]\n\n${rows.join('\n')}`;
 }
 

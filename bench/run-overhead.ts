@@ -1,0 +1,146 @@
+// Benchmark of the runtime's own cost on the real clock (run: npm run bench -- overhead
+// [--stages 2,4,8] [--rounds R (default 5)] [--microbatches M (default 32)]
+// [--no-realtime] [--json]). The `uniform` profile (F = 10 ms, B = 20 ms, free
+// communication), no jitter, bf, one OS process per stage over a local nats-server: the
+// ideal makespan is (M+P−1)(F+B), and the overhead is the measured makespan (mean of 3
+// iterations after a warm-up) over it. Each round measures every P in the default
+// scheduling class and, where the OS allows it (`chrt -r 1`: root or CAP_SYS_NICE), in the
+// real-time class, one after the other, so both see the same machine. Every measurement
+// is its own process (the launcher, its nats-server and its stage processes), so the
+// real-time runs put all of them in that class.
+// Also where the overhead goes along the critical path: the coordinator's begin to stage
+// 0's first task, the fill (last stage's first start over (P−1)F), the last stage's
+// summed overruns over M(F+B), the drain (stage 0's last end over the last stage's last
+// end plus (P−1)B), and stage 0's last end to the coordinator's last report.
+
+import { spawn, spawnSync } from 'child_process';
+import { resolveConfig } from '../actors/config';
+import { JobResult } from '../actors/job';
+import { mean, median } from '../actors/stats';
+import { formatTable } from '../cli/table';
+import { runOnce } from '../cli/run';
+import { loadProfile } from '../models/profile';
+
+export interface OverheadParts { start: number; fill: number; last_stage: number; drain: number; report: number }
+const PARTS: readonly (keyof OverheadParts)[] = ['start', 'fill', 'last_stage', 'drain', 'report'];
+
+interface Measurement { makespan_ms: number; ideal_ms: number; parts: OverheadParts }
+
+/** Per-task F and B of the uniform profile (read from it, so the bench follows the file). */
+function uniformCosts(): { F: number; B: number } {
+  const p = loadProfile('uniform');
+  const F = p.layers.reduce((a, l) => a + l.forwardMs * l.count, 0);
+  return { F, B: F * p.backwardRatio };
+}
+
+/** The overhead of each measured iteration, split along the critical path (means). */
+export function criticalPathSplit(result: JobResult, P: number, M: number, F: number, B: number): OverheadParts {
+  const rows = result.records.map((rec) => {
+    const ev = result.events.filter((e) => e.iteration === rec.iteration);
+    const times = (stage: number, type: 'task-start' | 'task-end') => ev.filter((e) => e.stage === stage && e.type === type).map((e) => e.t);
+    const first0 = Math.min(...times(0, 'task-start'));
+    const firstLast = Math.min(...times(P - 1, 'task-start'));
+    const endLast = Math.max(...times(P - 1, 'task-end'));
+    const end0 = Math.max(...times(0, 'task-end'));
+    return {
+      start: first0 - rec.start,
+      fill: firstLast - first0 - (P - 1) * F,
+      last_stage: endLast - firstLast - M * (F + B),
+      drain: end0 - endLast - (P - 1) * B,
+      report: rec.end - end0,
+    };
+  });
+  return Object.fromEntries(PARTS.map((k) => [k, mean(rows.map((r) => r[k]))])) as unknown as OverheadParts;
+}
+
+/** One measurement in this process (the child side). */
+async function measure(P: number, M: number): Promise<Measurement> {
+  const { F, B } = uniformCosts();
+  const cfg = resolveConfig({ job: `overhead${process.pid}p${P}`, stages: P, microbatches: M, iterations: 3, warmupIterations: 1, policy: 'bf', profile: 'uniform', jitter: 'none' });
+  const { result } = await runOnce(cfg, { transport: 'nats', processes: 'per-stage' });
+  return { makespan_ms: mean(result.records.map((r) => r.makespan)), ideal_ms: (M + P - 1) * (F + B), parts: criticalPathSplit(result, P, M, F, B) };
+}
+
+function measureInChild(P: number, M: number, realtime: boolean): Promise<Measurement> {
+  const node = [process.execPath, __filename, '--child', String(P), String(M)];
+  const [cmd, ...args] = realtime ? ['chrt', '-r', '1', ...node] : node;
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      if (code !== 0) return reject(new Error(`measurement P=${P}${realtime ? ' under chrt -r 1' : ''} exited with ${code}: ${err.trim()}`));
+      try { resolve(JSON.parse(out) as Measurement); } catch (e) { reject(new Error(`measurement printed no result: ${(e as Error).message}`)); }
+    });
+  });
+}
+
+/** True when this process may start children in the real-time class. */
+export function realtimeAllowed(): boolean {
+  const r = spawnSync('chrt', ['-r', '1', 'true'], { stdio: 'ignore' });
+  return r.status === 0;
+}
+
+export async function benchRunOverhead(o: { stages?: number[]; rounds?: number; microbatches?: number; realtime?: boolean } = {}) {
+  const stages = o.stages ?? [2, 4, 8];
+  const rounds = o.rounds ?? 5;
+  const M = o.microbatches ?? 32;
+  for (const P of stages) if (!Number.isInteger(P) || P < 2) throw new Error(`--stages: each P must be an integer >= 2, got ${P}`);
+  if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds must be a positive integer, got ${rounds}`);
+  if (!Number.isInteger(M) || M < 1) throw new Error(`--microbatches must be a positive integer, got ${M}`);
+  const realtime = o.realtime !== false && realtimeAllowed();
+  const runs: Record<string, { normal: Measurement[]; realtime: Measurement[] }> = {};
+  for (const P of stages) runs[P] = { normal: [], realtime: [] };
+  for (let r = 0; r < rounds; r++) {
+    for (const P of stages) {
+      runs[P].normal.push(await measureInChild(P, M, false));
+      if (realtime) runs[P].realtime.push(await measureInChild(P, M, true));
+    }
+  }
+  const summarize = (ms: Measurement[]) => ms.length === 0 ? null : {
+    makespans_ms: ms.map((m) => m.makespan_ms),
+    median_ms: median(ms.map((m) => m.makespan_ms)),
+    median_overhead: median(ms.map((m) => m.makespan_ms / m.ideal_ms - 1)),
+    parts_ms: Object.fromEntries(PARTS.map((k) => [k, median(ms.map((m) => m.parts[k]))])) as unknown as OverheadParts,
+  };
+  return {
+    microbatches: M, rounds, realtime_measured: realtime,
+    stages: stages.map((P) => ({ stages: P, ideal_ms: runs[P].normal[0].ideal_ms, normal: summarize(runs[P].normal)!, realtime: summarize(runs[P].realtime) })),
+  };
+}
+
+export function formatRunOverhead(r: Awaited<ReturnType<typeof benchRunOverhead>>): string {
+  const pct = (x: number) => `${x >= 0 ? '+' : ''}${(100 * x).toFixed(1)}%`;
+  const rows = r.stages.map((s) => [String(s.stages), s.ideal_ms.toFixed(0), s.normal.median_ms.toFixed(1), pct(s.normal.median_overhead),
+    ...(r.realtime_measured ? [s.realtime!.median_ms.toFixed(1), pct(s.realtime!.median_overhead)] : [])]);
+  const table = formatTable(['P', 'ideal ms', 'makespan ms', 'overhead', ...(r.realtime_measured ? ['chrt -r 1 ms', 'overhead'] : [])], rows,
+    `uniform F=10 B=20, no jitter, bf, M=${r.microbatches}, one process per stage over NATS; medians of ${r.rounds} rounds${r.realtime_measured ? ', default and real-time class alternating' : ' (real-time class not permitted here, or --no-realtime)'}`);
+  const split = formatTable(['P', 'class', ...PARTS.map((k) => `${k.replace('_', ' ')} ms`)],
+    r.stages.flatMap((s) => [['default', s.normal], ...(s.realtime ? [['chrt -r 1', s.realtime] as const] : [])].map(([name, x]) =>
+      [String(s.stages), name as string, ...PARTS.map((k) => (x as NonNullable<typeof s.realtime>).parts_ms[k].toFixed(1))])),
+    'where the overhead goes along the critical path (per iteration, medians of the rounds)');
+  return `${table}\n\n${split}`;
+}
+
+if (require.main === module) {
+  const argv = process.argv.slice(2);
+  if (argv[0] === '--child') {
+    measure(Number(argv[1]), Number(argv[2])).then((m) => process.stdout.write(JSON.stringify(m)), (e) => {
+      process.stderr.write(`${(e as Error).message}\n`);
+      process.exitCode = 1;
+    });
+  } else {
+    const value = (name: string) => { const i = argv.indexOf(`--${name}`); return i >= 0 ? argv[i + 1] : undefined; };
+    const num = (name: string) => { const v = value(name); return v === undefined ? undefined : Number(v); };
+    const stages = value('stages')?.split(',').map(Number);
+    benchRunOverhead({ stages, rounds: num('rounds'), microbatches: num('microbatches'), realtime: !argv.includes('--no-realtime') }).then((r) => {
+      console.log(argv.includes('--json') ? JSON.stringify(r) : formatRunOverhead(r));
+    }, (e) => {
+      console.error((e as Error).message);
+      process.exitCode = 1;
+    });
+  }
+}
