@@ -13,7 +13,8 @@
 // summed overruns over M(F+B), the drain (stage 0's last end over the last stage's last
 // end plus (P−1)B), and stage 0's last end to the coordinator's last report.
 
-import { spawn, spawnSync } from 'child_process';
+import { spawnSync } from 'child_process';
+import { childJson } from './child-json';
 import { resolveConfig } from '../actors/config';
 import { JobResult } from '../actors/job';
 import { mean, median } from '../actors/stats';
@@ -64,18 +65,7 @@ async function measure(P: number, M: number): Promise<Measurement> {
 function measureInChild(P: number, M: number, realtime: boolean): Promise<Measurement> {
   const node = [process.execPath, __filename, '--child', String(P), String(M)];
   const [cmd, ...args] = realtime ? ['chrt', '-r', '1', ...node] : node;
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => {
-      if (code !== 0) return reject(new Error(`measurement P=${P}${realtime ? ' under chrt -r 1' : ''} exited with ${code}: ${err.trim()}`));
-      try { resolve(JSON.parse(out) as Measurement); } catch (e) { reject(new Error(`measurement printed no result: ${(e as Error).message}`)); }
-    });
-  });
+  return childJson(cmd, args, `measurement P=${P}${realtime ? ' under chrt -r 1' : ''}`) as Promise<Measurement>;
 }
 
 /** True when this process may start children in the real-time class. */

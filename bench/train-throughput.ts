@@ -19,30 +19,16 @@ import { loadBackend } from '../models/backend';
 import { TRAIN_DEFAULTS, TrainConfig, tokensPerMicrobatch } from '../models/train-config';
 import { CLI_ENTRY, runOnce } from '../cli/run';
 import { IterationStats, iterationStats } from '../actors/stats';
-import { spawn } from 'child_process';
+import { childJson } from './child-json';
 
 /** tokens/s of one `baton train` child process (one stage), first iteration discarded. */
-function trainChild(t: TrainConfig, microbatches: number, iterations: number): Promise<number> {
+async function trainChild(t: TrainConfig, microbatches: number, iterations: number): Promise<number> {
   const args = [CLI_ENTRY, 'train', '--model', t.model, '--stages', '1', '--microbatches', String(microbatches), '--microbatch-size', String(t.microbatchSize),
     '--seq', String(t.seq), '--layers', String(t.layers), '--width', String(t.width), '--heads', String(t.heads), '--iterations', String(iterations), '--val-batches', '1', '--json'];
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => {
-      if (code !== 0) return reject(new Error(`baton train exited with ${code}: ${err.trim()}`));
-      try {
-        const r = JSON.parse(out) as { iterations: { makespan_ms: number }[] };
-        const tokens = microbatches * tokensPerMicrobatch(t);
-        resolve(median(r.iterations.slice(1).map((x) => tokens / (x.makespan_ms / 1000))));
-      } catch (e) {
-        reject(new Error(`baton train printed no run statistics: ${(e as Error).message}`));
-      }
-    });
-  });
+  const r = (await childJson(process.execPath, args, 'baton train')) as { iterations?: { makespan_ms: number }[] };
+  if (!r || !Array.isArray(r.iterations)) throw new Error('baton train printed no run statistics');
+  const tokens = microbatches * tokensPerMicrobatch(t);
+  return median(r.iterations.slice(1).map((x) => tokens / (x.makespan_ms / 1000)));
 }
 
 export async function benchTrainThroughput(o: { rounds?: number; iterations?: number; layers?: number; microbatchSize?: number; bufferLimit?: number; ceiling?: boolean } = {}) {
