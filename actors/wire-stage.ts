@@ -61,6 +61,14 @@ export function durationModelFor(cfg: JobConfig, shape: PipelineShape): Duration
   return makeDurationModel({ profile: loadProfile(cfg.profile), shape, jitter: cfg.jitter, jitterScale: cfg.jitterScale, seed: cfg.seed });
 }
 
+/** Check a config as every stage will (policy, shape and, unless told the profile is
+ * only on other machines, profile and jitter), so a launcher refuses a bad one before it
+ * starts a server or a process for it. */
+export function checkJob(cfg: JobConfig, o: { profileHere: boolean } = { profileHere: true }): void {
+  const { shape } = planJob(cfg);
+  if (o.profileHere) durationModelFor(cfg, shape);
+}
+
 // The modules that compute with TensorFlow.js are loaded on first use: a process that
 // hosts only emulated stages (baton run, sim) starts without loading tfjs.
 const tfjsModules = () => ({

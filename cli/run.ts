@@ -8,6 +8,7 @@ import { JobConfig } from '../actors/config';
 import { IterationRecord } from '../actors/coordinator';
 import { runDistributed } from '../actors/distributed-job';
 import { JobResult, runJob, summarize } from '../actors/job';
+import { checkJob } from '../actors/wire-stage';
 import { NatsBus } from '../transport/nats-bus';
 import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
@@ -75,6 +76,8 @@ export interface RunOutcome {
 
 /** One job on the real clock with the given transport and process layout. */
 export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutcome> {
+  // With --nodes the stages run elsewhere, and a profile file may exist only there.
+  checkJob(cfg, { profileHere: !setup.nodes });
   if (setup.transport === 'local') {
     const result = await runJob(cfg, { clock: 'real', onIteration: setup.onIteration });
     return { result, transport: 'local', processes: 1, pids: [process.pid] };

@@ -73,6 +73,9 @@ describe('the baton command', function () {
       [['sim', '--microbatches'], /needs a value/],
       [['train', '--model', 'rnn'], /--model must be one of gpt, mlp/],
       [['run', '--transport', 'local', '--nodes', 'a'], /need --transport nats/],
+      // Refused by the launcher itself, before it starts a nats-server or a stage process.
+      [['run', '--profile', 'no-such-profile'], /^baton run: ProfileError: unknown profile/],
+      [['run', '--policy', 'nope', '--stages', '2', '--microbatches', '2'], /^baton run: UnknownPolicyError/],
     ];
     for (const [argv, re] of cases) {
       const r = await baton(...argv);
