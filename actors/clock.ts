@@ -13,6 +13,8 @@ export interface Clock {
   now(): number;
   setTimer(ms: number, fire: () => void): TimerHandle;
   clearTimer(h: TimerHandle): void;
+  /** Cancel every pending timer (the runtime that owns the clock has shut down). */
+  clearAll(): void;
 }
 
 /** How long before a deadline a real-clock timer stops sleeping and starts yielding. */
@@ -60,6 +62,10 @@ export class RealClock implements Clock {
     }
     this.live.delete(h.id);
   }
+
+  clearAll(): void {
+    for (const id of [...this.live.keys()]) this.clearTimer({ id });
+  }
 }
 
 interface PendingTimer {
@@ -103,6 +109,10 @@ export class VirtualClock implements Clock {
 
   clearTimer(h: TimerHandle): void {
     this.live.delete(h.id);
+  }
+
+  clearAll(): void {
+    this.live.clear();
   }
 
   enter(): void {

@@ -18,6 +18,7 @@ import * as os from 'os';
 import { Bus, Subscription } from '../transport/bus';
 import { decodeValue, encodeValue } from '../transport/codec';
 import { subject } from '../transport/subjects';
+import { checkSubject } from '../transport/local-bus';
 import { RealClock } from './clock';
 import { BatonEvent } from './events';
 import { JobConfig, resolveConfig } from './config';
@@ -75,8 +76,16 @@ export class NodeAgent {
     this.bus.publish(ANNOUNCE_SUBJECT, encodeValue({ verb: 'hello', name: this.name, pid: process.pid, host: os.hostname() }));
   }
 
+  /** Answer on a request's reply subject; a subject a peer got wrong is logged, never thrown. */
   private reply(to: unknown, msg: Record<string, unknown>): void {
-    if (typeof to === 'string' && to.startsWith(`${NODES_PREFIX}.reply.`)) this.bus.publish(to, encodeValue({ ...msg, name: this.name }));
+    if (typeof to !== 'string' || !to.startsWith(`${NODES_PREFIX}.reply.`)) return;
+    try {
+      checkSubject(to, false);
+      this.bus.publish(to, encodeValue({ ...msg, name: this.name }));
+    } catch (err) {
+      this.rejected++;
+      this.log(`node ${this.name}: cannot answer on ${JSON.stringify(to)}: ${(err as Error).message}`);
+    }
   }
 
   private onRequest(data: Uint8Array): void {
@@ -90,10 +99,11 @@ export class NodeAgent {
       this.log(`node ${this.name}: rejected a malformed request: ${(err as Error).message}`);
       return;
     }
-    void this.handle(req).catch((err: Error) => {
+    void this.handle(req).catch((err: unknown) => {
+      const e = err instanceof Error ? err : new Error(String(err));
       this.rejected++;
-      this.log(`node ${this.name}: ${req.verb} failed: ${err.message}`);
-      this.reply(req.reply, { verb: 'error', request: String(req.verb), message: `${err.name}: ${err.message}` });
+      this.log(`node ${this.name}: ${String(req.verb)} failed: ${e.message}`);
+      this.reply(req.reply, { verb: 'error', request: String(req.verb), message: `${e.name}: ${e.message}` });
     });
   }
 
@@ -140,6 +150,7 @@ export class NodeAgent {
     const stages = req.stages;
     if (!Array.isArray(stages) || stages.length === 0 || !stages.every((s) => Number.isInteger(s)))
       throw new Error(`host: stages must be a non-empty list of integers, got ${JSON.stringify(stages)}`);
+    if (new Set(stages).size !== stages.length) throw new Error(`host: stages must not repeat, got ${JSON.stringify(stages)}`);
     if (typeof req.config !== 'object' || req.config === null) throw new Error('host: missing config');
     const cfg: JobConfig = resolveConfig(req.config as Partial<JobConfig>);
     if (this.jobs.has(cfg.job)) throw new Error(`job ${cfg.job} is already hosted here`);
@@ -154,14 +165,20 @@ export class NodeAgent {
       this.reply(req.reply, { verb: 'failure', job: cfg.job, actor: f.actor, message: `${f.error.name}: ${f.error.message}` });
     };
     const job: HostedJob = { runtime, computes: [], stages: new Map(), subs: [], pending: new Map(), sent: new Map(), flushTimer: null };
-    for (const s of stages as number[]) {
-      job.pending.set(s, []);
-      job.sent.set(s, 0);
-      const sink = (e: BatonEvent) => this.record(cfg.job, job, e);
-      const w = wireStage({ runtime, bus: this.bus, cfg, plan, durations, stage: s, sink });
-      job.stages.set(s, w.stage);
-      job.computes.push(w.compute);
-      job.subs.push(...w.subscriptions);
+    try {
+      for (const s of stages as number[]) {
+        job.pending.set(s, []);
+        job.sent.set(s, 0);
+        const sink = (e: BatonEvent) => this.record(cfg.job, job, e);
+        const w = wireStage({ runtime, bus: this.bus, cfg, plan, durations, stage: s, sink });
+        job.stages.set(s, w.stage);
+        job.computes.push(w.compute);
+        job.subs.push(...w.subscriptions);
+      }
+    } catch (err) {
+      // Stages wired before the failure must not live on, unreachable by abort.
+      this.teardown(cfg.job, job);
+      throw err;
     }
     this.jobs.set(cfg.job, job);
     this.log(`node ${this.name}: hosting job ${cfg.job} stages ${stages.join(',')}`);

@@ -89,8 +89,11 @@ export class ActorRuntime {
     stop(a.ref);
   }
 
+  /** Stop every actor and cancel the clock's pending timers (a message a receiver was still
+   * holding, say), so nothing of the job fires afterwards or keeps the process alive. */
   shutdown(): void {
     stop(this.system);
+    this.clock.clearAll();
   }
 }
 

@@ -1,5 +1,6 @@
 import { strict as assert } from 'assert';
-import { ClockError, VirtualClock } from '../actors/clock';
+import { ClockError, RealClock, VirtualClock } from '../actors/clock';
+import { ActorRuntime } from '../actors/runtime';
 
 describe('virtual clock', () => {
   it('fires timers in time order, ties in the order they were set', async () => {
@@ -43,5 +44,20 @@ describe('virtual clock', () => {
     const c = new VirtualClock();
     assert.throws(() => c.setTimer(-1, () => {}), ClockError);
     assert.throws(() => c.setTimer(NaN, () => {}), ClockError);
+  });
+});
+
+describe('a runtime shutting down', () => {
+  it('cancels its clock\'s pending timers, so a held message neither fires nor keeps the process alive', async () => {
+    const timeouts = () => (process as unknown as { getActiveResourcesInfo(): string[] }).getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const before = timeouts();
+    const runtime = new ActorRuntime(new RealClock());
+    let fired = 0;
+    runtime.clock.setTimer(30, () => fired++);
+    runtime.clock.setTimer(3_600_000, () => fired++);
+    runtime.shutdown();
+    await new Promise((r) => setTimeout(r, 80));
+    assert.equal(fired, 0);
+    assert.ok(timeouts() <= before, `timers still pending: ${timeouts()} (before: ${before})`);
   });
 });
