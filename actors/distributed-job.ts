@@ -12,7 +12,7 @@ import { DeadlockError } from './deadlock';
 import { BatonEvent, EventSink } from './events';
 import { JobConfig } from './config';
 import { JobResult, buildResult, waitWithWatchdog } from './job';
-import { ANNOUNCE_SUBJECT, NODES_PREFIX, nodeSubject } from './node';
+import { ANNOUNCE_SUBJECT, NODES_PREFIX, NODE_NAME_RE, nodeSubject } from './node';
 import { ActorRuntime } from './runtime';
 import { StageStatus } from './stage-logic';
 import { JobError, planJob } from './wire-stage';
@@ -27,6 +27,8 @@ export interface DistributedOptions {
   settleMs?: number;
   sinks?: EventSink[];
   onIteration?: (r: IterationRecord) => void;
+  /** Rejects when the job cannot go on (a stage process died, the launcher was interrupted): the job fails with that error at once. */
+  stop?: Promise<never>;
 }
 
 export interface DistributedResult extends JobResult {
@@ -89,6 +91,7 @@ export function assignStages(stages: number, nodes: number): number[][] {
 export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Promise<DistributedResult> {
   const wallStart = performance.now();
   const { policy, shape } = planJob(cfg);
+  for (const n of o.nodes) if (!NODE_NAME_RE.test(n)) throw new JobError(`node name ${JSON.stringify(n)} does not match [A-Za-z0-9_-]+`);
   const bus = o.bus;
   const timeout = o.nodeTimeoutMs ?? 20000;
   const replySubject = `${NODES_PREFIX}.reply.${randomBytes(6).toString('hex')}`;
@@ -101,6 +104,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
   let nodeFailed: (e: Error) => void = () => {};
   const nodeFailure = new Promise<never>((_, reject) => (nodeFailed = reject));
   nodeFailure.catch(() => {});
+  o.stop?.catch((e: Error) => nodeFailed(e));
   subs.push(bus.subscribe(replySubject, (_s, d) => {
     const r = decodeReply(d);
     if (!r) return;
@@ -134,20 +138,20 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     await bus.flush();
     // Over a cluster, a node's interest reaches our server after a delay: ping until it answers.
     const pinger: NodeJS.Timeout = setInterval(() => used.filter((n) => !hellos.queue.some((r) => r.name === n)).forEach((n) => request(n, { verb: 'ping' })), 300);
-    used.forEach((n) => request(n, { verb: 'ping' }));
     let seen: Reply[];
     try {
-      seen = await hellos.waitFor(
+      used.forEach((n) => request(n, { verb: 'ping' }));
+      seen = await Promise.race([nodeFailure, hellos.waitFor(
         (rs) => used.every((n) => rs.some((r) => r.name === n)), timeout,
-        () => `node agents ${used.filter((n) => !hellos.queue.some((r) => r.name === n)).join(', ')} to announce themselves`);
+        () => `node agents ${used.filter((n) => !hellos.queue.some((r) => r.name === n)).join(', ')} to announce themselves`)]);
     } finally {
       clearInterval(pinger);
     }
     const pidOf = new Map(seen.map((r) => [r.name, Number(r.pid)]));
     used.forEach((n, i) => request(n, { verb: 'host', config: cfg, stages: blocks[i] }));
-    const hosted = await replies.waitFor(
+    const hosted = await Promise.race([nodeFailure, replies.waitFor(
       (rs) => rs.some((r) => r.verb === 'error') || used.every((n) => rs.some((r) => r.name === n && r.verb === 'hosting')), timeout,
-      () => `nodes to host job ${cfg.job}`);
+      () => `nodes to host job ${cfg.job}`)]);
     const failed = hosted.find((r) => r.verb === 'error');
     if (failed) throw new JobError(`node ${failed.name} refused to host: ${failed.message}`);
     // The stages' new subscriptions must reach every server of a cluster before traffic starts.
@@ -166,9 +170,13 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     coordinator.begin();
     await waitWithWatchdog(Promise.race([finished, nodeFailure]), () => events.length, cfg.stallTimeoutMs, async () => {
       used.forEach((n) => request(n, { verb: 'status', job: cfg.job }));
-      const st = await replies.waitFor((rs) => used.every((n) => rs.some((r) => r.name === n && r.verb === 'status')), 5000, () => 'stage statuses');
+      const answered = (rs: Reply[]) => used.filter((n) => rs.some((r) => r.name === n && r.verb === 'status'));
+      const st = await replies.waitFor((rs) => answered(rs).length === used.length, 5000, () => 'stage statuses').catch(() => replies.queue);
       const statuses = st.filter((r) => r.verb === 'status').flatMap((r) => r.statuses as StageStatus[]);
-      return new DeadlockError(statuses, events.slice(-40), Date.now());
+      const err = new DeadlockError(statuses, events.slice(-40), Date.now());
+      const silent = used.filter((n) => !answered(st).includes(n));
+      if (silent.length > 0) err.message += `\n  no status within 5 s from node(s) ${silent.join(', ')}: gone or hung?`;
+      return err;
     });
     if (coordinator.rejects.length > 0) throw new JobError(`coordinator rejected messages: ${coordinator.rejects.slice(0, 5).join('; ')}`);
 

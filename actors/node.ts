@@ -32,6 +32,9 @@ export const NODES_PREFIX = 'baton._nodes';
 export const ANNOUNCE_SUBJECT = `${NODES_PREFIX}.announce`;
 export const nodeSubject = (name: string) => `${NODES_PREFIX}.${name}`;
 
+/** Node names are one subject token. */
+export const NODE_NAME_RE = /^[A-Za-z0-9_-]+$/;
+
 const TRACE_BATCH = 256;
 const TRACE_FLUSH_MS = 50;
 

@@ -1,7 +1,7 @@
 // `baton node`: a node agent process that hosts stage actors on request.
 
-import { NodeAgent } from '../actors/node';
-import { NatsBus } from '../transport/nats-bus';
+import { NODE_NAME_RE, NodeAgent } from '../actors/node';
+import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 
 const NODE_FLAGS: readonly FlagSpec[] = [
@@ -23,7 +23,7 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   }
   if (!flags.nats) throw new UsageError('node: --nats URL is required');
   const name = String(flags.name);
-  if (!/^[A-Za-z0-9_-]+$/.test(name)) throw new UsageError(`node: --name must match [A-Za-z0-9_-]+, got ${JSON.stringify(name)}`);
+  if (!NODE_NAME_RE.test(name)) throw new UsageError(`node: --name must match [A-Za-z0-9_-]+, got ${JSON.stringify(name)}`);
   const bus = await NatsBus.connect(String(flags.nats), { name: `baton-node-${name}` });
   const log = flags.quiet ? () => {} : flags.json
     ? (l: string) => process.stderr.write(`${JSON.stringify({ node: name, log: l })}\n`)
@@ -35,7 +35,8 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   const stop = () => void bus.close().finally(() => process.exit(0));
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
-  await agent.exited;
+  const lost = await Promise.race([agent.exited.then(() => null), bus.closed().then((err) => err ?? new Error('connection closed'))]);
+  if (lost) throw new NatsBusError(`node ${name}: lost the connection to NATS at ${flags.nats} (${lost.message}); the jobs it hosted are gone`);
   await bus.close();
   return 0;
 }

@@ -3,14 +3,17 @@
 // node agents a user started (`--nodes`).
 
 import { ChildProcess, spawn } from 'child_process';
+import * as os from 'os';
 import * as path from 'path';
 import { JobConfig } from '../actors/config';
 import { IterationRecord } from '../actors/coordinator';
 import { runDistributed } from '../actors/distributed-job';
 import { JobResult, runJob, summarize } from '../actors/job';
-import { checkJob } from '../actors/wire-stage';
+import { JobError, checkJob } from '../actors/wire-stage';
+import { NODE_NAME_RE } from '../actors/node';
 import { NatsBus } from '../transport/nats-bus';
 import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
+import { onProcessEnd } from '../transport/process-cleanup';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { formatTable } from './table';
@@ -46,12 +49,39 @@ export interface RunSetup {
 /** The `baton` command's entry point, for starting it as a child process. */
 export const CLI_ENTRY = path.join(__dirname, 'main.js');
 
-function spawnNodes(url: string, names: string[]): ChildProcess[] {
-  return names.map((name) => {
+/** Stage processes this launcher started: stopped at the end, and on exit, SIGINT or SIGTERM. */
+interface SpawnedNodes {
+  readonly children: ChildProcess[];
+  /** Rejects when one of them ends before stop() was called. */
+  readonly died: Promise<never>;
+  stop(): Promise<void>;
+}
+
+function spawnNodes(url: string, names: string[]): SpawnedNodes {
+  let stopping = false;
+  let died: (e: Error) => void = () => {};
+  const diedPromise = new Promise<never>((_, reject) => (died = reject));
+  diedPromise.catch(() => {});
+  const children = names.map((name) => {
     const child = spawn(process.execPath, [CLI_ENTRY, 'node', '--nats', url, '--name', name, '--quiet'], { stdio: ['ignore', 'ignore', 'pipe'] });
     child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[${name}] ${d}`));
+    child.once('exit', (code, signal) => {
+      if (!stopping) died(new JobError(`stage process ${name} (pid ${child.pid}) ended during the job (${signal ? `signal ${signal}` : `exit code ${code}`})`));
+    });
     return child;
   });
+  const forget = onProcessEnd(() => {
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
+  });
+  return {
+    children,
+    died: diedPromise,
+    stop: async () => {
+      stopping = true;
+      await stopChildren(children);
+      forget();
+    },
+  };
 }
 
 async function stopChildren(children: ChildProcess[]): Promise<void> {
@@ -64,6 +94,33 @@ async function stopChildren(children: ChildProcess[]): Promise<void> {
     });
     c.kill('SIGTERM');
   })));
+}
+
+/**
+ * SIGINT or SIGTERM during a distributed job: the job ends through its own cleanup (abort
+ * sent to the nodes, stage processes stopped, server stopped), then the signal takes its
+ * default effect. A second signal ends the process at once.
+ */
+function watchInterrupts(): { interrupted: Promise<never>; signal(): NodeJS.Signals | null; dispose(): void } {
+  let got: NodeJS.Signals | null = null;
+  let fail: (e: Error) => void = () => {};
+  const interrupted = new Promise<never>((_, reject) => (fail = reject));
+  interrupted.catch(() => {});
+  const on = (sig: NodeJS.Signals) => () => {
+    got = sig;
+    fail(new JobError(`interrupted by ${sig}`));
+  };
+  const handlers = { SIGINT: on('SIGINT'), SIGTERM: on('SIGTERM') };
+  process.once('SIGINT', handlers.SIGINT);
+  process.once('SIGTERM', handlers.SIGTERM);
+  return {
+    interrupted,
+    signal: () => got,
+    dispose: () => {
+      process.removeListener('SIGINT', handlers.SIGINT);
+      process.removeListener('SIGTERM', handlers.SIGTERM);
+    },
+  };
 }
 
 export interface RunOutcome {
@@ -83,23 +140,34 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     return { result, transport: 'local', processes: 1, pids: [process.pid] };
   }
   let server: NatsServerHandle | null = null;
-  const url = setup.natsUrl ?? (server = await startNatsServer()).url;
-  const bus = await NatsBus.connect(url, { name: `baton-run-${cfg.job}` });
-  let children: ChildProcess[] = [];
+  let bus: NatsBus | null = null;
+  let nodes: SpawnedNodes | null = null;
+  let interrupts: ReturnType<typeof watchInterrupts> | null = null;
   try {
+    const url = setup.natsUrl ?? (server = await startNatsServer()).url;
+    bus = await NatsBus.connect(url, { name: `baton-run-${cfg.job}` });
     if (setup.processes === 'single' && !setup.nodes) {
       const result = await runJob(cfg, { clock: 'real', bus, onIteration: setup.onIteration });
       return { result, transport: 'nats', processes: 1, pids: [process.pid], natsUrl: url };
     }
     const names = setup.nodes ?? Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}`);
-    if (!setup.nodes) children = spawnNodes(url, names);
-    const result = await runDistributed(cfg, { bus, nodes: names, onIteration: setup.onIteration });
+    interrupts = watchInterrupts();
+    if (!setup.nodes) nodes = spawnNodes(url, names);
+    const stop = nodes ? Promise.race([interrupts.interrupted, nodes.died]) : interrupts.interrupted;
+    const result = await runDistributed(cfg, { bus, nodes: names, onIteration: setup.onIteration, stop });
     const pids = [...new Set(result.nodes.map((n) => n.pid))];
     return { result, transport: 'nats', processes: pids.length, pids, natsUrl: url };
   } finally {
-    if (children.length > 0) await stopChildren(children);
-    await bus.close();
+    if (nodes) await nodes.stop();
+    if (bus) await bus.close();
     if (server) await server.stop();
+    interrupts?.dispose();
+    const sig = interrupts?.signal();
+    if (sig) {
+      // The conventional status, should the signal be ignored (as in a background job of a script).
+      process.exitCode = 128 + os.constants.signals[sig];
+      process.kill(process.pid, sig);
+    }
   }
 }
 
@@ -124,6 +192,8 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     nodes: flags.nodes as string[] | undefined,
   };
   if (setup.transport === 'local' && (setup.natsUrl || setup.nodes)) throw new UsageError('run: --nats and --nodes need --transport nats');
+  for (const n of setup.nodes ?? []) if (!NODE_NAME_RE.test(n)) throw new UsageError(`run: --nodes: node names match [A-Za-z0-9_-]+ (as baton node --name), got ${JSON.stringify(n)}`);
+  if (setup.nodes && new Set(setup.nodes).size !== setup.nodes.length) throw new UsageError(`run: --nodes names a node twice: ${setup.nodes.join(',')}`);
   if (flags.printConfig) {
     out(JSON.stringify({ ...cfg, ...setup }, null, 2));
     return 0;

@@ -7,7 +7,7 @@ import { monotonicNow } from '../actors/clock';
 import { BatonEvent } from '../actors/events';
 import { decodeEnvelope, decodeValue } from '../transport/codec';
 import { Envelope } from '../transport/envelope';
-import { NatsBus } from '../transport/nats-bus';
+import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { checkJobName, jobWildcard, parseSubject } from '../transport/subjects';
 import { formatTask } from '../policies/task';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
@@ -99,8 +99,10 @@ export async function tapCommand(argv: readonly string[], out: (s: string) => vo
   process.stderr.write(`tap: watching ${pattern} on ${flags.nats}\n`);
   const timer = seconds > 0 ? setTimeout(stop, seconds * 1000) : null;
   process.once('SIGINT', stop);
-  await stopped;
+  const lost = await Promise.race([stopped.then(() => null), bus.closed().then((err) => err ?? new Error('connection closed'))]);
   if (timer) clearTimeout(timer);
+  process.removeListener('SIGINT', stop);
+  if (lost) throw new NatsBusError(`tap: lost the connection to NATS at ${flags.nats} (${lost.message})`);
   await bus.close();
   return 0;
 }

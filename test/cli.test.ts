@@ -76,6 +76,8 @@ describe('the baton command', function () {
       // Refused by the launcher itself, before it starts a nats-server or a stage process.
       [['run', '--profile', 'no-such-profile'], /^baton run: ProfileError: unknown profile/],
       [['run', '--policy', 'nope', '--stages', '2', '--microbatches', '2'], /^baton run: UnknownPolicyError/],
+      [['run', '--nodes', '*'], /--nodes: node names match \[A-Za-z0-9_-\]\+/],
+      [['run', '--nodes', 'a,b,a'], /--nodes names a node twice/],
     ];
     for (const [argv, re] of cases) {
       const r = await baton(...argv);

@@ -1,5 +1,6 @@
 import { strict as assert } from 'assert';
 import { ChildProcess, spawn } from 'child_process';
+import { readFileSync, readdirSync } from 'fs';
 import * as path from 'path';
 import { resolveConfig } from '../actors/config';
 import { runDistributed } from '../actors/distributed-job';
@@ -107,5 +108,67 @@ describe('a job over a three-server NATS cluster', function () {
       await bus.close();
       await Promise.all([a.stop(), b.stop(), c.stop()]);
     }
+  });
+});
+
+/** Pids of processes whose command line contains every one of `parts` (Linux /proc). */
+function pidsWith(...parts: string[]): number[] {
+  const out: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0').join(' ');
+      if (parts.every((p) => cmd.includes(p))) out.push(Number(d));
+    } catch { /* gone meanwhile */ }
+  }
+  return out;
+}
+
+async function waitUntil(pred: () => boolean, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!pred()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('baton run, when its job is cut short', function () {
+  this.timeout(60_000);
+
+  /** A long `baton run` (its own nats-server, one process per stage) and its stage pids, once they run. */
+  async function longRun(job: string) {
+    const launcher = spawn(process.execPath, [CLI, 'run', '--job', job, '--stages', '3', '--microbatches', '8', '--iterations', '10000', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let err = '';
+    launcher.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    const exit = new Promise<{ code: number | null; signal: string | null }>((resolve) => launcher.once('exit', (code, signal) => resolve({ code, signal })));
+    await waitUntil(() => pidsWith('node', '--name', `${job}-stage`).length === 3, 20_000, 'three stage processes');
+    await new Promise((r) => setTimeout(r, 500));
+    return { launcher, exit, stderr: () => err, stages: pidsWith('node', '--name', `${job}-stage`) };
+  }
+
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+    it(`stops its stage processes and its nats-server on ${sig}, then ends by the signal`, async () => {
+      const job = `cut-${sig.toLowerCase()}-${process.pid}`;
+      const run = await longRun(job);
+      const servers = pidsWith('nats-server').filter((p) => readFileSync(`/proc/${p}/stat`, 'utf8').split(' ')[3] === String(run.launcher.pid));
+      assert.equal(servers.length, 1, 'the launcher started one nats-server');
+      run.launcher.kill(sig);
+      const { signal } = await run.exit;
+      assert.equal(signal, sig);
+      await waitUntil(() => run.stages.every((p) => !isAlive(p)) && !isAlive(servers[0]), 10_000, 'the stage processes and the server to end');
+    });
+  }
+
+  it('fails at once, naming it, when a stage process dies', async () => {
+    const job = `cut-kill-${process.pid}`;
+    const run = await longRun(job);
+    const victim = pidsWith('node', '--name', `${job}-stage1`)[0];
+    const t0 = Date.now();
+    process.kill(victim, 'SIGKILL');
+    const { code } = await run.exit;
+    assert.equal(code, 1);
+    assert.ok(Date.now() - t0 < 10_000, `noticed after ${Date.now() - t0} ms`);
+    assert.match(run.stderr(), new RegExp(`stage process ${job}-stage1 \\(pid ${victim}\\) ended during the job \\(signal SIGKILL\\)`));
+    await waitUntil(() => run.stages.every((p) => !isAlive(p)), 10_000, 'the other stage processes to end');
   });
 });

@@ -153,6 +153,18 @@ describe('NatsBus over a real nats-server', function () {
     assert.match((errors[0] as Error).message, /"baton\.closed\.x".*3 bytes/);
   });
 
+  it('closed() resolves when the server goes away for good, so a watcher can report it', async () => {
+    const own = await startNatsServer();
+    const bus = await NatsBus.connect(own.url, { reconnect: false });
+    let settled = false;
+    const closed = bus.closed().then((err) => { settled = true; return err; });
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(settled, false, 'open while the server runs');
+    await own.stop();
+    await closed;
+    assert.equal(settled, true);
+  });
+
   it('fails to connect to a port with no server with a typed error naming the url', async () => {
     const url = `nats://127.0.0.1:${await freePort()}`;
     await assert.rejects(NatsBus.connect(url, { timeoutMs: 1000 }), (e: unknown) => e instanceof NatsBusError && e.message.includes(url));

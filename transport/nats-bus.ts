@@ -51,6 +51,8 @@ export interface NatsBusOptions {
   onError?: (err: unknown, subject: string) => void;
   /** Connect timeout, ms; default 5000. */
   timeoutMs?: number;
+  /** Reconnect after losing the server (nats.js's default: 10 attempts, 2 s apart); default true. */
+  reconnect?: boolean;
 }
 
 export class NatsBus implements Bus {
@@ -78,7 +80,7 @@ export class NatsBus implements Bus {
 
   static async connect(url: string, opts: NatsBusOptions = {}): Promise<NatsBus> {
     try {
-      const nc = await connect({ servers: url, name: opts.name ?? 'baton', timeout: opts.timeoutMs ?? 5000 });
+      const nc = await connect({ servers: url, name: opts.name ?? 'baton', timeout: opts.timeoutMs ?? 5000, reconnect: opts.reconnect ?? true });
       return new NatsBus(nc, url, opts);
     } catch (err) {
       throw new NatsBusError(`cannot connect to NATS at ${url}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
@@ -166,6 +168,13 @@ export class NatsBus implements Bus {
       { writableLength?: unknown; write?: unknown; destroyed?: unknown } | undefined;
     if (!s || typeof s.writableLength !== 'number' || typeof s.write !== 'function' || s.destroyed === true) return null;
     return s as { writableLength: number; write(data: Uint8Array, cb: () => void): boolean };
+  }
+
+  /** Resolves when the connection has closed for good: by close(), or because the client
+   * gave up reconnecting (then with the error, when nats.js gives one). */
+  async closed(): Promise<Error | undefined> {
+    const err = await this.connection.closed();
+    return err instanceof Error ? err : undefined;
   }
 
   async close(): Promise<void> {

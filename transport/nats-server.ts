@@ -2,18 +2,18 @@
 // for the CLI, tests and benches: a generated config in a temp dir (loopback only,
 // max_payload raised for tensor messages, max_pending above it, optional cluster
 // block with routes so several servers form one cluster), readiness by TCP connect
-// plus the server's own "ready" log line, and a process 'exit' hook so no server
-// outlives its parent. The child is unref'd: a forgotten server does not keep the
-// parent alive, and the hook kills it when the parent exits.
+// plus the server's own "ready" log line, and a cleanup on exit, SIGINT and SIGTERM
+// (process-cleanup.ts) so no server outlives its parent. The child is unref'd: a
+// forgotten server does not keep the parent alive, and the cleanup kills it.
 //
 // Not modelled: TLS, auth, JetStream, leaf nodes, gateways, non-loopback addresses.
 
 import { spawn } from 'child_process';
-import type { ChildProcess } from 'child_process';
 import { accessSync, constants, mkdtempSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from 'fs';
 import { createConnection, createServer } from 'net';
 import { tmpdir } from 'os';
 import { delimiter, join } from 'path';
+import { onProcessEnd } from './process-cleanup';
 
 export type NatsServerErrorCode = 'missing-binary' | 'start-timeout' | 'exited' | 'routes-timeout' | 'no-monitor';
 
@@ -66,31 +66,6 @@ export interface NatsServerHandle {
 }
 
 export const DEFAULT_MAX_PAYLOAD = 64 * 1024 * 1024;
-
-/** Running servers and their temp dirs, for the exit hook. */
-const live = new Map<ChildProcess, string>();
-let hooksInstalled = false;
-
-function installExitHooks(): void {
-  if (hooksInstalled) return;
-  hooksInstalled = true;
-  const killAll = () => {
-    for (const [child, dir] of live) {
-      child.kill('SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
-    }
-    live.clear();
-  };
-  process.on('exit', killAll);
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-    const onSignal = () => {
-      killAll();
-      // Keep the default behaviour (terminate) unless someone else handles the signal.
-      if (process.listenerCount(sig) === 0) process.kill(process.pid, sig);
-    };
-    process.once(sig, onSignal);
-  }
-}
 
 /** Locate the nats-server binary, or throw telling how to install it. */
 export function findNatsServer(explicit?: string): string {
@@ -163,14 +138,16 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     cluster: clusterPort !== undefined ? { port: clusterPort, name: opts.clusterName ?? 'baton', routes } : undefined,
   }));
   const logFd = openSync(logPath, 'a');
-  installExitHooks();
   const child = spawn(binary, ['-c', confPath], { stdio: ['ignore', logFd, logFd] });
   closeSync(logFd);
   child.unref();
-  live.set(child, dir);
+  const forget = onProcessEnd(() => {
+    child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
   const readLog = () => { try { return readFileSync(logPath, 'utf8'); } catch { return ''; } };
   let exited: { code: number | null; signal: string | null } | undefined;
-  const exitPromise = new Promise<void>((resolve) => child.once('exit', (code, signal) => { exited = { code, signal }; live.delete(child); resolve(); }));
+  const exitPromise = new Promise<void>((resolve) => child.once('exit', (code, signal) => { exited = { code, signal }; resolve(); }));
   child.once('error', () => undefined); // spawn failures show up as an exit
 
   let stopped = false;
@@ -184,6 +161,7 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
       clearTimeout(t);
     }
     rmSync(dir, { recursive: true, force: true });
+    forget();
   };
 
   const timeout = opts.startTimeoutMs ?? 10_000;
