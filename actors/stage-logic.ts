@@ -144,11 +144,16 @@ function startIteration(s: StageState, iteration: number, now: number, fx: Stage
   fx.push({ type: 'event', event: { type: 'iteration-start', t: now, stage, iteration } });
 }
 
-/** Mark an arrival of a forward input or a gradient; a duplicate is a protocol error. */
-function arrive(s: StageState, it: IterationState, kind: 'input' | 'grad', mb: number, chunk: number): void {
+function checkInShape(s: StageState, kind: 'input' | 'grad', mb: number, chunk: number): void {
   const shape = s.setup.shape;
   if (!Number.isInteger(mb) || mb < 0 || mb >= shape.microbatches || !Number.isInteger(chunk) || chunk < 0 || chunk >= shape.chunks)
     throw new StageProtocolError(`stage ${s.setup.stage}: ${kind} for microbatch ${mb} chunk ${chunk} is outside M=${shape.microbatches}, V=${shape.chunks}`);
+}
+
+/** Mark an arrival of a forward input or a gradient; a duplicate is a protocol error. */
+function arrive(s: StageState, it: IterationState, kind: 'input' | 'grad', mb: number, chunk: number): void {
+  const shape = s.setup.shape;
+  checkInShape(s, kind, mb, chunk);
   const slot = chunk * shape.microbatches + mb;
   if (kind === 'input') {
     if (it.inputs[slot]) throw new StageProtocolError(`stage ${s.setup.stage}: duplicate input for ${formatTask(task('F', mb, chunk))} in iteration ${it.iteration}`);
@@ -241,14 +246,30 @@ export function stageStep(s: StageState, msg: StageMsg, now: number): StageEffec
       startIteration(s, msg.iteration, now, fx);
       const replay = s.early.filter((m) => 'iteration' in m && m.iteration === msg.iteration);
       s.early = s.early.filter((m) => !('iteration' in m && m.iteration === msg.iteration));
-      for (const m of replay) if (m.type === 'input' || m.type === 'grad') arrive(s, s.current!, m.type, m.mb, m.chunk);
+      // A bad early arrival (a duplicate) is rejected alone; the ones behind it still count.
+      for (const m of replay) {
+        if (m.type !== 'input' && m.type !== 'grad') continue;
+        try {
+          arrive(s, s.current!, m.type, m.mb, m.chunk);
+        } catch (err) {
+          if (!(err instanceof StageProtocolError)) throw err;
+          fx.push({ type: 'event', event: { type: 'reject', t: now, stage, iteration: msg.iteration, reason: 'protocol', detail: err.message } });
+        }
+      }
       break;
     }
     case 'input':
     case 'grad': {
+      checkInShape(s, msg.type, msg.mb, msg.chunk);
       if (!s.current || msg.iteration !== s.current.iteration) {
         if (s.current && msg.iteration < s.current.iteration)
           throw new StageProtocolError(`stage ${stage}: ${msg.type} for finished iteration ${msg.iteration} (current ${s.current.iteration})`);
+        // Peers run at most one iteration ahead (the next starts once every stage has reported).
+        if (s.current && msg.iteration > s.current.iteration + 1)
+          throw new StageProtocolError(`stage ${stage}: ${msg.type} for iteration ${msg.iteration}, more than one ahead of the current ${s.current.iteration}`);
+        const cap = 2 * s.setup.shape.microbatches * s.setup.shape.chunks;
+        if (s.early.length >= cap)
+          throw new StageProtocolError(`stage ${stage}: ${msg.type} for iteration ${msg.iteration} before its start, with ${cap} arrivals (an iteration's worth) already waiting`);
         s.early.push(msg);
         return fx;
       }

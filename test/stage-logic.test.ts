@@ -49,6 +49,21 @@ describe('stage logic (pure transitions)', () => {
     assert.deepEqual(actions(stageStep(s, { type: 'start', iteration: 0 }, 1)), ['run F0']);
   });
 
+  it('refuses an out-of-shape or far-ahead arrival before its iteration starts, and keeps the valid ones', () => {
+    const s = stageOf(1, shape);
+    const protocol = (e: Error) => e.name === 'StageProtocolError';
+    assert.throws(() => stageStep(s, { type: 'input', iteration: 0, mb: 99, chunk: 0 }, 0), protocol);
+    stageStep(s, { type: 'input', iteration: 0, mb: 0, chunk: 0 }, 0);
+    stageStep(s, { type: 'input', iteration: 0, mb: 0, chunk: 0 }, 0); // a duplicate, caught at the replay
+    const fx = stageStep(s, { type: 'start', iteration: 0 }, 1);
+    assert.deepEqual(actions(fx), ['run F0']);
+    assert.equal(fx.filter((f) => f.type === 'event' && f.event.type === 'reject').length, 1);
+    assert.throws(() => stageStep(s, { type: 'grad', iteration: 2, mb: 0, chunk: 0 }, 2), (e: Error) => protocol(e) && /more than one ahead/.test(e.message));
+    // Arrivals for the next iteration wait, up to an iteration's worth.
+    for (let i = 0; i < 2 * shape.microbatches; i++) stageStep(s, { type: 'grad', iteration: 1, mb: i % 2, chunk: 0 }, 3);
+    assert.throws(() => stageStep(s, { type: 'grad', iteration: 1, mb: 0, chunk: 0 }, 3), (e: Error) => protocol(e) && /already waiting/.test(e.message));
+  });
+
   it('rejects duplicates, out-of-range microbatches and completions of tasks it is not running', () => {
     const s = stageOf(1, shape);
     stageStep(s, { type: 'start', iteration: 0 }, 0);
