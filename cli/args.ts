@@ -21,14 +21,21 @@ export type ParsedFlags = Record<string, string | number | boolean | string[] | 
 
 const camel = (s: string) => s.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 
-export function parseFlags(argv: readonly string[], specs: readonly FlagSpec[], command: string): { flags: ParsedFlags; positional: string[] } {
+/**
+ * Parse `argv` against `specs`. `-h` is `--help` where there is one. Arguments that are
+ * not flags are positional; more than `maxPositional` of them (default none) is an error,
+ * so a mistyped flag (`-stages 4`) or a stray value (`--json true`) is not silently dropped.
+ */
+export function parseFlags(argv: readonly string[], specs: readonly FlagSpec[], command: string, maxPositional = 0): { flags: ParsedFlags; positional: string[] } {
   const byName = new Map(specs.map((s) => [s.name, s]));
   const flags: ParsedFlags = {};
   const positional: string[] = [];
   for (const s of specs) if (s.default !== undefined) flags[camel(s.name)] = s.default;
   for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
+    const arg = argv[i] === '-h' && byName.has('help') ? '--help' : argv[i];
     if (!arg.startsWith('--')) {
+      if (positional.length >= maxPositional)
+        throw new UsageError(`${command}: unexpected argument ${JSON.stringify(arg)} (flags start with --; see \`baton ${command} --help\`)`);
       positional.push(arg);
       continue;
     }

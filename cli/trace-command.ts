@@ -17,12 +17,13 @@ const HELP_FLAG: FlagSpec = { name: 'help', type: 'bool', help: 'show this help'
 const GANTT_FLAGS: readonly FlagSpec[] = [
   { name: 'output', type: 'string', metavar: 'FILE.svg', help: 'where to write the SVG (also -o)' },
   { name: 'title', type: 'string', metavar: 'T', help: 'chart title (default: the policy and job from the trace)' },
-  { name: 'width', type: 'int', metavar: 'PX', help: 'chart width in pixels', default: 1200 },
+  { name: 'width', type: 'int', metavar: 'PX', help: 'chart width in pixels, at least 300', default: 1200 },
+  { name: 'json', type: 'bool', help: 'print what was written as JSON ({output, svg_bytes, tasks, stages, width})' },
   HELP_FLAG,
 ];
 const JSON_FLAGS: readonly FlagSpec[] = [{ name: 'json', type: 'bool', help: 'print JSON instead of text' }, HELP_FLAG];
 
-const GANTT_HELP = helpText('trace gantt', 'draw the pipeline Gantt chart of a trace as SVG', 'baton trace gantt FILE.json -o FILE.svg [--title T] [--width PX]', GANTT_FLAGS);
+const GANTT_HELP = helpText('trace gantt', 'draw the pipeline Gantt chart of a trace as SVG', 'baton trace gantt FILE.json -o FILE.svg [--title T] [--width PX] [--json]', GANTT_FLAGS);
 const CHECK_HELP = helpText('trace check', 'check a trace file against the Chrome Trace Event Format (exit 1 when invalid)', 'baton trace check FILE.json [--json]', JSON_FLAGS);
 const SUMMARY_HELP = helpText('trace summary', 'per stage: tasks, busy ms, wait ms, messages sent and received', 'baton trace summary FILE.json [--json]', JSON_FLAGS);
 
@@ -110,7 +111,7 @@ function stageCount(trace: LoadedTrace, events: readonly BatonEvent[]): number {
 }
 
 async function gantt(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags, positional } = parseFlags(argv.map((a) => (a === '-o' ? '--output' : a)), GANTT_FLAGS, 'trace gantt');
+  const { flags, positional } = parseFlags(argv.map((a) => (a === '-o' ? '--output' : a)), GANTT_FLAGS, 'trace gantt', Infinity);
   if (flags.help) {
     out(GANTT_HELP);
     return 0;
@@ -118,19 +119,23 @@ async function gantt(argv: readonly string[], out: (s: string) => void): Promise
   const file = onePositional(positional, 'gantt');
   const output = flags.output as string | undefined;
   if (!output) throw new UsageError('trace gantt: -o FILE.svg is required');
+  const width = flags.width as number;
+  if (width < 300) throw new UsageError(`trace gantt: --width must be at least 300 px, got ${width}`);
   const trace = loadTrace(file);
   const events = batonEventsFromTrace(trace);
   const config = (trace.metadata?.config ?? {}) as Record<string, unknown>;
   const title = (flags.title as string | undefined) ?? (trace.metadata?.title as string | undefined) ??
     [config.policy, trace.metadata?.job ? `job ${trace.metadata.job}` : undefined].filter(Boolean).join(' · ');
-  const svg = ganttSvg(events, { stages: stageCount(trace, events), title: title || undefined, width: flags.width as number });
+  const stages = stageCount(trace, events);
+  const svg = ganttSvg(events, { stages, title: title || undefined, width });
   fs.writeFileSync(output, svg);
-  out(`wrote ${output} (${events.filter((e) => e.type === 'task-start').length} tasks)`);
+  const tasks = events.filter((e) => e.type === 'task-start').length;
+  out(flags.json ? JSON.stringify({ output, svg_bytes: Buffer.byteLength(svg), tasks, stages, width }) : `wrote ${output} (${tasks} tasks)`);
   return 0;
 }
 
 async function check(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags, positional } = parseFlags(argv, JSON_FLAGS, 'trace check');
+  const { flags, positional } = parseFlags(argv, JSON_FLAGS, 'trace check', Infinity);
   if (flags.help) {
     out(CHECK_HELP);
     return 0;
@@ -146,7 +151,7 @@ async function check(argv: readonly string[], out: (s: string) => void): Promise
 }
 
 async function summary(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags, positional } = parseFlags(argv, JSON_FLAGS, 'trace summary');
+  const { flags, positional } = parseFlags(argv, JSON_FLAGS, 'trace summary', Infinity);
   if (flags.help) {
     out(SUMMARY_HELP);
     return 0;

@@ -76,6 +76,10 @@ describe('the baton command', function () {
       // Refused by the launcher itself, before it starts a nats-server or a stage process.
       [['run', '--profile', 'no-such-profile'], /^baton run: ProfileError: unknown profile/],
       [['run', '--policy', 'nope', '--stages', '2', '--microbatches', '2'], /^baton run: UnknownPolicyError/],
+      [['sim', '--stages', '2', 'stray'], /sim: unexpected argument "stray"/],
+      [['sim', '-microbatches', '4'], /sim: unexpected argument "-microbatches"/],
+      [['run', '--json', 'true'], /run: unexpected argument "true"/],
+      [['tap', '--job', 'j', 'extra'], /tap: unexpected argument "extra"/],
       [['run', '--nodes', '*'], /--nodes: node names match \[A-Za-z0-9_-\]\+/],
       [['run', '--nodes', 'a,b,a'], /--nodes names a node twice/],
     ];
@@ -93,9 +97,11 @@ describe('the baton command', function () {
     const top = await baton('--help');
     for (const c of ['sim', 'run', 'train', 'node', 'tap', 'trace']) {
       assert.match(top.out, new RegExp(`\\b${c}\\b`));
-      const r = await baton(c, '--help');
-      assert.equal(r.code, 0, c);
-      assert.match(r.out, /Usage:/, c);
+      for (const flag of ['--help', '-h']) {
+        const r = await baton(c, flag);
+        assert.equal(r.code, 0, `${c} ${flag}`);
+        assert.match(r.out, /Usage:/, `${c} ${flag}`);
+      }
     }
   });
 

@@ -89,6 +89,16 @@ describe('baton trace', () => {
     assert.equal(two.code, 2);
     assert.match(two.err, /expected one trace file/);
     assert.equal((await call('gantt', file, '-o', 'x.svg', '--width', 'wide')).code, 2);
+    const narrow = await call('gantt', file, '-o', 'x.svg', '--width', '100');
+    assert.equal(narrow.code, 2);
+    assert.match(narrow.err, /--width must be at least 300 px, got 100/);
+  });
+
+  it('says what gantt wrote as JSON with --json', async () => {
+    const svgFile = path.join(dir, 'json.svg');
+    const r = await call('gantt', file, '-o', svgFile, '--json');
+    assert.equal(r.code, 0, r.err);
+    assert.deepEqual(JSON.parse(r.out), { output: svgFile, svg_bytes: fs.statSync(svgFile).size, tasks: 36, stages: 3, width: 1200 });
   });
 
   it('summarizes tasks, busy and wait time and messages per stage', async () => {
