@@ -201,8 +201,9 @@ export function buildResult(p: ResultParts): JobResult {
   }
   const measuredRecords = p.records.slice(p.cfg.warmupIterations);
   const iterations = measuredRecords.map((r) => iterationStats(r, p.events, p.shape.stages, lowerBound(p.shape, r.iteration, measured).bound));
+  const measuredIterations = new Set(measuredRecords.map((r) => r.iteration));
   return {
     config: p.cfg, shape: p.shape, policy: p.policy, clock: p.clock, transport: p.transport, records: measuredRecords, iterations,
-    totals: totals(p.events, p.shape.stages), events: p.events, wallMs: performance.now() - p.wallStart,
+    totals: totals(p.events, p.shape.stages, (it) => measuredIterations.has(it)), events: p.events, wallMs: performance.now() - p.wallStart,
   };
 }

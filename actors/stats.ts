@@ -53,20 +53,26 @@ export function iterationStats(rec: IterationRecord, events: readonly BatonEvent
   };
 }
 
-export function totals(events: readonly BatonEvent[], stages: number): StageTotals {
+/**
+ * Tasks, messages, bytes and peak in-flight forwards of the iterations `measured` counts
+ * (the warm-up left out); rejections of the whole run, as a bad message belongs to none.
+ */
+export function totals(events: readonly BatonEvent[], stages: number, measured: (iteration: number) => boolean = () => true): StageTotals {
   const peak = new Array<number>(stages).fill(0);
   let tasks = 0;
   let messages = 0;
   let bytes = 0;
   let rejected = 0;
   for (const e of events) {
-    if (e.type === 'task-start') {
+    if (e.type === 'reject') rejected++;
+    else if (!measured(e.iteration)) continue;
+    else if (e.type === 'task-start') {
       tasks++;
       if (e.inflight > peak[e.stage]) peak[e.stage] = e.inflight;
     } else if (e.type === 'send') {
       messages++;
       bytes += e.bytes;
-    } else if (e.type === 'reject') rejected++;
+    }
   }
   return { peakInflight: peak, tasks, messages, bytes, rejected };
 }

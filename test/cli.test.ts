@@ -122,6 +122,17 @@ describe('the baton command', function () {
     assert.equal(code, 0);
   });
 
+  it('leaves the warm-up iteration out of run\'s tasks, messages and bytes, as out of its makespan', async () => {
+    const counts = async (...extra: string[]) => {
+      const r = await baton('run', '--transport', 'local', '--stages', '2', '--microbatches', '2', '--iterations', '2', '--json', ...extra);
+      assert.equal(r.code, 0, r.err);
+      const j = JSON.parse(r.out) as { tasks: number; messages: number; iterations: unknown[] };
+      return [j.tasks, j.messages, j.iterations.length];
+    };
+    assert.deepEqual(await counts(), [2 * 8, 2 * 4, 2]);
+    assert.deepEqual(await counts('--warmup-iterations', '0'), [2 * 8, 2 * 4, 2]);
+  });
+
   it('prints the resolved config', async () => {
     const r = await baton('sim', '--stages', '3', '--policy', 'fb', '--print-config');
     const cfg = JSON.parse(r.out);
