@@ -103,6 +103,8 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: Jo
     valBatches: positive(flags.valBatches, 'val-batches'),
   };
   if (!(train.lr > 0)) throw new UsageError(`train: --lr must be positive, got ${train.lr}`);
+  for (const [name, v] of [['warmup', train.warmup], ['seed', train.seed], ['jitter-seed', flags.jitterSeed], ['checkpoint-every', train.checkpointEvery]] as const)
+    if (!Number.isInteger(v) || (v as number) < 0) throw new UsageError(`train: --${name} must be an integer >= 0, got ${v}`);
   const mode = flags.mode as 'sync' | 'async';
   const M = positive(flags.microbatches, 'microbatches');
   if (mode === 'async' && (flags.checkpoint || flags.resume)) throw new UsageError('train: checkpoints are only written in synchronous mode');
@@ -135,6 +137,7 @@ export async function train(cfg: JobConfig, setup: TrainSetup, progress?: (line:
   const t = cfg.train!;
   const backend = (await loadBackend({ force: t.backend ?? undefined })).backend;
   const corpus = corpusFor(t);
+  corpus.checkFits(t.seq);
   const spec = modelSpecFor(t, corpus.vocabSize);
   const tokens = cfg.microbatches * tokensPerMicrobatch(t);
   let last: StageSnapshot[] | null = null;
@@ -190,7 +193,8 @@ export async function trainCommand(argv: readonly string[], out: (s: string) => 
   if (tty) process.stderr.write('\n');
   if (flags.json) {
     const { summary, ...rest } = r;
-    out(JSON.stringify({ ...rest, ...summary }));
+    // The job summary's seed is the jitter seed; the model's seed is --seed.
+    out(JSON.stringify({ ...rest, ...summary, seed: cfg.train!.seed, jitter_seed: summary.seed }));
     return 0;
   }
   out(`backend ${r.backend}; ${cfg.train!.model} on ${cfg.train!.data ?? 'the synthetic corpus'}; P=${cfg.stages} V=${cfg.chunks} M=${cfg.microbatches} policy ${cfg.policy}, ${r.summary.transport} (${r.summary.processes} process${r.summary.processes > 1 ? 'es' : ''})`);

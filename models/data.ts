@@ -73,6 +73,12 @@ export class Corpus {
     return s;
   }
 
+  /** Refuse, before any training starts, a corpus too short for one sample of `seq` ids (and their targets) in either split. */
+  checkFits(seq: number): void {
+    this.splitData('train', seq + 1);
+    this.splitData('val', seq + 1);
+  }
+
   private splitData(split: Split, need: number): Int32Array {
     const data = split === 'train' ? this.train : this.val;
     if (data.length < need) {

@@ -1,5 +1,7 @@
 import { strict as assert } from 'assert';
 import { execFileSync, spawn } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
 import { main } from '../cli/main';
 
@@ -19,6 +21,13 @@ function loadsTfjs(argv: string[]): boolean {
   const r = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })) as { code: number; tfjs: boolean };
   assert.equal(r.code, 0, `baton ${argv.join(' ')} exited with ${r.code}`);
   return r.tfjs;
+}
+
+/** A corpus file too short for one training sample. */
+function tinyCorpus(): string {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'baton-cli-')), 'tiny.txt');
+  fs.writeFileSync(file, 'ab\n');
+  return file;
 }
 
 async function baton(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
@@ -62,6 +71,7 @@ describe('the baton command', function () {
   });
 
   it('refuses bad arguments with a clear error and exit code 2', async () => {
+    const tiny = tinyCorpus();
     const cases: [string[], RegExp][] = [
       [['sim', '--stages', 'x'], /--stages must be an integer, got "x"/],
       [['sim', '--stages', '0'], /--stages must be a positive integer/],
@@ -72,6 +82,9 @@ describe('the baton command', function () {
       [['sim', '--profile', 'no-such-profile'], /unknown profile/],
       [['sim', '--microbatches'], /needs a value/],
       [['train', '--model', 'rnn'], /--model must be one of gpt, mlp/],
+      [['train', '--warmup', '-5'], /--warmup must be an integer >= 0, got -5/],
+      [['train', '--seed', '-1'], /--seed must be an integer >= 0, got -1/],
+      [['train', '--model', 'mlp', '--data', tiny], /the train split has \d+ characters, a sample needs 65/],
       [['run', '--transport', 'local', '--nodes', 'a'], /need --transport nats/],
       // Refused by the launcher itself, before it starts a nats-server or a stage process.
       [['run', '--profile', 'no-such-profile'], /^baton run: ProfileError: unknown profile/],
@@ -88,6 +101,7 @@ describe('the baton command', function () {
       assert.equal(r.code, 2, `${argv.join(' ')}: exit ${r.code}, stderr ${r.err}`);
       assert.match(r.err, re, argv.join(' '));
     }
+    fs.rmSync(path.dirname(tiny), { recursive: true, force: true });
     const unknown = await baton('frobnicate');
     assert.equal(unknown.code, 2);
     assert.match(unknown.err, /unknown command "frobnicate"/);
@@ -120,6 +134,14 @@ describe('the baton command', function () {
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     assert.equal(err, '');
     assert.equal(code, 0);
+  });
+
+  it('reports the model seed as seed and the jitter seed as jitter_seed in train --json', async () => {
+    const r = await baton('train', '--model', 'mlp', '--stages', '1', '--microbatches', '1', '--microbatch-size', '2', '--layers', '1', '--width', '8',
+      '--iterations', '1', '--val-batches', '1', '--seed', '7', '--jitter-seed', '3', '--json');
+    assert.equal(r.code, 0, r.err);
+    const j = JSON.parse(r.out) as { seed: number; jitter_seed: number };
+    assert.deepEqual([j.seed, j.jitter_seed], [7, 3]);
   });
 
   it('leaves the warm-up iteration out of run\'s tasks, messages and bytes, as out of its makespan', async () => {
