@@ -46,10 +46,36 @@ export function readCheckpointMeta(dir: string): CheckpointMeta {
   } catch (err) {
     throw new CheckpointError(`no checkpoint in ${JSON.stringify(dir)}: cannot read meta.json (${(err as Error).message})`, { cause: err });
   }
-  const m = JSON.parse(raw) as CheckpointMeta;
+  let m: CheckpointMeta;
+  try {
+    m = JSON.parse(raw) as CheckpointMeta;
+  } catch (err) {
+    throw new CheckpointError(`${metaPath(dir)}: not valid JSON (${(err as Error).message.replace(/\s*\n\s*/g, ' ')})`, { cause: err });
+  }
+  if (typeof m !== 'object' || m === null) throw new CheckpointError(`${metaPath(dir)}: not a checkpoint description`);
   if (!Number.isInteger(m.nextIteration) || m.nextIteration < 0 || typeof m.checksum !== 'string')
     throw new CheckpointError(`${metaPath(dir)}: malformed (nextIteration ${JSON.stringify(m.nextIteration)})`);
   return m;
+}
+
+/** The settings that shape the parameters a checkpoint holds, as its stages saved them. */
+const SHAPING = ['model', 'data', 'seq', 'layers', 'width', 'heads'] as const;
+
+/**
+ * Refuse to resume `dir` into a run laid out or shaped differently (stages, chunks, model,
+ * corpus, sizes), naming each difference: otherwise a stage finds a parameter of another
+ * size and the run fails with a misleading "lacks parameter".
+ */
+export function checkResumable(dir: string, meta: CheckpointMeta, want: { stages: number; chunks: number; train: Record<(typeof SHAPING)[number], unknown> }): void {
+  const saved = (meta.config ?? {}) as { train?: Record<string, unknown> };
+  const diffs: string[] = [];
+  if (meta.stages !== want.stages) diffs.push(`stages ${meta.stages} (asked ${want.stages})`);
+  if (meta.chunks !== want.chunks) diffs.push(`chunks ${meta.chunks} (asked ${want.chunks})`);
+  for (const k of SHAPING) {
+    const had = saved.train?.[k];
+    if (had !== undefined && had !== want.train[k]) diffs.push(`${k} ${JSON.stringify(had)} (asked ${JSON.stringify(want.train[k])})`);
+  }
+  if (diffs.length > 0) throw new CheckpointError(`cannot resume ${JSON.stringify(dir)} with these settings: it was saved with ${diffs.join(', ')}`);
 }
 
 function asFloat32(v: unknown, where: string): Float32Array {

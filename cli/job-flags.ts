@@ -9,7 +9,7 @@ export const JOB_FLAGS: readonly FlagSpec[] = [
   { name: 'microbatches', type: 'int', metavar: 'M', help: 'microbatches per iteration', default: DEFAULTS.microbatches },
   { name: 'chunks', type: 'int', metavar: 'V', help: 'model chunks per stage (interleaved virtual stages)', default: DEFAULTS.chunks },
   { name: 'policy', type: 'string', metavar: 'NAME', help: 'hint order (bf fb b-priority f-priority bfw), binding schedule (gpipe 1f1b interleaved-1f1b zb-h1), hint:<schedule>, or a policy module path', default: DEFAULTS.policy },
-  { name: 'profile', type: 'string', metavar: 'NAME|FILE', help: 'workload profile: uniform, llm, multimodal or a JSON file', default: DEFAULTS.profile },
+  { name: 'profile', type: 'string', metavar: 'NAME|FILE', help: 'workload profile: uniform, llm, multimodal, train or a JSON file', default: DEFAULTS.profile },
   { name: 'jitter', type: 'string', help: 'duration jitter', choices: JITTER_MODES, default: DEFAULTS.jitter },
   { name: 'jitter-scale', type: 'number', metavar: 'X', help: 'multiply the jitter spreads by X', default: DEFAULTS.jitterScale },
   { name: 'buffer-limit', type: 'int', metavar: 'N', help: 'in-flight forwards per stage before backward-only drain', default: DEFAULTS.bufferLimit },

@@ -11,7 +11,7 @@ type Command = { summary: string; load: () => CommandRun };
 const COMMANDS: Record<string, Command> = {
   sim: { summary: 'simulate a pipeline on the virtual clock (same actors, emulated compute)', load: () => (require('./sim') as typeof import('./sim')).simCommand },
   run: { summary: 'run a pipeline on the real clock over NATS (one process per stage) or in one process', load: () => (require('./run') as typeof import('./run')).runCommand },
-  train: { summary: 'train a model with a synchronous pipeline (real compute, TensorFlow.js)', load: () => (require('./train') as typeof import('./train')).trainCommand },
+  train: { summary: 'train a model with a pipeline, synchronous or asynchronous (real compute, TensorFlow.js)', load: () => (require('./train') as typeof import('./train')).trainCommand },
   node: { summary: 'start a node agent that hosts stage actors for jobs over NATS', load: () => (require('./node-command') as typeof import('./node-command')).nodeCommand },
   trace: { summary: 'inspect a trace file: gantt (SVG chart), check (schema), summary', load: () => (require('./trace-command') as typeof import('./trace-command')).traceCommand },
   tap: { summary: 'print the live decoded message flows of a job (like nats sub)', load: () => (require('./tap') as typeof import('./tap')).tapCommand },

@@ -199,6 +199,8 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     return 0;
   }
   const policies = (flags.compare as string[] | undefined) ?? [cfg.policy];
+  // Every policy of a comparison is checked before the first one runs.
+  for (const policy of policies) checkJob({ ...cfg, policy }, { profileHere: !setup.nodes });
   const outcomes: RunOutcome[] = [];
   for (const policy of policies) outcomes.push(await runOnce({ ...cfg, policy, job: policies.length > 1 ? `${cfg.job}-${outcomes.length}` : cfg.job }, setup));
   const written = writeTraceFiles(outcomes[0].result, flags.trace as string | undefined, flags.gantt as string | undefined);

@@ -42,6 +42,9 @@ interface LoadedTrace {
   metadata?: Record<string, unknown>;
 }
 
+/** JSON.parse's message quotes the text it choked on, newlines and all: one line of it. */
+const oneLine = (s: string) => s.replace(/\s*\n\s*/g, ' ');
+
 function readJson(file: string): unknown {
   let text: string;
   try {
@@ -52,7 +55,7 @@ function readJson(file: string): unknown {
   try {
     return JSON.parse(text);
   } catch (e) {
-    throw new TraceFileError(`${file} is not JSON: ${(e as Error).message}`);
+    throw new TraceFileError(`${file} is not JSON: ${oneLine((e as Error).message)}`);
   }
 }
 

@@ -1,11 +1,11 @@
-// `baton train`: synchronous pipeline training with real compute (TensorFlow.js).
+// `baton train`: pipeline training with real compute (TensorFlow.js), synchronous or asynchronous.
 // The stages train their slices of the model on tensors that travel in the messages;
 // this launcher collects losses, the final parameters (for the checksum and the
 // validation loss) and writes checkpoints from the stages' reports.
 
 import { resolveConfig, JobConfig } from '../actors/config';
 import { IterationRecord } from '../actors/coordinator';
-import { readCheckpointMeta, writeCheckpoint } from '../actors/checkpoint';
+import { checkResumable, readCheckpointMeta, writeCheckpoint } from '../actors/checkpoint';
 import { runJob, summarize } from '../actors/job';
 import { ASYNC_DEFAULTS, CONSISTENCY_POLICIES, ConsistencyName } from '../actors/param-store';
 import { StageSnapshot } from '../actors/training-compute';
@@ -53,9 +53,9 @@ const TRAIN_FLAGS: readonly FlagSpec[] = [
   { name: 'help', type: 'bool', help: 'show this help' },
 ];
 
-export const TRAIN_HELP = helpText('train', 'train a model with a synchronous pipeline (real compute, TensorFlow.js)',
-  'baton train --model gpt|mlp [--data FILE] --stages P [--chunks V] --microbatches M [--microbatch-size B] [--seq S] [--layers L] ' +
-  '[--width D] --iterations N [--policy NAME] [--transport local|nats] [--jitter none|paper] [--checkpoint DIR] [--seed S] [--jitter-seed S] ' +
+export const TRAIN_HELP = helpText('train', 'train a model with a pipeline, synchronous or asynchronous (real compute, TensorFlow.js)',
+  'baton train [--model gpt|mlp] [--data FILE] [--stages P] [--chunks V] [--microbatches M] [--microbatch-size B] [--seq S] [--layers L] ' +
+  '[--width D] [--iterations N] [--policy NAME] [--transport local|nats] [--jitter none|paper] [--checkpoint DIR] [--seed S] [--jitter-seed S] ' +
   '[--mode sync|async] [--consistency none|stash|pipemare|predict|fresco] [--alpha A] [--json]', TRAIN_FLAGS);
 
 export interface TrainOutcome {
@@ -80,7 +80,12 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: Jo
   let start = 0;
   if (flags.resume) {
     if (!flags.checkpoint) throw new UsageError('train: --resume needs --checkpoint DIR');
-    start = readCheckpointMeta(String(flags.checkpoint)).nextIteration;
+    const meta = readCheckpointMeta(String(flags.checkpoint));
+    checkResumable(String(flags.checkpoint), meta, {
+      stages: flags.stages as number, chunks: flags.chunks as number,
+      train: { model: flags.model, data: (flags.data as string | undefined) ?? null, seq: flags.seq, layers: flags.layers, width: flags.width, heads: flags.heads },
+    });
+    start = meta.nextIteration;
     if (start >= total) throw new UsageError(`train: the checkpoint is at iteration ${start}, nothing left of --iterations ${total}`);
   }
   const train: TrainConfig = {

@@ -92,7 +92,8 @@ export function loadProfile(nameOrPath: string): WorkloadProfile {
   try {
     json = JSON.parse(text);
   } catch (cause) {
-    throw new ProfileError(`${file}: not valid JSON: ${(cause as Error).message}`, { cause });
+    // One line: JSON.parse's message quotes the file's text, newlines and all.
+    throw new ProfileError(`${file}: not valid JSON: ${(cause as Error).message.replace(/\s*\n\s*/g, ' ')}`, { cause });
   }
   return parseProfile(json, file, path.basename(file, '.json'));
 }

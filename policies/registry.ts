@@ -67,7 +67,8 @@ function loadModule(name: string): HintPolicy {
   try {
     mod = require(file);
   } catch (err) {
-    throw new PolicyModuleError(name, `cannot load ${file}: ${(err as Error).message}`, { cause: err });
+    // Node's message goes on with the require stack, line by line: keep its first line.
+    throw new PolicyModuleError(name, `cannot load ${file}: ${(err as Error).message.split('\n')[0]}`, { cause: err });
   }
   const candidate = mod?.default ?? mod?.policy;
   if (candidate === undefined) throw new PolicyModuleError(name, `exports neither 'default' nor 'policy'`);

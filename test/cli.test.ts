@@ -93,6 +93,7 @@ describe('the baton command', function () {
       [['sim', '-microbatches', '4'], /sim: unexpected argument "-microbatches"/],
       [['run', '--json', 'true'], /run: unexpected argument "true"/],
       [['tap', '--job', 'j', 'extra'], /tap: unexpected argument "extra"/],
+      [['run', '--compare', 'bf,bogus', '--stages', '2', '--microbatches', '2'], /^baton run: UnknownPolicyError: unknown policy "bogus"/],
       [['run', '--nodes', '*'], /--nodes: node names match \[A-Za-z0-9_-\]\+/],
       [['run', '--nodes', 'a,b,a'], /--nodes names a node twice/],
     ];
@@ -102,6 +103,9 @@ describe('the baton command', function () {
       assert.match(r.err, re, argv.join(' '));
     }
     fs.rmSync(path.dirname(tiny), { recursive: true, force: true });
+    const missingModule = await baton('sim', '--policy', './no-such-policy.js');
+    assert.equal(missingModule.code, 2);
+    assert.equal(missingModule.err.trim().split('\n').length, 1, `one line: ${missingModule.err}`);
     const unknown = await baton('frobnicate');
     assert.equal(unknown.code, 2);
     assert.match(unknown.err, /unknown command "frobnicate"/);

@@ -66,6 +66,8 @@ describe('baton trace', () => {
     const junk = await call('summary', notJson);
     assert.equal(junk.code, 1);
     assert.match(junk.err, /junk\.json is not JSON/);
+    fs.writeFileSync(notJson, 'not json {\n  "a": 1\n');
+    assert.equal((await call('summary', notJson)).err.trim().split('\n').length, 1, 'the error is one line');
   });
 
   it('draws the Gantt chart with the policy from the trace as the title', async () => {

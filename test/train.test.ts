@@ -8,7 +8,7 @@ import { runJob } from '../actors/job';
 import { loadBackend } from '../models/backend';
 import { paramChecksum, trainReference } from '../models/reference-train';
 import { TRAIN_DEFAULTS, TrainConfig, corpusFor, modelSpecFor } from '../models/train-config';
-import { readCheckpointMeta, resumeSnapshot } from '../actors/checkpoint';
+import { checkResumable, readCheckpointMeta, resumeSnapshot } from '../actors/checkpoint';
 import { ASYNC_DEFAULTS } from '../actors/param-store';
 import { natsServerForSuite } from './nats-server-fixture';
 
@@ -92,6 +92,20 @@ describe('synchronous pipeline training with real compute', function () {
     const resumed = await train(job({ ...withCk, startIteration: 2 }, 2, 1, 'bf', 0, { iterations: 2, firstIteration: 2 }), local);
     assert.equal(resumed.start_iteration, 2);
     assert.equal(resumed.param_checksum, full.param_checksum);
+  });
+
+  it('refuses to resume a checkpoint into other stages or model sizes, naming them, and a corrupt meta.json, naming it', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-resume-'));
+    const t = tiny('mlp', { totalIterations: 1, checkpoint: dir });
+    await train(job(t, 2, 1, 'bf', 0, { iterations: 1 }), local);
+    const meta = readCheckpointMeta(dir);
+    const same = { model: t.model, data: t.data, seq: t.seq, layers: t.layers, width: t.width, heads: t.heads };
+    checkResumable(dir, meta, { stages: 2, chunks: 1, train: same });
+    assert.throws(() => checkResumable(dir, meta, { stages: 1, chunks: 1, train: { ...same, width: t.width * 2 } }),
+      (e: Error) => e.name === 'CheckpointError' && /saved with stages 2 \(asked 1\), width \d+ \(asked \d+\)/.test(e.message));
+    fs.writeFileSync(path.join(dir, 'meta.json'), '{bad');
+    assert.throws(() => readCheckpointMeta(dir), (e: Error) => e.name === 'CheckpointError' && /meta\.json: not valid JSON/.test(e.message));
+    fs.rmSync(dir, { recursive: true, force: true });
   });
 
   describe('over NATS with one process per stage', () => {
