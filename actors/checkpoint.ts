@@ -59,12 +59,13 @@ export function readCheckpointMeta(dir: string): CheckpointMeta {
 }
 
 /** The settings that shape the parameters a checkpoint holds, as its stages saved them. */
-const SHAPING = ['model', 'data', 'seq', 'layers', 'width', 'heads'] as const;
+const SHAPING = ['model', 'seq', 'layers', 'width', 'heads'] as const;
 
 /**
  * Refuse to resume `dir` into a run laid out or shaped differently (stages, chunks, model,
- * corpus, sizes), naming each difference: otherwise a stage finds a parameter of another
- * size and the run fails with a misleading "lacks parameter".
+ * sizes), naming each difference, before any stage loads it. The corpus is not compared:
+ * the same file may be named by another path (a vocabulary of another size is caught by
+ * the stage, parameter by parameter).
  */
 export function checkResumable(dir: string, meta: CheckpointMeta, want: { stages: number; chunks: number; train: Record<(typeof SHAPING)[number], unknown> }): void {
   const saved = (meta.config ?? {}) as { train?: Record<string, unknown> };

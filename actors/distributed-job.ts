@@ -40,8 +40,17 @@ type Reply = Record<string, unknown> & { verb: string; name: string };
 class ReplyBox {
   readonly queue: Reply[] = [];
   private waiters: (() => void)[] = [];
+  private closed = false;
   push(r: Reply): void {
     this.queue.push(r);
+    this.wake();
+  }
+  /** End every wait (the job is over): a wait that lost a race must not keep the process alive. */
+  close(): void {
+    this.closed = true;
+    this.wake();
+  }
+  private wake(): void {
     const w = this.waiters;
     this.waiters = [];
     for (const f of w) f();
@@ -50,6 +59,7 @@ class ReplyBox {
   async waitFor(pred: (rs: Reply[]) => boolean, timeoutMs: number, what: () => string): Promise<Reply[]> {
     const deadline = Date.now() + timeoutMs;
     while (!pred(this.queue)) {
+      if (this.closed) throw new JobError(`gave up waiting for ${what()}: the job ended`);
       const left = deadline - Date.now();
       if (left <= 0) throw new JobError(`timed out after ${timeoutMs} ms waiting for ${what()}`);
       await new Promise<void>((resolve) => {
@@ -64,9 +74,10 @@ class ReplyBox {
   }
 }
 
-async function pollUntil(pred: () => boolean, timeoutMs: number): Promise<void> {
+async function pollUntil(pred: () => boolean, timeoutMs: number, over: () => boolean): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!pred()) {
+    if (over()) throw new JobError('gave up polling: the job ended');
     if (Date.now() > deadline) throw new JobError(`timed out after ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 20));
   }
@@ -133,6 +144,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
   const blocks = assignStages(shape.stages, o.nodes.length);
   const used = o.nodes.slice(0, blocks.length);
   let completed = false;
+  let over = false;
   try {
     // Nodes we spawned announce themselves when they start; running ones answer a ping.
     await bus.flush();
@@ -181,7 +193,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     if (coordinator.rejects.length > 0) throw new JobError(`coordinator rejected messages: ${coordinator.rejects.slice(0, 5).join('; ')}`);
 
     used.forEach((n) => request(n, { verb: 'finish', job: cfg.job }));
-    const done = await replies.waitFor((rs) => used.every((n) => rs.some((r) => r.name === n && r.verb === 'finished')), timeout, () => 'nodes to finish');
+    const done = await Promise.race([nodeFailure, replies.waitFor((rs) => used.every((n) => rs.some((r) => r.name === n && r.verb === 'finished')), timeout, () => 'nodes to finish')]);
     const expected = new Map<number, number>();
     const failures: string[] = [];
     for (const r of done.filter((x) => x.verb === 'finished')) {
@@ -189,15 +201,18 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       failures.push(...((r.failures as string[]) ?? []));
     }
     if (failures.length > 0) throw new JobError(`actor failures on the nodes: ${failures.slice(0, 5).join('; ')}`);
-    await pollUntil(() => [...expected].every(([s, n]) => (received.get(s) ?? 0) >= n), timeout).catch(() => {
+    await Promise.race([nodeFailure, pollUntil(() => [...expected].every(([s, n]) => (received.get(s) ?? 0) >= n), timeout, () => over).catch(() => {
       throw new JobError(`trace incomplete: expected ${JSON.stringify(Object.fromEntries(expected))} events per stage, received ${JSON.stringify(Object.fromEntries(received))}`);
-    });
+    })]);
     if (traceRejects.length > 0) throw new JobError(`malformed trace batches: ${traceRejects.slice(0, 3).join('; ')}`);
     events.sort((a, b) => a.t - b.t);
     const result = buildResult({ cfg, shape, policy, records: records as unknown as IterationRecord[], events, clock: 'real', transport: bus.kind, wallStart, validate: true, sharedClock: false });
     completed = true;
     return { ...result, nodes: used.map((n, i) => ({ name: n, pid: pidOf.get(n) ?? -1, stages: blocks[i] })) };
   } finally {
+    over = true;
+    replies.close();
+    hellos.close();
     if (!completed) used.forEach((n) => request(n, { verb: 'abort', job: cfg.job }));
     for (const s of subs) s.unsubscribe();
     runtime.shutdown();

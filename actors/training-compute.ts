@@ -261,7 +261,8 @@ export class TrainingCompute implements StageCompute {
     this.chunks.forEach((c, ci) => {
       c.module.params().forEach((v, i) => {
         const p = s.params[c.names[i]];
-        if (!p || p.length !== v.size) throw new TrainingComputeError(`stage ${this.stage}: checkpoint lacks parameter ${c.names[i]} (${v.size} values)`);
+        if (!p) throw new TrainingComputeError(`stage ${this.stage}: checkpoint lacks parameter ${c.names[i]} (${v.size} values)`);
+        if (p.length !== v.size) throw new TrainingComputeError(`stage ${this.stage}: checkpoint parameter ${c.names[i]} has ${p.length} values, this model's has ${v.size} (another corpus vocabulary or model size?)`);
         v.assign(tf.tensor(Float32Array.from(p), v.shape, 'float32'));
       });
       const st = s.optimizer[ci];

@@ -3,7 +3,6 @@
 // node agents a user started (`--nodes`).
 
 import { ChildProcess, spawn } from 'child_process';
-import * as os from 'os';
 import * as path from 'path';
 import { JobConfig } from '../actors/config';
 import { IterationRecord } from '../actors/coordinator';
@@ -13,7 +12,7 @@ import { JobError, checkJob } from '../actors/wire-stage';
 import { NODE_NAME_RE } from '../actors/node';
 import { NatsBus } from '../transport/nats-bus';
 import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
-import { onProcessEnd } from '../transport/process-cleanup';
+import { endBySignal, onProcessEnd } from '../transport/process-cleanup';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { formatTable } from './table';
@@ -163,11 +162,7 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     if (server) await server.stop();
     interrupts?.dispose();
     const sig = interrupts?.signal();
-    if (sig) {
-      // The conventional status, should the signal be ignored (as in a background job of a script).
-      process.exitCode = 128 + os.constants.signals[sig];
-      process.kill(process.pid, sig);
-    }
+    if (sig) endBySignal(sig);
   }
 }
 

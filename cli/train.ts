@@ -83,7 +83,7 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: Jo
     const meta = readCheckpointMeta(String(flags.checkpoint));
     checkResumable(String(flags.checkpoint), meta, {
       stages: flags.stages as number, chunks: flags.chunks as number,
-      train: { model: flags.model, data: (flags.data as string | undefined) ?? null, seq: flags.seq, layers: flags.layers, width: flags.width, heads: flags.heads },
+      train: { model: flags.model, seq: flags.seq, layers: flags.layers, width: flags.width, heads: flags.heads },
     });
     start = meta.nextIteration;
     if (start >= total) throw new UsageError(`train: the checkpoint is at iteration ${start}, nothing left of --iterations ${total}`);

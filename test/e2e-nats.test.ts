@@ -7,6 +7,7 @@ import { runDistributed } from '../actors/distributed-job';
 import { summarize } from '../actors/job';
 import { runOnce } from '../cli/run';
 import { tapLine } from '../cli/tap';
+import { decodeValue } from '../transport/codec';
 import { NatsBus } from '../transport/nats-bus';
 import { startNatsServer } from '../transport/nats-server';
 import { natsServerForSuite } from './nats-server-fixture';
@@ -134,6 +135,7 @@ async function waitUntil(pred: () => boolean, ms: number, what: string): Promise
 
 describe('baton run, when its job is cut short', function () {
   this.timeout(60_000);
+  const server = natsServerForSuite();
 
   /** A long `baton run` (its own nats-server, one process per stage) and its stage pids, once they run. */
   async function longRun(job: string) {
@@ -158,6 +160,44 @@ describe('baton run, when its job is cut short', function () {
       await waitUntil(() => run.stages.every((p) => !isAlive(p)) && !isAlive(servers[0]), 10_000, 'the stage processes and the server to end');
     });
   }
+
+  it('ends at once when a stage process dies while the job is being set up', async () => {
+    const job = `cut-early-${process.pid}`;
+    const launcher = spawn(process.execPath, [CLI, 'run', '--job', job, '--stages', '3', '--microbatches', '8', '--iterations', '3', '--json'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    launcher.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    const exit = new Promise<number | null>((resolve) => launcher.once('exit', (code) => resolve(code)));
+    await waitUntil(() => pidsWith('node', '--name', `${job}-stage1`).length === 1, 20_000, 'stage process 1');
+    const t0 = Date.now();
+    process.kill(pidsWith('node', '--name', `${job}-stage1`)[0], 'SIGKILL');
+    assert.equal(await exit, 1);
+    assert.ok(Date.now() - t0 < 8_000, `the launcher ended ${Date.now() - t0} ms after the kill`);
+    assert.match(err, new RegExp(`stage process ${job}-stage1 .* ended during the job`));
+  });
+
+  it('ends promptly when signalled while it collects the nodes\' final reports', async () => {
+    const job = `cut-finish-${process.pid}`;
+    const watcher = await NatsBus.connect(server().url);
+    const launcher = spawn(process.execPath, [CLI, 'run', '--nats', server().url, '--job', job, '--stages', '3', '--microbatches', '4', '--iterations', '2', '--json'], { stdio: 'ignore' });
+    const exit = new Promise<string | null>((resolve) => launcher.once('exit', (_code, signal) => resolve(signal)));
+    let signalledAt = 0;
+    watcher.subscribe('baton._nodes.>', (_s, d) => {
+      try {
+        if (!signalledAt && (decodeValue(d) as { verb?: string }).verb === 'finish') {
+          signalledAt = Date.now();
+          launcher.kill('SIGTERM');
+        }
+      } catch { /* not a request */ }
+    });
+    await watcher.flush();
+    try {
+      assert.equal(await exit, 'SIGTERM');
+      assert.ok(signalledAt > 0, 'the launcher reached the finish requests');
+      assert.ok(Date.now() - signalledAt < 8_000, `ended ${Date.now() - signalledAt} ms after the signal`);
+    } finally {
+      await watcher.close();
+    }
+  });
 
   it('fails at once, naming it, when a stage process dies', async () => {
     const job = `cut-kill-${process.pid}`;

@@ -99,7 +99,7 @@ describe('synchronous pipeline training with real compute', function () {
     const t = tiny('mlp', { totalIterations: 1, checkpoint: dir });
     await train(job(t, 2, 1, 'bf', 0, { iterations: 1 }), local);
     const meta = readCheckpointMeta(dir);
-    const same = { model: t.model, data: t.data, seq: t.seq, layers: t.layers, width: t.width, heads: t.heads };
+    const same = { model: t.model, seq: t.seq, layers: t.layers, width: t.width, heads: t.heads };
     checkResumable(dir, meta, { stages: 2, chunks: 1, train: same });
     assert.throws(() => checkResumable(dir, meta, { stages: 1, chunks: 1, train: { ...same, width: t.width * 2 } }),
       (e: Error) => e.name === 'CheckpointError' && /saved with stages 2 \(asked 1\), width \d+ \(asked \d+\)/.test(e.message));
