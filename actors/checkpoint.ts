@@ -5,6 +5,7 @@
 
 import * as fs from 'fs';
 import * as path from 'path';
+import { jsonErrorLine } from '../models/json-error';
 import { TrainConfig } from '../models/train-config';
 import { decodeValue, encodeValue } from '../transport/codec';
 import { StageSnapshot } from './training-compute';
@@ -50,7 +51,7 @@ export function readCheckpointMeta(dir: string): CheckpointMeta {
   try {
     m = JSON.parse(raw) as CheckpointMeta;
   } catch (err) {
-    throw new CheckpointError(`${metaPath(dir)}: not valid JSON (${(err as Error).message.replace(/\s*\n\s*/g, ' ')})`, { cause: err });
+    throw new CheckpointError(`${metaPath(dir)}: not valid JSON (${jsonErrorLine(err)})`, { cause: err });
   }
   if (typeof m !== 'object' || m === null) throw new CheckpointError(`${metaPath(dir)}: not a checkpoint description`);
   if (!Number.isInteger(m.nextIteration) || m.nextIteration < 0 || typeof m.checksum !== 'string')

@@ -55,14 +55,12 @@ export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg>
   const begin = async (s: CoordinatorState): Promise<void> => {
     s.start = clock.now();
     s.reports = new Array(stages).fill(null);
-    const iteration = s.iteration;
+    const base = { v: ENVELOPE_VERSION, job, iteration: s.iteration, src: -1, sentAt: s.start, tensors: [] };
     const control = (st: number): void => bus.publish(subject(job, 'control', st), encodeEnvelope({
-      v: ENVELOPE_VERSION, job, iteration, src: -1, sentAt: s.start, tensors: [],
-      kind: 'control', mb: -1, chunk: -1, dir: 'control', dst: st, seq: s.seq++, bytes: 0, body: { verb: 'start' },
+      ...base, kind: 'control', mb: -1, chunk: -1, dir: 'control', dst: st, seq: s.seq++, bytes: 0, body: { verb: 'start' },
     }));
     const data = (mb: number): void => bus.publish(subject(job, 'data', 0), encodeEnvelope({
-      v: ENVELOPE_VERSION, job, iteration, src: -1, sentAt: s.start, tensors: [],
-      kind: 'data', mb, chunk: 0, dir: 'forward', dst: 0, seq: s.seq++, bytes: w.dataBytes ?? 0,
+      ...base, kind: 'data', mb, chunk: 0, dir: 'forward', dst: 0, seq: s.seq++, bytes: w.dataBytes ?? 0,
     }));
     // Stage 0 can start on its start message and the first microbatch: send those on
     // their own, before encoding the rest (the other stages need theirs only later).

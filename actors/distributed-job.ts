@@ -116,6 +116,8 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
   const nodeFailure = new Promise<never>((_, reject) => (nodeFailed = reject));
   nodeFailure.catch(() => {});
   o.stop?.catch((e: Error) => nodeFailed(e));
+  /** `p`, unless the job fails first. */
+  const unlessFailed = <T>(p: Promise<T>): Promise<T> => Promise.race([nodeFailure, p]);
   subs.push(bus.subscribe(replySubject, (_s, d) => {
     const r = decodeReply(d);
     if (!r) return;
@@ -153,17 +155,17 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     let seen: Reply[];
     try {
       used.forEach((n) => request(n, { verb: 'ping' }));
-      seen = await Promise.race([nodeFailure, hellos.waitFor(
+      seen = await unlessFailed(hellos.waitFor(
         (rs) => used.every((n) => rs.some((r) => r.name === n)), timeout,
-        () => `node agents ${used.filter((n) => !hellos.queue.some((r) => r.name === n)).join(', ')} to announce themselves`)]);
+        () => `node agents ${used.filter((n) => !hellos.queue.some((r) => r.name === n)).join(', ')} to announce themselves`));
     } finally {
       clearInterval(pinger);
     }
     const pidOf = new Map(seen.map((r) => [r.name, Number(r.pid)]));
     used.forEach((n, i) => request(n, { verb: 'host', config: cfg, stages: blocks[i] }));
-    const hosted = await Promise.race([nodeFailure, replies.waitFor(
+    const hosted = await unlessFailed(replies.waitFor(
       (rs) => rs.some((r) => r.verb === 'error') || used.every((n) => rs.some((r) => r.name === n && r.verb === 'hosting')), timeout,
-      () => `nodes to host job ${cfg.job}`)]);
+      () => `nodes to host job ${cfg.job}`));
     const failed = hosted.find((r) => r.verb === 'error');
     if (failed) throw new JobError(`node ${failed.name} refused to host: ${failed.message}`);
     // The stages' new subscriptions must reach every server of a cluster before traffic starts.
@@ -180,7 +182,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     });
     await bus.flush();
     coordinator.begin();
-    await waitWithWatchdog(Promise.race([finished, nodeFailure]), () => events.length, cfg.stallTimeoutMs, async () => {
+    await waitWithWatchdog(unlessFailed(finished), () => events.length, cfg.stallTimeoutMs, async () => {
       used.forEach((n) => request(n, { verb: 'status', job: cfg.job }));
       const answered = (rs: Reply[]) => used.filter((n) => rs.some((r) => r.name === n && r.verb === 'status'));
       const st = await replies.waitFor((rs) => answered(rs).length === used.length, 5000, () => 'stage statuses').catch(() => replies.queue);
@@ -193,7 +195,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     if (coordinator.rejects.length > 0) throw new JobError(`coordinator rejected messages: ${coordinator.rejects.slice(0, 5).join('; ')}`);
 
     used.forEach((n) => request(n, { verb: 'finish', job: cfg.job }));
-    const done = await Promise.race([nodeFailure, replies.waitFor((rs) => used.every((n) => rs.some((r) => r.name === n && r.verb === 'finished')), timeout, () => 'nodes to finish')]);
+    const done = await unlessFailed(replies.waitFor((rs) => used.every((n) => rs.some((r) => r.name === n && r.verb === 'finished')), timeout, () => 'nodes to finish'));
     const expected = new Map<number, number>();
     const failures: string[] = [];
     for (const r of done.filter((x) => x.verb === 'finished')) {
@@ -201,9 +203,9 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       failures.push(...((r.failures as string[]) ?? []));
     }
     if (failures.length > 0) throw new JobError(`actor failures on the nodes: ${failures.slice(0, 5).join('; ')}`);
-    await Promise.race([nodeFailure, pollUntil(() => [...expected].every(([s, n]) => (received.get(s) ?? 0) >= n), timeout, () => over).catch(() => {
+    await unlessFailed(pollUntil(() => [...expected].every(([s, n]) => (received.get(s) ?? 0) >= n), timeout, () => over).catch(() => {
       throw new JobError(`trace incomplete: expected ${JSON.stringify(Object.fromEntries(expected))} events per stage, received ${JSON.stringify(Object.fromEntries(received))}`);
-    })]);
+    }));
     if (traceRejects.length > 0) throw new JobError(`malformed trace batches: ${traceRejects.slice(0, 3).join('; ')}`);
     events.sort((a, b) => a.t - b.t);
     const result = buildResult({ cfg, shape, policy, records: records as unknown as IterationRecord[], events, clock: 'real', transport: bus.kind, wallStart, validate: true, sharedClock: false });

@@ -35,7 +35,7 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   const stop = () => void bus.close().finally(() => process.exit(0));
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
-  const lost = await Promise.race([agent.exited.then(() => null), bus.closed().then((err) => err ?? new Error('connection closed'))]);
+  const lost = await Promise.race([agent.exited.then(() => null), bus.lost()]);
   if (lost) throw new NatsBusError(`node ${name}: lost the connection to NATS at ${flags.nats} (${lost.message}); the jobs it hosted are gone`);
   await bus.close();
   return 0;

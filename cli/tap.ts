@@ -99,7 +99,7 @@ export async function tapCommand(argv: readonly string[], out: (s: string) => vo
   process.stderr.write(`tap: watching ${pattern} on ${flags.nats}\n`);
   const timer = seconds > 0 ? setTimeout(stop, seconds * 1000) : null;
   process.once('SIGINT', stop);
-  const lost = await Promise.race([stopped.then(() => null), bus.closed().then((err) => err ?? new Error('connection closed'))]);
+  const lost = await Promise.race([stopped.then(() => null), bus.lost()]);
   if (timer) clearTimeout(timer);
   process.removeListener('SIGINT', stop);
   if (lost) throw new NatsBusError(`tap: lost the connection to NATS at ${flags.nats} (${lost.message})`);

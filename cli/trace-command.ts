@@ -3,6 +3,7 @@
 // summarize each stage. Exit codes: 0 ok, 1 invalid trace, 2 usage error.
 
 import * as fs from 'fs';
+import { jsonErrorLine } from '../models/json-error';
 import { BatonEvent } from '../actors/events';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { formatTable } from './table';
@@ -42,9 +43,6 @@ interface LoadedTrace {
   metadata?: Record<string, unknown>;
 }
 
-/** JSON.parse's message quotes the text it choked on, newlines and all: one line of it. */
-const oneLine = (s: string) => s.replace(/\s*\n\s*/g, ' ');
-
 function readJson(file: string): unknown {
   let text: string;
   try {
@@ -55,7 +53,7 @@ function readJson(file: string): unknown {
   try {
     return JSON.parse(text);
   } catch (e) {
-    throw new TraceFileError(`${file} is not JSON: ${oneLine((e as Error).message)}`);
+    throw new TraceFileError(`${file} is not JSON: ${jsonErrorLine(e)}`);
   }
 }
 

@@ -13,6 +13,7 @@
 
 import * as fs from 'fs';
 import * as path from 'path';
+import { jsonErrorLine } from './json-error';
 
 export type LayerPlacement = 'first' | 'split' | 'last';
 
@@ -92,8 +93,7 @@ export function loadProfile(nameOrPath: string): WorkloadProfile {
   try {
     json = JSON.parse(text);
   } catch (cause) {
-    // One line: JSON.parse's message quotes the file's text, newlines and all.
-    throw new ProfileError(`${file}: not valid JSON: ${(cause as Error).message.replace(/\s*\n\s*/g, ' ')}`, { cause });
+    throw new ProfileError(`${file}: not valid JSON: ${jsonErrorLine(cause)}`, { cause });
   }
   return parseProfile(json, file, path.basename(file, '.json'));
 }

@@ -177,6 +177,11 @@ export class NatsBus implements Bus {
     return err instanceof Error ? err : undefined;
   }
 
+  /** Resolves with why the connection is gone once it has closed for good. */
+  async lost(): Promise<Error> {
+    return (await this.closed()) ?? new NatsBusError('connection closed');
+  }
+
   async close(): Promise<void> {
     if (this.connection.isClosed()) return;
     await this.connection.close();
