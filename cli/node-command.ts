@@ -9,6 +9,7 @@ const NODE_FLAGS: readonly FlagSpec[] = [
   { name: 'name', type: 'string', metavar: 'NAME', help: 'node name, unique among the nodes of a NATS system', default: `node-${process.pid}` },
   { name: 'quiet', type: 'bool', help: 'do not log hosting events' },
   { name: 'json', type: 'bool', help: 'print one JSON line when ready ({node, pid, nats}) and log as JSON lines' },
+  { name: 'exit-with-stdin', type: 'bool', help: 'exit when stdin closes (baton run starts its stage processes so: they end with it, even if it is killed)' },
   { name: 'help', type: 'bool', help: 'show this help' },
 ];
 
@@ -35,6 +36,13 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   const stop = () => void bus.close().finally(() => process.exit(0));
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
+  if (flags.exitWithStdin) {
+    // The launcher holds the other end of stdin; it closes when the launcher ends, however it ends.
+    process.stdin.once('close', stop);
+    process.stdin.once('end', stop);
+    process.stdin.on('error', stop);
+    process.stdin.resume();
+  }
   const lost = await Promise.race([agent.exited.then(() => null), bus.lost()]);
   if (lost) throw new NatsBusError(`node ${name}: lost the connection to NATS at ${flags.nats} (${lost.message}); the jobs it hosted are gone`);
   await bus.close();

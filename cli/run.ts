@@ -16,6 +16,7 @@ import { endBySignal, onProcessEnd } from '../transport/process-cleanup';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { formatTable } from './table';
+import { warnRejects } from './rejects';
 import { writeTraceFiles } from './trace-output';
 
 const RUN_FLAGS: readonly FlagSpec[] = [
@@ -62,7 +63,7 @@ function spawnNodes(url: string, names: string[]): SpawnedNodes {
   const diedPromise = new Promise<never>((_, reject) => (died = reject));
   diedPromise.catch(() => {});
   const children = names.map((name) => {
-    const child = spawn(process.execPath, [CLI_ENTRY, 'node', '--nats', url, '--name', name, '--quiet'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [CLI_ENTRY, 'node', '--nats', url, '--name', name, '--quiet', '--exit-with-stdin'], { stdio: ['pipe', 'ignore', 'pipe'] });
     child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[${name}] ${d}`));
     child.once('exit', (code, signal) => {
       if (!stopping) died(new JobError(`stage process ${name} (pid ${child.pid}) ended during the job (${signal ? `signal ${signal}` : `exit code ${code}`})`));
@@ -199,6 +200,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   const outcomes: RunOutcome[] = [];
   for (const policy of policies) outcomes.push(await runOnce({ ...cfg, policy, job: policies.length > 1 ? `${cfg.job}-${outcomes.length}` : cfg.job }, setup));
   const written = writeTraceFiles(outcomes[0].result, flags.trace as string | undefined, flags.gantt as string | undefined);
+  for (const o of outcomes) warnRejects('run', o.result);
   const rows = outcomes.map(summary);
   if (flags.json) {
     out(JSON.stringify(policies.length > 1 ? rows.map((r) => ({ ...r, speedup: rows[0].makespan_ms / r.makespan_ms })) : rows[0]));

@@ -7,17 +7,22 @@ import { runDistributed } from '../actors/distributed-job';
 import { summarize } from '../actors/job';
 import { runOnce } from '../cli/run';
 import { tapLine } from '../cli/tap';
-import { decodeValue } from '../transport/codec';
+import { decodeValue, encodeValue } from '../transport/codec';
 import { NatsBus } from '../transport/nats-bus';
 import { startNatsServer } from '../transport/nats-server';
 import { natsServerForSuite } from './nats-server-fixture';
 
 const CLI = path.join(__dirname, '..', 'cli', 'main.js');
 
+/** True while `pid` runs; a zombie (ended, not yet reaped by its new parent) counts as ended. */
 function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
+  } catch {
+    return false;
+  }
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return false;
   }
@@ -80,6 +85,51 @@ describe('end to end over a real nats-server, one OS process per stage', functio
       assert.ok(o.result.events.some((e) => e.type === 'reject' && e.stage === 1));
     } finally {
       clearInterval(junk);
+      await vandal.close();
+    }
+  });
+
+  it('completes and validates when a peer replays real messages and sends stray reports, counting each as rejected', async () => {
+    const vandal = await NatsBus.connect(server().url);
+    const cfg = resolveConfig({ job: 'replay', stages: 3, microbatches: 8, iterations: 2, policy: 'bf', profile: 'uniform' });
+    const replayed = new Set<string>();
+    // Every activation and start stage 1 gets arrives again 30 ms later; each report is followed by a truncated one.
+    for (const subj of ['baton.replay.activation.1', 'baton.replay.control.1'])
+      vandal.subscribe(subj, (_s, d) => {
+        const k = Buffer.from(d).toString('base64');
+        if (replayed.has(k)) return;
+        replayed.add(k);
+        const copy = Uint8Array.from(d);
+        setTimeout(() => vandal.publish(subj, copy), 30);
+      });
+    vandal.subscribe('baton.replay.report', (_s, d) => {
+      if (d.length > 3) vandal.publish('baton.replay.report', d.subarray(0, 3));
+    });
+    await vandal.flush();
+    try {
+      const o = await runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
+      const s = summarize(o.result);
+      assert.equal(s.tasks, 2 * 3 * 8 * 2);
+      assert.ok(replayed.size >= 2 * 8, `replayed ${replayed.size}`);
+      // The first iteration's replays and stray reports at least (the last one's may come after the end).
+      assert.ok(s.rejected >= 8 + 3, `rejected ${s.rejected}`);
+      assert.ok(o.result.rejects.some((r) => /^coordinator: baton\.replay\.report: .*truncated/.test(r)), o.result.rejects.join('\n'));
+      assert.ok(o.result.rejects.some((r) => /^stage 1: (duplicate input|start of iteration)/.test(r)), o.result.rejects.join('\n'));
+    } finally {
+      await vandal.close();
+    }
+  });
+
+  it('fails clearly, naming the subject, when a trace batch holds malformed events', async () => {
+    const vandal = await NatsBus.connect(server().url);
+    const cfg = resolveConfig({ job: 'badtrace', stages: 2, microbatches: 4, policy: 'bf', profile: 'uniform' });
+    vandal.subscribe('baton.badtrace.control.0', () =>
+      vandal.publish('baton.badtrace.trace.0', encodeValue({ events: [{}, { type: 'send', t: 1, stage: 0, iteration: 0, kind: 'activation', mb: 0, chunk: 0, dst: 1, seq: 0, bytes: 'lots' }] })));
+    await vandal.flush();
+    try {
+      await assert.rejects(runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url }),
+        (e: Error) => e.name === 'JobError' && /malformed trace batches: baton\.badtrace\.trace\.0: event 0: unknown event type/.test(e.message) && /field "bytes" must be an integer/.test(e.message));
+    } finally {
       await vandal.close();
     }
   });
@@ -196,6 +246,19 @@ describe('baton run, when its job is cut short', function () {
       assert.ok(Date.now() - signalledAt < 8_000, `ended ${Date.now() - signalledAt} ms after the signal`);
     } finally {
       await watcher.close();
+    }
+  });
+
+  it('leaves no stage process or nats-server behind when it is killed with SIGKILL', async () => {
+    const job = `cut-sigkill-${process.pid}`;
+    const run = await longRun(job);
+    const servers = pidsWith('nats-server').filter((p) => readFileSync(`/proc/${p}/stat`, 'utf8').split(' ')[3] === String(run.launcher.pid));
+    run.launcher.kill('SIGKILL');
+    await run.exit;
+    try {
+      await waitUntil(() => run.stages.every((p) => !isAlive(p)) && servers.every((p) => !isAlive(p)), 10_000, 'the stage processes and the server to end');
+    } finally {
+      for (const p of [...run.stages, ...servers]) if (isAlive(p)) process.kill(p, 'SIGKILL');
     }
   });
 

@@ -1,6 +1,7 @@
 import { strict as assert } from 'assert';
-import { execFileSync } from 'child_process';
-import { existsSync, readFileSync } from 'fs';
+import { execFileSync, spawn } from 'child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'fs';
+import { tmpdir } from 'os';
 import { join } from 'path';
 import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
 import type { Envelope } from '../transport/envelope';
@@ -225,6 +226,21 @@ describe('startNatsServer', function () {
       e instanceof NatsServerError && e.code === 'missing-binary' && /apt-get install nats-server/.test(e.message));
   });
 
+  it('refuses a directory named nats-server, and fails within its start timeout when the binary cannot be run', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'baton-test-'));
+    try {
+      mkdirSync(join(dir, 'nats-server'));
+      await assert.rejects(startNatsServer({ binary: join(dir, 'nats-server') }), (e: unknown) => e instanceof NatsServerError && e.code === 'missing-binary');
+      const script = join(dir, 'broken');
+      writeFileSync(script, '#!/nonexistent/interpreter\n', { mode: 0o755 });
+      const t0 = Date.now();
+      await assert.rejects(startNatsServer({ binary: script, startTimeoutMs: 1500 }), (e: unknown) => e instanceof NatsServerError && e.code === 'exited');
+      assert.ok(Date.now() - t0 < 5000, `gave up after ${Date.now() - t0} ms`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('fails with the server output when the server cannot start', async () => {
     const first = await startNatsServer();
     try {
@@ -256,5 +272,24 @@ describe('startNatsServer', function () {
     assert.match(dir, /baton-nats-/);
     await until(() => !isAlive(pid), `nats-server ${pid} to die with its parent`, 3000);
     assert.equal(existsSync(dir), false);
+  });
+
+  it('does not outlive a parent killed with SIGKILL (no cleanup runs), where setpriv is installed', async function () {
+    if (!existsSync('/usr/bin/setpriv') && !existsSync('/bin/setpriv')) this.skip();
+    const script = `require(${JSON.stringify(join(__dirname, '../transport/nats-server.js'))}).startNatsServer().then((s) => {
+      console.log(JSON.stringify({ pid: s.pid, dir: /Using configuration file: (.*)\\/nats\\.conf/.exec(s.log())[1] }));
+      setInterval(() => {}, 60000);
+    });`;
+    const parent = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const line = await new Promise<string>((resolve) => parent.stdout!.once('data', (d: Buffer) => resolve(d.toString())));
+    const { pid, dir } = JSON.parse(line) as { pid: number; dir: string };
+    assert.ok(isAlive(pid));
+    parent.kill('SIGKILL');
+    try {
+      await until(() => !isAlive(pid), `nats-server ${pid} to die with its SIGKILLed parent`, 3000);
+    } finally {
+      if (isAlive(pid)) process.kill(pid, 'SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -9,7 +9,7 @@
 // Not modelled: TLS, auth, JetStream, leaf nodes, gateways, non-loopback addresses.
 
 import { spawn } from 'child_process';
-import { accessSync, constants, mkdtempSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from 'fs';
+import { accessSync, constants, mkdtempSync, openSync, closeSync, readFileSync, rmSync, statSync, writeFileSync } from 'fs';
 import { createConnection, createServer } from 'net';
 import { tmpdir } from 'os';
 import { delimiter, join } from 'path';
@@ -74,7 +74,10 @@ export function findNatsServer(explicit?: string): string {
     '/usr/sbin/nats-server', '/usr/local/bin/nats-server', '/usr/bin/nats-server',
   ];
   for (const c of candidates) {
-    try { accessSync(c, constants.X_OK); return c; } catch { /* next */ }
+    try {
+      accessSync(c, constants.X_OK);
+      if (statSync(c).isFile()) return c;
+    } catch { /* next */ }
   }
   throw new NatsServerError('missing-binary', `nats-server not found (looked at ${candidates.join(', ')}); install the Debian package: apt-get install nats-server`);
 }
@@ -138,7 +141,8 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     cluster: clusterPort !== undefined ? { port: clusterPort, name: opts.clusterName ?? 'baton', routes } : undefined,
   }));
   const logFd = openSync(logPath, 'a');
-  const child = spawn(binary, ['-c', confPath], { stdio: ['ignore', logFd, logFd] });
+  const [command, args] = dieWithParent(binary, ['-c', confPath]);
+  const child = spawn(command, args, { stdio: ['ignore', logFd, logFd] });
   closeSync(logFd);
   child.unref();
   const forget = onProcessEnd(() => {
@@ -146,9 +150,12 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     rmSync(dir, { recursive: true, force: true });
   });
   const readLog = () => { try { return readFileSync(logPath, 'utf8'); } catch { return ''; } };
-  let exited: { code: number | null; signal: string | null } | undefined;
-  const exitPromise = new Promise<void>((resolve) => child.once('exit', (code, signal) => { exited = { code, signal }; resolve(); }));
-  child.once('error', () => undefined); // spawn failures show up as an exit
+  let exited: { code: number | null; signal: string | null; error?: Error } | undefined;
+  // A child that could not be spawned at all reports 'error' and never 'exit'.
+  const exitPromise = new Promise<void>((resolve) => {
+    child.once('exit', (code, signal) => { exited ??= { code, signal }; resolve(); });
+    child.once('error', (error) => { exited ??= { code: null, signal: null, error }; resolve(); });
+  });
 
   let stopped = false;
   const stop = async (): Promise<void> => {
@@ -170,6 +177,7 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     if (exited) {
       const log = readLog();
       await stop();
+      if (exited.error) throw new NatsServerError('exited', `cannot start ${binary}: ${exited.error.message}`);
       throw new NatsServerError('exited', `nats-server exited (code ${exited.code}, signal ${exited.signal}) before accepting connections on 127.0.0.1:${port}; its output:\n${log}`);
     }
     // The log line guards against a port taken by someone else answering our connect.
@@ -194,6 +202,23 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     waitForRoutes: (count, timeoutMs = 10_000) => waitForRoutes(name, monitorUrl, count, timeoutMs),
     stop,
   };
+}
+
+/**
+ * The server must not outlive the process that started it, even one killed with SIGKILL
+ * (which runs no cleanup): where util-linux's setpriv is installed, the server is started
+ * through it with a parent-death signal. Elsewhere it is started plainly.
+ */
+function dieWithParent(binary: string, args: string[]): [string, string[]] {
+  const setpriv = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => {
+    try {
+      accessSync(p, constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  return setpriv ? [setpriv, ['--pdeathsig', 'SIGKILL', binary, ...args]] : [binary, args];
 }
 
 async function waitForRoutes(name: string, monitorUrl: string | undefined, count: number, timeoutMs: number): Promise<void> {
