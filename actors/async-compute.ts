@@ -14,9 +14,9 @@ import { StageCompute } from './compute';
 import { storeStats } from './emulated-computes';
 import { ParamMapF, StoreMsg } from './param-store';
 import { ActorRef, ActorRuntime } from './runtime';
-import { paramInfos, readFloat32, toPayload } from '../models/tensor-io';
+import { fromPayload, paramInfos, readFloat32, toPayload } from '../models/tensor-io';
 import { ParamInfo } from '../policies/optim/params';
-import { TrainingComputeError, receivedTensor, stageModules } from './training-compute';
+import { TrainingComputeError, checkReceived, hiddenShapeFor, stageModules } from './training-compute';
 
 const key = (mb: number) => `${mb}`;
 
@@ -35,6 +35,7 @@ export function asyncStageModule(stage: number, shape: PipelineShape, train: Tra
 export class AsyncTrainingCompute implements StageCompute {
   readonly kind = 'tfjs-async';
   private readonly corpus: Corpus;
+  private readonly hidden: number[];
   private readonly names: string[];
   private readonly received = new Map<string, tf.Tensor>();
   private readonly grads = new Map<string, tf.Tensor>();
@@ -46,11 +47,16 @@ export class AsyncTrainingCompute implements StageCompute {
     private readonly train: TrainConfig, private readonly module: StageModule, private readonly store: ActorRef<StoreMsg>,
   ) {
     this.corpus = corpusFor(train);
+    this.hidden = hiddenShapeFor(train, this.corpus.vocabSize);
     this.names = module.paramNames();
   }
 
+  checkArrival(kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[]): void {
+    checkReceived(this.stage, kind, mb, chunk, tensors, this.hidden);
+  }
+
   accept(_iteration: number, kind: 'input' | 'grad', mb: number, _chunk: number, tensors: readonly TensorPayload[]): void {
-    (kind === 'input' ? this.received : this.grads).set(key(mb), receivedTensor(this.stage, kind, mb, tensors));
+    (kind === 'input' ? this.received : this.grads).set(key(mb), fromPayload(tensors[0]));
   }
 
   private async weights(purpose: 'forward' | 'backward', mb: number): Promise<tf.Tensor[]> {

@@ -15,7 +15,13 @@ export interface StageCompute {
    * to send on. `startedAt` is when the stage started the task (its task-start time).
    */
   run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void, startedAt?: number): void;
-  /** Tensors that arrived with an activation ('input') or a gradient ('grad'). */
+  /**
+   * Throws when the tensors an activation ('input') or a gradient ('grad') brings are not
+   * what this stage takes; the stage asks before the arrival counts, so a bad message is
+   * rejected whole and the good one can still come.
+   */
+  checkArrival?(kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[]): void;
+  /** Tensors that arrived with an activation ('input') or a gradient ('grad'), after checkArrival. */
   accept?(iteration: number, kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[]): void;
   /** End of a synchronous iteration (the optimizer step); resolves with fields for the stage's report. */
   endIteration?(iteration: number): Promise<Record<string, unknown>>;

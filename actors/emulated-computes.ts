@@ -42,10 +42,12 @@ export class TimedCompute implements StageCompute {
   readonly kind: string;
   constructor(private readonly inner: StageCompute, private readonly clock: Clock, private readonly stage: number, private readonly durations: TaskDurations) {
     this.kind = `${inner.kind}+timed`;
+    if (inner.checkArrival) this.checkArrival = inner.checkArrival.bind(inner);
     if (inner.accept) this.accept = inner.accept.bind(inner);
     if (inner.endIteration) this.endIteration = inner.endIteration.bind(inner);
     if (inner.dispose) this.dispose = inner.dispose.bind(inner);
   }
+  checkArrival?: StageCompute['checkArrival'];
   accept?: StageCompute['accept'];
   endIteration?: StageCompute['endIteration'];
   dispose?: StageCompute['dispose'];

@@ -6,10 +6,10 @@
 // (`commMs`, see sender.ts) after it was sent: the receiver holds it for what is left of
 // that time (commHoldMs).
 
-import { decodeEnvelope, CodecError } from '../transport/codec';
+import { decodeEnvelope, CodecError, quoteValue } from '../transport/codec';
 import { Envelope } from '../transport/envelope';
 import { ActorRef, ActorRuntime } from './runtime';
-import { EventSink } from './events';
+import { EventSink, ReceiveEvent } from './events';
 import { StageActorMsg } from './stage';
 
 export type ReceiverMsg = { readonly type: 'bytes'; readonly subject: string; readonly data: Uint8Array };
@@ -69,7 +69,7 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
         if (verb === 'start') runtime.send(target, { type: 'start', iteration: e.iteration });
         else {
           state.rejected++;
-          reject(now, 'bad-field', `${msg.subject}: unknown control verb ${JSON.stringify(verb)}`);
+          reject(now, 'bad-field', `${msg.subject}: unknown control verb ${quoteValue(verb)}`);
         }
         return state;
       }
@@ -80,8 +80,9 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
         const env = e;
         const deliver = () => {
           const t = clock.now();
-          sink({ type: 'receive', t, stage, iteration: env.iteration, kind: env.kind, mb: env.mb, chunk: env.chunk, src: env.src, seq: env.seq, bytes: env.bytes, latency: t - env.sentAt, ...(cpuMs !== undefined ? { cpuMs } : {}) });
-          runtime.send(target, { type: env.kind === 'gradient' ? 'grad' : 'input', iteration: env.iteration, mb: env.mb, chunk: env.chunk, tensors: env.tensors.length > 0 ? env.tensors : undefined });
+          // The stage records this receipt if it takes the message (a duplicate it refuses is a reject).
+          const receipt: ReceiveEvent = { type: 'receive', t, stage, iteration: env.iteration, kind: env.kind, mb: env.mb, chunk: env.chunk, src: env.src, seq: env.seq, bytes: env.bytes, latency: t - env.sentAt, ...(cpuMs !== undefined ? { cpuMs } : {}) };
+          runtime.send(target, { type: env.kind === 'gradient' ? 'grad' : 'input', iteration: env.iteration, mb: env.mb, chunk: env.chunk, tensors: env.tensors.length > 0 ? env.tensors : undefined, receipt });
         };
         const hold = e.commMs !== undefined ? commHoldMs(e.sentAt, e.commMs, now) : 0;
         if (hold > 0) clock.setTimer(hold, deliver);
@@ -90,7 +91,7 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
       }
       default:
         state.rejected++;
-        reject(now, 'bad-field', `${msg.subject}: unknown message kind ${JSON.stringify(e.kind)}`);
+        reject(now, 'bad-field', `${msg.subject}: unknown message kind ${quoteValue(e.kind)}`);
         return state;
     }
   });

@@ -14,7 +14,7 @@ import {
   kindsOf, task, taskIndex,
 } from '../policies/task';
 import { TensorPayload } from '../transport/envelope';
-import { BatonEvent } from './events';
+import { BatonEvent, ReceiveEvent } from './events';
 import { ReadySet } from './ready-set';
 
 /** The arbiter: hint policy wrapped with backpressure (see policies/backpressure.ts). */
@@ -25,12 +25,14 @@ export interface StageSetup {
   readonly shape: PipelineShape;
   readonly policy: HintPolicy;
   readonly arbiter: Arbiter;
+  /** The job's first iteration: its first start must be for it (default: any). */
+  readonly firstIteration?: number;
 }
 
 export type StageMsg =
   | { readonly type: 'start'; readonly iteration: number }
-  | { readonly type: 'input'; readonly iteration: number; readonly mb: number; readonly chunk: number; readonly tensors?: readonly TensorPayload[] }
-  | { readonly type: 'grad'; readonly iteration: number; readonly mb: number; readonly chunk: number; readonly tensors?: readonly TensorPayload[] }
+  | { readonly type: 'input'; readonly iteration: number; readonly mb: number; readonly chunk: number; readonly tensors?: readonly TensorPayload[]; readonly receipt?: ReceiveEvent }
+  | { readonly type: 'grad'; readonly iteration: number; readonly mb: number; readonly chunk: number; readonly tensors?: readonly TensorPayload[]; readonly receipt?: ReceiveEvent }
   | { readonly type: 'done'; readonly iteration: number; readonly task: Task; readonly tensors?: readonly TensorPayload[] };
 
 export type StageEffect =
@@ -242,6 +244,10 @@ export function stageStep(s: StageState, msg: StageMsg, now: number): StageEffec
     case 'start': {
       if (s.current && s.current.remaining > 0)
         throw new StageProtocolError(`stage ${stage}: start of iteration ${msg.iteration} while iteration ${s.current.iteration} has ${s.current.remaining} tasks left`);
+      // Iterations start in order, each once: a replayed or forged start would strand the stage.
+      const next = s.current ? s.current.iteration + 1 : s.setup.firstIteration;
+      if (next !== undefined && msg.iteration !== next)
+        throw new StageProtocolError(`stage ${stage}: start of iteration ${msg.iteration}, expected iteration ${next}`);
       startIteration(s, msg.iteration, now, fx);
       const replay = s.early.filter((m) => 'iteration' in m && m.iteration === msg.iteration);
       s.early = s.early.filter((m) => !('iteration' in m && m.iteration === msg.iteration));

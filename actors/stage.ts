@@ -61,16 +61,20 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
     }
     const iteration = msg.iteration;
     const now = clock.now();
+    const arrival = msg.type === 'input' || msg.type === 'grad' ? msg : null;
     let effects;
     try {
+      // Checked before stageStep counts the arrival: a bad message leaves the stage as it was.
+      if (arrival && compute.checkArrival) compute.checkArrival(arrival.type, arrival.mb, arrival.chunk, arrival.tensors ?? []);
       effects = stageStep(state.logic, msg, now);
-      if ((msg.type === 'input' || msg.type === 'grad') && msg.tensors && compute.accept)
-        compute.accept(iteration, msg.type, msg.mb, msg.chunk, msg.tensors);
     } catch (err) {
       if (!(err instanceof StageProtocolError) && (err as Error).name !== 'TrainingComputeError') throw err;
       reject(iteration, err as Error);
       return state;
     }
+    // The run's record shows the arrivals the stage took, not the ones it refused.
+    if (arrival?.receipt) sink(arrival.receipt);
+    if (arrival && arrival.tensors && compute.accept) compute.accept(iteration, arrival.type, arrival.mb, arrival.chunk, arrival.tensors);
     if (msg.type === 'done' && msg.tensors && msg.tensors.length > 0) state.outputs.set(`${msg.iteration}|${formatTask(msg.task)}`, msg.tensors);
     const runs: { iteration: number; task: Task }[] = [];
     for (const fx of effects) {

@@ -54,18 +54,34 @@ export function stageModules(stage: number, shape: PipelineShape, train: TrainCo
   return Array.from({ length: shape.chunks }, (_, c) => buildStage(spec, plan, virtualStage(stage, c, shape)));
 }
 
-/** The one float32 tensor an activation or gradient message carries, as a tfjs tensor (a copy). */
-export function receivedTensor(stage: number, kind: 'input' | 'grad', mb: number, tensors: readonly TensorPayload[]): tf.Tensor {
-  if (tensors.length !== 1) throw new TrainingComputeError(`stage ${stage}: ${kind} for microbatch ${mb} carries ${tensors.length} tensors, expected 1`);
+/**
+ * What crosses a stage boundary in a training run: one float32 tensor of the model's
+ * hidden shape. The first virtual stage's input is only the signal that its microbatch
+ * is available (it reads the tokens itself), so it carries no tensor.
+ */
+export function checkReceived(stage: number, kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[], hidden: readonly number[]): void {
+  if (kind === 'input' && stage === 0 && chunk === 0) {
+    if (tensors.length > 0) throw new TrainingComputeError(`stage 0: the data signal for microbatch ${mb} carries ${tensors.length} tensors, expected none`);
+    return;
+  }
+  const what = kind === 'input' ? 'activation' : 'gradient';
+  if (tensors.length !== 1) throw new TrainingComputeError(`stage ${stage}: ${what} for microbatch ${mb} carries ${tensors.length} tensors, expected 1`);
   const p = tensors[0];
-  if (p.dtype !== 'float32') throw new TrainingComputeError(`stage ${stage}: ${kind} tensor has dtype ${p.dtype}, expected float32`);
-  return fromPayload(p);
+  if (p.dtype !== 'float32') throw new TrainingComputeError(`stage ${stage}: ${what} for microbatch ${mb} has dtype ${p.dtype}, expected float32`);
+  if (p.shape.length !== hidden.length || p.shape.some((d, i) => d !== hidden[i]))
+    throw new TrainingComputeError(`stage ${stage}: ${what} for microbatch ${mb} has shape [${p.shape.join(',')}], expected [${hidden.join(',')}]`);
+}
+
+/** The shape `checkReceived` expects for a training config. */
+export function hiddenShapeFor(train: TrainConfig, vocabSize: number): number[] {
+  return modelSpecFor(train, vocabSize).hiddenShape(train.microbatchSize, train.seq);
 }
 
 export class TrainingCompute implements StageCompute {
   readonly kind = 'tfjs';
   readonly blocking = true;
   private readonly corpus: Corpus;
+  private readonly hidden: number[];
   private readonly chunks: ChunkState[];
   private readonly received = new Map<string, tf.Tensor>();
   private readonly grads = new Map<string, tf.Tensor>();
@@ -84,15 +100,20 @@ export class TrainingCompute implements StageCompute {
     resume?: StageSnapshot,
   ) {
     this.corpus = corpusFor(train);
+    this.hidden = hiddenShapeFor(train, this.corpus.vocabSize);
     this.chunks = stageModules(stage, shape, train, false).map((module) =>
       ({ module, names: module.paramNames(), optimizer: new AdamW(paramInfos(module), { weightDecay: train.weightDecay }), sum: null }));
     this.step = train.startIteration;
     if (resume) this.restore(resume);
   }
 
-  /** Tensors that arrived with a message: activations for F, gradients for B. */
+  checkArrival(kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[]): void {
+    checkReceived(this.stage, kind, mb, chunk, tensors, this.hidden);
+  }
+
+  /** Tensors that arrived with a message (checked by checkArrival): activations for F, gradients for B. */
   accept(iteration: number, kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[]): void {
-    (kind === 'input' ? this.received : this.grads).set(key(iteration, mb, chunk), receivedTensor(this.stage, kind, mb, tensors));
+    (kind === 'input' ? this.received : this.grads).set(key(iteration, mb, chunk), fromPayload(tensors[0]));
   }
 
   run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void): void {

@@ -40,7 +40,10 @@ export function validateRun(events: readonly BatonEvent[], shape: PipelineShape,
       if (map.has(k)) problems.push(`stage ${e.stage}, iteration ${e.iteration}: ${formatTask(e)} ${e.type === 'task-start' ? 'started' : 'ended'} twice`);
       else (map as Map<Key, BatonEvent>).set(k, e);
     } else if (e.type === 'receive' && e.kind !== 'data') {
-      recvs.set(key(e.iteration, e.stage, e.kind, e.mb, e.chunk), e);
+      // The first arrival is the one the stage took; a later duplicate it rejected.
+      const k = key(e.iteration, e.stage, e.kind, e.mb, e.chunk);
+      const seen = recvs.get(k);
+      if (!seen || e.t < seen.t) recvs.set(k, e);
     } else if (e.type === 'send') {
       sends.set(key(e.iteration, e.dst, e.kind, e.mb, e.chunk), e);
     }

@@ -125,5 +125,5 @@ export function gptSpec(partial: Partial<GptConfig> = {}): ModelSpec {
     },
   };
 
-  return { name: 'gpt', seed: c.seed, embed, blocks, head, loss: crossEntropy };
+  return { name: 'gpt', seed: c.seed, embed, blocks, head, loss: crossEntropy, hiddenShape: (batch, seq) => [batch, seq, C] };
 }

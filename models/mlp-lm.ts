@@ -104,5 +104,5 @@ export function mlpLmSpec(partial: Partial<MlpLmConfig> = {}): ModelSpec {
     },
   };
 
-  return { name: 'mlp', seed: c.seed, embed, blocks, head, loss: crossEntropy };
+  return { name: 'mlp', seed: c.seed, embed, blocks, head, loss: crossEntropy, hiddenShape: (batch) => [batch, D] };
 }

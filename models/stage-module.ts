@@ -37,6 +37,8 @@ export interface ModelSpec {
   readonly head: LayerSpec;
   /** Scalar mean loss of the head's output against int32 targets. */
   loss(logits: tf.Tensor, targets: tf.Tensor): tf.Scalar;
+  /** Shape of what flows between layers (and so between stages, both ways) for `batch` samples of `seq` tokens. */
+  hiddenShape(batch: number, seq: number): number[];
 }
 
 export interface BackwardOptions {

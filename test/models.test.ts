@@ -146,6 +146,22 @@ describe('models: stage modules', () => {
     await loadBackend({ force: 'cpu' });
   });
 
+  for (const [label, make, batch, seq] of [['char-GPT', gptCase, 2, 5], ['MLP LM', mlpCase, 3, 3]] as const) {
+    it(`${label}: what flows between stages has the spec's hiddenShape (receivers check arrivals against it)`, () => {
+      const c = make(3);
+      const stages = buildStages(c.spec, planPartition(c.spec, { stages: 3 }));
+      let x = c.input();
+      for (const stage of stages.slice(0, -1)) {
+        const next = stage.forward(x);
+        x.dispose();
+        x = next;
+        assert.deepStrictEqual(x.shape, c.spec.hiddenShape(batch, seq));
+      }
+      x.dispose();
+      stages.forEach((s) => s.dispose());
+    });
+  }
+
   for (const [label, make] of [['char-GPT', gptCase], ['MLP LM', mlpCase]] as const) {
     it(`${label}: every stage's parameter and input gradients match finite differences`, () => {
       const c = make(3);

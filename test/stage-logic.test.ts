@@ -78,6 +78,28 @@ describe('stage logic (pure transitions)', () => {
     assert.equal(stageStatus(s).running, 'F0');
   });
 
+  it('starts iterations in order from the job\'s first, each once: a replayed or forged start is refused and the stage stays usable', () => {
+    const policy = resolvePolicy('bf');
+    const s = initialStageState({ stage: 2, shape, policy, arbiter: makeArbiter(policy, 32), firstIteration: 5 });
+    const refused = (it: number, re: RegExp) =>
+      assert.throws(() => stageStep(s, { type: 'start', iteration: it }, 0), (e: Error) => e.name === 'StageProtocolError' && re.test(e.message));
+    refused(7, /start of iteration 7, expected iteration 5/);
+    refused(0, /expected iteration 5/);
+    stageStep(s, { type: 'start', iteration: 5 }, 0);
+    let fx = [...stageStep(s, { type: 'input', iteration: 5, mb: 0, chunk: 0 }, 1), ...stageStep(s, { type: 'input', iteration: 5, mb: 1, chunk: 0 }, 1)];
+    const ran: string[] = [];
+    for (let run = fx.find((f) => f.type === 'run'); run && run.type === 'run'; run = fx.find((f) => f.type === 'run')) {
+      ran.push(formatTask(run.task));
+      fx = stageStep(s, { type: 'done', iteration: 5, task: run.task }, 2);
+    }
+    assert.deepEqual(ran, ['F0', 'B0', 'F1', 'B1']);
+    assert.ok(fx.some((f) => f.type === 'finished' && f.iteration === 5));
+    refused(5, /start of iteration 5, expected iteration 6/);
+    refused(9, /expected iteration 6/);
+    stageStep(s, { type: 'start', iteration: 6 }, 5);
+    assert.equal(stageStatus(s).iteration, 6);
+  });
+
   it('drains backward-only at the buffer limit', () => {
     const s = stageOf(0, { stages: 2, chunks: 1, microbatches: 4, splitBackward: false }, 'f-priority', 2);
     stageStep(s, { type: 'start', iteration: 0 }, 0);
