@@ -3,7 +3,7 @@
 // reports, and starts the next iteration once every stage has reported (the flush of
 // synchronous training). It measures each iteration's makespan on its own clock.
 
-import { decodeEnvelope } from '../transport/codec';
+import { decodeEnvelope, quoteValue } from '../transport/codec';
 import { Bus } from '../transport/bus';
 import { ENVELOPE_VERSION, Envelope } from '../transport/envelope';
 import { encodeEnvelope } from '../transport/codec';
@@ -86,7 +86,7 @@ export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg>
       return s;
     }
     if (e.kind !== 'report' || e.job !== job || !Number.isInteger(e.src) || e.src < 0 || e.src >= stages) {
-      w.onReject?.(`${msg.subject}: not a report of this job (kind ${e.kind}, job ${e.job}, stage ${e.src})`);
+      w.onReject?.(`${msg.subject}: not a report of this job (kind ${quoteValue(e.kind)}, job ${e.job}, stage ${e.src})`);
       return s;
     }
     if (s.finished || e.iteration !== s.iteration) {
@@ -117,18 +117,21 @@ export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg>
 export interface CoordinatedJob {
   /** Resolves with the iteration records once every iteration has ended. */
   readonly done: Promise<IterationRecord[]>;
-  /** Messages the coordinator refused (a non-empty list fails the run). */
-  readonly rejects: string[];
+  /** Messages the coordinator refused (stray or malformed reports): how many, and the first ones. */
+  readonly rejects: { count: number; first: string[] };
   readonly unsubscribe: () => void;
   begin(): void;
 }
 
 /** A coordinator for one job, listening to the job's report subject. */
 export function coordinate(w: Omit<CoordinatorWiring, 'onDone' | 'onReject'>): CoordinatedJob {
-  const rejects: string[] = [];
+  const rejects = { count: 0, first: [] as string[] };
   let finish: (r: IterationRecord[]) => void = () => {};
   const done = new Promise<IterationRecord[]>((resolve) => (finish = resolve));
-  const actor = spawnCoordinator({ ...w, onDone: finish, onReject: (d) => rejects.push(d) });
+  const actor = spawnCoordinator({ ...w, onDone: finish, onReject: (d) => {
+    rejects.count++;
+    if (rejects.first.length < 20) rejects.first.push(d);
+  } });
   const sub = w.bus.subscribe(subject(w.job, 'report'), (subj, data) => w.runtime.send(actor, { type: 'bytes', subject: subj, data }));
   return { done, rejects, unsubscribe: () => sub.unsubscribe(), begin: () => w.runtime.send(actor, { type: 'begin' }) };
 }

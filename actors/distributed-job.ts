@@ -9,7 +9,7 @@ import { decodeValue, encodeValue } from '../transport/codec';
 import { RealClock } from './clock';
 import { IterationRecord, coordinate } from './coordinator';
 import { DeadlockError } from './deadlock';
-import { BatonEvent, EventSink } from './events';
+import { BatonEvent, EventSink, eventProblem } from './events';
 import { JobConfig } from './config';
 import { JobResult, buildResult, waitWithWatchdog } from './job';
 import { ANNOUNCE_SUBJECT, NODES_PREFIX, NODE_NAME_RE, nodeSubject } from './node';
@@ -29,6 +29,8 @@ export interface DistributedOptions {
   onIteration?: (r: IterationRecord) => void;
   /** Rejects when the job cannot go on (a stage process died, the launcher was interrupted): the job fails with that error at once. */
   stop?: Promise<never>;
+  /** The nodes drop the job's stages when they hear nothing from this launcher for this long (ms, default 30000); renewed every quarter of it. */
+  leaseMs?: number;
 }
 
 export interface DistributedResult extends JobResult {
@@ -130,13 +132,20 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
   }));
   subs.push(bus.subscribe(`baton.${cfg.job}.trace.*`, (subj, d) => {
     try {
-      const v = decodeValue(d) as { events?: BatonEvent[] };
+      const v = decodeValue(d) as { events?: unknown[] };
       if (!v || !Array.isArray(v.events)) throw new Error('trace batch without an events list');
-      for (const e of v.events) {
+      const stage = subj.slice(subj.lastIndexOf('.') + 1);
+      v.events.forEach((x, i) => {
+        const problem = eventProblem(x) ?? (String((x as BatonEvent).stage) !== stage ? `an event of stage ${(x as BatonEvent).stage} on stage ${stage}'s subject` : null);
+        if (problem) {
+          traceRejects.push(`${subj}: event ${i}: ${problem}`);
+          return;
+        }
+        const e = x as BatonEvent;
         events.push(e);
         received.set(e.stage, (received.get(e.stage) ?? 0) + 1);
         for (const s of o.sinks ?? []) s(e);
-      }
+      });
     } catch (err) {
       traceRejects.push(`${subj}: ${(err as Error).message}`);
     }
@@ -147,6 +156,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
   const used = o.nodes.slice(0, blocks.length);
   let completed = false;
   let over = false;
+  let renewer: NodeJS.Timeout | undefined;
   try {
     // Nodes we spawned announce themselves when they start; running ones answer a ping.
     await bus.flush();
@@ -162,7 +172,9 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       clearInterval(pinger);
     }
     const pidOf = new Map(seen.map((r) => [r.name, Number(r.pid)]));
-    used.forEach((n, i) => request(n, { verb: 'host', config: cfg, stages: blocks[i] }));
+    const leaseMs = o.leaseMs ?? 30000;
+    used.forEach((n, i) => request(n, { verb: 'host', config: cfg, stages: blocks[i], leaseMs }));
+    renewer = setInterval(() => used.forEach((n) => request(n, { verb: 'renew', job: cfg.job })), leaseMs / 4);
     const hosted = await unlessFailed(replies.waitFor(
       (rs) => rs.some((r) => r.verb === 'error') || used.every((n) => rs.some((r) => r.name === n && r.verb === 'hosting')), timeout,
       () => `nodes to host job ${cfg.job}`));
@@ -192,27 +204,29 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       if (silent.length > 0) err.message += `\n  no status within 5 s from node(s) ${silent.join(', ')}: gone or hung?`;
       return err;
     });
-    if (coordinator.rejects.length > 0) throw new JobError(`coordinator rejected messages: ${coordinator.rejects.slice(0, 5).join('; ')}`);
-
     used.forEach((n) => request(n, { verb: 'finish', job: cfg.job }));
     const done = await unlessFailed(replies.waitFor((rs) => used.every((n) => rs.some((r) => r.name === n && r.verb === 'finished')), timeout, () => 'nodes to finish'));
     const expected = new Map<number, number>();
     const failures: string[] = [];
+    const lost: string[] = [];
     for (const r of done.filter((x) => x.verb === 'finished')) {
       for (const [s, n] of Object.entries(r.events as Record<string, number>)) expected.set(Number(s), n);
       failures.push(...((r.failures as string[]) ?? []));
+      lost.push(...((r.lostTrace as string[] | undefined) ?? []).map((l) => `node ${r.name}: ${l}`));
     }
     if (failures.length > 0) throw new JobError(`actor failures on the nodes: ${failures.slice(0, 5).join('; ')}`);
+    if (lost.length > 0) throw new JobError(`the trace is incomplete: ${lost.slice(0, 3).join('; ')}`);
     await unlessFailed(pollUntil(() => [...expected].every(([s, n]) => (received.get(s) ?? 0) >= n), timeout, () => over).catch(() => {
       throw new JobError(`trace incomplete: expected ${JSON.stringify(Object.fromEntries(expected))} events per stage, received ${JSON.stringify(Object.fromEntries(received))}`);
     }));
     if (traceRejects.length > 0) throw new JobError(`malformed trace batches: ${traceRejects.slice(0, 3).join('; ')}`);
     events.sort((a, b) => a.t - b.t);
-    const result = buildResult({ cfg, shape, policy, records: records as unknown as IterationRecord[], events, clock: 'real', transport: bus.kind, wallStart, validate: true, sharedClock: false });
+    const result = buildResult({ cfg, shape, policy, records: records as unknown as IterationRecord[], events, clock: 'real', transport: bus.kind, wallStart, validate: true, sharedClock: false, coordinatorRejects: coordinator.rejects });
     completed = true;
     return { ...result, nodes: used.map((n, i) => ({ name: n, pid: pidOf.get(n) ?? -1, stages: blocks[i] })) };
   } finally {
     over = true;
+    clearInterval(renewer);
     replies.close();
     hellos.close();
     if (!completed) used.forEach((n) => request(n, { verb: 'abort', job: cfg.job }));

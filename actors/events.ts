@@ -73,3 +73,46 @@ export interface IterationEvent extends Base {
 export type BatonEvent = TaskStartEvent | TaskEndEvent | SendEvent | ReceiveEvent | WaitEvent | RejectEvent | IterationEvent;
 
 export type EventSink = (e: BatonEvent) => void;
+
+const TASK_KINDS = new Set(['F', 'B', 'W']);
+const WAIT_REASONS = new Set(['nothing-ready', 'binding', 'backpressure', 'tp-defer']);
+const isInt = (min: number) => (x: unknown) => Number.isSafeInteger(x) && (x as number) >= min;
+const isFinite = (x: unknown) => typeof x === 'number' && Number.isFinite(x);
+const isString = (x: unknown) => typeof x === 'string';
+const isBoolean = (x: unknown) => typeof x === 'boolean';
+type FieldCheck = readonly [name: string, ok: (x: unknown) => boolean, expected: string, optional?: boolean];
+const TASK_FIELDS: FieldCheck[] = [
+  ['kind', (x) => TASK_KINDS.has(x as string), 'F, B or W'], ['mb', isInt(0), 'an integer >= 0'], ['chunk', isInt(0), 'an integer >= 0'],
+];
+const MESSAGE_FIELDS: FieldCheck[] = [
+  ['kind', isString, 'a string'], ['mb', isInt(-1), 'an integer >= -1'], ['chunk', isInt(-1), 'an integer >= -1'],
+  ['seq', isInt(0), 'an integer >= 0'], ['bytes', isInt(0), 'an integer >= 0'], ['cpuMs', isFinite, 'a finite number', true],
+];
+const EVENT_FIELDS: Record<BatonEvent['type'], FieldCheck[]> = {
+  'task-start': [...TASK_FIELDS, ['inflight', isInt(0), 'an integer >= 0'], ['backpressure', isBoolean, 'a boolean']],
+  'task-end': TASK_FIELDS,
+  send: [...MESSAGE_FIELDS, ['dst', isInt(-1), 'an integer >= -1']],
+  receive: [...MESSAGE_FIELDS, ['src', isInt(-1), 'an integer >= -1'], ['latency', isFinite, 'a finite number']],
+  wait: [['ms', (x) => isFinite(x) && (x as number) >= 0, 'a finite number >= 0'], ['reason', (x) => WAIT_REASONS.has(x as string), [...WAIT_REASONS].join(', ')]],
+  reject: [['reason', isString, 'a string'], ['detail', isString, 'a string']],
+  'iteration-start': [],
+  'iteration-end': [],
+};
+
+/**
+ * What is wrong with an event that came over the wire, or null when it has every field
+ * its type needs, each of the right type (the statistics, the trace file and the
+ * validation read them without further checks).
+ */
+export function eventProblem(x: unknown): string | null {
+  if (typeof x !== 'object' || x === null || Array.isArray(x)) return 'an event must be a map';
+  const e = x as Record<string, unknown>;
+  const fields = Object.prototype.hasOwnProperty.call(EVENT_FIELDS, e.type as string) ? EVENT_FIELDS[e.type as BatonEvent['type']] : null;
+  if (!fields) return `unknown event type ${typeof e.type === 'string' ? JSON.stringify(e.type.slice(0, 40)) : typeof e.type}`;
+  const checks: FieldCheck[] = [['t', isFinite, 'a finite number'], ['stage', isInt(0), 'an integer >= 0'], ['iteration', isInt(-1), 'an integer >= -1'], ...fields];
+  for (const [name, ok, expected, optional] of checks) {
+    if (e[name] === undefined && optional) continue;
+    if (!ok(e[name])) return `${e.type} event: field "${name}" must be ${expected}`;
+  }
+  return null;
+}

@@ -36,6 +36,8 @@ export interface JobResult {
   totals: StageTotals;
   events: BatonEvent[];
   wallMs: number;
+  /** What was rejected (bad messages from peers), first ones first; `totals.rejected` counts them all. */
+  rejects: string[];
 }
 
 export interface RunOptions {
@@ -102,8 +104,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
     }
     if (runtime.failures.length > 0)
       throw new JobError(`actor failures: ${runtime.failures.slice(0, 5).map((f) => `${f.actor}: ${f.error.message}`).join('; ')}`, { cause: runtime.failures[0].error });
-    if (coordinator.rejects.length > 0) throw new JobError(`coordinator rejected messages: ${coordinator.rejects.slice(0, 5).join('; ')}`);
-    return buildResult({ cfg, shape, policy, records: records as unknown as IterationRecord[], events, clock: clock.kind, transport: bus.kind, wallStart, validate: opts.validate !== false });
+    return buildResult({ cfg, shape, policy, records: records as unknown as IterationRecord[], events, clock: clock.kind, transport: bus.kind, wallStart, validate: opts.validate !== false, coordinatorRejects: coordinator.rejects });
   } finally {
     for (const s of subs) s.unsubscribe();
     runtime.shutdown();
@@ -190,7 +191,11 @@ export interface ResultParts {
   validate: boolean;
   /** False when stages ran in different processes (different clocks). */
   sharedClock?: boolean;
+  /** Messages the coordinator refused (not a report of this job's current iteration): counted as rejected. */
+  coordinatorRejects?: { readonly count: number; readonly first: readonly string[] };
 }
+
+const MAX_REJECTS_KEPT = 20;
 
 /** Validate a finished run and compute its statistics (shared by local and distributed runs). */
 export function buildResult(p: ResultParts): JobResult {
@@ -202,8 +207,15 @@ export function buildResult(p: ResultParts): JobResult {
   const measuredRecords = p.records.slice(p.cfg.warmupIterations);
   const iterations = measuredRecords.map((r) => iterationStats(r, p.events, p.shape.stages, lowerBound(p.shape, r.iteration, measured).bound));
   const measuredIterations = new Set(measuredRecords.map((r) => r.iteration));
+  const t = totals(p.events, p.shape.stages, (it) => measuredIterations.has(it));
+  const coordinatorRejects = p.coordinatorRejects ?? { count: 0, first: [] };
+  const rejects = [
+    ...coordinatorRejects.first.slice(0, MAX_REJECTS_KEPT / 2).map((d) => `coordinator: ${d}`),
+    ...p.events.flatMap((e) => (e.type !== 'reject' ? [] : e.detail.startsWith(`stage ${e.stage}:`) ? [e.detail] : [`stage ${e.stage}: ${e.detail}`]))
+      .slice(0, MAX_REJECTS_KEPT / 2),
+  ];
   return {
     config: p.cfg, shape: p.shape, policy: p.policy, clock: p.clock, transport: p.transport, records: measuredRecords, iterations,
-    totals: totals(p.events, p.shape.stages, (it) => measuredIterations.has(it)), events: p.events, wallMs: performance.now() - p.wallStart,
+    totals: { ...t, rejected: t.rejected + coordinatorRejects.count }, events: p.events, wallMs: performance.now() - p.wallStart, rejects,
   };
 }

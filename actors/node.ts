@@ -5,18 +5,23 @@
 // batches, so a watcher or the job's launcher sees every task and message.
 //
 // Requests (CBOR maps, transport/codec.ts encodeValue):
-//   { verb: 'host', reply, config: JobConfig, stages: number[] }  -> { verb: 'hosting', name, pid, stages } | { verb: 'error', … }
+//   { verb: 'host', reply, config: JobConfig, stages: number[], leaseMs? }
+//                                                                  -> { verb: 'hosting', name, pid, stages } | { verb: 'error', … }
+//   { verb: 'renew', job }                                         -> keeps a job's lease (no answer)
 //   { verb: 'status', reply, job }                                 -> { verb: 'status', name, statuses }
 //   { verb: 'finish', reply, job }                                 -> { verb: 'finished', name, events: { [stage]: count } }
 //   { verb: 'abort', reply, job }                                  -> the job's actors are stopped
 //   { verb: 'ping' }                                               -> a fresh hello on the announce subject
 //   { verb: 'exit' }                                               -> the agent stops
 // Malformed requests are answered with an error when they name a reply subject, and
-// counted and logged otherwise; nothing a peer sends can stop the agent.
+// counted and logged otherwise; nothing a peer sends can stop the agent. A job hosted
+// with a lease is dropped when no request naming it (the launcher renews every few
+// seconds) has come for leaseMs: a launcher that was killed leaves nothing behind.
 
 import * as os from 'os';
 import { Bus, Subscription } from '../transport/bus';
-import { decodeValue, encodeValue } from '../transport/codec';
+import { decodeValue, encodeValue, quoteValue } from '../transport/codec';
+import { PayloadTooLargeError } from '../transport/nats-bus';
 import { subject } from '../transport/subjects';
 import { checkSubject } from '../transport/local-bus';
 import { RealClock } from './clock';
@@ -46,7 +51,14 @@ interface HostedJob {
   pending: Map<number, BatonEvent[]>;
   sent: Map<number, number>;
   flushTimer: NodeJS.Timeout | null;
+  leaseMs: number | null;
+  leaseTimer: NodeJS.Timeout | null;
+  /** Trace batches that could not be published (the finish answer reports them). */
+  lostTrace: string[];
 }
+
+/** Shortest lease a launcher may ask for (renewals travel over the bus). */
+export const MIN_LEASE_MS = 1000;
 
 export interface NodeAgentOptions {
   name: string;
@@ -58,6 +70,8 @@ export class NodeAgent {
   readonly name: string;
   private readonly bus: Bus;
   private readonly jobs = new Map<string, HostedJob>();
+  /** Jobs between their host request and their wiring (the backend may be loading). */
+  private readonly starting = new Set<string>();
   private readonly log: (line: string) => void;
   private sub: Subscription | null = null;
   private exitResolve: () => void = () => {};
@@ -82,12 +96,16 @@ export class NodeAgent {
   /** Answer on a request's reply subject; a subject a peer got wrong is logged, never thrown. */
   private reply(to: unknown, msg: Record<string, unknown>): void {
     if (typeof to !== 'string' || !to.startsWith(`${NODES_PREFIX}.reply.`)) return;
+    if (!isReplySubject(to)) {
+      this.rejected++;
+      this.log(`node ${this.name}: cannot answer on ${quoteValue(to)}: not a valid subject`);
+      return;
+    }
     try {
-      checkSubject(to, false);
       this.bus.publish(to, encodeValue({ ...msg, name: this.name }));
     } catch (err) {
       this.rejected++;
-      this.log(`node ${this.name}: cannot answer on ${JSON.stringify(to)}: ${(err as Error).message}`);
+      this.log(`node ${this.name}: cannot answer on ${quoteValue(to)}: ${(err as Error).message}`);
     }
   }
 
@@ -103,40 +121,48 @@ export class NodeAgent {
       return;
     }
     void this.handle(req).catch((err: unknown) => {
-      const e = err instanceof Error ? err : new Error(String(err));
+      const e = err instanceof Error ? err : new Error(quoteValue(err));
+      const verb = typeof req.verb === 'string' ? req.verb : quoteValue(req.verb);
       this.rejected++;
-      this.log(`node ${this.name}: ${String(req.verb)} failed: ${e.message}`);
-      this.reply(req.reply, { verb: 'error', request: String(req.verb), message: `${e.name}: ${e.message}` });
+      this.log(`node ${this.name}: ${verb} failed: ${e.message}`);
+      this.reply(req.reply, { verb: 'error', request: verb, message: `${e.name}: ${e.message}` });
     });
   }
 
   private async handle(req: Record<string, unknown>): Promise<void> {
+    if (req.verb !== 'host' && req.job !== undefined) this.renew(jobName(req.job));
     switch (req.verb) {
       case 'host':
         return this.host(req);
       case 'ping':
         this.announce();
         return;
+      case 'renew':
+        // Renewed above; one for a job not (or no longer) hosted here is not worth an answer.
+        jobName(req.job);
+        return;
       case 'status': {
-        const job = this.jobs.get(String(req.job));
+        const job = this.jobs.get(jobName(req.job));
         const statuses: StageStatus[] = [];
         if (job) for (const a of job.stages.values()) statuses.push(await job.runtime.ask<StageActorMsg, StageStatus>(a, (reply) => ({ type: 'status', reply })));
         this.reply(req.reply, { verb: 'status', statuses });
         return;
       }
       case 'finish': {
-        const job = this.jobs.get(String(req.job));
-        if (!job) throw new Error(`no job ${JSON.stringify(req.job)} is hosted here`);
-        this.flushTrace(String(req.job), job);
+        const name = jobName(req.job);
+        const job = this.jobs.get(name);
+        if (!job) throw new Error(`no job ${quoteValue(req.job)} is hosted here`);
+        this.flushTrace(name, job);
         await this.bus.flush();
-        this.teardown(String(req.job), job);
-        this.reply(req.reply, { verb: 'finished', events: Object.fromEntries(job.sent), failures: job.runtime.failures.map((f) => `${f.actor}: ${f.error.message}`) });
+        this.teardown(name, job);
+        this.reply(req.reply, { verb: 'finished', events: Object.fromEntries(job.sent), failures: job.runtime.failures.map((f) => `${f.actor}: ${f.error.message}`), lostTrace: job.lostTrace });
         return;
       }
       case 'abort': {
-        const job = this.jobs.get(String(req.job));
-        if (job) this.teardown(String(req.job), job);
-        this.reply(req.reply, { verb: 'aborted', job: String(req.job) });
+        const name = jobName(req.job);
+        const job = this.jobs.get(name);
+        if (job) this.teardown(name, job);
+        this.reply(req.reply, { verb: 'aborted', job: name });
         return;
       }
       case 'exit':
@@ -145,29 +171,42 @@ export class NodeAgent {
         this.exitResolve();
         return;
       default:
-        throw new Error(`unknown verb ${JSON.stringify(req.verb)} (expected host, ping, status, finish, abort or exit)`);
+        throw new Error(`unknown verb ${quoteValue(req.verb)} (expected host, ping, renew, status, finish, abort or exit)`);
     }
   }
 
   private async host(req: Record<string, unknown>): Promise<void> {
+    // Stages no launcher can be told about could only be reached by a lease running out.
+    if (!isReplySubject(req.reply)) throw new Error(`host: reply must be a subject under ${NODES_PREFIX}.reply., got ${quoteValue(req.reply)}`);
     const stages = req.stages;
     if (!Array.isArray(stages) || stages.length === 0 || !stages.every((s) => Number.isInteger(s)))
-      throw new Error(`host: stages must be a non-empty list of integers, got ${JSON.stringify(stages)}`);
-    if (new Set(stages).size !== stages.length) throw new Error(`host: stages must not repeat, got ${JSON.stringify(stages)}`);
+      throw new Error(`host: stages must be a non-empty list of integers, got ${quoteValue(stages)}`);
+    if (new Set(stages).size !== stages.length) throw new Error(`host: stages must not repeat, got ${quoteValue(stages)}`);
     if (typeof req.config !== 'object' || req.config === null) throw new Error('host: missing config');
+    const leaseMs = req.leaseMs;
+    if (leaseMs !== undefined && !(Number.isSafeInteger(leaseMs) && (leaseMs as number) >= MIN_LEASE_MS))
+      throw new Error(`host: leaseMs must be an integer >= ${MIN_LEASE_MS}, got ${quoteValue(leaseMs)}`);
     const cfg: JobConfig = resolveConfig(req.config as Partial<JobConfig>);
-    if (this.jobs.has(cfg.job)) throw new Error(`job ${cfg.job} is already hosted here`);
     const plan = planJob(cfg);
+    if (this.jobs.has(cfg.job) || this.starting.has(cfg.job)) throw new Error(`job ${cfg.job} is already hosted here`);
     for (const s of stages as number[])
       if (s < 0 || s >= plan.shape.stages) throw new Error(`host: stage ${s} is outside 0..${plan.shape.stages - 1}`);
     const durations = durationModelFor(cfg, plan.shape);
-    if (cfg.train) await loadTrainingBackend(cfg.train);
+    this.starting.add(cfg.job);
+    try {
+      if (cfg.train) await loadTrainingBackend(cfg.train);
+    } finally {
+      this.starting.delete(cfg.job);
+    }
     const runtime = new ActorRuntime(new RealClock(), `${this.name}-${cfg.job}`);
     runtime.onFailure = (f) => {
       this.log(`node ${this.name}: actor ${f.actor} failed: ${f.error.message}`);
       this.reply(req.reply, { verb: 'failure', job: cfg.job, actor: f.actor, message: `${f.error.name}: ${f.error.message}` });
     };
-    const job: HostedJob = { runtime, computes: [], stages: new Map(), subs: [], pending: new Map(), sent: new Map(), flushTimer: null };
+    const job: HostedJob = {
+      runtime, computes: [], stages: new Map(), subs: [], pending: new Map(), sent: new Map(), flushTimer: null,
+      leaseMs: (leaseMs as number | undefined) ?? null, leaseTimer: null, lostTrace: [],
+    };
     try {
       for (const s of stages as number[]) {
         job.pending.set(s, []);
@@ -184,7 +223,8 @@ export class NodeAgent {
       throw err;
     }
     this.jobs.set(cfg.job, job);
-    this.log(`node ${this.name}: hosting job ${cfg.job} stages ${stages.join(',')}`);
+    this.renew(cfg.job);
+    this.log(`node ${this.name}: hosting job ${cfg.job} stages ${stages.join(',')}${job.leaseMs !== null ? ` (lease ${job.leaseMs} ms)` : ''}`);
     this.reply(req.reply, { verb: 'hosting', pid: process.pid, stages, job: cfg.job });
   }
 
@@ -196,22 +236,70 @@ export class NodeAgent {
     else if (!job.flushTimer) job.flushTimer = setTimeout(() => this.flushTrace(jobName, job), TRACE_FLUSH_MS);
   }
 
+  /** Restart a job's lease; a job hosted without one is kept until finished or aborted. */
+  private renew(name: string): void {
+    const job = this.jobs.get(name);
+    if (!job || job.leaseMs === null) return;
+    const ms = job.leaseMs;
+    if (job.leaseTimer) clearTimeout(job.leaseTimer);
+    job.leaseTimer = setTimeout(() => {
+      if (this.jobs.get(name) !== job) return;
+      this.log(`node ${this.name}: job ${name}: nothing from its launcher for ${ms} ms (lease expired); dropping its stages`);
+      this.teardown(name, job);
+    }, ms);
+  }
+
   private flushTrace(jobName: string, job: HostedJob): void {
     if (job.flushTimer) clearTimeout(job.flushTimer);
     job.flushTimer = null;
     for (const [stage, list] of job.pending) {
       if (list.length === 0) continue;
+      job.pending.set(stage, []);
+      this.publishTrace(jobName, stage, job, list);
+    }
+  }
+
+  /** A batch over the server's max_payload goes out in halves; an event that alone is over
+   * it is dropped, logged and reported in the answer to finish. */
+  private publishTrace(jobName: string, stage: number, job: HostedJob, list: BatonEvent[]): void {
+    try {
       this.bus.publish(subject(jobName, 'trace', stage), encodeValue({ events: list }));
       job.sent.set(stage, (job.sent.get(stage) ?? 0) + list.length);
-      job.pending.set(stage, []);
+    } catch (err) {
+      if (err instanceof PayloadTooLargeError && list.length > 1) {
+        const half = list.length >> 1;
+        this.publishTrace(jobName, stage, job, list.slice(0, half));
+        this.publishTrace(jobName, stage, job, list.slice(half));
+        return;
+      }
+      const lost = `${list.length} trace event(s) of stage ${stage} lost: ${(err as Error).message}`;
+      job.lostTrace.push(lost);
+      this.log(`node ${this.name}: job ${jobName}: ${lost}`);
     }
   }
 
   private teardown(name: string, job: HostedJob): void {
     if (job.flushTimer) clearTimeout(job.flushTimer);
+    if (job.leaseTimer) clearTimeout(job.leaseTimer);
     for (const s of job.subs) s.unsubscribe();
     job.runtime.shutdown();
     for (const c of job.computes) c.dispose?.();
     this.jobs.delete(name);
   }
+}
+
+/** Where an agent may answer: a launcher's reply box (a valid subject under baton._nodes.reply.). */
+function isReplySubject(to: unknown): to is string {
+  if (typeof to !== 'string' || !to.startsWith(`${NODES_PREFIX}.reply.`)) return false;
+  try {
+    checkSubject(to, false);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function jobName(job: unknown): string {
+  if (typeof job !== 'string') throw new Error(`job must be a string, got ${quoteValue(job)}`);
+  return job;
 }

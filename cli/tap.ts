@@ -76,6 +76,8 @@ export function formatTapLine(l: TapLine): string {
   return `${l.subject}  ${l.kind}${task}${l.iteration !== undefined ? ` it${l.iteration}` : ''}${route} ${l.bytes} B${lat}`;
 }
 
+const MAX_TIMEOUT_S = Math.floor((2 ** 31 - 1) / 1000);
+
 export async function tapCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags } = parseFlags(argv, TAP_FLAGS, 'tap');
   if (flags.help) {
@@ -84,9 +86,12 @@ export async function tapCommand(argv: readonly string[], out: (s: string) => vo
   }
   if (!flags.job && !flags.all) throw new UsageError('tap: --job J is required (or --all for every job)');
   const pattern = flags.all ? 'baton.>' : jobWildcard(checkJobName(String(flags.job)));
-  const bus = await NatsBus.connect(String(flags.nats), { name: 'baton-tap' });
   const limit = flags.count as number;
   const seconds = flags.timeout as number;
+  if (!Number.isSafeInteger(limit) || limit < 0) throw new UsageError(`tap: --count must be an integer >= 0, got ${limit}`);
+  // Node's timers hold at most 2^31 - 1 ms; a longer one would fire at once.
+  if (!(seconds >= 0 && seconds <= MAX_TIMEOUT_S)) throw new UsageError(`tap: --timeout must be between 0 and ${MAX_TIMEOUT_S} seconds (0 = no limit), got ${seconds}`);
+  const bus = await NatsBus.connect(String(flags.nats), { name: 'baton-tap' });
   let seen = 0;
   let stop: () => void = () => {};
   const stopped = new Promise<void>((resolve) => (stop = resolve));

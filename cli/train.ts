@@ -13,6 +13,7 @@ import { loadBackend } from '../models/backend';
 import { paramChecksum, validationLoss } from '../models/reference-train';
 import { TRAIN_DEFAULTS, TrainConfig, corpusFor, modelSpecFor, tokensPerMicrobatch } from '../models/train-config';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
+import { warnRejects } from './rejects';
 import { runOnce } from './run';
 
 const TRAIN_FLAGS: readonly FlagSpec[] = [
@@ -163,6 +164,7 @@ export async function train(cfg: JobConfig, setup: TrainSetup, progress?: (line:
   const o = setup.clock === 'virtual'
     ? { result: await runJob(cfg, { clock: 'virtual', onIteration }), transport: 'local', processes: 1, pids: [process.pid] }
     : await runOnce(cfg, { ...setup, onIteration });
+  warnRejects('train', o.result);
   const records = o.result.records;
   const losses = cfg.mode === 'async'
     ? (records[0].reports[cfg.stages - 1].losses as number[])

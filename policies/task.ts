@@ -80,7 +80,16 @@ export function validateShape(shape: PipelineShape): void {
   if (!Number.isInteger(stages) || stages < 1) throw bad('stages', stages);
   if (!Number.isInteger(chunks) || chunks < 1) throw bad('chunks', chunks);
   if (!Number.isInteger(microbatches) || microbatches < 1) throw bad('microbatches', microbatches);
+  const over = (what: string, v: number, max: number) => new ShapeError(`${what} must be at most ${max}, got ${v}`);
+  if (stages > SHAPE_LIMITS.stages) throw over('stages', stages, SHAPE_LIMITS.stages);
+  if (chunks > SHAPE_LIMITS.chunks) throw over('chunks', chunks, SHAPE_LIMITS.chunks);
+  if (chunks * microbatches > SHAPE_LIMITS.perStage) throw over('chunks × microbatches (the tasks of a stage per kind)', chunks * microbatches, SHAPE_LIMITS.perStage);
+  if (stages * chunks * microbatches > SHAPE_LIMITS.total) throw over('stages × chunks × microbatches', stages * chunks * microbatches, SHAPE_LIMITS.total);
 }
+
+/** Bounds on a pipeline's shape: every stage keeps per-task state, so a shape a peer or a
+ * typo makes huge is refused up front instead of exhausting memory. */
+export const SHAPE_LIMITS = { stages: 1024, chunks: 64, perStage: 1_000_000, total: 10_000_000 } as const;
 
 // Virtual stages: chunk c of physical stage s is virtual stage c*P + s. A microbatch's
 // forward path visits virtual stages 0..P*V-1 (physical 0..P-1 once per chunk); the

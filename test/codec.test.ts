@@ -1,5 +1,5 @@
 import { strict as assert } from 'assert';
-import { CodecError, DTYPES, decodeEnvelope, decodeValue, encodeEnvelope, encodeValue } from '../transport/codec';
+import { CodecError, DTYPES, decodeEnvelope, decodeValue, encodeEnvelope, encodeValue, quoteValue } from '../transport/codec';
 import type { CodecErrorReason } from '../transport/codec';
 import type { AnyTypedArray, DType, Envelope, TensorPayload } from '../transport/envelope';
 
@@ -201,6 +201,21 @@ describe('codec', () => {
       bad({ dtype: 'complex64' as DType, shape: [3], data: new Float32Array(3) }, 'dtype');
       bad(tensor('float32', [1000]), 'oversize', { maxBytes: 2000 });
       assert.throws(() => encodeEnvelope(envelope([], { v: 3 })), (e: unknown) => e instanceof CodecError && e.reason === 'version');
+    });
+  });
+
+  describe('quoting bad values in errors', () => {
+    it('is short whatever a peer sent, and never throws', () => {
+      const huge = '\u0001'.repeat(1_000_000);
+      for (const x of [huge, Array.from({ length: 100_000 }, (_, i) => i), { toString: 1, valueOf: 2 }, Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`k${i}`, 'v'.repeat(1000)])), new Map(), 7n, null]) {
+        const q = quoteValue(x);
+        assert.ok(q.length <= 80, `${q.length}: ${q}`);
+      }
+      assert.equal(quoteValue('abc'), '"abc"');
+      assert.equal(quoteValue([1, 2, 3]), '[1,2,3]');
+      assert.match(quoteValue(Array.from({ length: 100 }, (_, i) => i)), /^\[0,1,2,3,4,5,6,7,… 100 items\]$/);
+      const hostile = new Proxy({}, { ownKeys: () => { throw new Error('no'); } });
+      assert.equal(quoteValue(hostile), 'an unprintable value');
     });
   });
 

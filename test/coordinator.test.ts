@@ -46,7 +46,7 @@ describe('coordinator', () => {
       for (let s = 0; s < stages; s++) report(1, s);
       const records = await c.done;
       assert.deepEqual(records.map((r) => r.iteration), [0, 1]);
-      assert.deepEqual(c.rejects, []);
+      assert.deepEqual(c.rejects, { count: 0, first: [] });
     } finally {
       c.unsubscribe();
       runtime.shutdown();

@@ -1,6 +1,7 @@
 import { strict as assert } from 'assert';
 import { resolveConfig } from '../actors/config';
-import { ANNOUNCE_SUBJECT, NODES_PREFIX, NodeAgent, nodeSubject } from '../actors/node';
+import { ANNOUNCE_SUBJECT, MIN_LEASE_MS, NODES_PREFIX, NodeAgent, nodeSubject } from '../actors/node';
+import { TRAIN_DEFAULTS } from '../models/train-config';
 import { decodeValue, encodeValue } from '../transport/codec';
 import { LocalBus } from '../transport/local-bus';
 
@@ -21,6 +22,14 @@ function agentOnLocalBus() {
 }
 
 const settle = () => new Promise((r) => setTimeout(r, 20));
+
+async function until(pred: () => boolean, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!pred()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
 
 describe('the node agent', () => {
   it('survives a request whose reply subject it cannot publish to, and keeps serving', async () => {
@@ -52,6 +61,79 @@ describe('the node agent', () => {
     assert.equal(replies.at(-1)?.verb, 'hosting', JSON.stringify(replies.at(-1)));
     assert.equal(bus.subscriptionCount, subscriptions + 2 * 4);
     request({ verb: 'abort', reply: REPLY, job: 'dup' });
+    await settle();
+    assert.equal(bus.subscriptionCount, subscriptions);
+  });
+
+  it('survives requests whose fields cannot even be printed, and keeps serving', async () => {
+    const { agent, replies, hellos, request } = agentOnLocalBus();
+    request({ verb: { toString: 1 }, reply: REPLY });
+    request({ verb: 'status', reply: REPLY, job: { toString: 1, valueOf: 2 } });
+    request({ verb: 'x'.repeat(100_000), reply: REPLY });
+    await settle();
+    assert.equal(agent.rejected, 3);
+    assert.equal(replies.length, 3);
+    assert.ok(replies.every((r) => r.verb === 'error' && String(r.message).length < 400), JSON.stringify(replies).slice(0, 500));
+    assert.match(String(replies[1].message), /job must be a string/);
+    const before = hellos.length;
+    request({ verb: 'ping' });
+    await settle();
+    assert.equal(hellos.length, before + 1);
+  });
+
+  it('hosts nothing for a request it could not answer, or whose job name is not a string', async () => {
+    const { bus, agent, replies, request } = agentOnLocalBus();
+    const subscriptions = bus.subscriptionCount;
+    const config = resolveConfig({ job: 'quiet', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    request({ verb: 'host', reply: `${NODES_PREFIX}.reply.a b`, config, stages: [0] });
+    request({ verb: 'host', config, stages: [0] });
+    request({ verb: 'host', reply: REPLY, config: { ...config, job: 5 }, stages: [0] });
+    await settle();
+    assert.equal(bus.subscriptionCount, subscriptions, 'nothing was hosted');
+    assert.ok(agent.rejected >= 3, `rejected ${agent.rejected}`);
+    assert.match(String(replies.at(-1)?.message), /job name 5 must be a string/);
+  });
+
+  it('refuses a second host request for a job whose backend is still loading', async () => {
+    const { bus, replies, request } = agentOnLocalBus();
+    const subscriptions = bus.subscriptionCount;
+    const train = { ...TRAIN_DEFAULTS, model: 'mlp' as const, microbatchSize: 2, seq: 4, layers: 2, width: 8, totalIterations: 1, valBatches: 1 };
+    const config = resolveConfig({ job: 'twice', stages: 2, microbatches: 2, policy: 'bf', profile: 'train', train });
+    request({ verb: 'host', reply: REPLY, config, stages: [0] });
+    request({ verb: 'host', reply: REPLY, config, stages: [1] });
+    await until(() => replies.length === 2, 60_000);
+    assert.deepEqual(replies.map((r) => r.verb).sort(), ['error', 'hosting']);
+    assert.match(String(replies.find((r) => r.verb === 'error')?.message), /already hosted/);
+    request({ verb: 'abort', reply: REPLY, job: 'twice' });
+    await settle();
+    assert.equal(bus.subscriptionCount, subscriptions, 'nothing of the job is left');
+  });
+
+  it('drops a job whose launcher stops renewing its lease, and keeps one that is renewed', async () => {
+    const { bus, logs, replies, request } = agentOnLocalBus();
+    const subscriptions = bus.subscriptionCount;
+    const config = (job: string) => resolveConfig({ job, stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    request({ verb: 'host', reply: REPLY, config: config('kept'), stages: [0], leaseMs: MIN_LEASE_MS });
+    request({ verb: 'host', reply: REPLY, config: config('dropped'), stages: [0], leaseMs: MIN_LEASE_MS });
+    await settle();
+    assert.deepEqual(replies.map((r) => r.verb), ['hosting', 'hosting']);
+    assert.equal(bus.subscriptionCount, subscriptions + 2 * 4);
+    const renew = setInterval(() => request({ verb: 'renew', job: 'kept' }), MIN_LEASE_MS / 4);
+    try {
+      await until(() => bus.subscriptionCount === subscriptions + 4, 3 * MIN_LEASE_MS);
+      await new Promise((r) => setTimeout(r, MIN_LEASE_MS));
+      assert.equal(bus.subscriptionCount, subscriptions + 4, 'the renewed job is still hosted');
+    } finally {
+      clearInterval(renew);
+    }
+    assert.ok(logs.some((l) => /job dropped: nothing from its launcher for 1000 ms \(lease expired\)/.test(l)), logs.join('\n'));
+    request({ verb: 'host', reply: REPLY, config: config('dropped'), stages: [0] });
+    await settle();
+    assert.equal(replies.at(-1)?.verb, 'hosting', 'the name of a dropped job can be hosted again');
+    request({ verb: 'host', reply: REPLY, config: config('x'), stages: [0], leaseMs: 10 });
+    await settle();
+    assert.match(String(replies.at(-1)?.message), /leaseMs must be an integer >= 1000/);
+    for (const job of ['kept', 'dropped']) request({ verb: 'abort', reply: REPLY, job });
     await settle();
     assert.equal(bus.subscriptionCount, subscriptions);
   });

@@ -1,5 +1,5 @@
 import { strict as assert } from 'assert';
-import { TaskParseError, allTasks, formatTask, fromVirtual, forwardSuccessor, backwardSuccessor, parseTask, task, virtualStage } from '../policies/task';
+import { SHAPE_LIMITS, TaskParseError, allTasks, validateShape, formatTask, fromVirtual, forwardSuccessor, backwardSuccessor, parseTask, task, virtualStage } from '../policies/task';
 
 describe('task IR', () => {
   it('formats and parses back unchanged', () => {
@@ -31,5 +31,17 @@ describe('task IR', () => {
   it('lists every task of a stage once, with W only when backward is split', () => {
     assert.equal(allTasks({ stages: 2, chunks: 2, microbatches: 3, splitBackward: false }).length, 12);
     assert.equal(allTasks({ stages: 2, chunks: 2, microbatches: 3, splitBackward: true }).length, 18);
+  });
+
+  it('refuses shapes too large to hold per-task state for, naming the bound', () => {
+    const ok = { stages: 32, chunks: 2, microbatches: 192, splitBackward: false };
+    validateShape(ok);
+    validateShape({ ...ok, stages: SHAPE_LIMITS.stages, chunks: 1, microbatches: 1000 });
+    for (const [shape, re] of [
+      [{ ...ok, microbatches: 1e8 }, /chunks × microbatches .* must be at most 1000000, got 200000000/],
+      [{ ...ok, stages: 5000 }, /stages must be at most 1024, got 5000/],
+      [{ ...ok, chunks: 65 }, /chunks must be at most 64, got 65/],
+      [{ ...ok, stages: 1000, chunks: 1, microbatches: 20000 }, /stages × chunks × microbatches must be at most 10000000, got 20000000/],
+    ] as const) assert.throws(() => validateShape(shape), (e: Error) => e.name === 'ShapeError' && re.test(e.message));
   });
 });

@@ -11,7 +11,7 @@
 // over 4 GiB, compression, schema evolution beyond the single version number.
 
 import type * as CborX from 'cbor-x' with { 'resolution-mode': 'import' };
-import { ENVELOPE_VERSION } from './envelope';
+import { ENVELOPE_VERSION, MAX_JOB_NAME } from './envelope';
 import type { AnyTypedArray, DType, Direction, Envelope, TensorPayload } from './envelope';
 
 export type CodecErrorReason =
@@ -210,12 +210,12 @@ type Header = Omit<Envelope, 'tensors'>;
 export const MAX_COMM_MS = 3_600_000;
 
 // Validators and their error descriptions are built once, not for every field checked.
-const isJob = (x: unknown): boolean => typeof x === 'string' && JOB_RE.test(x);
+const isJob = (x: unknown): boolean => typeof x === 'string' && x.length <= MAX_JOB_NAME && JOB_RE.test(x);
 const isKind = (x: unknown): boolean => typeof x === 'string' && x.length > 0;
 const isDirection = (x: unknown): boolean => DIRECTIONS.includes(x as Direction);
 const isFiniteNumber = (x: unknown): boolean => typeof x === 'number' && Number.isFinite(x);
 const isCommMs = (x: unknown): boolean => typeof x === 'number' && x >= 0 && x <= MAX_COMM_MS;
-const JOB_EXPECTED = `a string matching ${JOB_RE}`;
+const JOB_EXPECTED = `a string matching ${JOB_RE} of at most ${MAX_JOB_NAME} characters`;
 const DIRECTION_EXPECTED = `one of ${DIRECTIONS.join(', ')}`;
 const COMM_MS_EXPECTED = `a number of ms in [0, ${MAX_COMM_MS}]`;
 
@@ -301,13 +301,32 @@ function isPlainObject(x: unknown): x is Record<string, unknown> {
   return p === Object.prototype || p === null;
 }
 
-/** A short quote of a bad value for error messages. */
-export function quoteValue(x: unknown): string {
-  if (x === undefined) return 'undefined';
-  if (typeof x === 'number' || typeof x === 'bigint') return String(x);
-  if (ArrayBuffer.isView(x)) return `${x.constructor.name}(${x.byteLength} bytes)`;
-  if (typeof x === 'object' && x !== null && !Array.isArray(x) && !isPlainObject(x)) return `a ${x.constructor?.name ?? 'object'}`;
-  let s: string;
-  try { s = JSON.stringify(x) ?? String(x); } catch { s = String(x); }
-  return s.length > 80 ? `${s.slice(0, 77)}...` : s;
+/**
+ * A short quote of a bad value for error messages. Never throws, and never renders more
+ * than it shows: a peer's 50 MB string or million-element list is cut before quoting.
+ */
+export function quoteValue(x: unknown, max = 80): string {
+  try {
+    if (x === undefined) return 'undefined';
+    if (typeof x === 'number' || typeof x === 'bigint' || typeof x === 'boolean' || x === null) return String(x);
+    if (typeof x === 'string') return cut(JSON.stringify(x.length > max ? x.slice(0, max) : x), max);
+    if (ArrayBuffer.isView(x)) return `${x.constructor.name}(${x.byteLength} bytes)`;
+    if (Array.isArray(x)) {
+      const shown = x.slice(0, 8).map((v) => quoteValue(v, 20));
+      return cut(`[${shown.join(',')}${x.length > 8 ? `,… ${x.length} items` : ''}]`, max);
+    }
+    if (typeof x === 'object' && !isPlainObject(x)) return `a ${String(x.constructor?.name ?? 'object')}`;
+    if (typeof x === 'object') {
+      const keys = Object.keys(x);
+      const shown = keys.slice(0, 6).map((k) => `${quoteValue(k, 20)}:${quoteValue((x as Record<string, unknown>)[k], 20)}`);
+      return cut(`{${shown.join(',')}${keys.length > 6 ? `,… ${keys.length} keys` : ''}}`, max);
+    }
+    return typeof x;
+  } catch {
+    return 'an unprintable value';
+  }
+}
+
+function cut(s: string, max: number): string {
+  return s.length > max ? `${s.slice(0, max - 3)}...` : s;
 }

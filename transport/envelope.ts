@@ -51,3 +51,6 @@ export interface Envelope {
   /** Kind-specific fields of control messages. */
   readonly body?: Readonly<Record<string, unknown>>;
 }
+
+/** Longest job name: it is in every subject and every envelope. */
+export const MAX_JOB_NAME = 128;

@@ -1,6 +1,9 @@
 // Subject naming: baton.<job>.<kind>.<stage>[.<rank>]. A wildcard subscription to
 // `baton.<job>.>` sees one whole job.
 
+import { quoteValue } from './codec';
+import { MAX_JOB_NAME } from './envelope';
+
 export type SubjectKind = 'activation' | 'gradient' | 'data' | 'control' | 'tp' | 'trace' | 'report';
 
 const TOKEN_RE = /^[A-Za-z0-9_-]+$/;
@@ -9,8 +12,9 @@ export class SubjectError extends Error {
   override name = 'SubjectError';
 }
 
-export function checkJobName(job: string): string {
-  if (!TOKEN_RE.test(job)) throw new SubjectError(`job name ${JSON.stringify(job)} must match ${TOKEN_RE} (it is a NATS subject token)`);
+export function checkJobName(job: unknown): string {
+  if (typeof job !== 'string' || !TOKEN_RE.test(job) || job.length > MAX_JOB_NAME)
+    throw new SubjectError(`job name ${quoteValue(job)} must be a string matching ${TOKEN_RE} of at most ${MAX_JOB_NAME} characters (it is a NATS subject token)`);
   return job;
 }
 

@@ -1,0 +1,37 @@
+import { strict as assert } from 'assert';
+import { BatonEvent, eventProblem } from '../actors/events';
+
+describe('events from the wire', () => {
+  const good: BatonEvent[] = [
+    { type: 'task-start', t: 1, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0, inflight: 1, backpressure: false },
+    { type: 'task-end', t: 2, stage: 0, iteration: 0, kind: 'B', mb: 3, chunk: 1 },
+    { type: 'send', t: 2, stage: 0, iteration: 0, kind: 'activation', mb: 0, chunk: 0, dst: 1, seq: 4, bytes: 16, cpuMs: 0.1 },
+    { type: 'receive', t: 3, stage: 1, iteration: 0, kind: 'activation', mb: 0, chunk: 0, src: 0, seq: 4, bytes: 16, latency: 1 },
+    { type: 'wait', t: 0, stage: 1, iteration: 0, ms: 2, reason: 'nothing-ready' },
+    { type: 'reject', t: 0, stage: 1, iteration: -1, reason: 'malformed', detail: 'x' },
+    { type: 'iteration-start', t: 0, stage: 2, iteration: 1 },
+  ];
+
+  it('accepts every kind of event the stages emit', () => {
+    for (const e of good) assert.equal(eventProblem(e), null, JSON.stringify(e));
+  });
+
+  it('names what is wrong with a malformed one', () => {
+    const cases: [unknown, RegExp][] = [
+      [null, /must be a map/],
+      [[1], /must be a map/],
+      [{}, /unknown event type undefined/],
+      [{ type: 'toString', t: 0, stage: 0, iteration: 0 }, /unknown event type "toString"/],
+      [{ ...good[0], t: 'soon' }, /task-start event: field "t" must be a finite number/],
+      [{ ...good[0], stage: -1 }, /field "stage" must be an integer >= 0/],
+      [{ ...good[0], kind: 'X' }, /field "kind" must be F, B or W/],
+      [{ ...good[0], backpressure: 1 }, /field "backpressure" must be a boolean/],
+      [{ ...good[2], bytes: 'lots' }, /send event: field "bytes" must be an integer >= 0/],
+      [{ ...good[2], cpuMs: NaN }, /field "cpuMs" must be a finite number/],
+      [{ ...good[3], latency: null }, /receive event: field "latency"/],
+      [{ ...good[4], reason: 'bored' }, /field "reason" must be nothing-ready, binding, backpressure, tp-defer/],
+      [{ ...good[5], detail: 5 }, /reject event: field "detail" must be a string/],
+    ];
+    for (const [x, re] of cases) assert.match(String(eventProblem(x)), re, JSON.stringify(x));
+  });
+});
