@@ -151,6 +151,8 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     }
   }));
   const runtime = new ActorRuntime(new RealClock(), `launcher-${cfg.job}`);
+  // The launcher's own actor (the coordinator, whose onIteration writes checkpoints) failing ends the job too.
+  runtime.onFailure = (f) => nodeFailed(new JobError(`actor ${f.actor} failed: ${f.error.message}`, { cause: f.error }));
   const request = (node: string, body: Record<string, unknown>) => bus.publish(nodeSubject(node), encodeValue({ ...body, reply: replySubject }));
   const blocks = assignStages(shape.stages, o.nodes.length);
   const used = o.nodes.slice(0, blocks.length);

@@ -42,8 +42,14 @@ export type StageEffect =
   | { readonly type: 'finished'; readonly iteration: number; readonly peakInflight: number }
   | { readonly type: 'event'; readonly event: BatonEvent };
 
+/** A peer's message the stage cannot take (rejected; the stage carries on). */
 export class StageProtocolError extends Error {
   override name = 'StageProtocolError';
+}
+
+/** The policy broke its contract (picked a task that is not ready): the job fails, naming it. */
+export class PolicyError extends Error {
+  override name = 'PolicyError';
 }
 
 interface IterationState {
@@ -219,7 +225,7 @@ function arbitrate(s: StageState, now: number, fx: StageEffect[]): void {
     return;
   }
   if (!it.ready.has(pick))
-    throw new StageProtocolError(`stage ${stage}: policy ${policy.name} picked ${formatTask(pick)}, which is not ready (ready: ${[...it.ready.B, ...it.ready.F, ...it.ready.W].map(formatTask).join(' ') || 'none'})`);
+    throw new PolicyError(`stage ${stage}: policy ${policy.name} picked ${formatTask(pick)}, which is not ready (ready: ${[...it.ready.B, ...it.ready.F, ...it.ready.W].map(formatTask).join(' ') || 'none'})`);
   it.ready.remove(pick);
   it.memo = policy.advance(it.memo, pick, ctx);
   if (pick.kind === 'F') {

@@ -17,7 +17,7 @@ import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { formatTable } from './table';
 import { warnRejects } from './rejects';
-import { writeTraceFiles } from './trace-output';
+import { checkTraceOutputs, writeTraceFiles } from './trace-output';
 
 const RUN_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
@@ -194,6 +194,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     out(JSON.stringify({ ...cfg, ...setup }, null, 2));
     return 0;
   }
+  checkTraceOutputs('run', flags.trace as string | undefined, flags.gantt as string | undefined);
   const policies = (flags.compare as string[] | undefined) ?? [cfg.policy];
   // Every policy of a comparison is checked before the first one runs.
   for (const policy of policies) checkJob({ ...cfg, policy }, { profileHere: !setup.nodes });

@@ -5,7 +5,7 @@ import { JobConfig } from '../actors/config';
 import { FlagSpec, helpText, parseFlags } from './args';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { formatTable } from './table';
-import { writeTraceFiles } from './trace-output';
+import { checkTraceOutputs, writeTraceFiles } from './trace-output';
 
 const SIM_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
@@ -44,6 +44,7 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
     out(JSON.stringify(cfg, null, 2));
     return 0;
   }
+  checkTraceOutputs('sim', flags.trace as string | undefined, flags.gantt as string | undefined);
   const compare = flags.compare as string[] | undefined;
   if (!compare) {
     const r = await simulate(cfg);

@@ -5,6 +5,7 @@
 import * as fs from 'fs';
 import { jsonErrorLine } from '../models/json-error';
 import { BatonEvent } from '../actors/events';
+import { checkOutputFile } from './output-paths';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { formatTable } from './table';
 import { ChromeEvent, batonEventsFromTrace, checkChromeTrace } from './trace/chrome';
@@ -120,6 +121,7 @@ async function gantt(argv: readonly string[], out: (s: string) => void): Promise
   const file = onePositional(positional, 'gantt');
   const output = flags.output as string | undefined;
   if (!output) throw new UsageError('trace gantt: -o FILE.svg is required');
+  checkOutputFile(output, 'trace gantt: -o');
   const width = flags.width as number;
   if (width < 300) throw new UsageError(`trace gantt: --width must be at least 300 px, got ${width}`);
   const trace = loadTrace(file);

@@ -4,6 +4,13 @@ import * as fs from 'fs';
 import { JobResult, summarize } from '../actors/job';
 import { toChromeTrace, writeChromeTrace } from './trace/chrome';
 import { ganttSvg } from './trace/gantt';
+import { checkOutputFile } from './output-paths';
+
+/** Refuse, before the run, a --trace or --gantt path that could not be written after it. */
+export function checkTraceOutputs(command: string, traceFile?: string, ganttFile?: string): void {
+  if (traceFile) checkOutputFile(traceFile, `${command}: --trace`);
+  if (ganttFile) checkOutputFile(ganttFile, `${command}: --gantt`);
+}
 
 export function writeTraceFiles(r: JobResult, traceFile?: string, ganttFile?: string): string[] {
   const written: string[] = [];

@@ -15,6 +15,7 @@ import { TRAIN_DEFAULTS, TrainConfig, corpusFor, modelSpecFor, tokensPerMicrobat
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { warnRejects } from './rejects';
 import { runOnce } from './run';
+import { checkOutputDir } from './output-paths';
 
 const TRAIN_FLAGS: readonly FlagSpec[] = [
   { name: 'model', type: 'string', help: 'model', choices: ['gpt', 'mlp'], default: TRAIN_DEFAULTS.model },
@@ -78,6 +79,7 @@ function positive(v: unknown, name: string): number {
 
 export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: JobConfig; setup: TrainSetup } {
   const total = positive(flags.iterations, 'iterations');
+  if (flags.checkpoint && !flags.resume) checkOutputDir(String(flags.checkpoint), 'train: --checkpoint');
   let start = 0;
   if (flags.resume) {
     if (!flags.checkpoint) throw new UsageError('train: --resume needs --checkpoint DIR');

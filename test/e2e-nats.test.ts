@@ -120,6 +120,14 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     }
   });
 
+  it('fails at once when the launcher\'s own iteration callback fails (a checkpoint that cannot be written)', async () => {
+    const cfg = resolveConfig({ job: 'cbfail', stages: 2, microbatches: 4, iterations: 3, policy: 'bf', profile: 'uniform' });
+    const t0 = Date.now();
+    await assert.rejects(runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url, onIteration: () => { throw new Error('disk full'); } }),
+      (e: Error) => e.name === 'JobError' && /actor coordinator failed: disk full/.test(e.message));
+    assert.ok(Date.now() - t0 < 10_000, `failed after ${Date.now() - t0} ms (the stall watchdog is 30 s)`);
+  });
+
   it('fails clearly, naming the subject, when a trace batch holds malformed events', async () => {
     const vandal = await NatsBus.connect(server().url);
     const cfg = resolveConfig({ job: 'badtrace', stages: 2, microbatches: 4, policy: 'bf', profile: 'uniform' });

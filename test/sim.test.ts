@@ -156,13 +156,35 @@ describe('simulation on the virtual clock (the real actors)', function () {
         choose(ready, memo, ctx) { return ctx.stage === 1 ? (ready.F[0] || null) : (ready.B[0] || ready.F[0] || null); },
         advance(memo) { return memo; },
       };`);
-    await assert.rejects(sim({ stages: 3, microbatches: 4, policy: file }), (e: unknown) => {
-      assert.ok(e instanceof DeadlockError, String(e));
-      assert.match(e.message, /stage 1, iteration 0: idle with 4 tasks left/);
-      assert.match(e.message, /backward-ready=\[B0 B1 B2 B3\]/);
-      assert.ok(e.timeline.length > 0);
-      return true;
-    });
+    try {
+      await assert.rejects(sim({ stages: 3, microbatches: 4, policy: file }), (e: unknown) => {
+        assert.ok(e instanceof DeadlockError, String(e));
+        assert.match(e.message, /stage 1, iteration 0: idle with 4 tasks left/);
+        assert.match(e.message, /backward-ready=\[B0 B1 B2 B3\]/);
+        assert.ok(e.timeline.length > 0);
+        return true;
+      });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('fails, naming the policy, when it picks a task that is not ready (not a deadlock)', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-policy-'));
+    const file = path.join(dir, 'wild.js');
+    fs.writeFileSync(file, `
+      module.exports.policy = {
+        name: 'wild', binding: false, splitBackward: false,
+        check() {}, start() { return null; },
+        choose() { return { kind: 'F', mb: 999, chunk: 0 }; },
+        advance(memo) { return memo; },
+      };`);
+    try {
+      await assert.rejects(sim({ stages: 2, microbatches: 2, policy: file }),
+        (e: Error) => e.name === 'JobError' && /actor stage-0 failed: stage 0: policy wild picked F999, which is not ready/.test(e.message));
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('finds dependency violations in a doctored trace', async () => {

@@ -1,0 +1,52 @@
+// Where a command will write is checked before it runs, so a long run does not end in a
+// write error: a file path must not be a directory and must be creatable where it is; a
+// directory path must be a directory, or is created now.
+
+import * as fs from 'fs';
+import * as path from 'path';
+import { UsageError } from './args';
+
+function writable(dir: string): boolean {
+  try {
+    fs.accessSync(dir, fs.constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The closest existing path at or above `p` (which may not exist yet). */
+function existingAncestor(p: string): string {
+  let d = path.resolve(p);
+  while (!fs.existsSync(d)) d = path.dirname(d);
+  return d;
+}
+
+export function checkOutputFile(file: string, flag: string): void {
+  const abs = path.resolve(file);
+  if (fs.existsSync(abs)) {
+    if (fs.statSync(abs).isDirectory()) throw new UsageError(`${flag} ${file}: is a directory; give a file path`);
+    if (!writable(abs)) throw new UsageError(`${flag} ${file}: not writable`);
+    return;
+  }
+  const dir = path.dirname(abs);
+  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new UsageError(`${flag} ${file}: directory ${dir} does not exist`);
+  if (!writable(dir)) throw new UsageError(`${flag} ${file}: cannot create files in ${dir}`);
+}
+
+export function checkOutputDir(dir: string, flag: string): void {
+  const abs = path.resolve(dir);
+  if (fs.existsSync(abs)) {
+    if (!fs.statSync(abs).isDirectory()) throw new UsageError(`${flag} ${dir}: exists and is not a directory`);
+    if (!writable(abs)) throw new UsageError(`${flag} ${dir}: not writable`);
+    return;
+  }
+  const up = existingAncestor(abs);
+  if (!fs.statSync(up).isDirectory() || !writable(up)) throw new UsageError(`${flag} ${dir}: cannot be created (${up} is not a writable directory)`);
+  // Permission bits do not tell everything (root may not create directories in /sys): try it.
+  try {
+    fs.mkdirSync(abs, { recursive: true });
+  } catch (err) {
+    throw new UsageError(`${flag} ${dir}: cannot be created: ${(err as Error).message}`);
+  }
+}
