@@ -120,10 +120,14 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
   o.stop?.catch((e: Error) => nodeFailed(e));
   /** `p`, unless the job fails first. */
   const unlessFailed = <T>(p: Promise<T>): Promise<T> => Promise.race([nodeFailure, p]);
+  const heard = new Map<string, number>();
   subs.push(bus.subscribe(replySubject, (_s, d) => {
     const r = decodeReply(d);
     if (!r) return;
+    heard.set(r.name, Date.now());
     if (r.verb === 'failure') nodeFailed(new JobError(`on node ${r.name}, actor ${r.actor} failed: ${r.message}`));
+    if (r.verb === 'leaving') nodeFailed(new JobError(`node ${r.name} left during the job (${String(r.reason)})`));
+    if (r.verb === 'renewed') return;
     replies.push(r);
   }));
   subs.push(bus.subscribe(ANNOUNCE_SUBJECT, (_s, d) => {
@@ -176,7 +180,14 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     const pidOf = new Map(seen.map((r) => [r.name, Number(r.pid)]));
     const leaseMs = o.leaseMs ?? 30000;
     used.forEach((n, i) => request(n, { verb: 'host', config: cfg, stages: blocks[i], leaseMs }));
-    renewer = setInterval(() => used.forEach((n) => request(n, { verb: 'renew', job: cfg.job })), leaseMs / 4);
+    const since = Date.now();
+    // A node that answers nothing for a whole lease (its renewals included) is gone or hung;
+    // it would have dropped the job's stages by now anyway.
+    renewer = setInterval(() => {
+      used.forEach((n) => request(n, { verb: 'renew', job: cfg.job }));
+      const silent = used.filter((n) => Date.now() - (heard.get(n) ?? since) > leaseMs);
+      if (silent.length > 0) nodeFailed(new JobError(`node(s) ${silent.join(', ')} answered nothing for ${leaseMs} ms: gone or hung`));
+    }, leaseMs / 4);
     const hosted = await unlessFailed(replies.waitFor(
       (rs) => rs.some((r) => r.verb === 'error') || used.every((n) => rs.some((r) => r.name === n && r.verb === 'hosting')), timeout,
       () => `nodes to host job ${cfg.job}`));
@@ -231,7 +242,9 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     clearInterval(renewer);
     replies.close();
     hellos.close();
-    if (!completed) used.forEach((n) => request(n, { verb: 'abort', job: cfg.job }));
+    // A node that refused to host (the job name is someone else's there) is left alone.
+    const refused = new Set(replies.queue.filter((r) => r.verb === 'error' && r.request === 'host').map((r) => r.name));
+    if (!completed) used.filter((n) => !refused.has(n)).forEach((n) => request(n, { verb: 'abort', job: cfg.job }));
     for (const s of subs) s.unsubscribe();
     runtime.shutdown();
   }

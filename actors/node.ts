@@ -7,7 +7,9 @@
 // Requests (CBOR maps, transport/codec.ts encodeValue):
 //   { verb: 'host', reply, config: JobConfig, stages: number[], leaseMs? }
 //                                                                  -> { verb: 'hosting', name, pid, stages } | { verb: 'error', … }
-//   { verb: 'renew', job }                                         -> keeps a job's lease (no answer)
+//   { verb: 'renew', reply, job }                                  -> { verb: 'renewed', job } while the job is hosted here
+// An agent that is stopped (SIGTERM, SIGINT) tells the launcher of each job it hosts:
+//   { verb: 'leaving', job, reason }
 //   { verb: 'status', reply, job }                                 -> { verb: 'status', name, statuses }
 //   { verb: 'finish', reply, job }                                 -> { verb: 'finished', name, events: { [stage]: count } }
 //   { verb: 'abort', reply, job }                                  -> the job's actors are stopped
@@ -55,6 +57,8 @@ interface HostedJob {
   leaseTimer: NodeJS.Timeout | null;
   /** Trace batches that could not be published (the finish answer reports them). */
   lostTrace: string[];
+  /** The launcher's reply subject. */
+  replyTo: string;
 }
 
 /** Shortest lease a launcher may ask for (renewals travel over the bus). */
@@ -137,10 +141,12 @@ export class NodeAgent {
       case 'ping':
         this.announce();
         return;
-      case 'renew':
+      case 'renew': {
         // Renewed above; one for a job not (or no longer) hosted here is not worth an answer.
-        jobName(req.job);
+        const name = jobName(req.job);
+        if (this.jobs.has(name)) this.reply(req.reply, { verb: 'renewed', job: name });
         return;
+      }
       case 'status': {
         const job = this.jobs.get(jobName(req.job));
         const statuses: StageStatus[] = [];
@@ -205,7 +211,7 @@ export class NodeAgent {
     };
     const job: HostedJob = {
       runtime, computes: [], stages: new Map(), subs: [], pending: new Map(), sent: new Map(), flushTimer: null,
-      leaseMs: (leaseMs as number | undefined) ?? null, leaseTimer: null, lostTrace: [],
+      leaseMs: (leaseMs as number | undefined) ?? null, leaseTimer: null, lostTrace: [], replyTo: req.reply,
     };
     try {
       for (const s of stages as number[]) {
@@ -234,6 +240,14 @@ export class NodeAgent {
     list.push(e);
     if (list.length >= TRACE_BATCH) this.flushTrace(jobName, job);
     else if (!job.flushTimer) job.flushTimer = setTimeout(() => this.flushTrace(jobName, job), TRACE_FLUSH_MS);
+  }
+
+  /** The agent is being stopped: every launcher it hosts stages for hears so at once, and the stages go. */
+  leave(reason: string): void {
+    for (const [name, job] of [...this.jobs]) {
+      this.reply(job.replyTo, { verb: 'leaving', job: name, reason });
+      this.teardown(name, job);
+    }
   }
 
   /** Restart a job's lease; a job hosted without one is kept until finished or aborted. */

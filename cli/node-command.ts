@@ -1,7 +1,10 @@
 // `baton node`: a node agent process that hosts stage actors on request.
 
-import { NODE_NAME_RE, NodeAgent } from '../actors/node';
+import * as os from 'os';
+import { ANNOUNCE_SUBJECT, NODE_NAME_RE, NodeAgent, nodeSubject } from '../actors/node';
+import { decodeValue, encodeValue } from '../transport/codec';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
+import { Bus } from '../transport/bus';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 
 const NODE_FLAGS: readonly FlagSpec[] = [
@@ -29,22 +32,56 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   const log = flags.quiet ? () => {} : flags.json
     ? (l: string) => process.stderr.write(`${JSON.stringify({ node: name, log: l })}\n`)
     : (l: string) => process.stderr.write(`${l}\n`);
+  // Stage processes a launcher starts are named after the job it claimed; others ask first.
+  if (!flags.exitWithStdin) await refuseTakenName(bus, name, String(flags.nats));
   const agent = new NodeAgent({ name, bus, log });
   agent.start();
   if (flags.json) out(JSON.stringify({ node: name, pid: process.pid, nats: flags.nats, ready: true }));
   else log(`node ${name}: ready on ${flags.nats} (pid ${process.pid})`);
-  const stop = () => void bus.close().finally(() => process.exit(0));
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  let stopping = false;
+  const stop = (why: string) => () => {
+    stopping = true;
+    agent.leave(why);
+    void bus.flush().catch(() => {}).finally(() => bus.close()).finally(() => process.exit(0));
+  };
+  process.once('SIGTERM', stop('SIGTERM'));
+  process.once('SIGINT', stop('SIGINT'));
   if (flags.exitWithStdin) {
     // The launcher holds the other end of stdin; it closes when the launcher ends, however it ends.
-    process.stdin.once('close', stop);
-    process.stdin.once('end', stop);
-    process.stdin.on('error', stop);
+    const gone = stop('its launcher ended');
+    process.stdin.once('close', gone);
+    process.stdin.once('end', gone);
+    process.stdin.on('error', gone);
     process.stdin.resume();
   }
   const lost = await Promise.race([agent.exited.then(() => null), bus.lost()]);
+  // Our own close on a signal ends the connection too; the process is about to exit.
+  if (stopping) return new Promise<number>(() => {});
   if (lost) throw new NatsBusError(`node ${name}: lost the connection to NATS at ${flags.nats} (${lost.message}); the jobs it hosted are gone`);
   await bus.close();
   return 0;
+}
+
+/** Two agents of one name would both take the requests meant for one: the second refuses to start. */
+async function refuseTakenName(bus: Bus, name: string, url: string, waitMs = 300): Promise<void> {
+  let holder: { pid?: unknown; host?: unknown } | null = null;
+  const sub = bus.subscribe(ANNOUNCE_SUBJECT, (_s, d) => {
+    try {
+      const r = decodeValue(d) as { verb?: unknown; name?: unknown; pid?: unknown; host?: unknown };
+      if (r && r.verb === 'hello' && r.name === name && !(r.pid === process.pid && r.host === os.hostname())) holder = r;
+    } catch { /* not a hello */ }
+  });
+  try {
+    await bus.flush();
+    bus.publish(nodeSubject(name), encodeValue({ verb: 'ping' }));
+    await bus.flush();
+    await new Promise((r) => setTimeout(r, waitMs));
+  } finally {
+    sub.unsubscribe();
+  }
+  const h = holder as { pid?: unknown; host?: unknown } | null;
+  if (h) {
+    await bus.close();
+    throw new UsageError(`node: a node named ${name} is already running on ${url} (pid ${String(h.pid)} on ${String(h.host)}); give this one another --name`);
+  }
 }

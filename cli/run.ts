@@ -17,6 +17,7 @@ import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { formatTable } from './table';
 import { warnRejects } from './rejects';
+import { claimJob } from '../actors/job-claim';
 import { checkTraceOutputs, writeTraceFiles } from './trace-output';
 
 const RUN_FLAGS: readonly FlagSpec[] = [
@@ -143,9 +144,12 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
   let bus: NatsBus | null = null;
   let nodes: SpawnedNodes | null = null;
   let interrupts: ReturnType<typeof watchInterrupts> | null = null;
+  let release: (() => void) | null = null;
   try {
     const url = setup.natsUrl ?? (server = await startNatsServer()).url;
     bus = await NatsBus.connect(url, { name: `baton-run-${cfg.job}` });
+    // A server of our own has no other jobs; a shared one may.
+    if (!server) release = await claimJob(bus, cfg.job);
     if (setup.processes === 'single' && !setup.nodes) {
       const result = await runJob(cfg, { clock: 'real', bus, onIteration: setup.onIteration });
       return { result, transport: 'nats', processes: 1, pids: [process.pid], natsUrl: url };
@@ -159,6 +163,7 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     return { result, transport: 'nats', processes: pids.length, pids, natsUrl: url };
   } finally {
     if (nodes) await nodes.stop();
+    release?.();
     if (bus) await bus.close();
     if (server) await server.stop();
     interrupts?.dispose();

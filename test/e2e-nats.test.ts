@@ -128,6 +128,49 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     assert.ok(Date.now() - t0 < 10_000, `failed after ${Date.now() - t0} ms (the stall watchdog is 30 s)`);
   });
 
+  it('refuses a second job of the same name on a shared server, and the first one completes', async () => {
+    const cfg = resolveConfig({ job: 'twin', stages: 2, microbatches: 8, iterations: 3, policy: 'bf', profile: 'uniform' });
+    const first = runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
+    await new Promise((r) => setTimeout(r, 1500));
+    await assert.rejects(runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url }),
+      (e: Error) => e.name === 'JobNameTakenError' && /job twin is already running/.test(e.message));
+    assert.equal(summarize((await first).result).tasks, 3 * 2 * 8 * 2);
+  });
+
+  it('refuses to start a second node agent of a name already in use', async () => {
+    const first = spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', 'dupe', '--json'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    try {
+      await new Promise<void>((resolve) => first.stdout!.once('data', () => resolve()));
+      const second = spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', 'dupe'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let err = '';
+      second.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+      const code = await new Promise<number | null>((resolve) => second.once('exit', (c) => resolve(c)));
+      assert.equal(code, 2, err);
+      assert.match(err, new RegExp(`a node named dupe is already running on .* \\(pid ${first.pid} on `));
+    } finally {
+      first.kill('SIGTERM');
+    }
+  });
+
+  it('fails at once, naming it, when a node agent of a --nodes run is stopped mid-job', async () => {
+    const agents = ['left1', 'left2'].map((name) => spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', name, '--json'], { stdio: ['ignore', 'pipe', 'ignore'] }));
+    try {
+      await Promise.all(agents.map((a) => new Promise<void>((resolve) => a.stdout!.once('data', () => resolve()))));
+      const cfg = resolveConfig({ job: 'left', stages: 2, microbatches: 8, iterations: 1000, policy: 'bf', profile: 'uniform' });
+      let t0 = 0;
+      const run = runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url, nodes: ['left1', 'left2'], onIteration: () => {
+        if (!t0) {
+          t0 = Date.now();
+          agents[1].kill('SIGTERM');
+        }
+      } });
+      await assert.rejects(run, (e: Error) => e.name === 'JobError' && /node left2 left during the job \(SIGTERM\)/.test(e.message));
+      assert.ok(Date.now() - t0 < 5000, `noticed after ${Date.now() - t0} ms`);
+    } finally {
+      for (const a of agents) a.kill('SIGTERM');
+    }
+  });
+
   it('fails clearly, naming the subject, when a trace batch holds malformed events', async () => {
     const vandal = await NatsBus.connect(server().url);
     const cfg = resolveConfig({ job: 'badtrace', stages: 2, microbatches: 4, policy: 'bf', profile: 'uniform' });

@@ -1,0 +1,53 @@
+// One job name per NATS system: a job's subjects (baton.<job>.…) would mix two runs that
+// share a name. A launcher claims its job by answering on baton._jobs.<job> for as long as
+// it runs, and asks there first: an answer from another launcher means the name is taken.
+
+import { randomBytes } from 'crypto';
+import * as os from 'os';
+import { Bus } from '../transport/bus';
+import { decodeValue, encodeValue } from '../transport/codec';
+import { JobError } from './wire-stage';
+
+export const JOBS_PREFIX = 'baton._jobs';
+
+export class JobNameTakenError extends JobError {
+  override name = 'JobNameTakenError';
+}
+
+/**
+ * Claim `job` on the bus; resolves with the release once no other launcher answered within
+ * `waitMs`, or rejects with JobNameTakenError naming the holder. Claiming before asking
+ * means two launchers that start together see each other (both refuse, neither mixes).
+ */
+export async function claimJob(bus: Bus, job: string, waitMs = 300): Promise<() => void> {
+  const token = randomBytes(6).toString('hex');
+  const me = { token, pid: process.pid, host: os.hostname() };
+  const inbox = `${JOBS_PREFIX}.reply.${token}`;
+  const others: { pid?: unknown; host?: unknown }[] = [];
+  const claim = bus.subscribe(`${JOBS_PREFIX}.${job}`, (_s, d) => {
+    try {
+      const q = decodeValue(d) as { reply?: unknown; token?: unknown };
+      if (q && typeof q.reply === 'string' && q.token !== token && q.reply.startsWith(`${JOBS_PREFIX}.reply.`)) bus.publish(q.reply, encodeValue(me));
+    } catch { /* not a question */ }
+  });
+  const answers = bus.subscribe(inbox, (_s, d) => {
+    try {
+      const a = decodeValue(d) as { token?: unknown; pid?: unknown; host?: unknown };
+      if (a && a.token !== token) others.push(a);
+    } catch { /* not an answer */ }
+  });
+  try {
+    await bus.flush();
+    bus.publish(`${JOBS_PREFIX}.${job}`, encodeValue({ reply: inbox, token }));
+    await bus.flush();
+    await new Promise((r) => setTimeout(r, waitMs));
+  } finally {
+    answers.unsubscribe();
+  }
+  if (others.length > 0) {
+    claim.unsubscribe();
+    const o = others[0];
+    throw new JobNameTakenError(`job ${job} is already running on this NATS system (launcher pid ${String(o.pid)} on ${String(o.host)}); give this run another --job NAME`);
+  }
+  return () => claim.unsubscribe();
+}
