@@ -1,5 +1,6 @@
 // A deadlock (every actor idle, work left) ends a run with an error that names the
-// stuck stages, their buffers and the tasks they wait for, plus the last events.
+// stuck stages, their buffers and the tasks they wait for, plus the last events. Its time
+// is counted from the start of the job.
 
 import { BatonEvent } from './events';
 import { StageStatus } from './stage-logic';

@@ -212,7 +212,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       const answered = (rs: Reply[]) => used.filter((n) => rs.some((r) => r.name === n && r.verb === 'status'));
       const st = await replies.waitFor((rs) => answered(rs).length === used.length, 5000, () => 'stage statuses').catch(() => replies.queue);
       const statuses = st.filter((r) => r.verb === 'status').flatMap((r) => r.statuses as StageStatus[]);
-      const err = new DeadlockError(statuses, events.slice(-40), Date.now());
+      const err = new DeadlockError(statuses, events.slice(-40), performance.now() - wallStart);
       const silent = used.filter((n) => !answered(st).includes(n));
       if (silent.length > 0) err.message += `\n  no status within 5 s from node(s) ${silent.join(', ')}: gone or hung?`;
       return err;

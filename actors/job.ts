@@ -61,6 +61,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   if (cfg.train) await loadTrainingBackend(cfg.train);
   const clock: Clock = opts.clock === 'virtual' ? new VirtualClock() : new RealClock();
   const runtime = new ActorRuntime(clock, cfg.job);
+  const t0 = clock.now();
   const bus = opts.bus ?? new LocalBus();
   const events: BatonEvent[] = [];
   const extra = opts.sinks ?? [];
@@ -97,10 +98,10 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
     if (clock instanceof VirtualClock) {
       const done = await clock.run(() => records !== null || runtime.failures.length > 0);
       if (runtime.failures.length > 0) throw await failed.catch((e: Error) => e);
-      if (!done) throw new DeadlockError(await statuses(), events.slice(-40), clock.now());
+      if (!done) throw new DeadlockError(await statuses(), events.slice(-40), clock.now() - t0);
     } else {
       await waitWithWatchdog(Promise.race([finished, failed]), () => events.length, cfg.stallTimeoutMs, async () =>
-        new DeadlockError(await statuses(), events.slice(-40), clock.now()));
+        new DeadlockError(await statuses(), events.slice(-40), clock.now() - t0));
     }
     if (runtime.failures.length > 0)
       throw new JobError(`actor failures: ${runtime.failures.slice(0, 5).map((f) => `${f.actor}: ${f.error.message}`).join('; ')}`, { cause: runtime.failures[0].error });
@@ -155,7 +156,8 @@ export function summarize(r: JobResult) {
     })),
     makespan_ms: mean(r.iterations.map((i) => i.makespan_ms)),
     lower_bound_ms: mean(r.iterations.map((i) => i.lower_bound_ms)),
-    efficiency: mean(r.iterations.map((i) => i.lower_bound_ms)) / mean(r.iterations.map((i) => i.makespan_ms)),
+    // A run of zero-length tasks takes no time and wastes none.
+    efficiency: mean(r.iterations.map((i) => i.makespan_ms)) > 0 ? mean(r.iterations.map((i) => i.lower_bound_ms)) / mean(r.iterations.map((i) => i.makespan_ms)) : 1,
     bubble_fraction: mean(r.iterations.map((i) => i.bubble_fraction)),
     peak_inflight: r.totals.peakInflight,
     tasks: r.totals.tasks,

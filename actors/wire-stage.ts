@@ -31,6 +31,11 @@ export class JobError extends Error {
   }
 }
 
+/** A job config that cannot run (its modes, sizes or policy do not go together): bad input. */
+export class JobConfigError extends JobError {
+  override name = 'JobConfigError';
+}
+
 export function makeArbiter(policy: HintPolicy, limit: number): Arbiter {
   return (ready, memo, ctx) => ({
     task: chooseWithBackpressure(policy, memo, ready, ctx, limit),
@@ -45,14 +50,14 @@ export function planJob(cfg: JobConfig): { policy: HintPolicy; shape: PipelineSh
   const shape: PipelineShape = { stages: cfg.stages, chunks: cfg.chunks, microbatches: cfg.microbatches, splitBackward: policy.splitBackward };
   validateShape(shape);
   policy.check(shape);
-  if (!Number.isInteger(cfg.iterations) || cfg.iterations < 1) throw new JobError(`iterations must be a positive integer, got ${cfg.iterations}`);
-  if (!Number.isInteger(cfg.bufferLimit) || cfg.bufferLimit < 1) throw new JobError(`buffer limit must be a positive integer, got ${cfg.bufferLimit}`);
+  if (!Number.isInteger(cfg.iterations) || cfg.iterations < 1) throw new JobConfigError(`iterations must be a positive integer, got ${cfg.iterations}`);
+  if (!Number.isInteger(cfg.bufferLimit) || cfg.bufferLimit < 1) throw new JobConfigError(`buffer limit must be a positive integer, got ${cfg.bufferLimit}`);
   if (cfg.mode === 'async') {
-    if (shape.chunks !== 1) throw new JobError(`asynchronous mode runs one chunk per stage, got chunks = ${shape.chunks}`);
-    if (policy.splitBackward) throw new JobError(`asynchronous mode updates after each whole backward; policy ${policy.name} splits backward into B and W`);
-    if (cfg.iterations !== 1) throw new JobError(`asynchronous mode runs one continuous stream of microbatches (iterations = 1), got iterations = ${cfg.iterations}`);
+    if (shape.chunks !== 1) throw new JobConfigError(`asynchronous mode runs one chunk per stage, got chunks = ${shape.chunks}`);
+    if (policy.splitBackward) throw new JobConfigError(`asynchronous mode updates after each whole backward; policy ${policy.name} splits backward into B and W`);
+    if (cfg.iterations !== 1) throw new JobConfigError(`asynchronous mode runs one continuous stream of microbatches (iterations = 1), got iterations = ${cfg.iterations}`);
     if (!(CONSISTENCY_POLICIES as readonly string[]).includes(cfg.async.consistency))
-      throw new JobError(`unknown consistency policy ${JSON.stringify(cfg.async.consistency)}; known: ${CONSISTENCY_POLICIES.join(', ')}`);
+      throw new JobConfigError(`unknown consistency policy ${JSON.stringify(cfg.async.consistency)}; known: ${CONSISTENCY_POLICIES.join(', ')}`);
   }
   return { policy, shape };
 }

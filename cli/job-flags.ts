@@ -4,6 +4,9 @@ import { DEFAULTS, JobConfig, resolveConfig } from '../actors/config';
 import { JITTER_MODES, JitterMode } from '../models/jitter';
 import { FlagSpec, ParsedFlags, UsageError } from './args';
 
+/** Beyond this the drawn durations overflow (lognormal spreads are exponentiated). */
+const MAX_JITTER_SCALE = 100;
+
 export const JOB_FLAGS: readonly FlagSpec[] = [
   { name: 'stages', type: 'int', metavar: 'P', help: 'pipeline stages', default: DEFAULTS.stages },
   { name: 'microbatches', type: 'int', metavar: 'M', help: 'microbatches per iteration', default: DEFAULTS.microbatches },
@@ -32,7 +35,7 @@ function positiveInt(flags: ParsedFlags, name: string, key: string): number {
 
 export function jobConfigFromFlags(flags: ParsedFlags): JobConfig {
   const scale = flags.jitterScale as number;
-  if (!(scale >= 0)) throw new UsageError(`--jitter-scale must be >= 0, got ${scale}`);
+  if (!(scale >= 0 && scale <= MAX_JITTER_SCALE)) throw new UsageError(`--jitter-scale must be between 0 and ${MAX_JITTER_SCALE}, got ${scale}`);
   const seed = flags.seed as number;
   if (!Number.isInteger(seed) || seed < 0) throw new UsageError(`--seed must be a non-negative integer, got ${seed}`);
   return resolveConfig({

@@ -17,7 +17,7 @@ const COMMANDS: Record<string, Command> = {
   tap: { summary: 'print the live decoded message flows of a job (like nats sub)', load: () => (require('./tap') as typeof import('./tap')).tapCommand },
 };
 
-const USAGE_ERRORS = new Set(['UsageError', 'ShapeError', 'UnknownPolicyError', 'ProfileError', 'BackpressureLimitError', 'PolicyModuleError', 'SubjectError', 'CheckpointError', 'CorpusError', 'ModelConfigError', 'PartitionError', 'BackendError']);
+const USAGE_ERRORS = new Set(['UsageError', 'ShapeError', 'UnknownPolicyError', 'ProfileError', 'BackpressureLimitError', 'PolicyModuleError', 'SubjectError', 'CheckpointError', 'CorpusError', 'ModelConfigError', 'PartitionError', 'BackendError', 'JobConfigError', 'JitterError', 'JobNameTakenError']);
 
 function usage(): string {
   const rows = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(8)} ${c.summary}`);
@@ -26,9 +26,13 @@ function usage(): string {
 
 export async function main(argv: readonly string[], out: (s: string) => void = (s) => process.stdout.write(s.endsWith('\n') ? s : `${s}\n`)): Promise<number> {
   const [name, ...rest] = argv;
-  if (!name || name === '--help' || name === '-h' || name === 'help') {
+  if (name === '--help' || name === '-h' || name === 'help') {
     out(usage());
-    return name ? 0 : 2;
+    return 0;
+  }
+  if (!name) {
+    process.stderr.write(`baton: a command is required\n\n${usage()}`);
+    return 2;
   }
   const cmd = COMMANDS[name];
   if (!cmd) {

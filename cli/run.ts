@@ -193,6 +193,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     nodes: flags.nodes as string[] | undefined,
   };
   if (setup.transport === 'local' && (setup.natsUrl || setup.nodes)) throw new UsageError('run: --nats and --nodes need --transport nats');
+  if (setup.nodes && setup.processes === 'single') throw new UsageError('run: --nodes runs the stages on those nodes; it takes no --processes single');
   for (const n of setup.nodes ?? []) if (!NODE_NAME_RE.test(n)) throw new UsageError(`run: --nodes: node names match [A-Za-z0-9_-]+ (as baton node --name), got ${JSON.stringify(n)}`);
   if (setup.nodes && new Set(setup.nodes).size !== setup.nodes.length) throw new UsageError(`run: --nodes names a node twice: ${setup.nodes.join(',')}`);
   if (flags.printConfig) {

@@ -5,6 +5,7 @@
 import * as fs from 'fs';
 import { jsonErrorLine } from '../models/json-error';
 import { BatonEvent } from '../actors/events';
+import { SHAPE_LIMITS } from '../policies/task';
 import { checkOutputFile } from './output-paths';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { formatTable } from './table';
@@ -109,6 +110,8 @@ function stageCount(trace: LoadedTrace, events: readonly BatonEvent[]): number {
   const declared = trace.metadata?.stages;
   let n = typeof declared === 'number' && declared > 0 ? declared : 1;
   for (const e of events) n = Math.max(n, e.stage + 1);
+  // Without embedded events, stages are the trace's pids: a trace of something else may have any.
+  if (n > SHAPE_LIMITS.stages) throw new TraceFileError(`the trace names stage ${n - 1}; a Baton trace has at most ${SHAPE_LIMITS.stages} stages (is it a Baton trace?)`);
   return n;
 }
 

@@ -118,6 +118,8 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: Jo
   if (mode === 'async' && (flags.checkpoint || flags.resume)) throw new UsageError('train: checkpoints are only written in synchronous mode');
   const alpha = flags.alpha as number;
   if (!(alpha > 0 && alpha <= 1)) throw new UsageError(`train: --alpha must be in (0, 1], got ${alpha}`);
+  const beta1 = flags.beta1 as number;
+  if (!(beta1 >= 0 && beta1 < 1)) throw new UsageError(`train: --beta1 must be in [0, 1), got ${beta1}`);
   const cfg = resolveConfig({
     job: String(flags.job), stages: positive(flags.stages, 'stages'), chunks: positive(flags.chunks, 'chunks'),
     microbatches: mode === 'async' ? M * total : M, policy: String(flags.policy), profile: String(flags.profile),
@@ -125,6 +127,8 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: Jo
     bufferLimit: positive(flags.bufferLimit, 'buffer-limit'), firstIteration: start, train, stallTimeoutMs: 600000, mode,
     async: { ...ASYNC_DEFAULTS, consistency: flags.consistency as ConsistencyName, alpha, lr: train.lr, warmup: train.warmup, totalUpdates: M * total, weightDecay: train.weightDecay, beta1: flags.beta1 as number, pipemareSteps: M * total },
   });
+  if (flags.transport === 'local' && flags.nats) throw new UsageError('train: --nats needs --transport nats');
+  if (flags.clock === 'virtual' && flags.transport === 'nats') throw new UsageError('train: --clock virtual runs in one process; it takes no --transport nats');
   return { cfg, setup: { transport: flags.transport as 'local' | 'nats', processes: flags.processes as 'per-stage' | 'single', natsUrl: flags.nats as string | undefined, clock: flags.clock as 'real' | 'virtual' } };
 }
 

@@ -14,6 +14,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { jsonErrorLine } from './json-error';
+import { quoteValue } from '../transport/codec';
 
 export type LayerPlacement = 'first' | 'split' | 'last';
 
@@ -105,7 +106,7 @@ const LAYER_KEYS = ['name', 'count', 'forwardMs', 'placement', 'activationBytes'
 /** Validate parsed JSON into a profile; every error names `source` and the field, and quotes the value. */
 export function parseProfile(json: unknown, source: string, name: string): WorkloadProfile {
   const fail = (field: string, want: string, got: unknown): never => {
-    throw new ProfileError(`${source}: ${field} must be ${want}, got ${JSON.stringify(got) ?? String(got)}`);
+    throw new ProfileError(`${source}: ${field || 'the profile'} must be ${want}, got ${quoteValue(got)}`);
   };
   const object = (field: string, v: unknown, keys: string[]): Record<string, unknown> => {
     if (typeof v !== 'object' || v === null || Array.isArray(v)) return fail(field, 'an object', v);

@@ -1,6 +1,6 @@
 import { strict as assert } from 'assert';
 import { execFileSync, spawn } from 'child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
@@ -251,15 +251,15 @@ describe('startNatsServer', function () {
     }
   });
 
-  it('kills the server and removes its temp dir on stop', async () => {
+  it('leaves no temp files once the server is up, still shows its log, and kills the server on stop', async () => {
     const s = await startNatsServer();
     const log = s.log();
     assert.match(log, /Server is ready/);
     const dir = /Using configuration file: (.*)\/nats\.conf/.exec(log)?.[1];
-    assert.ok(dir && existsSync(dir), `temp dir ${dir} should exist while running`);
+    assert.ok(dir && !existsSync(dir), `temp dir ${dir} is gone while the server runs`);
     await s.stop();
     assert.equal(isAlive(s.pid), false);
-    assert.equal(existsSync(dir), false);
+    assert.match(s.log(), /Server is ready/, 'the log is still there after stop');
   });
 
   it('kills servers left running, and removes their temp dirs, when the parent process exits', async () => {
@@ -272,6 +272,17 @@ describe('startNatsServer', function () {
     assert.match(dir, /baton-nats-/);
     await until(() => !isAlive(pid), `nats-server ${pid} to die with its parent`, 3000);
     assert.equal(existsSync(dir), false);
+  });
+
+  it('still removes the temp dir when the server cannot start', async () => {
+    const before = new Set(readdirSync(tmpdir()).filter((f) => f.startsWith('baton-nats-')));
+    const first = await startNatsServer();
+    try {
+      await assert.rejects(startNatsServer({ port: first.port }));
+    } finally {
+      await first.stop();
+    }
+    assert.deepEqual(readdirSync(tmpdir()).filter((f) => f.startsWith('baton-nats-') && !before.has(f)), []);
   });
 
   it('does not outlive a parent killed with SIGKILL (no cleanup runs), where setpriv is installed', async function () {
@@ -287,6 +298,7 @@ describe('startNatsServer', function () {
     parent.kill('SIGKILL');
     try {
       await until(() => !isAlive(pid), `nats-server ${pid} to die with its SIGKILLed parent`, 3000);
+      assert.equal(existsSync(dir), false, 'and no temp files are left');
     } finally {
       if (isAlive(pid)) process.kill(pid, 'SIGKILL');
       rmSync(dir, { recursive: true, force: true });

@@ -57,6 +57,26 @@ describe('baton trace', () => {
     assert.ok(!fs.existsSync(path.join(dir, 'never.svg')));
   });
 
+  it('checks Baton\'s embedded events and stage count too, so summary and gantt never meet a bad one', async () => {
+    const nullEvent = path.join(dir, 'null-event.json');
+    fs.writeFileSync(nullEvent, JSON.stringify({ traceEvents: [], metadata: { baton_events: [null, { type: 'task-end', t: 0, stage: 0, iteration: 0, kind: 'F', mb: -3, chunk: 0 }], stages: 1e9 } }));
+    const c = await call('check', nullEvent);
+    assert.equal(c.code, 1);
+    assert.match(c.out, /metadata\.stages must be an integer from 1 to 1024, got 1000000000/);
+    assert.match(c.out, /metadata\.baton_events\[0\]: an event must be a map/);
+    assert.match(c.out, /metadata\.baton_events\[1\]: task-end event: field "mb" must be an integer >= 0/);
+    for (const sub of ['summary', 'gantt']) {
+      const r = await call(sub, nullEvent, ...(sub === 'gantt' ? ['-o', path.join(dir, 'never.svg')] : []));
+      assert.equal(r.code, 1);
+      assert.match(r.err, /not a valid trace \(3 problems/);
+    }
+    const hugePid = path.join(dir, 'huge-pid.json');
+    fs.writeFileSync(hugePid, JSON.stringify({ traceEvents: [{ name: 'F0', cat: 'F', ph: 'X', ts: 0, dur: 1, pid: 1e8, tid: 0 }] }));
+    const r = await call('summary', hugePid);
+    assert.equal(r.code, 1);
+    assert.match(r.err, /the trace names stage 100000000; a Baton trace has at most 1024 stages/);
+  });
+
   it('says clearly when the file is missing (exit 2) or not JSON (exit 1)', async () => {
     const missing = await call('check', path.join(dir, 'nope.json'));
     assert.equal(missing.code, 2);

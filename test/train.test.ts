@@ -30,6 +30,17 @@ function maxRelDiff(a: Float32Array, b: Float32Array): number {
   return worst;
 }
 
+/** Temp dirs of this file's tests, removed when they end. */
+const tempDirs: string[] = [];
+function tempDir(prefix: string): string {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  tempDirs.push(d);
+  return d;
+}
+after(() => {
+  for (const d of tempDirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
 describe('synchronous pipeline training with real compute', function () {
   this.timeout(600_000);
   before(async () => {
@@ -58,7 +69,7 @@ describe('synchronous pipeline training with real compute', function () {
           const refSum = paramChecksum(spec, ref.params);
           if (refSum !== r.param_checksum) {
             // Not bitwise equal (different op graphs): then equal within rtol 1e-5.
-            const t2 = { ...t, checkpoint: fs.mkdtempSync(path.join(os.tmpdir(), 'baton-ck-')) };
+            const t2 = { ...t, checkpoint: tempDir('baton-ck-') };
             await train(job(t2, P, V, 'bf'), local);
             const params = new Map<string, Float32Array>();
             for (let s = 0; s < P; s++) for (const [n, p] of Object.entries(resumeSnapshot({ ...t2, startIteration: 1 }, s)!.params)) params.set(n, p);
@@ -82,7 +93,7 @@ describe('synchronous pipeline training with real compute', function () {
   });
 
   it('resumes from a checkpoint to the same parameters as an uninterrupted run', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-resume-'));
+    const dir = tempDir('baton-resume-');
     const t = tiny('mlp', { totalIterations: 4 });
     const full = await train(job(t, 2, 1, 'bf', 0, { iterations: 4 }), local);
     const withCk = { ...t, checkpoint: dir, checkpointEvery: 2 };
@@ -95,7 +106,7 @@ describe('synchronous pipeline training with real compute', function () {
   });
 
   it('refuses to resume a checkpoint into other stages or model sizes, naming them, and a corrupt meta.json, naming it', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-resume-'));
+    const dir = tempDir('baton-resume-');
     const t = tiny('mlp', { totalIterations: 1, checkpoint: dir });
     await train(job(t, 2, 1, 'bf', 0, { iterations: 1 }), local);
     const meta = readCheckpointMeta(dir);

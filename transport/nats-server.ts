@@ -4,12 +4,14 @@
 // block with routes so several servers form one cluster), readiness by TCP connect
 // plus the server's own "ready" log line, and a cleanup on exit, SIGINT and SIGTERM
 // (process-cleanup.ts) so no server outlives its parent. The child is unref'd: a
-// forgotten server does not keep the parent alive, and the cleanup kills it.
+// forgotten server does not keep the parent alive, and the cleanup kills it. The temp
+// dir is removed as soon as the server is up, and the server gets a parent-death signal
+// where it can, so not even SIGKILL of the parent leaves a server or a file behind.
 //
 // Not modelled: TLS, auth, JetStream, leaf nodes, gateways, non-loopback addresses.
 
 import { spawn } from 'child_process';
-import { accessSync, constants, mkdtempSync, openSync, closeSync, readFileSync, rmSync, statSync, writeFileSync } from 'fs';
+import { accessSync, constants, mkdtempSync, openSync, closeSync, fstatSync, readSync, rmSync, statSync, writeFileSync } from 'fs';
 import { createConnection, createServer } from 'net';
 import { tmpdir } from 'os';
 import { delimiter, join } from 'path';
@@ -141,6 +143,8 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     cluster: clusterPort !== undefined ? { port: clusterPort, name: opts.clusterName ?? 'baton', routes } : undefined,
   }));
   const logFd = openSync(logPath, 'a');
+  // The log is read through a descriptor of our own: the files go once the server is up.
+  const readFd = openSync(logPath, 'r');
   const [command, args] = dieWithParent(binary, ['-c', confPath]);
   const child = spawn(command, args, { stdio: ['ignore', logFd, logFd] });
   closeSync(logFd);
@@ -149,7 +153,24 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     child.kill('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
   });
-  const readLog = () => { try { return readFileSync(logPath, 'utf8'); } catch { return ''; } };
+  let readClosed = false;
+  const readLog = (): string => {
+    if (readClosed) return finalLog;
+    try {
+      const buf = Buffer.alloc(fstatSync(readFd).size);
+      readSync(readFd, buf, 0, buf.length, 0);
+      return buf.toString('utf8');
+    } catch {
+      return '';
+    }
+  };
+  let finalLog = '';
+  const closeLog = () => {
+    if (readClosed) return;
+    finalLog = readLog();
+    readClosed = true;
+    try { closeSync(readFd); } catch { /* already closed */ }
+  };
   let exited: { code: number | null; signal: string | null; error?: Error } | undefined;
   // A child that could not be spawned at all reports 'error' and never 'exit'.
   const exitPromise = new Promise<void>((resolve) => {
@@ -168,6 +189,7 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
       clearTimeout(t);
     }
     rmSync(dir, { recursive: true, force: true });
+    closeLog();
     forget();
   };
 
@@ -189,6 +211,9 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     }
     await sleep(20);
   }
+  // The server has read its config and writes its log through its open descriptor: nothing
+  // needs the directory any more, so even a parent killed with SIGKILL leaves no files.
+  rmSync(dir, { recursive: true, force: true });
 
   const monitorUrl = monitorPort !== undefined ? `http://127.0.0.1:${monitorPort}` : undefined;
   return {

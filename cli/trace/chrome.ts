@@ -8,8 +8,8 @@
 // emitted, and a receive earlier than its send gives a zero-length message.
 
 import * as fs from 'fs';
-import { BatonEvent, ReceiveEvent, SendEvent, TaskStartEvent, WaitEvent } from '../../actors/events';
-import { TaskKind } from '../../policies/task';
+import { BatonEvent, ReceiveEvent, SendEvent, TaskStartEvent, WaitEvent, eventProblem } from '../../actors/events';
+import { SHAPE_LIMITS, TaskKind } from '../../policies/task';
 
 export interface ChromeEvent {
   name: string;
@@ -194,6 +194,22 @@ const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object
 const quote = (v: unknown) => (v === undefined ? 'nothing' : JSON.stringify(v));
 
 /** Schema problems of a Trace Event Format document (JSON object or array form); empty when valid. */
+/** Baton's own metadata (the embedded events and the stage count), read back by summary and gantt. */
+function batonMetadataProblems(meta: Record<string, unknown>): string[] {
+  const problems: string[] = [];
+  if (meta.stages !== undefined && !(Number.isSafeInteger(meta.stages) && (meta.stages as number) >= 1 && (meta.stages as number) <= SHAPE_LIMITS.stages))
+    problems.push(`metadata.stages must be an integer from 1 to ${SHAPE_LIMITS.stages}, got ${quote(meta.stages)}`);
+  const events = meta.baton_events;
+  if (events === undefined) return problems;
+  if (!Array.isArray(events)) return [...problems, `metadata.baton_events must be an array, got ${quote(events)}`];
+  events.forEach((e, i) => {
+    const p = eventProblem(e);
+    if (p) problems.push(`metadata.baton_events[${i}]: ${p}`);
+    else if ((e as BatonEvent).stage >= SHAPE_LIMITS.stages) problems.push(`metadata.baton_events[${i}]: stage ${(e as BatonEvent).stage} is over ${SHAPE_LIMITS.stages - 1}`);
+  });
+  return problems;
+}
+
 export function checkChromeTrace(json: unknown): string[] {
   const problems: string[] = [];
   let events: unknown[];
@@ -204,6 +220,7 @@ export function checkChromeTrace(json: unknown): string[] {
     if (json.displayTimeUnit !== undefined && json.displayTimeUnit !== 'ms' && json.displayTimeUnit !== 'ns')
       problems.push(`top level: displayTimeUnit must be "ms" or "ns", got ${quote(json.displayTimeUnit)}`);
     if (json.metadata !== undefined && !isObj(json.metadata)) problems.push(`top level: metadata must be an object, got ${quote(json.metadata)}`);
+    else if (isObj(json.metadata)) problems.push(...batonMetadataProblems(json.metadata));
   } else return [`top level: expected an object with traceEvents or an array of events, got ${quote(json)}`];
 
   const flows = new Map<string, { start?: number; finish?: number; at: number }>();
