@@ -12,16 +12,19 @@ export function checkTraceOutputs(command: string, traceFile?: string, ganttFile
   if (ganttFile) checkOutputFile(ganttFile, `${command}: --gantt`);
 }
 
+/** The trace and the chart show the measured iterations, as the statistics do (warm-up left out). */
 export function writeTraceFiles(r: JobResult, traceFile?: string, ganttFile?: string): string[] {
   const written: string[] = [];
   const s = summarize(r);
+  const measured = new Set(r.records.map((x) => x.iteration));
+  const events = r.events.filter((e) => e.iteration < 0 || measured.has(e.iteration));
   const title = `${s.policy}: P=${s.stages} M=${s.microbatches} V=${s.chunks} ${s.profile}/${s.jitter}, makespan ${s.makespan_ms.toFixed(1)} ms`;
   if (traceFile) {
-    writeChromeTrace(traceFile, toChromeTrace(r.events, { job: r.config.job, stages: r.shape.stages, title, config: r.config }));
+    writeChromeTrace(traceFile, toChromeTrace(events, { job: r.config.job, stages: r.shape.stages, title, config: r.config }));
     written.push(traceFile);
   }
   if (ganttFile) {
-    fs.writeFileSync(ganttFile, ganttSvg(r.events, { stages: r.shape.stages, title }));
+    fs.writeFileSync(ganttFile, ganttSvg(events, { stages: r.shape.stages, title }));
     written.push(ganttFile);
   }
   return written;

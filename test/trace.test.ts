@@ -2,6 +2,10 @@ import { strict as assert } from 'assert';
 import { resolveConfig, JobConfig } from '../actors/config';
 import { BatonEvent } from '../actors/events';
 import { runJob } from '../actors/job';
+import { writeTraceFiles } from '../cli/trace-output';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
 import { ChromeEvent, TID, batonEventsFromTrace, checkChromeTrace, toChromeTrace } from '../cli/trace/chrome';
 
 const run = async (c: Partial<JobConfig>) => (await runJob(resolveConfig({ stages: 4, microbatches: 8, jitter: 'paper', ...c }), { clock: 'virtual' })).events;
@@ -108,6 +112,23 @@ describe('Chrome trace of a Baton run', () => {
   it('refuses a task-end without its start, naming the stage and task', () => {
     const ev: BatonEvent[] = [{ type: 'task-end', t: 3, stage: 1, iteration: 0, kind: 'B', mb: 2, chunk: 1 }];
     assert.throws(() => toChromeTrace(ev, { job: 'j', stages: 2 }), /stage 1, iteration 0: task-end of B2@1/);
+  });
+});
+
+describe('trace files written by a run', () => {
+  it('hold the measured iterations only, as the statistics do', async () => {
+    const r = await runJob(resolveConfig({ stages: 2, microbatches: 3, iterations: 2, warmupIterations: 1, policy: 'bf' }), { clock: 'virtual' });
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-trace-'));
+    try {
+      const file = path.join(dir, 't.json');
+      writeTraceFiles(r, file);
+      const trace = JSON.parse(fs.readFileSync(file, 'utf8')) as { traceEvents: ChromeEvent[] };
+      const tasks = trace.traceEvents.filter((e) => e.ph === 'X' && (e.cat === 'F' || e.cat === 'B'));
+      assert.equal(tasks.length, r.totals.tasks);
+      assert.deepEqual([...new Set(tasks.map((e) => (e.args as { iteration: number }).iteration))].sort(), [1, 2]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

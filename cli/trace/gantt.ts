@@ -112,7 +112,7 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
   const makespans = iterations.map((it) => (iterEnd.get(it) as number) - (iterStart.get(it) as number));
   const mean = makespans.reduce((a, b) => a + b, 0) / Math.max(1, makespans.length);
   const sub = `P=${stages}${chunks > 1 ? ` V=${chunks}` : ''} · ${tasks.length} tasks · ` +
-    (iterations.length > 1 ? `mean makespan ${fmt(mean)} ms over ${iterations.length} iterations (total ${fmt(t1 - t0)} ms)` : `makespan ${fmt(t1 - t0)} ms`);
+    (iterations.length > 1 ? `first task to last: ${fmt(mean)} ms per iteration over ${iterations.length} iterations (${fmt(t1 - t0)} ms in all)` : `first task to last: ${fmt(t1 - t0)} ms`);
   parts.push(`<text x="${left}" y="22" font-size="16" font-weight="bold">${escapeXml(title)}</text>`);
   parts.push(`<text x="${left}" y="42" font-size="12" fill="#444">${escapeXml(sub)}</text>`);
 
