@@ -15,6 +15,8 @@ import { train } from '../cli/train';
 import { formatTable } from '../cli/table';
 import { loadBackend } from '../models/backend';
 import { TRAIN_DEFAULTS, TrainConfig } from '../models/train-config';
+import { benchMain, positiveInt } from './bench-cli';
+import { UsageError } from '../cli/args';
 
 interface Run {
   stages: number;
@@ -123,14 +125,13 @@ export function formatAsync(r: Awaited<ReturnType<typeof benchAsync>>): string {
 }
 
 if (require.main === module) {
-  const arg = (name: string) => {
-    const i = process.argv.indexOf(`--${name}`);
-    return i > 0 ? process.argv[i + 1] : undefined;
-  };
-  benchAsync({ updates: arg('updates') ? Number(arg('updates')) : undefined, data: arg('data') }).then((r) => {
-    console.log(process.argv.includes('--json') ? JSON.stringify({ ...r, curves: undefined }) : formatAsync(r));
-  }, (e) => {
-    console.error(e);
-    process.exitCode = 1;
+  benchMain('async', 'asynchronous training: consistency policies x P on tinyshakespeare, loss-curve SVG', [
+    { name: 'updates', type: 'int', metavar: 'N', help: 'updates per run' },
+    { name: 'data', type: 'string', metavar: 'FILE', help: 'the corpus (default ../shared/data/tinyshakespeare.txt)' },
+  ], async (flags) => {
+    const data = flags.data as string | undefined;
+    if (data !== undefined && !fs.existsSync(data)) throw new UsageError(`--data ${data}: no such file`);
+    const r = await benchAsync({ updates: positiveInt(flags, 'updates'), data });
+    return flags.json ? { ...r, curves: undefined } : formatAsync(r);
   });
 }

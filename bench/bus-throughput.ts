@@ -14,6 +14,8 @@ import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
 import type { Envelope } from '../transport/envelope';
 import { NatsBus } from '../transport/nats-bus';
 import { startNatsServer } from '../transport/nats-server';
+import { benchMain, positiveInt } from './bench-cli';
+import { UsageError } from '../cli/args';
 
 export interface BusThroughputOptions {
   /** Payload bytes per message; default 4 MiB. */
@@ -124,21 +126,22 @@ export async function benchBusThroughput(opts: BusThroughputOptions = {}): Promi
   }
 }
 
-function argValue(name: string): number | undefined {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? Number(process.argv[i + 1]) : undefined;
-}
-
 if (require.main === module) {
-  const mb = argValue('--mb');
-  benchBusThroughput({ messages: argValue('--messages'), repeats: argValue('--repeats'), messageBytes: mb ? Math.round(mb * 1024 * 1024) : undefined })
-    .then((r) => {
-      if (process.argv.includes('--json')) { console.log(JSON.stringify(r)); return; }
-      console.log(`bus throughput, ${r.messages} × ${(r.messageBytes / 1048576).toFixed(1)} MiB float32 messages, median of ${r.repeats}:`);
-      console.log(`  raw nats.js              ${r.rawMBps.toFixed(1)} MB/s   runs ${r.rawRunsMBps.join(', ')}`);
-      console.log(`  Baton codec + NatsBus    ${r.batonMBps.toFixed(1)} MB/s   runs ${r.batonRunsMBps.join(', ')}`);
-      console.log(`  ratio ${r.ratio.toFixed(3)} (target >= ${r.target})${r.ratio >= r.target ? '' : '  BELOW TARGET'}`);
-      console.log(`  zero-copy decode: ${r.zeroCopyDecode ? 'yes' : `no (${(r.zeroCopyFraction * 100).toFixed(1)}% of messages)`}`);
-    })
-    .catch((err) => { console.error(err); process.exitCode = 1; });
+  benchMain('bus', "tensor messages through Baton's codec + NATS bus against raw nats.js, zero-copy decode", [
+    { name: 'mb', type: 'number', metavar: 'MB', help: 'message size in MiB (a float32 tensor: a multiple of 4 bytes)', default: 4 },
+    { name: 'messages', type: 'int', metavar: 'N', help: 'messages per measured run', default: 200 },
+    { name: 'repeats', type: 'int', metavar: 'R', help: 'runs per side (the median is reported)', default: 3 },
+  ], async (flags) => {
+    const mb = flags.mb as number;
+    const bytes = Math.round(mb * 1024 * 1024);
+    if (!(mb > 0 && mb <= 48) || bytes % 4 !== 0) throw new UsageError(`--mb must be a size from 4 bytes to 48 MiB that is a whole number of float32 values, got ${mb}`);
+    const r = await benchBusThroughput({ messages: positiveInt(flags, 'messages'), repeats: positiveInt(flags, 'repeats'), messageBytes: bytes });
+    return flags.json ? r : [
+      `bus throughput, ${r.messages} × ${(r.messageBytes / 1048576).toFixed(1)} MiB float32 messages, median of ${r.repeats}:`,
+      `  raw nats.js              ${r.rawMBps.toFixed(1)} MB/s   runs ${r.rawRunsMBps.join(', ')}`,
+      `  Baton codec + NatsBus    ${r.batonMBps.toFixed(1)} MB/s   runs ${r.batonRunsMBps.join(', ')}`,
+      `  ratio ${r.ratio.toFixed(3)} (target >= ${r.target})${r.ratio >= r.target ? '' : '  BELOW TARGET'}`,
+      `  zero-copy decode: ${r.zeroCopyDecode ? 'yes' : `no (${(r.zeroCopyFraction * 100).toFixed(1)}% of messages)`}`,
+    ].join('\n');
+  });
 }

@@ -21,6 +21,8 @@ import { mean, median } from '../actors/stats';
 import { formatTable } from '../cli/table';
 import { runOnce } from '../cli/run';
 import { loadProfile } from '../models/profile';
+import { benchMain, positiveInt } from './bench-cli';
+import { UsageError } from '../cli/args';
 
 export interface OverheadParts { start: number; fill: number; last_stage: number; drain: number; report: number }
 const PARTS: readonly (keyof OverheadParts)[] = ['start', 'fill', 'last_stage', 'drain', 'report'];
@@ -123,14 +125,16 @@ if (require.main === module) {
       process.exitCode = 1;
     });
   } else {
-    const value = (name: string) => { const i = argv.indexOf(`--${name}`); return i >= 0 ? argv[i + 1] : undefined; };
-    const num = (name: string) => { const v = value(name); return v === undefined ? undefined : Number(v); };
-    const stages = value('stages')?.split(',').map(Number);
-    benchRunOverhead({ stages, rounds: num('rounds'), microbatches: num('microbatches'), realtime: !argv.includes('--no-realtime') }).then((r) => {
-      console.log(argv.includes('--json') ? JSON.stringify(r) : formatRunOverhead(r));
-    }, (e) => {
-      console.error((e as Error).message);
-      process.exitCode = 1;
+    benchMain('overhead', "the runtime's overhead on the real clock against (M+P-1)(F+B), default and real-time scheduling class side by side, split along the critical path", [
+      { name: 'stages', type: 'list', metavar: 'P,…', help: 'pipeline depths', default: '2,4,8' },
+      { name: 'rounds', type: 'int', metavar: 'R', help: 'rounds (medians are reported)', default: 5 },
+      { name: 'microbatches', type: 'int', metavar: 'M', help: 'microbatches per iteration', default: 32 },
+      { name: 'no-realtime', type: 'bool', help: 'measure the default scheduling class only' },
+    ], async (flags) => {
+      const stages = (flags.stages as string[]).map(Number);
+      if (stages.some((p) => !(Number.isSafeInteger(p) && p >= 1 && p <= 64))) throw new UsageError(`--stages must list integers from 1 to 64, got ${(flags.stages as string[]).join(',')}`);
+      const r = await benchRunOverhead({ stages, rounds: positiveInt(flags, 'rounds'), microbatches: positiveInt(flags, 'microbatches'), realtime: !flags.noRealtime });
+      return flags.json ? r : formatRunOverhead(r);
     });
   }
 }

@@ -29,7 +29,7 @@ const [name, ...rest] = process.argv.slice(2);
 if (name === '--help' || name === '-h') {
   console.log(usage());
 } else if (!name || !(name in BENCHES)) {
-  console.error(usage());
+  console.error(`${name ? `unknown benchmark ${JSON.stringify(name)}` : 'which benchmark?'}\n${usage()}`);
   process.exitCode = 2;
 } else {
   const r = spawnSync(process.execPath, [path.join(__dirname, BENCHES[name].file), ...rest], { stdio: 'inherit' });

@@ -12,6 +12,7 @@ import { median } from '../actors/stats';
 import { resolvePolicy } from '../policies/registry';
 import { PipelineShape, task } from '../policies/task';
 import { formatTable } from '../cli/table';
+import { benchMain } from './bench-cli';
 
 const POLICIES = ['1f1b', 'bf', 'fb', 'b-priority', 'f-priority', 'gpipe', 'zb-h1', 'bfw'];
 
@@ -89,10 +90,6 @@ export function formatSimBench(r: Awaited<ReturnType<typeof benchSimPolicies>>):
 }
 
 if (require.main === module) {
-  benchSimPolicies().then((r) => {
-    console.log(process.argv.includes('--json') ? JSON.stringify(r) : formatSimBench(r));
-  }, (e) => {
-    console.error(e);
-    process.exitCode = 1;
-  });
+  benchMain('sim', 'every policy against binding 1f1b on the virtual clock (llm, multimodal; P 8-32), P=32 wall time, arbiter cost', [],
+    async (flags) => { const r = await benchSimPolicies(); return flags.json ? r : formatSimBench(r); });
 }

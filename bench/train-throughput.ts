@@ -20,6 +20,7 @@ import { TRAIN_DEFAULTS, TrainConfig, tokensPerMicrobatch } from '../models/trai
 import { CLI_ENTRY, runOnce } from '../cli/run';
 import { IterationStats, iterationStats } from '../actors/stats';
 import { childJson } from './child-json';
+import { benchMain, positiveInt } from './bench-cli';
 
 /** tokens/s of one `baton train` child process (one stage), first iteration discarded. */
 async function trainChild(t: TrainConfig, microbatches: number, iterations: number): Promise<number> {
@@ -98,14 +99,18 @@ export function formatTrainThroughput(r: Awaited<ReturnType<typeof benchTrainThr
 }
 
 if (require.main === module) {
-  const arg = (name: string) => {
-    const i = process.argv.indexOf(`--${name}`);
-    return i > 0 ? Number(process.argv[i + 1]) : undefined;
-  };
-  benchTrainThroughput({ rounds: arg('rounds'), iterations: arg('iterations'), layers: arg('layers'), microbatchSize: arg('microbatch-size'), bufferLimit: arg('buffer-limit'), ceiling: !process.argv.includes('--no-ceiling') }).then((r) => {
-    console.log(process.argv.includes('--json') ? JSON.stringify(r) : formatTrainThroughput(r));
-  }, (e) => {
-    console.error(e);
-    process.exitCode = 1;
+  benchMain('train', "tokens/s of a 2-process pipeline over NATS against one process, alternating rounds, each stage's split of time, the machine's two-process ceiling", [
+    { name: 'rounds', type: 'int', metavar: 'R', help: 'alternating rounds', default: 5 },
+    { name: 'iterations', type: 'int', metavar: 'N', help: 'training iterations per measurement' },
+    { name: 'layers', type: 'int', metavar: 'L', help: 'model layers' },
+    { name: 'microbatch-size', type: 'int', metavar: 'B', help: 'samples per microbatch' },
+    { name: 'buffer-limit', type: 'int', metavar: 'N', help: 'forwards in flight per stage' },
+    { name: 'no-ceiling', type: 'bool', help: 'skip the two-process ceiling measurement' },
+  ], async (flags) => {
+    const r = await benchTrainThroughput({
+      rounds: positiveInt(flags, 'rounds'), iterations: positiveInt(flags, 'iterations'), layers: positiveInt(flags, 'layers'),
+      microbatchSize: positiveInt(flags, 'microbatch-size'), bufferLimit: positiveInt(flags, 'buffer-limit'), ceiling: !flags.noCeiling,
+    });
+    return flags.json ? r : formatTrainThroughput(r);
   });
 }

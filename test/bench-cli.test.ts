@@ -1,0 +1,28 @@
+import { strict as assert } from 'assert';
+import { spawnSync } from 'child_process';
+import * as path from 'path';
+
+const bench = (...argv: string[]) => spawnSync(process.execPath, [path.join(__dirname, '..', 'bench', 'run.js'), ...argv], { encoding: 'utf8' });
+
+describe('the benchmarks\' command line', () => {
+  it('prints help without running, and refuses bad flags with exit 2 and one line', () => {
+    const help = bench('bus', '--help');
+    assert.equal(help.status, 0);
+    assert.match(help.stdout, /Usage: npm run bench -- bus \[--mb MB\]/);
+    for (const [argv, re] of [
+      [['bus', '--mb', '0.1'], /--mb must be a size from 4 bytes to 48 MiB that is a whole number of float32 values, got 0\.1/],
+      [['bus', '--messages', '0'], /--messages must be a positive integer, got 0/],
+      [['bus', '--mb', 'abc'], /--mb must be a number, got "abc"/],
+      [['train', '--rounds', '-1'], /--rounds must be a positive integer, got -1/],
+      [['overhead', '--stages', '2,x'], /--stages must list integers from 1 to 64/],
+      [['sim', '--bogus'], /unknown flag --bogus \(see `npm run bench -- sim --help`\)/],
+      [['async', '--data', '/nonexistent/corpus.txt'], /--data \/nonexistent\/corpus\.txt: no such file/],
+      [['frobnicate'], /unknown benchmark "frobnicate"/],
+    ] as const) {
+      const r = bench(...argv);
+      assert.equal(r.status, 2, `${argv.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, re, argv.join(' '));
+      assert.ok(!/\n\s+at /.test(r.stderr), `no stack trace: ${r.stderr}`);
+    }
+  });
+});
