@@ -56,7 +56,9 @@ export class AsyncTrainingCompute implements StageCompute {
   }
 
   accept(_iteration: number, kind: 'input' | 'grad', mb: number, _chunk: number, tensors: readonly TensorPayload[]): void {
-    (kind === 'input' ? this.received : this.grads).set(key(mb), fromPayload(tensors[0]));
+    const map = kind === 'input' ? this.received : this.grads;
+    map.get(key(mb))?.dispose();
+    map.set(key(mb), fromPayload(tensors[0]));
   }
 
   private async weights(purpose: 'forward' | 'backward', mb: number): Promise<tf.Tensor[]> {

@@ -12,7 +12,7 @@ import { DeadlockError } from './deadlock';
 import { BatonEvent, EventSink, eventProblem } from './events';
 import { JobConfig } from './config';
 import { JobResult, buildResult, waitWithWatchdog } from './job';
-import { ANNOUNCE_SUBJECT, NODES_PREFIX, NODE_NAME_RE, nodeSubject } from './node';
+import { ANNOUNCE_SUBJECT, MIN_LEASE_MS, NODES_PREFIX, NODE_NAME_RE, nodeSubject } from './node';
 import { ActorRuntime } from './runtime';
 import { StageStatus } from './stage-logic';
 import { JobError, planJob } from './wire-stage';
@@ -29,7 +29,9 @@ export interface DistributedOptions {
   onIteration?: (r: IterationRecord) => void;
   /** Rejects when the job cannot go on (a stage process died, the launcher was interrupted): the job fails with that error at once. */
   stop?: Promise<never>;
-  /** The nodes drop the job's stages when they hear nothing from this launcher for this long (ms, default 30000); renewed every quarter of it. */
+  /** The nodes drop the job's stages when they hear nothing from this launcher for this long, and the
+   * launcher fails the job when a node answers nothing for as long (ms; default the job's stall timeout,
+   * the same bound on a task that blocks its process); renewed every quarter of it. */
   leaseMs?: number;
 }
 
@@ -178,7 +180,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       clearInterval(pinger);
     }
     const pidOf = new Map(seen.map((r) => [r.name, Number(r.pid)]));
-    const leaseMs = o.leaseMs ?? 30000;
+    const leaseMs = Math.max(MIN_LEASE_MS, Math.round(o.leaseMs ?? cfg.stallTimeoutMs));
     used.forEach((n, i) => request(n, { verb: 'host', config: cfg, stages: blocks[i], leaseMs }));
     const since = Date.now();
     // A node that answers nothing for a whole lease (its renewals included) is gone or hung;

@@ -1,6 +1,8 @@
 // One job name per NATS system: a job's subjects (baton.<job>.…) would mix two runs that
 // share a name. A launcher claims its job by answering on baton._jobs.<job> for as long as
 // it runs, and asks there first: an answer from another launcher means the name is taken.
+// The answer comes from the launcher's event loop, so a launcher that computes stages in
+// its own process cannot give it in the middle of a long task (see the README).
 
 import { randomBytes } from 'crypto';
 import * as os from 'os';

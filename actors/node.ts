@@ -54,7 +54,9 @@ interface HostedJob {
   sent: Map<number, number>;
   flushTimer: NodeJS.Timeout | null;
   leaseMs: number | null;
-  leaseTimer: NodeJS.Timeout | null;
+  /** The lease's timer, then the immediate that decides after the loop's poll phase. */
+  leaseTimer: NodeJS.Timeout | NodeJS.Immediate | null;
+  renewedAt: number;
   /** Trace batches that could not be published (the finish answer reports them). */
   lostTrace: string[];
   /** The launcher's reply subject. */
@@ -211,7 +213,7 @@ export class NodeAgent {
     };
     const job: HostedJob = {
       runtime, computes: [], stages: new Map(), subs: [], pending: new Map(), sent: new Map(), flushTimer: null,
-      leaseMs: (leaseMs as number | undefined) ?? null, leaseTimer: null, lostTrace: [], replyTo: req.reply,
+      leaseMs: (leaseMs as number | undefined) ?? null, leaseTimer: null, renewedAt: 0, lostTrace: [], replyTo: req.reply,
     };
     try {
       for (const s of stages as number[]) {
@@ -254,12 +256,22 @@ export class NodeAgent {
   private renew(name: string): void {
     const job = this.jobs.get(name);
     if (!job || job.leaseMs === null) return;
-    const ms = job.leaseMs;
-    if (job.leaseTimer) clearTimeout(job.leaseTimer);
+    job.renewedAt = performance.now();
+    if (!job.leaseTimer) this.armLease(name, job, job.leaseMs);
+  }
+
+  private armLease(name: string, job: HostedJob, ms: number): void {
     job.leaseTimer = setTimeout(() => {
-      if (this.jobs.get(name) !== job) return;
-      this.log(`node ${this.name}: job ${name}: nothing from its launcher for ${ms} ms (lease expired); dropping its stages`);
-      this.teardown(name, job);
+      // A task that blocked this process may have kept renewals waiting in the socket: the
+      // decision waits for the poll phase of this loop turn (setImmediate runs after it).
+      job.leaseTimer = setImmediate(() => {
+        job.leaseTimer = null;
+        if (this.jobs.get(name) !== job || job.leaseMs === null) return;
+        const left = job.renewedAt + job.leaseMs - performance.now();
+        if (left > 0) return this.armLease(name, job, left);
+        this.log(`node ${this.name}: job ${name}: nothing from its launcher for ${job.leaseMs} ms (lease expired); dropping its stages`);
+        this.teardown(name, job);
+      });
     }, ms);
   }
 
@@ -294,7 +306,10 @@ export class NodeAgent {
 
   private teardown(name: string, job: HostedJob): void {
     if (job.flushTimer) clearTimeout(job.flushTimer);
-    if (job.leaseTimer) clearTimeout(job.leaseTimer);
+    if (job.leaseTimer) {
+      clearTimeout(job.leaseTimer as NodeJS.Timeout);
+      clearImmediate(job.leaseTimer as NodeJS.Immediate);
+    }
     for (const s of job.subs) s.unsubscribe();
     job.runtime.shutdown();
     for (const c of job.computes) c.dispose?.();

@@ -275,12 +275,17 @@ export function stageStep(s: StageState, msg: StageMsg, now: number): StageEffec
       if (!s.current || msg.iteration !== s.current.iteration) {
         if (s.current && msg.iteration < s.current.iteration)
           throw new StageProtocolError(`stage ${stage}: ${msg.type} for finished iteration ${msg.iteration} (current ${s.current.iteration})`);
-        // Peers run at most one iteration ahead (the next starts once every stage has reported).
+        // Peers run at most one iteration ahead (the next starts once every stage has reported),
+        // and before this stage's first start only that first iteration can have begun.
         if (s.current && msg.iteration > s.current.iteration + 1)
           throw new StageProtocolError(`stage ${stage}: ${msg.type} for iteration ${msg.iteration}, more than one ahead of the current ${s.current.iteration}`);
-        const cap = 2 * s.setup.shape.microbatches * s.setup.shape.chunks;
-        if (s.early.length >= cap)
-          throw new StageProtocolError(`stage ${stage}: ${msg.type} for iteration ${msg.iteration} before its start, with ${cap} arrivals (an iteration's worth) already waiting`);
+        const first = s.setup.firstIteration ?? (s.early[0] as { iteration?: number } | undefined)?.iteration;
+        if (!s.current && first !== undefined && msg.iteration !== first)
+          throw new StageProtocolError(`stage ${stage}: ${msg.type} for iteration ${msg.iteration} before the first, ${first}, has started`);
+        // A duplicate is refused now, before the stage records its receipt or takes its tensors
+        // (and so what waits is at most one iteration's worth).
+        if (s.early.some((m) => m.type === msg.type && m.iteration === msg.iteration && m.mb === msg.mb && m.chunk === msg.chunk))
+          throw new StageProtocolError(`stage ${stage}: duplicate ${msg.type} for ${msg.type === 'input' ? 'F' : 'B'}${msg.mb} of iteration ${msg.iteration} before its start`);
         s.early.push(msg);
         return fx;
       }

@@ -113,7 +113,9 @@ export class TrainingCompute implements StageCompute {
 
   /** Tensors that arrived with a message (checked by checkArrival): activations for F, gradients for B. */
   accept(iteration: number, kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[]): void {
-    (kind === 'input' ? this.received : this.grads).set(key(iteration, mb, chunk), fromPayload(tensors[0]));
+    const map = kind === 'input' ? this.received : this.grads;
+    map.get(key(iteration, mb, chunk))?.dispose();
+    map.set(key(iteration, mb, chunk), fromPayload(tensors[0]));
   }
 
   run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void): void {

@@ -30,7 +30,7 @@ export function parseFlags(argv: readonly string[], specs: readonly FlagSpec[], 
   const byName = new Map(specs.map((s) => [s.name, s]));
   const flags: ParsedFlags = {};
   const positional: string[] = [];
-  for (const s of specs) if (s.default !== undefined) flags[camel(s.name)] = s.default;
+  for (const s of specs) if (s.default !== undefined) flags[camel(s.name)] = s.type === 'list' ? String(s.default).split(',') : s.default;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] === '-h' && byName.has('help') ? '--help' : argv[i];
     if (!arg.startsWith('--')) {

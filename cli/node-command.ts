@@ -12,7 +12,7 @@ const NODE_FLAGS: readonly FlagSpec[] = [
   { name: 'name', type: 'string', metavar: 'NAME', help: 'node name, unique among the nodes of a NATS system', default: `node-${process.pid}` },
   { name: 'quiet', type: 'bool', help: 'do not log hosting events' },
   { name: 'json', type: 'bool', help: 'print one JSON line when ready ({node, pid, nats}) and log as JSON lines' },
-  { name: 'exit-with-stdin', type: 'bool', help: 'exit when stdin closes (baton run starts its stage processes so: they end with it, even if it is killed)' },
+  { name: 'exit-with-stdin', type: 'bool', help: 'exit when stdin closes (baton run starts its stage processes so: they end with it, even if it is killed; their names, from the job the run claimed, skip the check that no other node has the name)' },
   { name: 'help', type: 'bool', help: 'show this help' },
 ];
 
@@ -48,7 +48,10 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   process.once('SIGINT', stop('SIGINT'));
   if (flags.exitWithStdin) {
     // The launcher holds the other end of stdin; it closes when the launcher ends, however it ends.
-    const gone = stop('its launcher ended');
+    const gone = () => {
+      if (!stopping) log(`node ${name}: stdin closed; exiting (--exit-with-stdin)`);
+      stop('its launcher ended')();
+    };
     process.stdin.once('close', gone);
     process.stdin.once('end', gone);
     process.stdin.on('error', gone);

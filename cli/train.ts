@@ -79,7 +79,6 @@ function positive(v: unknown, name: string): number {
 
 export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: JobConfig; setup: TrainSetup } {
   const total = positive(flags.iterations, 'iterations');
-  if (flags.checkpoint && !flags.resume) checkOutputDir(String(flags.checkpoint), 'train: --checkpoint');
   let start = 0;
   if (flags.resume) {
     if (!flags.checkpoint) throw new UsageError('train: --resume needs --checkpoint DIR');
@@ -129,6 +128,8 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: Jo
   });
   if (flags.transport === 'local' && flags.nats) throw new UsageError('train: --nats needs --transport nats');
   if (flags.clock === 'virtual' && flags.transport === 'nats') throw new UsageError('train: --clock virtual runs in one process; it takes no --transport nats');
+  // Last: it creates the directory, which a refusal above should not leave behind.
+  if (flags.checkpoint && !flags.resume) checkOutputDir(String(flags.checkpoint), 'train: --checkpoint');
   return { cfg, setup: { transport: flags.transport as 'local' | 'nats', processes: flags.processes as 'per-stage' | 'single', natsUrl: flags.nats as string | undefined, clock: flags.clock as 'real' | 'virtual' } };
 }
 

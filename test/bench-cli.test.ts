@@ -1,10 +1,17 @@
 import { strict as assert } from 'assert';
 import { spawnSync } from 'child_process';
 import * as path from 'path';
+import { parseFlags } from '../cli/args';
 
 const bench = (...argv: string[]) => spawnSync(process.execPath, [path.join(__dirname, '..', 'bench', 'run.js'), ...argv], { encoding: 'utf8' });
 
 describe('the benchmarks\' command line', () => {
+  it('gives a list flag\'s default as a list, as if it had been given', () => {
+    const specs = [{ name: 'stages', type: 'list' as const, default: '2,4,8', help: 'depths' }];
+    assert.deepEqual(parseFlags([], specs, 'x').flags.stages, ['2', '4', '8']);
+    assert.deepEqual(parseFlags(['--stages', '8'], specs, 'x').flags.stages, ['8']);
+  });
+
   it('prints help without running, and refuses bad flags with exit 2 and one line', () => {
     const help = bench('bus', '--help');
     assert.equal(help.status, 0);

@@ -117,6 +117,12 @@ describe('the baton command', function () {
       assert.equal(r.code, 2, `${argv.join(' ')}: exit ${r.code}, stderr ${r.err}`);
       assert.match(r.err, re, argv.join(' '));
     }
+    // A refusal leaves no checkpoint directory behind (it is created only once the flags pass).
+    const never = path.join(path.dirname(tiny), 'never-made');
+    const refused = await baton('train', '--model', 'mlp', '--mode', 'async', '--checkpoint', never);
+    assert.equal(refused.code, 2);
+    assert.match(refused.err, /checkpoints are only written in synchronous mode/);
+    assert.equal(fs.existsSync(never), false);
     fs.rmSync(path.dirname(tiny), { recursive: true, force: true });
     const missingModule = await baton('sim', '--policy', './no-such-policy.js');
     assert.equal(missingModule.code, 2);

@@ -54,14 +54,15 @@ describe('stage logic (pure transitions)', () => {
     const protocol = (e: Error) => e.name === 'StageProtocolError';
     assert.throws(() => stageStep(s, { type: 'input', iteration: 0, mb: 99, chunk: 0 }, 0), protocol);
     stageStep(s, { type: 'input', iteration: 0, mb: 0, chunk: 0 }, 0);
-    stageStep(s, { type: 'input', iteration: 0, mb: 0, chunk: 0 }, 0); // a duplicate, caught at the replay
+    assert.throws(() => stageStep(s, { type: 'input', iteration: 0, mb: 0, chunk: 0 }, 0), (e: Error) => protocol(e) && /duplicate input/.test(e.message));
     const fx = stageStep(s, { type: 'start', iteration: 0 }, 1);
     assert.deepEqual(actions(fx), ['run F0']);
-    assert.equal(fx.filter((f) => f.type === 'event' && f.event.type === 'reject').length, 1);
+    assert.equal(fx.filter((f) => f.type === 'event' && f.event.type === 'reject').length, 0);
     assert.throws(() => stageStep(s, { type: 'grad', iteration: 2, mb: 0, chunk: 0 }, 2), (e: Error) => protocol(e) && /more than one ahead/.test(e.message));
-    // Arrivals for the next iteration wait, up to an iteration's worth.
-    for (let i = 0; i < 2 * shape.microbatches; i++) stageStep(s, { type: 'grad', iteration: 1, mb: i % 2, chunk: 0 }, 3);
-    assert.throws(() => stageStep(s, { type: 'grad', iteration: 1, mb: 0, chunk: 0 }, 3), (e: Error) => protocol(e) && /already waiting/.test(e.message));
+    // Arrivals for the next iteration wait, each once.
+    for (let mb = 0; mb < shape.microbatches; mb++)
+      for (const type of ['input', 'grad'] as const) stageStep(s, { type, iteration: 1, mb, chunk: 0 }, 3);
+    assert.throws(() => stageStep(s, { type: 'grad', iteration: 1, mb: 0, chunk: 0 }, 3), (e: Error) => protocol(e) && /duplicate grad/.test(e.message));
   });
 
   it('rejects duplicates, out-of-range microbatches and completions of tasks it is not running', () => {
@@ -98,6 +99,21 @@ describe('stage logic (pure transitions)', () => {
     refused(9, /expected iteration 6/);
     stageStep(s, { type: 'start', iteration: 6 }, 5);
     assert.equal(stageStatus(s).iteration, 6);
+  });
+
+  it('refuses, before its first start, arrivals for another iteration and duplicates, so none is recorded or taken', () => {
+    const policy = resolvePolicy('bf');
+    const s = initialStageState({ stage: 1, shape, policy, arbiter: makeArbiter(policy, 32), firstIteration: 3 });
+    const early = (iteration: number, mb: number) => () => stageStep(s, { type: 'input', iteration, mb, chunk: 0 }, 0);
+    assert.throws(early(7, 0), /input for iteration 7 before the first, 3, has started/);
+    assert.throws(early(2, 0), /before the first, 3, has started/);
+    early(3, 0)();
+    assert.throws(early(3, 0), /duplicate input for F0 of iteration 3 before its start/);
+    stageStep(s, { type: 'start', iteration: 3 }, 1);
+    assert.deepEqual(stageStatus(s).running, 'F0');
+    // One iteration on: an early duplicate for the next is refused as it comes, too.
+    stageStep(s, { type: 'input', iteration: 4, mb: 1, chunk: 0 }, 2);
+    assert.throws(() => stageStep(s, { type: 'input', iteration: 4, mb: 1, chunk: 0 }, 2), /duplicate input for F1 of iteration 4/);
   });
 
   it('drains backward-only at the buffer limit', () => {

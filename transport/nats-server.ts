@@ -10,7 +10,7 @@
 //
 // Not modelled: TLS, auth, JetStream, leaf nodes, gateways, non-loopback addresses.
 
-import { spawn } from 'child_process';
+import { spawn, spawnSync } from 'child_process';
 import { accessSync, constants, mkdtempSync, openSync, closeSync, fstatSync, readSync, rmSync, statSync, writeFileSync } from 'fs';
 import { createConnection, createServer } from 'net';
 import { tmpdir } from 'os';
@@ -235,15 +235,24 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
  * through it with a parent-death signal. Elsewhere it is started plainly.
  */
 function dieWithParent(binary: string, args: string[]): [string, string[]] {
-  const setpriv = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => {
-    try {
-      accessSync(p, constants.X_OK);
-      return true;
-    } catch {
-      return false;
-    }
-  });
+  const setpriv = setprivWithPdeathsig();
   return setpriv ? [setpriv, ['--pdeathsig', 'SIGKILL', binary, ...args]] : [binary, args];
+}
+
+let setprivFound: string | null | undefined;
+
+/** setpriv, if installed and new enough to know --pdeathsig (util-linux 2.33+); looked up once. */
+function setprivWithPdeathsig(): string | null {
+  if (setprivFound !== undefined) return setprivFound;
+  setprivFound = null;
+  for (const p of ['/usr/bin/setpriv', '/bin/setpriv']) {
+    const r = spawnSync(p, ['--help'], { encoding: 'utf8', timeout: 2000 });
+    if (r.status === 0 && /--pdeathsig/.test(r.stdout)) {
+      setprivFound = p;
+      break;
+    }
+  }
+  return setprivFound;
 }
 
 async function waitForRoutes(name: string, monitorUrl: string | undefined, count: number, timeoutMs: number): Promise<void> {
