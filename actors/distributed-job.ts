@@ -5,7 +5,7 @@
 
 import { randomBytes } from 'crypto';
 import { Bus, Subscription } from '../transport/bus';
-import { decodeValue, encodeValue } from '../transport/codec';
+import { decodeValue, encodeValue, quoteValue } from '../transport/codec';
 import { RealClock } from './clock';
 import { IterationRecord, coordinate } from './coordinator';
 import { DeadlockError } from './deadlock';
@@ -87,6 +87,9 @@ async function pollUntil(pred: () => boolean, timeoutMs: number, over: () => boo
   }
 }
 
+/** A field of a node's reply, for an error message (a string as it is, anything else quoted). */
+const text = (x: unknown): string => (typeof x === 'string' ? x.slice(0, 2000) : quoteValue(x));
+
 function decodeReply(data: Uint8Array): Reply | null {
   try {
     const v = decodeValue(data) as Reply;
@@ -127,8 +130,8 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     const r = decodeReply(d);
     if (!r) return;
     heard.set(r.name, Date.now());
-    if (r.verb === 'failure') nodeFailed(new JobError(`on node ${r.name}, actor ${r.actor} failed: ${r.message}`));
-    if (r.verb === 'leaving') nodeFailed(new JobError(`node ${r.name} left during the job (${String(r.reason)})`));
+    if (r.verb === 'failure') nodeFailed(new JobError(`on node ${r.name}, actor ${text(r.actor)} failed: ${text(r.message)}`));
+    if (r.verb === 'leaving') nodeFailed(new JobError(`node ${r.name} left during the job (${text(r.reason)})`));
     if (r.verb === 'renewed') return;
     replies.push(r);
   }));
