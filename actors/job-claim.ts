@@ -7,6 +7,7 @@
 import { randomBytes } from 'crypto';
 import * as os from 'os';
 import { Bus } from '../transport/bus';
+import { askAround } from '../transport/ask-around';
 import { decodeValue, encodeValue } from '../transport/codec';
 import { JobError } from './wire-stage';
 
@@ -25,26 +26,21 @@ export async function claimJob(bus: Bus, job: string, waitMs = 300): Promise<() 
   const token = randomBytes(6).toString('hex');
   const me = { token, pid: process.pid, host: os.hostname() };
   const inbox = `${JOBS_PREFIX}.reply.${token}`;
-  const others: { pid?: unknown; host?: unknown }[] = [];
   const claim = bus.subscribe(`${JOBS_PREFIX}.${job}`, (_s, d) => {
     try {
       const q = decodeValue(d) as { reply?: unknown; token?: unknown };
       if (q && typeof q.reply === 'string' && q.token !== token && q.reply.startsWith(`${JOBS_PREFIX}.reply.`)) bus.publish(q.reply, encodeValue(me));
     } catch { /* not a question */ }
   });
-  const answers = bus.subscribe(inbox, (_s, d) => {
-    try {
-      const a = decodeValue(d) as { token?: unknown; pid?: unknown; host?: unknown };
-      if (a && a.token !== token) others.push(a);
-    } catch { /* not an answer */ }
-  });
+  let others: Record<string, unknown>[];
   try {
-    await bus.flush();
-    bus.publish(`${JOBS_PREFIX}.${job}`, encodeValue({ reply: inbox, token }));
-    await bus.flush();
-    await new Promise((r) => setTimeout(r, waitMs));
-  } finally {
-    answers.unsubscribe();
+    others = await askAround(bus, {
+      listen: inbox, ask: `${JOBS_PREFIX}.${job}`, question: { reply: inbox, token }, waitMs,
+      pick: (a) => (a.token !== token ? a : null),
+    });
+  } catch (err) {
+    claim.unsubscribe();
+    throw err;
   }
   if (others.length > 0) {
     claim.unsubscribe();

@@ -138,6 +138,8 @@ export async function waitWithWatchdog(done: Promise<void>, progress: () => numb
 }
 
 export function summarize(r: JobResult) {
+  const makespan = mean(r.iterations.map((i) => i.makespan_ms));
+  const lowerBound = mean(r.iterations.map((i) => i.lower_bound_ms));
   return {
     policy: r.policy.name,
     stages: r.shape.stages,
@@ -154,10 +156,10 @@ export function summarize(r: JobResult) {
       iteration: i.iteration, makespan_ms: i.makespan_ms, lower_bound_ms: i.lower_bound_ms,
       efficiency: i.efficiency, bubble_fraction: i.bubble_fraction,
     })),
-    makespan_ms: mean(r.iterations.map((i) => i.makespan_ms)),
-    lower_bound_ms: mean(r.iterations.map((i) => i.lower_bound_ms)),
+    makespan_ms: makespan,
+    lower_bound_ms: lowerBound,
     // A run of zero-length tasks takes no time and wastes none.
-    efficiency: mean(r.iterations.map((i) => i.makespan_ms)) > 0 ? mean(r.iterations.map((i) => i.lower_bound_ms)) / mean(r.iterations.map((i) => i.makespan_ms)) : 1,
+    efficiency: makespan > 0 ? lowerBound / makespan : 1,
     bubble_fraction: mean(r.iterations.map((i) => i.bubble_fraction)),
     peak_inflight: r.totals.peakInflight,
     tasks: r.totals.tasks,

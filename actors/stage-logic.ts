@@ -257,16 +257,8 @@ export function stageStep(s: StageState, msg: StageMsg, now: number): StageEffec
       startIteration(s, msg.iteration, now, fx);
       const replay = s.early.filter((m) => 'iteration' in m && m.iteration === msg.iteration);
       s.early = s.early.filter((m) => !('iteration' in m && m.iteration === msg.iteration));
-      // A bad early arrival (a duplicate) is rejected alone; the ones behind it still count.
-      for (const m of replay) {
-        if (m.type !== 'input' && m.type !== 'grad') continue;
-        try {
-          arrive(s, s.current!, m.type, m.mb, m.chunk);
-        } catch (err) {
-          if (!(err instanceof StageProtocolError)) throw err;
-          fx.push({ type: 'event', event: { type: 'reject', t: now, stage, iteration: msg.iteration, reason: 'protocol', detail: err.message } });
-        }
-      }
+      // Early arrivals were checked as they came (shape, iteration, no duplicate): they count as they are.
+      for (const m of replay) if (m.type === 'input' || m.type === 'grad') arrive(s, s.current!, m.type, m.mb, m.chunk);
       break;
     }
     case 'input':

@@ -2,7 +2,7 @@
 
 import * as os from 'os';
 import { ANNOUNCE_SUBJECT, NODE_NAME_RE, NodeAgent, nodeSubject } from '../actors/node';
-import { decodeValue, encodeValue } from '../transport/codec';
+import { askAround } from '../transport/ask-around';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { Bus } from '../transport/bus';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
@@ -67,22 +67,11 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
 
 /** Two agents of one name would both take the requests meant for one: the second refuses to start. */
 async function refuseTakenName(bus: Bus, name: string, url: string, waitMs = 300): Promise<void> {
-  let holder: { pid?: unknown; host?: unknown } | null = null;
-  const sub = bus.subscribe(ANNOUNCE_SUBJECT, (_s, d) => {
-    try {
-      const r = decodeValue(d) as { verb?: unknown; name?: unknown; pid?: unknown; host?: unknown };
-      if (r && r.verb === 'hello' && r.name === name && !(r.pid === process.pid && r.host === os.hostname())) holder = r;
-    } catch { /* not a hello */ }
+  const holders = await askAround(bus, {
+    listen: ANNOUNCE_SUBJECT, ask: nodeSubject(name), question: { verb: 'ping' }, waitMs,
+    pick: (r) => (r.verb === 'hello' && r.name === name && !(r.pid === process.pid && r.host === os.hostname()) ? r : null),
   });
-  try {
-    await bus.flush();
-    bus.publish(nodeSubject(name), encodeValue({ verb: 'ping' }));
-    await bus.flush();
-    await new Promise((r) => setTimeout(r, waitMs));
-  } finally {
-    sub.unsubscribe();
-  }
-  const h = holder as { pid?: unknown; host?: unknown } | null;
+  const h = holders[0];
   if (h) {
     await bus.close();
     throw new UsageError(`node: a node named ${name} is already running on ${url} (pid ${String(h.pid)} on ${String(h.host)}); give this one another --name`);
