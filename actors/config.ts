@@ -2,6 +2,7 @@
 // (cli/args.ts), and every command can print the resolved config.
 
 import { JitterMode } from '../models/jitter';
+import { BufferLimit } from '../policies/backpressure';
 import { TrainConfig } from '../models/train-config';
 import { ASYNC_DEFAULTS, AsyncSettings } from './param-store';
 
@@ -23,8 +24,9 @@ export interface JobConfig {
   jitter: JitterMode;
   /** Multiplies the jitter spreads (0 = none, 1 = the paper's). */
   jitterScale: number;
-  /** Forwards a stage may hold before it drains backward-only (RRFP appendix C.2). */
-  bufferLimit: number;
+  /** Forwards a stage may hold before it drains backward-only (RRFP appendix C.2): one
+   * count for every stage, or `depth` (P − s at stage s). */
+  bufferLimit: BufferLimit;
   /** Seed of the realized durations: same seed, same durations for every policy. */
   seed: number;
   /** Iterations to run (each ends with a flush). */
@@ -64,8 +66,12 @@ export const DEFAULTS: JobConfig = {
   async: ASYNC_DEFAULTS,
 };
 
+/** `partial` over the defaults; an asynchronous job without a buffer limit gets `depth`,
+ * so each stage keeps 1F1B's in-flight count (what PipeDream-style asynchronous pipelines,
+ * and the staleness their consistency policies expect, assume). */
 export function resolveConfig(partial: Partial<JobConfig>): JobConfig {
   const out = { ...DEFAULTS };
   for (const [k, v] of Object.entries(partial)) if (v !== undefined) (out as Record<string, unknown>)[k] = v;
+  if (partial.bufferLimit === undefined && out.mode === 'async') out.bufferLimit = 'depth';
   return out;
 }

@@ -59,6 +59,8 @@ export type StoreMsg =
 
 export interface StoreStats {
   updates: number;
+  /** The most microbatches in flight at the stage: FRESCO's τ; PipeMare's and prediction's delay + 1. */
+  inflightBound: number;
   staleness: { mean: number; max: number; count: number };
   /** Per update, in order: the staleness of the microbatch whose B made it. */
   stalenessByUpdate: number[];
@@ -86,8 +88,14 @@ function frescoLayers(inputs: readonly CapturedLinearInput[]): LinearLayerSpec[]
   return inputs.map((c) => ({ layer: c.weight, weight: c.weight, bias: c.bias, layout: 'in-out' as const, dout: c.dout, din: c.din }));
 }
 
-function makePolicy(s: AsyncSettings, opt: NAdamW | null, stage: number, stages: number, inputs?: readonly CapturedLinearInput[]): ConsistencyPolicy {
-  const delay = stages - 1 - stage;
+/**
+ * The policy of a stage where at most `inflight` microbatches are in flight (their F ran,
+ * their B not yet): FRESCO protects that many (its τ), and the delay PipeMare damps and
+ * prediction looks ahead is the most updates that can come between a microbatch's F and
+ * its B, one fewer.
+ */
+function makePolicy(s: AsyncSettings, opt: NAdamW | null, inflight: number, inputs?: readonly CapturedLinearInput[]): ConsistencyPolicy {
+  const delay = inflight - 1;
   switch (s.consistency) {
     case 'none':
       return new NoConsistency();
@@ -99,14 +107,15 @@ function makePolicy(s: AsyncSettings, opt: NAdamW | null, stage: number, stages:
       if (!opt) throw new ParamStoreError('predict needs an optimizer');
       return new WeightPrediction({ delay, direction: (n, p, o) => opt.direction(n, p, o) });
     case 'fresco':
-      return new FrescoPolicy({ layers: frescoLayers(inputs ?? []), tau: Math.max(1, stages - stage), alpha: s.alpha });
+      return new FrescoPolicy({ layers: frescoLayers(inputs ?? []), tau: inflight, alpha: s.alpha });
   }
 }
 
 export interface ParamStoreWiring {
   runtime: ActorRuntime;
   stage: number;
-  stages: number;
+  /** The most microbatches in flight at this stage (policies/backpressure.ts inflightBound). */
+  inflightBound: number;
   settings: AsyncSettings;
   /** Initial parameters (real compute) or null (emulated compute: only counting). */
   params: ParamMapF | null;
@@ -114,20 +123,22 @@ export interface ParamStoreWiring {
 }
 
 export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
-  const { settings: s, stage, stages } = w;
+  const { settings: s, stage, inflightBound: inflight } = w;
+  if (!Number.isInteger(inflight) || inflight < 1) throw new ParamStoreError(`stage ${stage}: in-flight bound must be a positive integer, got ${inflight}`);
   const optimizer = w.params ? new NAdamW(w.infos, { beta1: s.beta1, weightDecay: s.weightDecay }) : null;
   const initial: StoreState = {
     params: w.params, infos: w.infos, optimizer,
     // FRESCO needs the layer shapes it sees in the first forward; the others start now.
-    policy: w.params && s.consistency !== 'fresco' ? makePolicy(s, optimizer, stage, stages) : null,
+    policy: w.params && s.consistency !== 'fresco' ? makePolicy(s, optimizer, inflight) : null,
     step: 0, forwardStep: new Map(), staleness: [], peakExtraBytes: 0,
   };
+  // The schedule counts updates from 1 (the t-th update uses lrAt(t)), as in synchronous training.
   const lrOf = (step: number) => lrAt({ peak: s.lr, warmupSteps: s.warmup, totalSteps: Math.max(s.totalUpdates, s.warmup + 1) }, step);
   return w.runtime.spawn<StoreState, StoreMsg>(`param-store-${stage}`, initial, (st, msg) => {
     switch (msg.type) {
       case 'weights': {
         // FRESCO's policy exists only after the first forward; until then the weights are current.
-        const ctx = st.params ? { params: st.params, step: st.step, lr: lrOf(st.step) } : null;
+        const ctx = st.params ? { params: st.params, step: st.step, lr: lrOf(st.step + 1) } : null;
         if (!ctx) msg.reply(null);
         else if (!st.policy) msg.reply(ctx.params);
         else msg.reply(msg.purpose === 'forward' ? st.policy.weightsForForward(msg.mb, ctx) : st.policy.weightsForBackward(msg.mb, ctx));
@@ -136,7 +147,7 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
       case 'forward-ran': {
         if (st.forwardStep.has(msg.mb)) throw new ParamStoreError(`stage ${stage}: forward of microbatch ${msg.mb} reported twice`);
         st.forwardStep.set(msg.mb, st.step);
-        if (st.params && !st.policy) st.policy = makePolicy(s, st.optimizer, stage, stages, msg.inputs);
+        if (st.params && !st.policy) st.policy = makePolicy(s, st.optimizer, inflight, msg.inputs);
         if (st.policy) {
           const inputs = new Map<string, LayerInput>((msg.inputs ?? []).map((c) => [c.weight, { x: c.x, n: c.n }]));
           st.policy.forward(msg.mb, inputs);
@@ -153,7 +164,7 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
           if (!msg.grads) throw new ParamStoreError(`stage ${stage}: backward of microbatch ${msg.mb} came without gradients`);
           st.policy.backward(msg.mb);
           clipGradNorm(msg.grads, s.clip);
-          const lr = lrOf(st.step);
+          const lr = lrOf(st.step + 1);
           const delta = st.optimizer.propose(st.params, msg.grads, lr);
           st.policy.transformUpdate(delta, { params: st.params, step: st.step + 1, lr });
           applyUpdates(st.params, delta);
@@ -169,6 +180,7 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
         const n = st.staleness.length;
         msg.reply({
           updates: st.step,
+          inflightBound: inflight,
           staleness: { mean: n ? st.staleness.reduce((a, b) => a + b, 0) / n : 0, max: n ? Math.max(...st.staleness) : 0, count: n },
           stalenessByUpdate: [...st.staleness],
           extraStateBytes: st.peakExtraBytes,

@@ -244,7 +244,7 @@ export class TrainingCompute implements StageCompute {
 
   /** The flush: one AdamW step per chunk with the microbatch-ordered sums. */
   async endIteration(iteration: number): Promise<Record<string, unknown>> {
-    const lr = lrAt({ peak: this.train.lr, warmupSteps: this.train.warmup, totalSteps: Math.max(this.train.totalIterations, this.train.warmup + 1) }, this.step);
+    const lr = lrAt({ peak: this.train.lr, warmupSteps: this.train.warmup, totalSteps: Math.max(this.train.totalIterations, this.train.warmup + 1) }, this.step + 1);
     for (const c of this.chunks) {
       if (!c.sum) throw new TrainingComputeError(`stage ${this.stage}: iteration ${iteration} ended without gradients`);
       const grads = c.sum.result();

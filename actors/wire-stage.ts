@@ -3,7 +3,7 @@
 // (actors/job.ts) and a node agent hosting stages for a distributed one (actors/node.ts).
 
 import { HintPolicy } from '../policies/hint';
-import { chooseWithBackpressure, inBackpressure } from '../policies/backpressure';
+import { chooseWithBackpressure, inBackpressure, inflightBound, stageBufferLimit } from '../policies/backpressure';
 import { resolvePolicy } from '../policies/registry';
 import { PipelineShape, validateShape } from '../policies/task';
 import { makeDurationModel, DurationModel } from '../models/durations';
@@ -51,7 +51,8 @@ export function planJob(cfg: JobConfig): { policy: HintPolicy; shape: PipelineSh
   validateShape(shape);
   policy.check(shape);
   if (!Number.isInteger(cfg.iterations) || cfg.iterations < 1) throw new JobConfigError(`iterations must be a positive integer, got ${cfg.iterations}`);
-  if (!Number.isInteger(cfg.bufferLimit) || cfg.bufferLimit < 1) throw new JobConfigError(`buffer limit must be a positive integer, got ${cfg.bufferLimit}`);
+  if (cfg.bufferLimit !== 'depth' && (!Number.isInteger(cfg.bufferLimit) || cfg.bufferLimit < 1))
+    throw new JobConfigError(`buffer limit must be a positive integer or depth, got ${JSON.stringify(cfg.bufferLimit)}`);
   if (cfg.mode === 'async') {
     if (shape.chunks !== 1) throw new JobConfigError(`asynchronous mode runs one chunk per stage, got chunks = ${shape.chunks}`);
     if (policy.splitBackward) throw new JobConfigError(`asynchronous mode updates after each whole backward; policy ${policy.name} splits backward into B and W`);
@@ -95,7 +96,8 @@ function computeFor(o: StageWiringOptions): StageCompute {
     const tfjs = cfg.train ? tfjsModules().async : null;
     const module = tfjs && cfg.train ? tfjs.asyncStageModule(s, plan.shape, cfg.train) : null;
     const init = tfjs && module ? tfjs.initialParams(module) : null;
-    const store = spawnParamStore({ runtime, stage: s, stages: plan.shape.stages, settings: cfg.async, params: init?.params ?? null, infos: init?.infos ?? [] });
+    const inflight = inflightBound(plan.policy, plan.shape, s, stageBufferLimit(cfg.bufferLimit, s, plan.shape.stages));
+    const store = spawnParamStore({ runtime, stage: s, inflightBound: inflight, settings: cfg.async, params: init?.params ?? null, infos: init?.infos ?? [] });
     if (!tfjs || !module || !cfg.train) return new AsyncEmulatedCompute(runtime, s, durations, store);
     real = new tfjs.AsyncTrainingCompute(runtime, s, plan.shape, cfg.train, module, store);
   } else if (cfg.train) {
@@ -131,7 +133,7 @@ export function wireStage(o: StageWiringOptions): WiredStage {
   const { runtime, bus, cfg, plan, durations, stage: s, sink } = o;
   const sender = spawnSender({ runtime, bus, job: cfg.job, stage: s, comm: durations, sink });
   const compute = o.computeFor ? o.computeFor(s, runtime.clock) : computeFor(o);
-  const arbiter = makeArbiter(plan.policy, cfg.bufferLimit);
+  const arbiter = makeArbiter(plan.policy, stageBufferLimit(cfg.bufferLimit, s, plan.shape.stages));
   const stage = spawnStage({ stage: s, shape: plan.shape, policy: plan.policy, arbiter, firstIteration: cfg.firstIteration }, { runtime, compute, sender, sink, outboundWritten: () => bus.written() });
   const receiver = spawnReceiver({ runtime, job: cfg.job, stage: s, target: stage, sink });
   const subscriptions = STAGE_INBOX_KINDS.map((kind) =>

@@ -2,10 +2,28 @@
 
 import { DEFAULTS, JobConfig, resolveConfig } from '../actors/config';
 import { JITTER_MODES, JitterMode } from '../models/jitter';
+import { BufferLimit } from '../policies/backpressure';
+import { quoteValue } from '../transport/codec';
 import { FlagSpec, ParsedFlags, UsageError } from './args';
 
 /** Beyond this the drawn durations overflow (lognormal spreads are exponentiated). */
 const MAX_JITTER_SCALE = 100;
+
+/** --buffer-limit, for every job command: N for every stage, or depth (P − s at stage s). */
+export const BUFFER_LIMIT_FLAG: FlagSpec = {
+  name: 'buffer-limit', type: 'string', metavar: 'N|depth',
+  help: `in-flight forwards per stage before backward-only drain: N, or depth (P-s at stage s, as 1F1B); default ${DEFAULTS.bufferLimit}, depth with --mode async; binding schedules keep their own counts`,
+};
+
+/** The --buffer-limit given, or undefined (resolveConfig then picks by mode). */
+export function bufferLimitFromFlag(raw: unknown): BufferLimit | undefined {
+  if (raw === undefined) return undefined;
+  const text = String(raw);
+  if (text === 'depth') return 'depth';
+  const n = Number(text);
+  if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(n) || n < 1) throw new UsageError(`--buffer-limit must be a positive integer or depth, got ${quoteValue(text)}`);
+  return n;
+}
 
 export const JOB_FLAGS: readonly FlagSpec[] = [
   { name: 'stages', type: 'int', metavar: 'P', help: 'pipeline stages', default: DEFAULTS.stages },
@@ -15,7 +33,7 @@ export const JOB_FLAGS: readonly FlagSpec[] = [
   { name: 'profile', type: 'string', metavar: 'NAME|FILE', help: 'workload profile: uniform, llm, multimodal, train or a JSON file', default: DEFAULTS.profile },
   { name: 'jitter', type: 'string', help: 'duration jitter', choices: JITTER_MODES, default: DEFAULTS.jitter },
   { name: 'jitter-scale', type: 'number', metavar: 'X', help: 'multiply the jitter spreads by X', default: DEFAULTS.jitterScale },
-  { name: 'buffer-limit', type: 'int', metavar: 'N', help: 'in-flight forwards per stage before backward-only drain', default: DEFAULTS.bufferLimit },
+  BUFFER_LIMIT_FLAG,
   { name: 'seed', type: 'int', metavar: 'S', help: 'seed of the realized durations', default: DEFAULTS.seed },
   { name: 'iterations', type: 'int', metavar: 'I', help: 'iterations (each ends with a flush)', default: DEFAULTS.iterations },
   { name: 'job', type: 'string', metavar: 'NAME', help: 'job name (the subject token baton.<job>.…)', default: DEFAULTS.job },
@@ -47,7 +65,7 @@ export function jobConfigFromFlags(flags: ParsedFlags): JobConfig {
     profile: flags.profile as string,
     jitter: flags.jitter as JitterMode,
     jitterScale: scale,
-    bufferLimit: positiveInt(flags, 'buffer-limit', 'bufferLimit'),
+    bufferLimit: bufferLimitFromFlag(flags.bufferLimit),
     seed,
     iterations: positiveInt(flags, 'iterations', 'iterations'),
     mode: flags.mode as 'sync' | 'async',

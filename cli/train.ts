@@ -13,6 +13,7 @@ import { loadBackend } from '../models/backend';
 import { paramChecksum, validationLoss } from '../models/reference-train';
 import { TRAIN_DEFAULTS, TrainConfig, corpusFor, modelSpecFor, tokensPerMicrobatch } from '../models/train-config';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
+import { BUFFER_LIMIT_FLAG, bufferLimitFromFlag } from './job-flags';
 import { warnRejects } from './rejects';
 import { runOnce } from './run';
 import { checkOutputDir } from './output-paths';
@@ -32,7 +33,7 @@ const TRAIN_FLAGS: readonly FlagSpec[] = [
   { name: 'warmup', type: 'int', metavar: 'N', help: 'warmup iterations', default: TRAIN_DEFAULTS.warmup },
   { name: 'iterations', type: 'int', metavar: 'N', help: 'iterations (optimizer steps) of the whole run', default: 10 },
   { name: 'policy', type: 'string', metavar: 'NAME', help: 'hint order or schedule (as for sim)', default: 'bf' },
-  { name: 'buffer-limit', type: 'int', metavar: 'N', help: 'in-flight forwards per stage before backward-only drain', default: 32 },
+  BUFFER_LIMIT_FLAG,
   { name: 'transport', type: 'string', help: 'message bus', choices: ['local', 'nats'], default: 'local' },
   { name: 'nats', type: 'string', metavar: 'URL', help: 'NATS server (default: start one)' },
   { name: 'processes', type: 'string', help: 'with nats: one process per stage, or all in this one', choices: ['per-stage', 'single'], default: 'per-stage' },
@@ -123,7 +124,7 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: Jo
     job: String(flags.job), stages: positive(flags.stages, 'stages'), chunks: positive(flags.chunks, 'chunks'),
     microbatches: mode === 'async' ? M * total : M, policy: String(flags.policy), profile: String(flags.profile),
     jitter: flags.jitter as 'none' | 'paper', seed: flags.jitterSeed as number, iterations: mode === 'async' ? 1 : total - start,
-    bufferLimit: positive(flags.bufferLimit, 'buffer-limit'), firstIteration: start, train, stallTimeoutMs: 600000, mode,
+    bufferLimit: bufferLimitFromFlag(flags.bufferLimit), firstIteration: start, train, stallTimeoutMs: 600000, mode,
     async: { ...ASYNC_DEFAULTS, consistency: flags.consistency as ConsistencyName, alpha, lr: train.lr, warmup: train.warmup, totalUpdates: M * total, weightDecay: train.weightDecay, beta1: flags.beta1 as number, pipemareSteps: M * total },
   });
   if (flags.transport === 'local' && flags.nats) throw new UsageError('train: --nats needs --transport nats');

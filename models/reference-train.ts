@@ -56,7 +56,7 @@ export function trainReference(t: TrainConfig, microbatches: number, iterations:
       y.dispose();
     }
     losses.push(loss / microbatches);
-    const lr = lrAt({ peak: t.lr, warmupSteps: t.warmup, totalSteps: Math.max(t.totalIterations, t.warmup + 1) }, it);
+    const lr = lrAt({ peak: t.lr, warmupSteps: t.warmup, totalSteps: Math.max(t.totalIterations, t.warmup + 1) }, it + 1);
     const grads = sum.result();
     const params = new Map(vars.map((v, i) => [names[i], readFloat32(v)]));
     const delta = opt.propose(params, new Map(names.map((n, i) => [n, grads[i]])), lr);

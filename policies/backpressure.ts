@@ -25,7 +25,8 @@
 // happens to buffers on other stages.
 
 import { HintPolicy, ReadyView, StageContext } from './hint';
-import { Task, task } from './task';
+import { readyViewOf } from './hints';
+import { PipelineShape, Task, task } from './task';
 
 export class BackpressureLimitError extends Error {
   override name = 'BackpressureLimitError';
@@ -79,4 +80,52 @@ export function withBackpressure<M>(policy: HintPolicy<M>, limit: number): HintP
     ...policy,
     choose: (ready, memo, ctx) => chooseWithBackpressure(policy, memo, ready, ctx, limit),
   };
+}
+
+/** A job's buffer limit: one count for every stage, or `depth`: P − s at stage s (1F1B's in-flight count). */
+export type BufferLimit = number | 'depth';
+
+/** The limit at `stage` of a pipeline of `stages` stages (throws on a bad limit). */
+export function stageBufferLimit(limit: BufferLimit, stage: number, stages: number): number {
+  const n = limit === 'depth' ? stages - stage : limit;
+  checkLimit(n);
+  return n;
+}
+
+/**
+ * The most forwards that can be in flight at `stage` (F run, memory not yet released)
+ * under `policy` with the stage's buffer limit: what asynchronous consistency must
+ * cover. A non-binding policy is held to the limit (one chunk per stage; `limit + V`
+ * interleaved) and to the forwards there are; a binding schedule ignores the limit, so
+ * its own order is replayed, every task ready as soon as its stage-local predecessor ran.
+ */
+export function inflightBound(policy: HintPolicy<any>, shape: PipelineShape, stage: number, limit: number): number {
+  checkLimit(limit);
+  const forwards = shape.microbatches * shape.chunks;
+  if (!policy.binding) return Math.min(forwards, shape.chunks === 1 ? limit : limit + shape.chunks);
+  const ran = new Set<string>();
+  const key = (t: Task) => `${t.kind}${t.mb}.${t.chunk}`;
+  let inflight = 0;
+  let peak = 0;
+  const ctx: StageContext = { stage, shape, done: (t) => ran.has(key(t)), get inflight() { return inflight; } };
+  let memo = policy.start(ctx);
+  for (;;) {
+    const ready: Task[] = [];
+    for (let j = 0; j < shape.microbatches; j++) {
+      for (let c = 0; c < shape.chunks; c++) {
+        const f = task('F', j, c);
+        const b = task('B', j, c);
+        const w = task('W', j, c);
+        if (!ran.has(key(f))) ready.push(f);
+        else if (!ran.has(key(b))) ready.push(b);
+        else if (shape.splitBackward && !ran.has(key(w))) ready.push(w);
+      }
+    }
+    const next = policy.choose(readyViewOf(ready), memo, ctx);
+    if (next === null) return peak;
+    ran.add(key(next));
+    if (next.kind === 'F') peak = Math.max(peak, ++inflight);
+    else if (next.kind === (shape.splitBackward ? 'W' : 'B')) inflight--;
+    memo = policy.advance(memo, next, ctx);
+  }
 }

@@ -7,6 +7,7 @@ import { ASYNC_DEFAULTS, ConsistencyName, StoreMsg, StoreStats, spawnParamStore 
 import { ActorRuntime } from '../actors/runtime';
 import { asyncStageModule, initialParams } from '../actors/async-compute';
 import { loadBackend } from '../models/backend';
+import { CapturedLinearInput, captureLinearInputs } from '../models/layers';
 import { TRAIN_DEFAULTS, TrainConfig } from '../models/train-config';
 import { train } from '../cli/train';
 
@@ -37,6 +38,17 @@ describe('asynchronous pipelines', function () {
     assert.notDeepEqual(order, [...order].sort((a, b) => a - b), 'microbatches completed out of order at stage 0');
   });
 
+  it('keeps P - s in flight at stage s by default (buffer limit depth), and the stores cover exactly that', async () => {
+    for (const [extra, bound] of [[{}, [4, 3, 2, 1]], [{ bufferLimit: 6 }, [6, 6, 6, 6]]] as const) {
+      const cfg = resolveConfig({ stages: 4, microbatches: 32, policy: 'bf', mode: 'async', profile: 'llm', jitter: 'paper', seed: 5, ...extra });
+      assert.equal(cfg.bufferLimit, 'bufferLimit' in extra ? 6 : 'depth');
+      const r = await runJob(cfg, { clock: 'virtual' });
+      const s = summarize(r);
+      assert.deepEqual(s.inflight_bound, bound);
+      s.peak_inflight.forEach((p: number, st: number) => assert.ok(p <= bound[st], `stage ${st}: ${p} in flight over the bound ${bound[st]}`));
+    }
+  });
+
   it('refuses split backward and interleaving in asynchronous mode, clearly', async () => {
     await assert.rejects(asyncSim(4, 8, 'bfw'), /splits backward/);
     await assert.rejects(runJob(resolveConfig({ stages: 2, chunks: 2, microbatches: 4, policy: 'bf', mode: 'async' }), { clock: 'virtual' }), /one chunk per stage/);
@@ -53,7 +65,7 @@ describe('asynchronous pipelines', function () {
       const runtime = new ActorRuntime(new VirtualClock());
       const module = asyncStageModule(1, shape, t);
       const init = initialParams(module);
-      const store = spawnParamStore({ runtime, stage: 0, stages: 2, settings: { ...ASYNC_DEFAULTS, consistency, lr: 0.05, warmup: 0 }, params: init.params, infos: init.infos });
+      const store = spawnParamStore({ runtime, stage: 0, inflightBound: 2, settings: { ...ASYNC_DEFAULTS, consistency, lr: 0.05, warmup: 0 }, params: init.params, infos: init.infos });
       const ask = <R>(make: (reply: (r: R) => void) => StoreMsg) => runtime.ask<StoreMsg, R>(store, make);
       const copy = (w: ReadonlyMap<string, Float32Array> | null) => new Map([...w!].map(([n, p]) => [n, Float32Array.from(p)]));
       const atForward = copy(await ask((reply) => ({ type: 'weights', purpose: 'forward', mb: 0, reply })));
@@ -93,6 +105,62 @@ describe('asynchronous pipelines', function () {
       const r = await scenario('none');
       assert.deepEqual(r.atBackward, r.current);
       assert.notDeepEqual(r.gradAtBackward, r.gradAtForward);
+    });
+
+    it('fresco at full budget: updates leave the linear outputs of every in-flight microbatch unchanged, with more in flight than P - s', async () => {
+      // Four microbatches in flight at stage 0 of 2 (P - s = 2): the store covers its
+      // in-flight bound, not the pipeline depth. n = 2 rows each, width 16: 4 x 2 = 8
+      // directions fit every layer, so alpha = 1 protects them exactly.
+      const small: TrainConfig = { ...t, microbatchSize: 2 };
+      const runtime = new ActorRuntime(new VirtualClock());
+      const module = asyncStageModule(1, shape, small);
+      const init = initialParams(module);
+      const before = new Map([...init.params].map(([n, p]) => [n, Float32Array.from(p)]));
+      const store = spawnParamStore({ runtime, stage: 0, inflightBound: 4, settings: { ...ASYNC_DEFAULTS, consistency: 'fresco', alpha: 1, lr: 0.05, warmup: 0 }, params: init.params, infos: init.infos });
+      const ask = <R>(make: (reply: (r: R) => void) => StoreMsg) => runtime.ask<StoreMsg, R>(store, make);
+      const names = module.paramNames();
+      const captured: CapturedLinearInput[][] = [];
+      for (let mb = 0; mb < 4; mb++) {
+        const w = await ask<ReadonlyMap<string, Float32Array> | null>((reply) => ({ type: 'weights', purpose: 'forward', mb, reply }));
+        const ts = names.map((n, i) => tf.tensor(w!.get(n)!, module.params()[i].shape));
+        const x = tf.randomNormal([2, 16], 0, 1, 'float32', 11 + mb);
+        const { result, inputs } = captureLinearInputs(new Map(ts.map((tensor, i) => [tensor.id, names[i]])), () => module.forward(x, ts));
+        tf.dispose([result, x, ...ts]);
+        captured.push(inputs);
+        runtime.send(store, { type: 'forward-ran', mb, inputs });
+      }
+      assert.ok(captured[0].length >= 2, 'the stage has linear layers to protect');
+      for (const mb of [3, 2]) {
+        const grads = new Map([...init.params].map(([n, p]) => [n, p.map((_, i) => Math.sin(i * (mb + 1) + n.length))]));
+        runtime.send(store, { type: 'backward-ran', mb, grads });
+      }
+      const after = await ask<Map<string, Float32Array>>((reply) => ({ type: 'params', reply }));
+      const output = (c: CapturedLinearInput, p: ReadonlyMap<string, Float32Array>) => {
+        const W = p.get(c.weight)!;
+        const b = c.bias ? p.get(c.bias)! : null;
+        const y = new Float64Array(c.n * c.dout);
+        for (let r = 0; r < c.n; r++)
+          for (let o = 0; o < c.dout; o++) {
+            let v = b ? b[o] : 0;
+            for (let i = 0; i < c.din; i++) v += c.x[r * c.din + i] * W[i * c.dout + o];
+            y[r * c.dout + o] = v;
+          }
+        return y;
+      };
+      const norm = (a: ArrayLike<number>) => Math.sqrt(Array.from(a).reduce((acc, v) => acc + v * v, 0));
+      let moved = 0;
+      for (const c of captured[0]) moved = Math.max(moved, norm(after.get(c.weight)!.map((v, i) => v - before.get(c.weight)![i])));
+      assert.ok(moved > 1e-3, `the protected weights moved (${moved})`);
+      for (const mb of [0, 1]) {
+        for (const c of captured[mb]) {
+          const y0 = output(c, before);
+          const y1 = output(c, after);
+          const rel = norm(y1.map((v, i) => v - y0[i])) / norm(y0);
+          assert.ok(rel < 1e-4, `microbatch ${mb}, layer ${c.weight}: output moved by ${rel.toExponential(2)}`);
+        }
+      }
+      module.dispose();
+      runtime.shutdown();
     });
   });
 

@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
 import {
-  BackpressureLimitError, chooseWithBackpressure, drainChoice, focusTarget, inBackpressure, withBackpressure,
+  BackpressureLimitError, chooseWithBackpressure, drainChoice, focusTarget, inBackpressure, inflightBound, stageBufferLimit, withBackpressure,
 } from '../policies/backpressure';
 import { HintPolicy, StageContext } from '../policies/hint';
 import { bf, bfw, fPriority, readyViewOf } from '../policies/hints';
@@ -142,6 +142,28 @@ describe('backpressure', () => {
           if (run(fPriority, s, seed) > limit + V) unboundedAbove++;
         }
       assert.ok(unboundedAbove > 0, 'f-priority without backpressure should exceed the bound somewhere');
+    });
+  });
+
+  describe('limits per stage and the in-flight bound', () => {
+    it('depth is P - s at stage s; a number is the same everywhere; anything else is refused', () => {
+      assert.deepEqual([0, 1, 2, 3].map((st) => stageBufferLimit('depth', st, 4)), [4, 3, 2, 1]);
+      assert.deepEqual([0, 3].map((st) => stageBufferLimit(5, st, 4)), [5, 5]);
+      assert.throws(() => stageBufferLimit(0, 0, 4), BackpressureLimitError);
+      assert.throws(() => stageBufferLimit('deep' as never, 0, 4), BackpressureLimitError);
+    });
+
+    it('a non-binding policy is held to its limit (limit + V interleaved) and to the forwards there are', () => {
+      assert.equal(inflightBound(bf, shape(4, 16), 0, 3), 3);
+      assert.equal(inflightBound(bf, shape(4, 2), 0, 3), 2);
+      assert.equal(inflightBound(bf, shape(4, 16, 2), 0, 3), 5);
+    });
+
+    it('a binding schedule ignores the limit: its own order decides (1F1B: P - s, GPipe: M)', () => {
+      const s = shape(4, 16);
+      assert.deepEqual([0, 1, 2, 3].map((st) => inflightBound(resolvePolicy('1f1b'), s, st, 1)), [4, 3, 2, 1]);
+      assert.deepEqual([0, 3].map((st) => inflightBound(resolvePolicy('gpipe'), s, st, 1)), [16, 16]);
+      assert.equal(inflightBound(resolvePolicy('1f1b'), shape(4, 2), 0, 1), 2);
     });
   });
 });
