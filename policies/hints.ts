@@ -4,8 +4,9 @@
 //
 // bf / fb keep one bit of memory, the phase: in phase B a ready backward wins over a
 // ready forward, in phase F the reverse; running a B moves to phase F, running an F
-// to phase B, running a W changes nothing. W runs only when no B and no F is ready
-// (that is the bfw order; the other orders treat W the same way on a split shape).
+// to phase B. W runs only when no B and no F is ready (that is the bfw order; the other
+// orders treat W the same way on a split shape), and then the arbitration starts a new
+// round (RRFP §7.1): the phase goes back to the policy's first (B for bf and bfw).
 // Within a kind the ready view's canonical order decides (F[0], B[0], W[0]).
 //
 // Also here: `readyViewOf`, which builds a ReadyView in canonical order from a list
@@ -40,7 +41,7 @@ function phasePolicy(name: string, first: Phase, splitBackward: boolean): HintPo
     },
     start: () => ({ phase: first }),
     choose: (ready, memo) => firstOf(memo.phase === 'B' ? ['B', 'F'] : ['F', 'B'], ready),
-    advance: (memo, ran) => (ran.kind === 'W' ? memo : { phase: ran.kind === 'B' ? 'F' : 'B' }),
+    advance: (_memo, ran) => ({ phase: ran.kind === 'W' ? first : ran.kind === 'B' ? 'F' : 'B' }),
   };
 }
 

@@ -71,12 +71,23 @@ describe('hint orders', () => {
       assert.deepEqual(bfw.start(ctx(split)), { phase: 'B' });
       assert.deepEqual(fb.start(ctx(shape)), { phase: 'F' });
     });
-    it('a B moves to phase F, an F to phase B, a W leaves the phase alone, and the old memo is kept', () => {
+    it('a B moves to phase F, an F to phase B, a W starts a new round in the first phase, and the old memo is kept', () => {
       const m: PhaseMemo = deepFreeze({ phase: 'B' });
       assert.deepEqual(bf.advance(m, parseTask('B0'), ctx(shape)), { phase: 'F' });
       assert.deepEqual(bf.advance({ phase: 'F' }, parseTask('F3@1'), ctx(shape)), { phase: 'B' });
       assert.deepEqual(bfw.advance(m, parseTask('W0'), ctx(split)), { phase: 'B' });
+      assert.deepEqual(bfw.advance(deepFreeze({ phase: 'F' }), parseTask('W0'), ctx(split)), { phase: 'B' });
+      assert.deepEqual(fb.advance(deepFreeze({ phase: 'B' }), parseTask('W0'), ctx(split)), { phase: 'F' });
       assert.deepEqual(m, { phase: 'B' });
+    });
+    it('bfw: after a W (nothing else was ready) the next round considers a ready backward first (RRFP §7.1)', () => {
+      let memo = bfw.start(ctx(split));
+      const rounds: [string, string][] = [['B0 F2', 'B0'], ['W0', 'W0'], ['B1 F2', 'B1'], ['F2 W1', 'F2']];
+      for (const [ready, expected] of rounds) {
+        const t = bfw.choose(view(ready), memo, ctx(split))!;
+        assert.equal(formatTask(t), expected, `ready {${ready}} in phase ${memo.phase}`);
+        memo = bfw.advance(memo, t, ctx(split));
+      }
     });
     it('bf alternates backward and forward while both are ready, and never idles when one kind is missing', () => {
       let memo = bf.start(ctx(shape));
