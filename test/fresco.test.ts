@@ -1,7 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { Fresco, FrescoError, PROJECTION_BLOCK_ROWS, WeightLayout, augment, exactTopK, extractBasis, mergeBases, project, projectInPlace, singularValues } from '../policies/consistency/fresco';
 import { FrescoPolicy } from '../policies/consistency/fresco-policy';
-import { householderQ } from '../policies/consistency/qr';
+import { householderQ, orthonormalSpan } from '../policies/consistency/qr';
 import { frobenius, mulAB, mulAtB, pseudoRandomBlock } from '../policies/consistency/linalg';
 
 const rand = (n: number, seed: number) => Float32Array.from(pseudoRandomBlock(n, 1, seed));
@@ -33,6 +33,57 @@ describe('FRESCO subspace math', () => {
     const qta = mulAtB(q, a, d, k, k);
     const back = mulAB(q, qta, d, k, k);
     for (let i = 0; i < a.length; i++) assert.ok(Math.abs(back[i] - a[i]) < 1e-12, 'A is not in span(Q)');
+  });
+
+  it('orthonormalSpan keeps only independent columns: the numerical rank, orthonormal, spanning the input', () => {
+    const d = 12;
+    const a1 = pseudoRandomBlock(d, 1, 21), a2 = pseudoRandomBlock(d, 1, 22);
+    const cols = [a1, a2, a1.map((v, i) => v + 2 * a2[i]), a1]; // rank 2
+    const a = new Float64Array(d * 4);
+    cols.forEach((c, j) => c.forEach((v, i) => (a[i * 4 + j] = v)));
+    const q = orthonormalSpan(a, d, 4);
+    assert.equal(q.k, 2);
+    const qtq = mulAtB(q.data, q.data, d, 2, 2);
+    for (let i = 0; i < 2; i++) for (let j = 0; j < 2; j++) assert.ok(Math.abs(qtq[i * 2 + j] - (i === j ? 1 : 0)) < 1e-12);
+    const back = mulAB(q.data, mulAtB(q.data, a, d, 2, 4), d, 2, 4);
+    for (let i = 0; i < a.length; i++) assert.ok(Math.abs(back[i] - a[i]) < 1e-12, 'A is not in span(Q)');
+    assert.equal(orthonormalSpan(new Float64Array(d * 3), d, 3).k, 0);
+  });
+
+  it('merging the bases of identical microbatches protects their span once: the minimum-norm projection of eq. (7)', () => {
+    const n = 2, din = 7, dout = 5;
+    const xb = augment(rand(n * din, 31), n, din);
+    const b = extractBasis(xb, 2);
+    const q = mergeBases([b, b, b], 6);
+    assert.equal(q.k, 2, 'three copies of a rank-2 input are rank 2');
+    const delta = rand(dout * xb.d, 32);
+    const exact = Float64Array.from(delta);
+    project(exact, dout, { ...orthonormalSpan(transpose(xb.rows, n, xb.d), xb.d, n), d: xb.d });
+    const got = Float64Array.from(delta);
+    project(got, dout, q);
+    assert.ok(relDiff(got, exact) < 1e-9, `Δ' differs from Δ(I − P_col X̄) by ${relDiff(got, exact)}`);
+  });
+
+  it('merging keeps the dominant directions of the concatenated bases when they stand out', () => {
+    const d = 65, k = 16;
+    const bases = [0, 1, 2, 3].map((mb) => {
+      const x = rand(32 * 64, 900 + mb);
+      for (let r = 0; r < 32; r++) for (let i = 0; i < 64; i++) x[r * 64 + i] *= 0.3 ** (i / 4);
+      return extractBasis(augment(x, 32, 64), 8);
+    });
+    const m = bases.reduce((acc, b) => acc + b.k, 0);
+    const ct = new Float64Array(m * d); // Cᵀ: one basis column per row
+    let off = 0;
+    for (const b of bases) {
+      for (let j = 0; j < b.k; j++) for (let i = 0; i < d; i++) ct[(off + j) * d + i] = b.data[i * b.k + j];
+      off += b.k;
+    }
+    const top = exactTopK({ rows: ct, n: m, d }, k);
+    const sv = singularValues({ rows: ct, n: m, d });
+    assert.ok(sv[k - 1] / sv[k] > 1.5, `a spectral gap at k (${sv[k - 1] / sv[k]})`);
+    const q = mergeBases(bases, k);
+    const overlap = frobenius(mulAtB(top.data, q.data, d, k, q.k)) ** 2 / k;
+    assert.ok(overlap > 0.999, `overlap with the exact top-${k} subspace ${overlap}`);
   });
 
   it('exact top-k vectors are eigenvectors of X̄X̄ᵀ with eigenvalues σ²', () => {

@@ -3,16 +3,18 @@
 //   extractBasis  one block power-iteration step X̄X̄ᵀV0 from a fixed pseudo-random
 //                 V0, then one Newton–Schulz step (qr.ts documents the polynomial);
 //   mergeBases    concatenates per-microbatch bases C = [B_1 … B_τ] and keeps k
-//                 dominant directions: Z = C·S (fixed pseudo-random S), two power
-//                 steps Z ← C(CᵀZ), then Householder QR. When C has no more than k
-//                 columns there is nothing to reduce and Q = qr(C) (exact span);
+//                 dominant directions: Z = qr(C·S) (fixed pseudo-random S), then two
+//                 power steps Z ← qr(C(CᵀZ)) (appendix C.3, T_c = 2). When C has no
+//                 more than k columns there is nothing to reduce and Q = qr(C) (exact
+//                 span). Each qr drops numerically dependent columns, so Q never holds
+//                 an arbitrary direction (identical microbatches protect their span once);
 //   project       Δ ← Δ − (ΔQ)Qᵀ, never forming the d×d projector.
 //
 // Layout: X̄ is passed transposed, as `rows` (n×d row-major, one augmented sample
 // [x; 1] per row), the natural layout of a layer's input activations.
 
-import { LinalgError, Vec, checkSize, frobenius, mulAB, mulAtB, pseudoRandomBlock, subABt } from './linalg';
-import { householderQ, newtonSchulzStep } from './qr';
+import { LinalgError, Vec, checkSize, mulAB, mulAtB, pseudoRandomBlock, subABt } from './linalg';
+import { newtonSchulzStep, orthonormalSpan } from './qr';
 
 /** X̄ᵀ: n samples × d features, row-major; with a bias the last column is all ones. */
 export interface Xbar {
@@ -73,21 +75,13 @@ export function mergeBases(bases: readonly Basis[], k: number): Basis {
     for (let i = 0; i < d; i++) for (let j = 0; j < b.k; j++) c[i * m + off + j] = b.data[i * b.k + j];
     off += b.k;
   }
-  if (m <= k) return { data: householderQ(c, d, m), d, k: m };
-  let z = mulAB(c, pseudoRandomBlock(m, k, MERGE_SEED), d, m, k);
-  const ctz = new Float64Array(m * k);
+  if (m <= k) return { ...orthonormalSpan(c, d, m), d };
+  let z = orthonormalSpan(mulAB(c, pseudoRandomBlock(m, k, MERGE_SEED), d, m, k), d, k);
   for (let step = 0; step < 2; step++) {
-    scaleToUnit(z);
-    mulAtB(c, z, d, m, k, ctz);
-    z = mulAB(c, ctz, d, m, k, z);
+    const ctz = mulAtB(c, z.data, d, m, z.k);
+    z = orthonormalSpan(mulAB(c, ctz, d, m, z.k), d, z.k);
   }
-  scaleToUnit(z);
-  return { data: householderQ(z, d, k), d, k };
-}
-
-function scaleToUnit(z: Float64Array): void {
-  const f = frobenius(z);
-  if (f > 0) for (let i = 0; i < z.length; i++) z[i] /= f;
+  return { ...z, d };
 }
 
 /**
