@@ -17,6 +17,9 @@ import { JitterMode, jitterSigmas, lognormalMultiplier } from './jitter';
 import { DrawEvent, keyedNormal } from './keyed-random';
 import { WorkloadProfile } from './profile';
 
+/** The longest task or message delay a draw may give: what the codec lets a message hold (transport/codec.ts MAX_COMM_MS). */
+export const MAX_DRAWN_MS = 3_600_000;
+
 export class DurationError extends Error {
   override name = 'DurationError';
 }
@@ -132,6 +135,13 @@ export function makeDurationModel(opts: DurationModelOptions): DurationModel {
     return latencyMs === 0 && bytes === 0 ? 0 : latencyMs + bytes / (bandwidthGBps * 1e6);
   };
 
+  // A lognormal draw is unbounded: a heavy profile under a large --jitter-scale can draw
+  // hours, which no timer or message should hold; say so instead of failing elsewhere.
+  const bounded = (what: string, stage: number, t: Task, ms: number): number => {
+    if (!(ms <= MAX_DRAWN_MS)) throw new DurationError(`${where(stage, t)}: drew a ${what} time of ${ms.toFixed(0)} ms, over the ${MAX_DRAWN_MS / 3_600_000} h limit of one task or message; lower --jitter-scale (now ${opts.jitterScale ?? 1}) or the profile's times`);
+    return ms;
+  };
+
   const draw = (sig: number, iteration: number, stage: number, event: DrawEvent, t: Task) =>
     sig === 0 ? 1 : lognormalMultiplier(sig, keyedNormal({ seed, iteration, stage, event, mb: t.mb, chunk: t.chunk }));
 
@@ -142,11 +152,11 @@ export function makeDurationModel(opts: DurationModelOptions): DurationModel {
     baseComm,
     messageBytes,
     compute(iteration, stage, t) {
-      return base(stage, t.kind, t.chunk) * draw(sigma.compute, iteration, stage, t.kind, t);
+      return bounded('compute', stage, t, base(stage, t.kind, t.chunk) * draw(sigma.compute, iteration, stage, t.kind, t));
     },
     comm(iteration, stage, t) {
       const ms = baseComm(stage, t);
-      return ms === 0 ? 0 : ms * draw(sigma.communication, iteration, stage, t.kind === 'F' ? 'send-activation' : 'send-gradient', t);
+      return ms === 0 ? 0 : bounded('communication', stage, t, ms * draw(sigma.communication, iteration, stage, t.kind === 'F' ? 'send-activation' : 'send-gradient', t));
     },
   };
 }

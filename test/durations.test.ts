@@ -107,6 +107,14 @@ describe('duration model', () => {
   });
 
   describe('jitter', () => {
+    it('refuses a draw over an hour, naming the task and the jitter scale, instead of failing in a timer or the codec', () => {
+      const heavy = { ...llm, communication: { ...llm.communication, latencyMs: 50, bandwidthGBps: 1, activationBytes: 1e6 } };
+      const d = makeDurationModel({ profile: heavy, shape: shape(3, 2, false, 5), jitter: 'paper', jitterScale: 4, seed: 2 });
+      assert.throws(() => d.comm(0, 2, task('B', 4, 1)), /stage 2, B4@1: drew a communication time of \d+ ms, over the 1 h limit .*--jitter-scale \(now 4\)/);
+      const calm = makeDurationModel({ profile: heavy, shape: shape(3, 2, false, 5), jitter: 'paper', jitterScale: 1, seed: 2 });
+      assert.ok(calm.comm(0, 2, task('B', 4, 1)) < 3_600_000);
+    });
+
     const tasks = allTasks(shape(4, 2, true, 6));
 
     it('returns the base durations without jitter', () => {
