@@ -26,7 +26,7 @@
 
 import { HintPolicy, ReadyView, StageContext } from './hint';
 import { readyViewOf } from './hints';
-import { PipelineShape, Task, task } from './task';
+import { PipelineShape, Task, formatTask, task } from './task';
 
 export class BackpressureLimitError extends Error {
   override name = 'BackpressureLimitError';
@@ -82,6 +82,10 @@ export function withBackpressure<M>(policy: HintPolicy<M>, limit: number): HintP
   };
 }
 
+export class InflightBoundError extends Error {
+  override name = 'InflightBoundError';
+}
+
 /** A job's buffer limit: one count for every stage, or `depth`: P − s at stage s (1F1B's in-flight count). */
 export type BufferLimit = number | 'depth';
 
@@ -121,8 +125,10 @@ export function inflightBound(policy: HintPolicy<any>, shape: PipelineShape, sta
         else if (shape.splitBackward && !ran.has(key(w))) ready.push(w);
       }
     }
-    const next = policy.choose(readyViewOf(ready), memo, ctx);
+    const view = readyViewOf(ready);
+    const next = policy.choose(view, memo, ctx);
     if (next === null) return peak;
+    if (!view.has(next)) throw new InflightBoundError(`${policy.name} at stage ${stage} picked ${formatTask(next)}, which has run or whose predecessor at the stage has not`);
     ran.add(key(next));
     if (next.kind === 'F') peak = Math.max(peak, ++inflight);
     else if (next.kind === (shape.splitBackward ? 'W' : 'B')) inflight--;

@@ -165,5 +165,10 @@ describe('backpressure', () => {
       assert.deepEqual([0, 3].map((st) => inflightBound(resolvePolicy('gpipe'), s, st, 1)), [16, 16]);
       assert.equal(inflightBound(resolvePolicy('1f1b'), shape(4, 2), 0, 1), 2);
     });
+
+    it('a binding policy that picks a task its own order cannot have ready is refused, naming it', () => {
+      const bad: HintPolicy<null> = { ...resolvePolicy('bf'), name: 'bad', binding: true, start: () => null, advance: () => null, choose: () => task('B', 0, 0) } as HintPolicy<null>;
+      assert.throws(() => inflightBound(bad, shape(2, 4), 0, 1), /bad at stage 0 picked B0, which has run or whose predecessor at the stage has not/);
+    });
   });
 });
