@@ -143,6 +143,12 @@ describe('simulation on the virtual clock (the real actors)', function () {
             const r = await sim({ stages: 4, microbatches: 12, policy, profile, jitter, seed, iterations: 2 });
             for (const it of r.iterations) assert.ok(it.makespan_ms >= it.lower_bound_ms - 1e-6, `${policy} ${profile} ${jitter}: ${it.makespan_ms} < ${it.lower_bound_ms}`);
           }
+    for (const V of [2, 3])
+      for (const policy of ['bf', 'interleaved-1f1b', 'hint:interleaved-1f1b'])
+        for (const jitter of ['none', 'paper'] as const) {
+          const r = await sim({ stages: 4, chunks: V, microbatches: 12, policy, profile: 'llm', jitter, seed: V, iterations: 2 });
+          for (const it of r.iterations) assert.ok(it.makespan_ms >= it.lower_bound_ms - 1e-6, `${policy} V=${V} ${jitter}: ${it.makespan_ms} < ${it.lower_bound_ms}`);
+        }
   });
 
   it('ends a deadlock with an error naming the stuck stage, its buffers and what it waits for', async () => {
