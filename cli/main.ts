@@ -56,10 +56,15 @@ if (require.main === module) {
     process.stderr.write(`baton: cannot write to stdout: ${err.message}\n`);
     process.exit(1);
   });
-  main(process.argv.slice(2)).then((code) => {
+  // Once the command is done, nothing of ours keeps the process alive; a handle a library
+  // leaked must not either (nats.js leaves its socket open when a connect to something that
+  // is not a NATS server times out), so a finished command that has not exited in 2 s does.
+  const exitSoon = (code: number) => {
     process.exitCode = code;
-  }, (err) => {
+    setTimeout(() => process.exit(code), 2000).unref();
+  };
+  main(process.argv.slice(2)).then(exitSoon, (err) => {
     process.stderr.write(`baton: ${(err as Error).stack ?? err}\n`);
-    process.exitCode = 1;
+    exitSoon(1);
   });
 }

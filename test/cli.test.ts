@@ -1,6 +1,7 @@
 import { strict as assert } from 'assert';
 import { execFileSync, spawn } from 'child_process';
 import * as fs from 'fs';
+import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { main } from '../cli/main';
@@ -159,6 +160,25 @@ describe('the baton command', function () {
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     assert.equal(err, '');
     assert.equal(code, 0);
+  });
+
+  it('exits with status 1 when --nats names a listener that never speaks NATS (nats.js leaves that socket open)', async function () {
+    this.timeout(30000);
+    const silent = net.createServer(() => {});
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const port = (silent.address() as net.AddressInfo).port;
+    try {
+      const child = spawn(process.execPath, [path.join(__dirname, '..', 'cli', 'main.js'), 'tap', '--nats', `nats://127.0.0.1:${port}`, '--job', 'x'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let err = '';
+      child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      const t0 = Date.now();
+      const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+      assert.equal(code, 1, err);
+      assert.match(err, /NatsBusError: cannot connect to NATS at nats:\/\/127\.0\.0\.1:\d+: timeout/);
+      assert.ok(Date.now() - t0 < 15000, `took ${Date.now() - t0} ms`);
+    } finally {
+      silent.close();
+    }
   });
 
   it('reports the model seed as seed and the jitter seed as jitter_seed in train --json', async () => {
