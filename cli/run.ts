@@ -157,7 +157,11 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     const names = setup.nodes ?? Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}`);
     interrupts = watchInterrupts();
     if (!setup.nodes) nodes = spawnNodes(url, names);
-    const stop = nodes ? Promise.race([interrupts.interrupted, nodes.died]) : interrupts.interrupted;
+    // Core NATS keeps nothing that was in flight: once the launcher's connection drops, the
+    // job has lost messages (a server of our own that died, a network cut), so it ends now.
+    const dropped = bus.disconnected().then((e) => Promise.reject(new JobError(`${e.message}: messages in flight are lost, the job cannot complete`)));
+    dropped.catch(() => {});
+    const stop = Promise.race([interrupts.interrupted, dropped, ...(nodes ? [nodes.died] : [])]);
     const result = await runDistributed(cfg, { bus, nodes: names, onIteration: setup.onIteration, stop });
     const pids = [...new Set(result.nodes.map((n) => n.pid))];
     return { result, transport: 'nats', processes: pids.length, pids, natsUrl: url };

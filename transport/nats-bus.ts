@@ -73,9 +73,14 @@ export class NatsBus implements Bus {
   private commands = 0;
   private flushedUpTo = 0;
 
+  private dropped: Promise<Error>;
+  private drop: (e: Error) => void = () => {};
+
   private constructor(readonly connection: NatsConnection, readonly url: string, opts: NatsBusOptions) {
     this.onError = opts.onError;
+    this.dropped = new Promise<Error>((resolve) => (this.drop = resolve));
     void this.watchStatus();
+    void this.closed().then((e) => this.drop(e ?? new NatsBusError(`the connection to NATS at ${url} closed`)));
   }
 
   static async connect(url: string, opts: NatsBusOptions = {}): Promise<NatsBus> {
@@ -182,6 +187,15 @@ export class NatsBus implements Bus {
     return (await this.closed()) ?? new NatsBusError('connection closed');
   }
 
+  /**
+   * Resolves the first time the connection drops (even if the client then reconnects) or
+   * closes: core NATS does not keep what was in flight, so a job on this bus has lost
+   * messages by then.
+   */
+  disconnected(): Promise<Error> {
+    return this.dropped;
+  }
+
   async close(): Promise<void> {
     if (this.connection.isClosed()) return;
     await this.connection.close();
@@ -190,7 +204,10 @@ export class NatsBus implements Bus {
   private async watchStatus(): Promise<void> {
     try {
       for await (const s of this.connection.status()) {
-        if (s.type === 'disconnect') this.disconnects++;
+        if (s.type === 'disconnect') {
+          this.disconnects++;
+          this.drop(new NatsBusError(`lost the connection to NATS at ${this.url}`));
+        }
         else if (s.type === 'error') { this.transportErrors++; this.report(s.error, ''); }
       }
     } catch {
