@@ -26,10 +26,12 @@ const camel = (s: string) => s.replace(/-([a-z])/g, (_, c: string) => c.toUpperC
  * not flags are positional; more than `maxPositional` of them (default none) is an error,
  * so a mistyped flag (`-stages 4`) or a stray value (`--json true`) is not silently dropped.
  */
-export function parseFlags(argv: readonly string[], specs: readonly FlagSpec[], command: string, maxPositional = 0): { flags: ParsedFlags; positional: string[] } {
+export function parseFlags(argv: readonly string[], specs: readonly FlagSpec[], command: string, maxPositional = 0): { flags: ParsedFlags; positional: string[]; given: ReadonlySet<string> } {
   const byName = new Map(specs.map((s) => [s.name, s]));
   const flags: ParsedFlags = {};
   const positional: string[] = [];
+  /** Flags the user gave (the others hold their defaults), by their camelCase key. */
+  const given = new Set<string>();
   for (const s of specs) if (s.default !== undefined) flags[camel(s.name)] = s.type === 'list' ? String(s.default).split(',') : s.default;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] === '-h' && byName.has('help') ? '--help' : argv[i];
@@ -46,13 +48,17 @@ export function parseFlags(argv: readonly string[], specs: readonly FlagSpec[], 
     if (spec.type === 'bool') {
       if (eq >= 0) throw new UsageError(`${command}: --${name} takes no value`);
       flags[camel(name)] = true;
+      given.add(camel(name));
       continue;
     }
     const raw = eq >= 0 ? arg.slice(eq + 1) : argv[++i];
-    if (raw === undefined) throw new UsageError(`${command}: --${name} needs a value (${spec.metavar ?? spec.type})`);
+    // `--trace --json` is a forgotten value, not a file named --json.
+    if (raw === undefined || (eq < 0 && raw.startsWith('--')))
+      throw new UsageError(`${command}: --${name} needs a value (${spec.metavar ?? spec.type})${raw === undefined ? '' : `, got the flag ${JSON.stringify(raw.slice(0, 40))}; write --${name}=VALUE for a value that starts with --`}`);
     flags[camel(name)] = convert(raw, spec, command);
+    given.add(camel(name));
   }
-  return { flags, positional };
+  return { flags, positional, given };
 }
 
 function convert(raw: string, spec: FlagSpec, command: string): string | number | string[] {

@@ -181,7 +181,7 @@ function summary(o: RunOutcome) {
 }
 
 export async function runCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags } = parseFlags(argv, RUN_FLAGS, 'run');
+  const { flags, given } = parseFlags(argv, RUN_FLAGS, 'run');
   if (flags.help) {
     out(RUN_HELP);
     return 0;
@@ -197,9 +197,11 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     nodes: flags.nodes as string[] | undefined,
   };
   if (setup.transport === 'local' && (setup.natsUrl || setup.nodes)) throw new UsageError('run: --nats and --nodes need --transport nats');
+  if (setup.transport === 'local' && given.has('processes')) throw new UsageError('run: --transport local runs every stage in this process; --processes needs --transport nats');
   if (setup.nodes && setup.processes === 'single') throw new UsageError('run: --nodes runs the stages on those nodes; it takes no --processes single');
   for (const n of setup.nodes ?? []) if (!NODE_NAME_RE.test(n)) throw new UsageError(`run: --nodes: node names match [A-Za-z0-9_-]+ (as baton node --name), got ${JSON.stringify(n)}`);
   if (setup.nodes && new Set(setup.nodes).size !== setup.nodes.length) throw new UsageError(`run: --nodes names a node twice: ${setup.nodes.join(',')}`);
+  if (setup.nodes && !setup.natsUrl) throw new UsageError('run: --nodes needs --nats URL, the server those node agents joined (without it the run starts a private server no agent knows)');
   if (flags.printConfig) {
     out(JSON.stringify({ ...cfg, ...setup }, null, 2));
     return 0;

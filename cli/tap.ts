@@ -85,6 +85,7 @@ export async function tapCommand(argv: readonly string[], out: (s: string) => vo
     return 0;
   }
   if (!flags.job && !flags.all) throw new UsageError('tap: --job J is required (or --all for every job)');
+  if (flags.job && flags.all) throw new UsageError('tap: --job J watches one job, --all every job; give one of them');
   const pattern = flags.all ? 'baton.>' : jobWildcard(checkJobName(String(flags.job)));
   const limit = flags.count as number;
   const seconds = flags.timeout as number;

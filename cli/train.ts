@@ -196,11 +196,14 @@ export async function train(cfg: JobConfig, setup: TrainSetup, progress?: (line:
 }
 
 export async function trainCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags } = parseFlags(argv, TRAIN_FLAGS, 'train');
+  const { flags, given } = parseFlags(argv, TRAIN_FLAGS, 'train');
   if (flags.help) {
     out(TRAIN_HELP);
     return 0;
   }
+  const asyncOnly = ['consistency', 'alpha', 'beta1'].filter((k) => given.has(k));
+  if (flags.mode !== 'async' && asyncOnly.length > 0)
+    throw new UsageError(`train: ${asyncOnly.map((k) => `--${k}`).join(', ')} set${asyncOnly.length === 1 ? 's' : ''} the asynchronous parameter stores; add --mode async`);
   const { cfg, setup } = trainConfigsFromFlags(flags);
   const tty = !flags.json && process.stderr.isTTY;
   const progress = flags.json ? undefined : (line: string) => process.stderr.write(tty ? `\r${line}   ` : `${line}\n`);

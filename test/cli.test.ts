@@ -104,7 +104,7 @@ describe('the baton command', function () {
       [['trace', 'gantt', 'x.json', '-o', os.tmpdir()], /trace gantt: -o .*: is a directory/],
       [['sim', '--mode', 'async', '--chunks', '2', '--stages', '2', '--microbatches', '4'], /JobConfigError: asynchronous mode runs one chunk per stage/],
       [['sim', '--jitter', 'paper', '--jitter-scale', '1e308'], /--jitter-scale must be between 0 and 100, got 1e\+308/],
-      [['train', '--model', 'mlp', '--beta1', '-5'], /train: --beta1 must be in \[0, 1\), got -5/],
+      [['train', '--model', 'mlp', '--mode', 'async', '--beta1', '-5'], /train: --beta1 must be in \[0, 1\), got -5/],
       [['train', '--model', 'mlp', '--nats', 'nats://127.0.0.1:4222'], /train: --nats needs --transport nats/],
       [['run', '--transport', 'nats', '--nodes', 'a', '--processes', 'single'], /run: --nodes runs the stages on those nodes; it takes no --processes single/],
       [[], /baton: a command is required/],
@@ -112,6 +112,13 @@ describe('the baton command', function () {
       [['run', '--compare', 'bf,bogus', '--stages', '2', '--microbatches', '2'], /^baton run: UnknownPolicyError: unknown policy "bogus"/],
       [['run', '--nodes', '*'], /--nodes: node names match \[A-Za-z0-9_-\]\+/],
       [['run', '--nodes', 'a,b,a'], /--nodes names a node twice/],
+      [['run', '--nodes', 'a,b'], /run: --nodes needs --nats URL, the server those node agents joined/],
+      [['run', '--transport', 'local', '--processes', 'per-stage'], /run: --transport local runs every stage in this process; --processes needs --transport nats/],
+      [['sim', '--trace', '--json'], /sim: --trace needs a value \(FILE\.json\), got the flag "--json"; write --trace=VALUE/],
+      [['train', '--model', 'mlp', '--consistency', 'fresco', '--alpha', '0.5'], /train: --consistency, --alpha set the asynchronous parameter stores; add --mode async/],
+      [['tap', '--job', 'j', '--all'], /tap: --job J watches one job, --all every job; give one of them/],
+      [['sim', '--buffer-limit', 'deep'], /--buffer-limit must be a positive integer or depth, got "deep"/],
+      [['sim', '--buffer-limit', '0'], /--buffer-limit must be a positive integer or depth, got "0"/],
     ];
     for (const [argv, re] of cases) {
       const r = await baton(...argv);
