@@ -1,6 +1,7 @@
 // `baton trace`: work with trace files written by `--trace FILE` (Chrome trace JSON):
 // draw the pipeline Gantt chart, check the file against the Trace Event Format, or
-// summarize each stage. Exit codes: 0 ok, 1 invalid trace, 2 usage error.
+// summarize each stage. Exit codes: 0 ok, 2 usage error or a file that is not a valid
+// trace; `check` answers 1 for a file that is not a valid trace (its finding, not an error).
 
 import * as fs from 'fs';
 import { jsonErrorLine } from '../models/json-error';
@@ -68,6 +69,17 @@ function loadTrace(file: string): LoadedTrace {
   return Array.isArray(json) ? { traceEvents: json as ChromeEvent[] } : (json as LoadedTrace);
 }
 
+/** True when `a` and `b` name one existing file (through links and relative paths). */
+function sameFile(a: string, b: string): boolean {
+  try {
+    const sa = fs.statSync(a);
+    const sb = fs.statSync(b);
+    return sa.dev === sb.dev && sa.ino === sb.ino;
+  } catch {
+    return false;
+  }
+}
+
 function onePositional(positional: string[], sub: string): string {
   if (positional.length !== 1) throw new UsageError(`trace ${sub}: expected one trace file, got ${positional.length === 0 ? 'none' : positional.map((p) => JSON.stringify(p)).join(' ')}`);
   return positional[0];
@@ -125,6 +137,7 @@ async function gantt(argv: readonly string[], out: (s: string) => void): Promise
   const output = flags.output as string | undefined;
   if (!output) throw new UsageError('trace gantt: -o FILE.svg is required');
   checkOutputFile(output, 'trace gantt: -o');
+  if (sameFile(file, output)) throw new UsageError(`trace gantt: -o ${output} is the trace being read; give another file`);
   const width = flags.width as number;
   if (width < 300) throw new UsageError(`trace gantt: --width must be at least 300 px, got ${width}`);
   const trace = loadTrace(file);
@@ -147,11 +160,18 @@ async function check(argv: readonly string[], out: (s: string) => void): Promise
     return 0;
   }
   const file = onePositional(positional, 'check');
-  const json = readJson(file);
-  const problems = checkChromeTrace(json);
+  let json: unknown;
+  let problems: string[];
+  try {
+    json = readJson(file);
+    problems = checkChromeTrace(json);
+  } catch (e) {
+    if (!(e instanceof TraceFileError)) throw e;
+    problems = [e.message];
+  }
   const count = Array.isArray(json) ? json.length : Array.isArray((json as LoadedTrace)?.traceEvents) ? (json as LoadedTrace).traceEvents.length : 0;
   if (flags.json) out(JSON.stringify({ file, valid: problems.length === 0, events: count, problems }));
-  else if (problems.length === 0) out(`${file}: valid trace, ${count} events`);
+  else if (problems.length === 0) out(`${file}: valid trace, ${count} trace events`);
   else out(`${file}: ${problems.length} problem${problems.length === 1 ? '' : 's'}\n${problems.slice(0, 50).map((p) => `  ${p}`).join('\n')}${problems.length > 50 ? `\n  … and ${problems.length - 50} more` : ''}`);
   return problems.length === 0 ? 0 : 1;
 }
@@ -168,13 +188,13 @@ async function summary(argv: readonly string[], out: (s: string) => void): Promi
   if (flags.json) out(JSON.stringify(rows));
   else out(formatTable(['stage', 'tasks', 'busy ms', 'wait ms', 'sent', 'received'],
     rows.map((r) => [String(r.stage), String(r.tasks), r.busy_ms.toFixed(2), r.wait_ms.toFixed(2), String(r.sent), String(r.received)]),
-    `${trace.metadata?.job ? `job ${trace.metadata.job} · ` : ''}${rows.length} stages · ${events.length} events`));
+    `${trace.metadata?.job ? `job ${trace.metadata.job} · ` : ''}${rows.length} stages · ${events.length} runtime events`));
   return 0;
 }
 
 const SUBCOMMANDS: Record<string, (argv: readonly string[], out: (s: string) => void) => Promise<number>> = { gantt, check, summary };
 
-/** Usage errors and unreadable files exit 2, invalid traces exit 1; messages go to `err`. */
+/** Usage errors, unreadable files and files that are not valid traces exit 2 (check answers 1 for those); messages go to `err`. */
 export async function traceCommand(argv: readonly string[], out: (s: string) => void,
   err: (s: string) => void = (s) => process.stderr.write(`${s}\n`)): Promise<number> {
   const [sub, ...rest] = argv;
@@ -192,6 +212,6 @@ export async function traceCommand(argv: readonly string[], out: (s: string) => 
   } catch (e) {
     const error = e as Error;
     err(`baton trace ${sub}: ${error.name}: ${error.message}`);
-    return error instanceof UsageError ? 2 : 1;
+    return error instanceof UsageError || error instanceof TraceFileError ? 2 : 1;
   }
 }

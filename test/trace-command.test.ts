@@ -31,7 +31,7 @@ describe('baton trace', () => {
   it('checks a trace written by writeChromeTrace as valid', async () => {
     const r = await call('check', file);
     assert.equal(r.code, 0, r.err);
-    assert.match(r.out, /valid trace, \d+ events/);
+    assert.match(r.out, /valid trace, \d+ trace events/);
     const j = await call('check', file, '--json');
     assert.deepEqual(JSON.parse(j.out).problems, []);
     assert.equal(JSON.parse(j.out).valid, true);
@@ -52,7 +52,7 @@ describe('baton trace', () => {
     assert.equal(j.code, 1);
     assert.equal(JSON.parse(j.out).problems.length, 2);
     const g = await call('gantt', bad, '-o', path.join(dir, 'never.svg'));
-    assert.equal(g.code, 1);
+    assert.equal(g.code, 2);
     assert.match(g.err, /not a valid trace \(2 problems/);
     assert.ok(!fs.existsSync(path.join(dir, 'never.svg')));
   });
@@ -67,27 +67,43 @@ describe('baton trace', () => {
     assert.match(c.out, /metadata\.baton_events\[1\]: task-end event: field "mb" must be an integer >= 0/);
     for (const sub of ['summary', 'gantt']) {
       const r = await call(sub, nullEvent, ...(sub === 'gantt' ? ['-o', path.join(dir, 'never.svg')] : []));
-      assert.equal(r.code, 1);
+      assert.equal(r.code, 2);
       assert.match(r.err, /not a valid trace \(3 problems/);
     }
     const hugePid = path.join(dir, 'huge-pid.json');
     fs.writeFileSync(hugePid, JSON.stringify({ traceEvents: [{ name: 'F0', cat: 'F', ph: 'X', ts: 0, dur: 1, pid: 1e8, tid: 0 }] }));
     const r = await call('summary', hugePid);
-    assert.equal(r.code, 1);
+    assert.equal(r.code, 2);
     assert.match(r.err, /the trace names stage 100000000; a Baton trace has at most 1024 stages/);
   });
 
-  it('says clearly when the file is missing (exit 2) or not JSON (exit 1)', async () => {
+  it('says clearly when the file is missing or not JSON (exit 2); check answers invalid (exit 1, and JSON with --json)', async () => {
     const missing = await call('check', path.join(dir, 'nope.json'));
     assert.equal(missing.code, 2);
     assert.match(missing.err, /cannot read ".*nope\.json": ENOENT/);
     const notJson = path.join(dir, 'junk.json');
     fs.writeFileSync(notJson, '{"traceEvents": [');
     const junk = await call('summary', notJson);
-    assert.equal(junk.code, 1);
+    assert.equal(junk.code, 2);
     assert.match(junk.err, /junk\.json is not JSON/);
+    const checked = await call('check', notJson, '--json');
+    assert.equal(checked.code, 1);
+    const answer = JSON.parse(checked.out) as { valid: boolean; problems: string[] };
+    assert.equal(answer.valid, false);
+    assert.match(answer.problems[0], /junk\.json is not JSON/);
     fs.writeFileSync(notJson, 'not json {\n  "a": 1\n');
     assert.equal((await call('summary', notJson)).err.trim().split('\n').length, 1, 'the error is one line');
+  });
+
+  it('refuses to write the chart over its own input', async () => {
+    const copy = path.join(dir, 'self.json');
+    fs.copyFileSync(file, copy);
+    for (const o of [copy, path.join(dir, '.', 'self.json')]) {
+      const r = await call('gantt', copy, '-o', o);
+      assert.equal(r.code, 2);
+      assert.match(r.err, /trace gantt: -o .*self\.json is the trace being read/);
+    }
+    assert.deepEqual(fs.readFileSync(copy), fs.readFileSync(file));
   });
 
   it('draws the Gantt chart with the policy from the trace as the title', async () => {
