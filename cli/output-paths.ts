@@ -32,6 +32,13 @@ export function checkOutputFile(file: string, flag: string): void {
   const dir = path.dirname(abs);
   if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new UsageError(`${flag} ${file}: directory ${dir} does not exist`);
   if (!writable(dir)) throw new UsageError(`${flag} ${file}: cannot create files in ${dir}`);
+  // Permission bits do not tell everything (root cannot create files in /proc): try it.
+  try {
+    fs.closeSync(fs.openSync(abs, 'wx'));
+    fs.unlinkSync(abs);
+  } catch (err) {
+    throw new UsageError(`${flag} ${file}: cannot be created: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
 }
 
 export function checkOutputDir(dir: string, flag: string): void {

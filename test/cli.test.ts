@@ -99,6 +99,7 @@ describe('the baton command', function () {
       [['tap', '--job', 'x'.repeat(200)], /job name "x+\.\.\. must be a string matching .* of at most 128 characters/],
       [['sim', '--stages', '2', '--microbatches', '2', '--trace', '/nonexistent/dir/t.json'], /sim: --trace \/nonexistent\/dir\/t\.json: directory \/nonexistent\/dir does not exist/],
       [['run', '--stages', '2', '--microbatches', '2', '--gantt', os.tmpdir()], /run: --gantt .*: is a directory; give a file path/],
+      [['sim', '--stages', '2', '--microbatches', '2', '--trace', '/proc/baton-x.json'], /sim: --trace \/proc\/baton-x\.json: cannot be created: ENOENT/],
       [['train', '--model', 'mlp', '--checkpoint', path.join(tiny, 'ckpt')], /train: --checkpoint .*tiny\.txt\/ckpt: cannot be created/],
       [['train', '--model', 'mlp', '--checkpoint', '/sys/baton-nope'], /train: --checkpoint \/sys\/baton-nope: cannot be created/],
       [['trace', 'gantt', 'x.json', '-o', os.tmpdir()], /trace gantt: -o .*: is a directory/],
