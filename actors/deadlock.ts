@@ -19,7 +19,11 @@ export function describeDeadlock(statuses: StageStatus[], at: number): string {
       `stage ${s.stage}, iteration ${s.iteration}: idle with ${s.remaining} tasks left, ${s.inflight} forwards in flight`,
       `forward-ready=[${s.forwardReady.join(' ')}] backward-ready=[${s.backwardReady.join(' ')}]` +
         (s.weightReady.length ? ` weight-ready=[${s.weightReady.join(' ')}]` : ''),
-      `waiting for ${s.waitingFor.slice(0, 8).join(', ')}${s.waitingFor.length > 8 ? `, … (${s.waitingFor.length} in all)` : ''}`,
+      s.waitingFor.length > 0
+        ? `waiting for ${s.waitingFor.slice(0, 8).join(', ')}${s.waitingFor.length > 8 ? `, … (${s.waitingFor.length} in all)` : ''}`
+        : s.forwardReady.length + s.backwardReady.length + s.weightReady.length > 0
+          ? 'waiting for no input: its policy picks none of its ready tasks'
+          : 'waiting for no input it knows of (no start for this iteration?)',
     ];
     return parts.join('; ');
   });

@@ -4,7 +4,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { resolveConfig, JobConfig } from '../actors/config';
 import { commHoldMs } from '../actors/receiver';
-import { DeadlockError } from '../actors/deadlock';
+import { DeadlockError, describeDeadlock } from '../actors/deadlock';
 import { runJob, summarize } from '../actors/job';
 import { durationModelFor } from '../actors/wire-stage';
 import { validateRun } from '../actors/validate';
@@ -149,6 +149,13 @@ describe('simulation on the virtual clock (the real actors)', function () {
           const r = await sim({ stages: 4, chunks: V, microbatches: 12, policy, profile: 'llm', jitter, seed: V, iterations: 2 });
           for (const it of r.iterations) assert.ok(it.makespan_ms >= it.lower_bound_ms - 1e-6, `${policy} V=${V} ${jitter}: ${it.makespan_ms} < ${it.lower_bound_ms}`);
         }
+  });
+
+  it('says why a stuck stage that waits for no input is stuck', () => {
+    const status = { stage: 1, iteration: 0, running: null, remaining: 3, inflight: 0, forwardReady: ['F2'], backwardReady: [], weightReady: [], waitingFor: [], idleSince: 0 };
+    assert.match(describeDeadlock([status], 5), /stage 1, iteration 0: .*; waiting for no input: its policy picks none of its ready tasks/);
+    assert.match(describeDeadlock([{ ...status, forwardReady: [] }], 5), /waiting for no input it knows of \(no start for this iteration\?\)/);
+    assert.doesNotMatch(describeDeadlock([status], 5), /waiting for ;|waiting for $/m);
   });
 
   it('ends a deadlock with an error naming the stuck stage, its buffers and what it waits for', async () => {
