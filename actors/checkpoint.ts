@@ -1,8 +1,11 @@
 // Checkpoints of a training job: a directory with meta.json (the next iteration, the
-// job config, the parameter checksum) and stage-<s>.cbor per stage (its parameters and
-// optimizer moments, CBOR). The launcher writes them from the stages' reports; each
-// stage reads its own file when the job resumes.
+// job config, the parameter checksum, the corpus's and every stage file's sha256) and
+// stage-<s>.cbor per stage (its parameters and optimizer moments, CBOR). The launcher
+// writes them from the stages' reports (meta last, so meta names only complete files) and,
+// before a resumed run starts, checks every file against meta and the run's settings
+// against the saved ones; each stage then reads its own file.
 
+import { createHash } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
 import { jsonErrorLine } from '../models/json-error';
@@ -23,20 +26,32 @@ export interface CheckpointMeta {
   stages: number;
   chunks: number;
   checksum: string;
+  /** sha256 of the corpus text the run trained on. */
+  corpus: string;
+  /** sha256 of each stage file, by file name. */
+  files: Record<string, string>;
   config: unknown;
 }
+
+const sha256 = (data: string | Uint8Array) => createHash('sha256').update(data).digest('hex');
+
+/** The corpus's fingerprint in a checkpoint. */
+export const corpusDigest = (text: string): string => sha256(text);
 
 const metaPath = (dir: string) => path.join(dir, 'meta.json');
 const stagePath = (dir: string, s: number) => path.join(dir, `stage-${s}.cbor`);
 
-export function writeCheckpoint(dir: string, meta: CheckpointMeta, snapshots: StageSnapshot[]): void {
+export function writeCheckpoint(dir: string, meta: Omit<CheckpointMeta, 'files'>, snapshots: StageSnapshot[]): void {
   fs.mkdirSync(dir, { recursive: true });
+  const files: Record<string, string> = {};
   snapshots.forEach((snap, s) => {
     const tmp = `${stagePath(dir, s)}.tmp`;
-    fs.writeFileSync(tmp, encodeValue(snap));
+    const bytes = encodeValue(snap);
+    files[path.basename(stagePath(dir, s))] = sha256(bytes);
+    fs.writeFileSync(tmp, bytes);
     fs.renameSync(tmp, stagePath(dir, s));
   });
-  fs.writeFileSync(`${metaPath(dir)}.tmp`, JSON.stringify(meta, null, 2));
+  fs.writeFileSync(`${metaPath(dir)}.tmp`, JSON.stringify({ ...meta, files }, null, 2));
   fs.renameSync(`${metaPath(dir)}.tmp`, metaPath(dir));
 }
 
@@ -56,28 +71,71 @@ export function readCheckpointMeta(dir: string): CheckpointMeta {
   if (typeof m !== 'object' || m === null) throw new CheckpointError(`${metaPath(dir)}: not a checkpoint description`);
   if (!Number.isInteger(m.nextIteration) || m.nextIteration < 0 || typeof m.checksum !== 'string')
     throw new CheckpointError(`${metaPath(dir)}: malformed (nextIteration ${JSON.stringify(m.nextIteration)})`);
+  if (typeof m.corpus !== 'string' || typeof m.files !== 'object' || m.files === null)
+    throw new CheckpointError(`${metaPath(dir)}: no corpus or stage-file digests (written by an older Baton?); it cannot be checked, so it is not resumed`);
   return m;
 }
 
-/** The settings that shape the parameters a checkpoint holds, as its stages saved them. */
-const SHAPING = ['model', 'seq', 'layers', 'width', 'heads'] as const;
+/** Settings a resumed run must share with the saved one to continue it exactly. */
+const SAME = ['model', 'seq', 'layers', 'width', 'microbatchSize', 'seed', 'lr', 'warmup', 'weightDecay', 'totalIterations'] as const;
+const FLAG_OF: Record<string, string> = { microbatchSize: 'microbatch-size', weightDecay: 'weight decay', totalIterations: 'iterations' };
 
 /**
- * Refuse to resume `dir` into a run laid out or shaped differently (stages, chunks, model,
- * sizes), naming each difference, before any stage loads it. The corpus is not compared:
- * the same file may be named by another path (a vocabulary of another size is caught by
- * the stage, parameter by parameter).
+ * Refuse to resume `dir` into a run that would not continue it exactly (stages, chunks,
+ * microbatches, the model, the data's order and the optimizer's schedule, whose horizon
+ * is --iterations), naming each difference, before any stage loads it. The corpus is
+ * compared by content (the same file may be named by another path), in checkFiles.
  */
-export function checkResumable(dir: string, meta: CheckpointMeta, want: { stages: number; chunks: number; train: Record<(typeof SHAPING)[number], unknown> }): void {
-  const saved = (meta.config ?? {}) as { train?: Record<string, unknown> };
+export function checkResumable(dir: string, meta: CheckpointMeta, want: { stages: number; chunks: number; microbatches: number; train: TrainConfig }): void {
+  const saved = (meta.config ?? {}) as { microbatches?: unknown; train?: Record<string, unknown> };
   const diffs: string[] = [];
   if (meta.stages !== want.stages) diffs.push(`stages ${meta.stages} (asked ${want.stages})`);
   if (meta.chunks !== want.chunks) diffs.push(`chunks ${meta.chunks} (asked ${want.chunks})`);
-  for (const k of SHAPING) {
+  if (saved.microbatches !== want.microbatches) diffs.push(`microbatches ${JSON.stringify(saved.microbatches)} (asked ${want.microbatches})`);
+  const keys: readonly string[] = want.train.model === 'gpt' ? [...SAME, 'heads'] : SAME;
+  for (const k of keys) {
     const had = saved.train?.[k];
-    if (had !== undefined && had !== want.train[k]) diffs.push(`${k} ${JSON.stringify(had)} (asked ${JSON.stringify(want.train[k])})`);
+    const asked = (want.train as unknown as Record<string, unknown>)[k];
+    if (had !== asked) diffs.push(`${FLAG_OF[k] ?? k} ${JSON.stringify(had)} (asked ${JSON.stringify(asked)})`);
   }
-  if (diffs.length > 0) throw new CheckpointError(`cannot resume ${JSON.stringify(dir)} with these settings: it was saved with ${diffs.join(', ')}`);
+  if (diffs.length > 0)
+    throw new CheckpointError(`cannot resume ${JSON.stringify(dir)} with these settings: it was saved with ${diffs.join(', ')}; a resumed run continues the saved one exactly, so give its settings`);
+}
+
+/**
+ * Check the checkpoint's files before a resumed run: every stage file is the one meta
+ * names (a crash between writing the stage files and meta, or a file from another
+ * checkpoint, shows here), the corpus is the one it trained on, every optimizer has taken
+ * nextIteration steps, and the parameters hash to meta's checksum (`checksumOf` hashes
+ * them in the model's order).
+ */
+export function checkFiles(dir: string, meta: CheckpointMeta, o: { corpus: string; checksumOf: (params: Map<string, Float32Array>) => string }): void {
+  if (o.corpus !== meta.corpus) throw new CheckpointError(`cannot resume ${JSON.stringify(dir)}: it was trained on another corpus (sha256 ${meta.corpus.slice(0, 12)}…, this one ${o.corpus.slice(0, 12)}…)`);
+  const params = new Map<string, Float32Array>();
+  for (let s = 0; s < meta.stages; s++) {
+    const file = stagePath(dir, s);
+    const name = path.basename(file);
+    let bytes: Buffer;
+    try {
+      bytes = fs.readFileSync(file);
+    } catch (err) {
+      throw new CheckpointError(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
+    }
+    if (meta.files[name] !== sha256(bytes)) throw new CheckpointError(`${file} is not the file meta.json was written with (its sha256 differs): an interrupted write, or a file from another checkpoint`);
+    const snap = decodeSnapshot(bytes, file);
+    for (const [i, st] of snap.optimizer.entries()) {
+      const step = (st as { step?: unknown } | undefined)?.step;
+      if (step !== meta.nextIteration) throw new CheckpointError(`${file}: chunk ${i}'s optimizer took ${JSON.stringify(step)} steps, but meta.json says the run is at iteration ${meta.nextIteration}`);
+    }
+    for (const [k, p] of Object.entries(snap.params)) params.set(k, p);
+  }
+  let sum: string;
+  try {
+    sum = o.checksumOf(params);
+  } catch (err) {
+    throw new CheckpointError(`${dir}: the stage files do not hold this model's parameters (${(err as Error).message})`, { cause: err });
+  }
+  if (sum !== meta.checksum) throw new CheckpointError(`${dir}: the parameters in the stage files hash to ${sum.slice(0, 16)}, meta.json says ${meta.checksum.slice(0, 16)}`);
 }
 
 function asFloat32(v: unknown, where: string): Float32Array {
@@ -85,18 +143,28 @@ function asFloat32(v: unknown, where: string): Float32Array {
   throw new CheckpointError(`${where}: expected a float32 array`);
 }
 
+function decodeSnapshot(bytes: Uint8Array, file: string): StageSnapshot {
+  let v: { params?: Record<string, unknown>; optimizer?: unknown[] };
+  try {
+    v = decodeValue(bytes) as typeof v;
+  } catch (err) {
+    throw new CheckpointError(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
+  }
+  if (!v || typeof v.params !== 'object' || v.params === null || !Array.isArray(v.optimizer)) throw new CheckpointError(`${file}: not a stage snapshot`);
+  const params: Record<string, Float32Array> = {};
+  for (const [k, x] of Object.entries(v.params)) params[k] = asFloat32(x, `${file}: parameter ${k}`);
+  return { params, optimizer: v.optimizer as StageSnapshot['optimizer'] };
+}
+
 /** The snapshot a stage resumes from, or undefined for a fresh start. */
 export function resumeSnapshot(t: TrainConfig, stage: number): StageSnapshot | undefined {
   if (t.startIteration === 0 || !t.checkpoint) return undefined;
   const file = stagePath(t.checkpoint, stage);
-  let v: { params?: Record<string, unknown>; optimizer?: unknown[] };
+  let bytes: Buffer;
   try {
-    v = decodeValue(fs.readFileSync(file)) as typeof v;
+    bytes = fs.readFileSync(file);
   } catch (err) {
     throw new CheckpointError(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
   }
-  if (!v || typeof v.params !== 'object' || !Array.isArray(v.optimizer)) throw new CheckpointError(`${file}: not a stage snapshot`);
-  const params: Record<string, Float32Array> = {};
-  for (const [k, x] of Object.entries(v.params!)) params[k] = asFloat32(x, `${file}: parameter ${k}`);
-  return { params, optimizer: v.optimizer as StageSnapshot['optimizer'] };
+  return decodeSnapshot(bytes, file);
 }

@@ -5,7 +5,7 @@
 
 import { resolveConfig, JobConfig } from '../actors/config';
 import { IterationRecord } from '../actors/coordinator';
-import { checkResumable, readCheckpointMeta, writeCheckpoint } from '../actors/checkpoint';
+import { CheckpointMeta, checkFiles, checkResumable, corpusDigest, readCheckpointMeta, writeCheckpoint } from '../actors/checkpoint';
 import { runJob, summarize } from '../actors/job';
 import { ASYNC_DEFAULTS, CONSISTENCY_POLICIES, ConsistencyName } from '../actors/param-store';
 import { StageSnapshot } from '../actors/training-compute';
@@ -81,13 +81,10 @@ function positive(v: unknown, name: string): number {
 export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: JobConfig; setup: TrainSetup } {
   const total = positive(flags.iterations, 'iterations');
   let start = 0;
+  let meta: CheckpointMeta | null = null;
   if (flags.resume) {
     if (!flags.checkpoint) throw new UsageError('train: --resume needs --checkpoint DIR');
-    const meta = readCheckpointMeta(String(flags.checkpoint));
-    checkResumable(String(flags.checkpoint), meta, {
-      stages: flags.stages as number, chunks: flags.chunks as number,
-      train: { model: flags.model, seq: flags.seq, layers: flags.layers, width: flags.width, heads: flags.heads },
-    });
+    meta = readCheckpointMeta(String(flags.checkpoint));
     start = meta.nextIteration;
     if (start >= total) throw new UsageError(`train: the checkpoint is at iteration ${start}, nothing left of --iterations ${total}`);
   }
@@ -127,6 +124,7 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: Jo
     bufferLimit: bufferLimitFromFlag(flags.bufferLimit), firstIteration: start, train, stallTimeoutMs: 600000, mode,
     async: { ...ASYNC_DEFAULTS, consistency: flags.consistency as ConsistencyName, alpha, lr: train.lr, warmup: train.warmup, totalUpdates: M * total, weightDecay: train.weightDecay, beta1: flags.beta1 as number, pipemareSteps: M * total },
   });
+  if (meta) checkResumable(String(flags.checkpoint), meta, { stages: cfg.stages, chunks: cfg.chunks, microbatches: cfg.microbatches, train });
   if (flags.transport === 'local' && flags.nats) throw new UsageError('train: --nats needs --transport nats');
   if (flags.clock === 'virtual' && flags.transport === 'nats') throw new UsageError('train: --clock virtual runs in one process; it takes no --transport nats');
   // Last: it creates the directory, which a refusal above should not leave behind.
@@ -153,6 +151,9 @@ export async function train(cfg: JobConfig, setup: TrainSetup, progress?: (line:
   const corpus = corpusFor(t);
   corpus.checkFits(t.seq);
   const spec = modelSpecFor(t, corpus.vocabSize);
+  const corpusSha = corpusDigest(corpus.text);
+  if (t.startIteration > 0 && t.checkpoint)
+    checkFiles(t.checkpoint, readCheckpointMeta(t.checkpoint), { corpus: corpusSha, checksumOf: (params) => paramChecksum(spec, params) });
   const tokens = cfg.microbatches * tokensPerMicrobatch(t);
   let last: StageSnapshot[] | null = null;
   const onIteration = (rec: IterationRecord) => {
@@ -161,7 +162,7 @@ export async function train(cfg: JobConfig, setup: TrainSetup, progress?: (line:
       last = snaps;
       if (t.checkpoint) {
         const params = new Map(snaps.flatMap((s) => Object.entries(s.params)));
-        writeCheckpoint(t.checkpoint, { nextIteration: rec.iteration + 1, stages: cfg.stages, chunks: cfg.chunks, checksum: paramChecksum(spec, params), config: cfg }, snaps);
+        writeCheckpoint(t.checkpoint, { nextIteration: rec.iteration + 1, stages: cfg.stages, chunks: cfg.chunks, checksum: paramChecksum(spec, params), corpus: corpusSha, config: cfg }, snaps);
       }
     }
     if (cfg.mode === 'sync') {
