@@ -66,7 +66,9 @@ export interface TrainOutcome {
   losses: number[];
   final_loss: number;
   val_loss: number;
-  tokens_per_s: number;
+  /** Training tokens per second of the iterations' makespans; null on the virtual clock, whose seconds are not time. */
+  tokens_per_s: number | null;
+  clock: 'real' | 'virtual';
   param_checksum: string;
   iterations_run: number;
   start_iteration: number;
@@ -167,7 +169,8 @@ export async function train(cfg: JobConfig, setup: TrainSetup, progress?: (line:
     }
     if (cfg.mode === 'sync') {
       const loss = rec.reports[cfg.stages - 1].loss as number;
-      progress?.(`iteration ${rec.iteration + 1}/${t.totalIterations}  loss ${loss.toFixed(4)}  ${(tokens / (rec.makespan / 1000)).toFixed(0)} tokens/s`);
+      const pace = setup.clock === 'virtual' ? `makespan ${rec.makespan.toFixed(1)} ms (virtual clock)` : `${(tokens / (rec.makespan / 1000)).toFixed(0)} tokens/s`;
+      progress?.(`iteration ${rec.iteration + 1}/${t.totalIterations}  loss ${loss.toFixed(4)}  ${pace}`);
     }
   };
   const o = setup.clock === 'virtual'
@@ -188,7 +191,8 @@ export async function train(cfg: JobConfig, setup: TrainSetup, progress?: (line:
     losses,
     final_loss: tail.reduce((a, b) => a + b, 0) / tail.length,
     val_loss: validationLoss(t, params, t.valBatches),
-    tokens_per_s: (tokens * records.length) / seconds,
+    tokens_per_s: setup.clock === 'virtual' ? null : (tokens * records.length) / seconds,
+    clock: setup.clock ?? 'real',
     param_checksum: paramChecksum(spec, params),
     iterations_run: records.length,
     start_iteration: t.startIteration,
@@ -217,7 +221,7 @@ export async function trainCommand(argv: readonly string[], out: (s: string) => 
     return 0;
   }
   out(`backend ${r.backend}; ${cfg.train!.model} on ${cfg.train!.data ?? 'the synthetic corpus'}; P=${cfg.stages} V=${cfg.chunks} M=${cfg.microbatches} policy ${cfg.policy}, ${r.summary.transport} (${r.summary.processes} process${r.summary.processes > 1 ? 'es' : ''})`);
-  out(`final loss ${r.final_loss.toFixed(4)}, validation loss ${r.val_loss.toFixed(4)}, ${r.tokens_per_s.toFixed(0)} tokens/s`);
+  out(`final loss ${r.final_loss.toFixed(4)}, validation loss ${r.val_loss.toFixed(4)}, ${r.tokens_per_s === null ? 'no throughput on the virtual clock' : `${r.tokens_per_s.toFixed(0)} tokens/s`}`);
   out(`param checksum ${r.param_checksum}`);
   if (cfg.train!.checkpoint) out(`checkpoint: ${cfg.train!.checkpoint} (next iteration ${cfg.firstIteration + r.iterations_run})`);
   return 0;

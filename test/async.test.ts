@@ -176,6 +176,8 @@ describe('asynchronous pipelines', function () {
       const r = await train(cfg, { transport: 'local', processes: 'single', clock: 'virtual' });
       assert.equal(r.losses.length, 16);
       assert.ok(r.losses.every(Number.isFinite));
+      assert.equal(r.clock, 'virtual');
+      assert.equal(r.tokens_per_s, null, 'no throughput from virtual seconds');
       const s = r.summary as ReturnType<typeof summarize>;
       assert.deepEqual(s.staleness?.map((x) => x.max), [3, 2, 1, 0]);
       bytes[consistency] = Math.max(...(s.extra_state_bytes ?? []));
