@@ -6,7 +6,7 @@
 
 import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
-import { installWasmFixes } from './tfjs-fixes';
+import { installWasmAllocationGuard, installWasmFixes } from './tfjs-fixes';
 
 export const BACKEND_CHOICES = ['tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu'] as const;
 export type BackendChoice = (typeof BACKEND_CHOICES)[number];
@@ -82,6 +82,7 @@ async function tryChoice(choice: BackendChoice): Promise<string> {
       ensureWasmPaths();
       installWasmFixes();
       await activate('wasm');
+      installWasmAllocationGuard();
       return 'wasm with Baton kernel fixes (explicit-transpose matMul, UnsortedSegmentSum)';
     }
     case 'cpu':

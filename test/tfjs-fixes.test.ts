@@ -1,7 +1,7 @@
 import * as assert from 'assert';
 import * as tf from '@tensorflow/tfjs';
 import { loadBackend } from '../models/backend';
-import { checkWasmHeap, installWasmFixes, removeWasmFixes, transposePlan, WasmHeapError } from '../models/tfjs-fixes';
+import { checkWasmHeap, installWasmFixes, removeWasmFixes, setWasmAllocationLimit, transposePlan, WasmHeapError } from '../models/tfjs-fixes';
 import { SeededRandom } from '../models/seeded-init';
 import { gptSpec } from '../models/gpt';
 import { buildFullModel } from '../models/partition';
@@ -189,6 +189,24 @@ describe('tfjs-fixes: wasm kernels', () => {
     const cpuBig = tf.zeros([256, 1024]);
     assert.doesNotThrow(() => checkWasmHeap(1024), 'the guard only applies to wasm');
     cpuBig.dispose();
+  });
+
+  it('refuses a tensor allocation that would pass the guard, inside a kernel, before anything is written', async () => {
+    await loadBackend({ force: 'wasm' });
+    const weights = tf.tensor([1, 2, 3, 4]);
+    setWasmAllocationLimit(2 * 1024 * 1024);
+    try {
+      const x = tf.ones([768, 512]); // 1.5 MiB: fits
+      assert.throws(() => tf.matMul(x, x, false, true), (e: Error) => e instanceof WasmHeapError && /^allocating a tensor of \d+ bytes: .* past the 0\.002 GiB guard/.test(e.message));
+      x.dispose();
+      assert.throws(() => tf.zeros([1024, 1024]), (e: Error) => e instanceof WasmHeapError && /allocating a tensor of 4194304 bytes/.test(e.message));
+    } finally {
+      setWasmAllocationLimit();
+    }
+    assert.deepEqual(Array.from(weights.dataSync()), [1, 2, 3, 4]);
+    const after = tf.zeros([1024, 1024]);
+    after.dispose();
+    weights.dispose();
   });
 
   it('prints transposed matMul timings before and after the fix', async () => {
