@@ -76,7 +76,7 @@ function curvesSvg(runs: Run[], title: string): string {
 
 export async function benchAsync(o: { updates?: number; data?: string; stages?: number[]; svg?: string } = {}) {
   const data = o.data ?? path.join(__dirname, '..', '..', '..', 'shared', 'data', 'tinyshakespeare.txt');
-  if (!fs.existsSync(data)) throw new Error(`no corpus at ${data}: pass --data FILE`);
+  if (!fs.existsSync(data)) throw new UsageError(`no corpus at ${data} (tinyshakespeare is not part of the repository): pass --data FILE, any UTF-8 text file`);
   const backend = (await loadBackend()).backend;
   const updates = o.updates ?? 400;
   const M = 16;
@@ -111,7 +111,7 @@ export async function benchAsync(o: { updates?: number; data?: string; stages?: 
   });
   const svg = o.svg ?? path.join('out', 'async-loss-curves.svg');
   fs.mkdirSync(path.dirname(svg), { recursive: true });
-  fs.writeFileSync(svg, curvesSvg(runs, `async 1F1B, MLP LM (8 blocks, d128) on tinyshakespeare, ${M * iterations} updates, target ${target.toFixed(3)}`));
+  fs.writeFileSync(svg, curvesSvg(runs, `async 1F1B, MLP LM (8 blocks, d128) on ${path.basename(data)}, ${M * iterations} updates, target ${target.toFixed(3)}`));
   return { backend, updates: M * iterations, target_loss: target, rows, svg, curves: runs.map((r) => ({ stages: r.stages, consistency: r.consistency, losses: r.losses })) };
 }
 
