@@ -47,10 +47,12 @@ function taskOf(e: Envelope): string | undefined {
 /** Decode one bus message into a tap line; never throws. */
 export function tapLine(subject: string, data: Uint8Array, now = monotonicNow()): TapLine {
   const parts = parseSubject(subject);
-  if (parts?.kind === 'trace' || parts?.job === '_nodes') {
+  if (parts?.kind === 'trace' || parts?.job === '_nodes' || parts?.job === '_jobs') {
     try {
       const v = decodeValue(data) as { events?: BatonEvent[]; verb?: string };
       if (Array.isArray(v?.events)) return { subject, kind: 'trace', bytes: data.byteLength, events: v.events.length };
+      // A launcher's claim of its job name (actors/job-claim.ts): a question or an answer.
+      if (parts.job === '_jobs') return { subject, kind: 'job-claim', bytes: data.byteLength };
       return { subject, kind: String(v?.verb ?? 'node'), bytes: data.byteLength };
     } catch (err) {
       return { subject, kind: 'malformed', bytes: data.byteLength, error: (err as Error).message };

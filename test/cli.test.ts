@@ -5,6 +5,8 @@ import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { main } from '../cli/main';
+import { tapLine } from '../cli/tap';
+import { encodeValue } from '../transport/codec';
 
 /** Runs `baton argv` in a fresh Node process; true when it loaded @tensorflow/tfjs. */
 function loadsTfjs(argv: string[]): boolean {
@@ -187,6 +189,12 @@ describe('the baton command', function () {
     } finally {
       silent.close();
     }
+  });
+
+  it('tap names a launcher\'s job-name claim as such, not as a malformed message', () => {
+    assert.deepEqual(tapLine('baton._jobs.tt', encodeValue({ reply: 'baton._jobs.reply.x', token: 'a' })), { subject: 'baton._jobs.tt', kind: 'job-claim', bytes: 37 });
+    assert.equal(tapLine('baton._jobs.reply.x', encodeValue({ job: 'tt' })).kind, 'job-claim');
+    assert.equal(tapLine('baton.tt.data.0', new Uint8Array([1, 2, 3])).kind, 'malformed');
   });
 
   it('reports the model seed as seed and the jitter seed as jitter_seed in train --json', async () => {
