@@ -3,7 +3,8 @@
 //
 // `step` counts optimizer steps from 1 like PyTorch's `state['step']` (the lr used by
 // the t-th update is lrAt(s, t)): lr(t) = peak·t/W for t ≤ W, then
-// floor + ½(peak − floor)(1 + cos(π·(t−W)/(T−W))) up to T, then floor. lr(0) = 0.
+// floor + ½(peak − floor)(1 + cos(π·(t−W)/(T−W))) up to T, then floor. lr(0) = 0 when W > 0;
+// with W = 0 the schedule starts at the peak.
 
 export interface LrSchedule {
   /** Peak learning rate reached at the end of warmup. */
