@@ -214,15 +214,21 @@ export async function trainCommand(argv: readonly string[], out: (s: string) => 
   const progress = flags.json ? undefined : (line: string) => process.stderr.write(tty ? `\r${line}   ` : `${line}\n`);
   const r = await train(cfg, setup, progress);
   if (tty) process.stderr.write('\n');
+  // A diverged run still reports what it did, then fails (JSON shows its non-finite losses as null).
+  const diverged = (): number => {
+    if (Number.isFinite(r.final_loss) && Number.isFinite(r.val_loss)) return 0;
+    process.stderr.write(`baton train: the loss is not finite (final ${r.final_loss}, validation ${r.val_loss}): the run diverged; lower --lr or raise --warmup\n`);
+    return 1;
+  };
   if (flags.json) {
     const { summary, ...rest } = r;
     // The job summary's seed is the jitter seed; the model's seed is --seed.
     out(JSON.stringify({ ...rest, ...summary, seed: cfg.train!.seed, jitter_seed: summary.seed }));
-    return 0;
+    return diverged();
   }
   out(`backend ${r.backend}; ${cfg.train!.model} on ${cfg.train!.data ?? 'the synthetic corpus'}; P=${cfg.stages} V=${cfg.chunks} M=${cfg.microbatches} policy ${cfg.policy}, ${r.summary.transport} (${r.summary.processes} process${r.summary.processes > 1 ? 'es' : ''})`);
   out(`final loss ${r.final_loss.toFixed(4)}, validation loss ${r.val_loss.toFixed(4)}, ${r.tokens_per_s === null ? 'no throughput on the virtual clock' : `${r.tokens_per_s.toFixed(0)} tokens/s`}`);
   out(`param checksum ${r.param_checksum}`);
   if (cfg.train!.checkpoint) out(`checkpoint: ${cfg.train!.checkpoint} (next iteration ${cfg.firstIteration + r.iterations_run})`);
-  return 0;
+  return diverged();
 }

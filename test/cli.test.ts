@@ -197,6 +197,14 @@ describe('the baton command', function () {
     assert.equal(tapLine('baton.tt.data.0', new Uint8Array([1, 2, 3])).kind, 'malformed');
   });
 
+  it('train fails (status 1) when the loss is no longer finite, after printing what it did', async () => {
+    const r = await baton('train', '--model', 'mlp', '--stages', '1', '--microbatches', '1', '--microbatch-size', '2', '--layers', '1', '--width', '8',
+      '--iterations', '30', '--val-batches', '1', '--lr', '1e30', '--warmup', '0', '--json');
+    assert.equal(r.code, 1, r.err);
+    assert.equal((JSON.parse(r.out) as { final_loss: unknown }).final_loss, null);
+    assert.match(r.err, /baton train: the loss is not finite \(final NaN, validation NaN\): the run diverged; lower --lr/);
+  });
+
   it('reports the model seed as seed and the jitter seed as jitter_seed in train --json', async () => {
     const r = await baton('train', '--model', 'mlp', '--stages', '1', '--microbatches', '1', '--microbatch-size', '2', '--layers', '1', '--width', '8',
       '--iterations', '1', '--val-batches', '1', '--seed', '7', '--jitter-seed', '3', '--json');
