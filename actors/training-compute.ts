@@ -23,7 +23,7 @@ import { StageModule } from '../models/stage-module';
 import { TrainConfig, batchFor, corpusFor, modelSpecFor } from '../models/train-config';
 import { TensorPayload } from '../transport/envelope';
 import { StageCompute } from './compute';
-import { fromPayload, paramInfos, readFloat32, toPayload } from '../models/tensor-io';
+import { assignValues, fromPayload, paramInfos, readFloat32, toPayload } from '../models/tensor-io';
 
 export class TrainingComputeError extends Error {
   override name = 'TrainingComputeError';
@@ -256,7 +256,7 @@ export class TrainingCompute implements StageCompute {
         const p = params.get(c.names[i])!;
         const d = delta.get(c.names[i])!;
         for (let j = 0; j < p.length; j++) p[j] += d[j];
-        v.assign(tf.tensor(p, v.shape, 'float32'));
+        assignValues(v, p);
       });
       c.sum = null;
     }
@@ -286,7 +286,7 @@ export class TrainingCompute implements StageCompute {
         const p = s.params[c.names[i]];
         if (!p) throw new TrainingComputeError(`stage ${this.stage}: checkpoint lacks parameter ${c.names[i]} (${v.size} values)`);
         if (p.length !== v.size) throw new TrainingComputeError(`stage ${this.stage}: checkpoint parameter ${c.names[i]} has ${p.length} values, this model's has ${v.size} (another corpus vocabulary or model size?)`);
-        v.assign(tf.tensor(Float32Array.from(p), v.shape, 'float32'));
+        assignValues(v, Float32Array.from(p));
       });
       const st = s.optimizer[ci];
       if (!st) throw new TrainingComputeError(`stage ${this.stage}: checkpoint lacks the optimizer state of chunk ${ci}`);

@@ -10,7 +10,7 @@ import { lrAt } from '../policies/optim/schedule';
 import { buildFullModel } from './partition';
 import { ModelSpec, StageModule } from './stage-module';
 import { TrainConfig, batchFor, corpusFor, modelSpecFor } from './train-config';
-import { paramInfos, readFloat32 } from './tensor-io';
+import { assignValues, paramInfos, readFloat32 } from './tensor-io';
 
 export interface ReferenceResult {
   params: Map<string, Float32Array>;
@@ -64,7 +64,7 @@ export function trainReference(t: TrainConfig, microbatches: number, iterations:
       const p = params.get(names[i])!;
       const d = delta.get(names[i])!;
       for (let k = 0; k < p.length; k++) p[k] += d[k];
-      v.assign(tf.tensor(p, v.shape, 'float32'));
+      assignValues(v, p);
     });
   }
   const out = new Map(vars.map((v, i) => [names[i], readFloat32(v)]));
@@ -81,7 +81,7 @@ export function validationLoss(t: TrainConfig, params: ReadonlyMap<string, Float
   model.params().forEach((v, i) => {
     const p = params.get(names[i]);
     if (!p) throw new Error(`validation: parameter ${names[i]} is missing`);
-    v.assign(tf.tensor(p, v.shape, 'float32'));
+    assignValues(v, p);
   });
   let sum = 0;
   for (let j = 0; j < batches; j++) {

@@ -57,7 +57,13 @@ export class SequentialStage implements StageModule {
       l.params.map((p) => {
         const size = p.shape.reduce((a, b) => a * b, 1);
         const values = initValues(model.seed, p.name, size, p.init);
-        return tf.variable(tf.tensor(values, [...p.shape], 'float32'), true);
+        // The variable takes its own reference to the data: the initial tensor goes now.
+        const initial = tf.tensor(values, [...p.shape], 'float32');
+        try {
+          return tf.variable(initial, true);
+        } finally {
+          initial.dispose();
+        }
       }),
     );
   }

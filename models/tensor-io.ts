@@ -24,3 +24,17 @@ export function paramInfos(module: StageModule): ParamInfo[] {
   const names = module.paramNames();
   return module.params().map((v, i) => ({ name: names[i], shape: v.shape, decay: v.shape.length >= 2 }));
 }
+
+/**
+ * Sets a variable to `values`. assign() takes its own reference to the new tensor's data,
+ * so the tensor made here is disposed at once: without that every assign kept the
+ * variable's previous values alive, a whole model's worth per optimizer step.
+ */
+export function assignValues(v: tf.Variable, values: Float32Array): void {
+  const t = tf.tensor(values, v.shape, 'float32');
+  try {
+    v.assign(t);
+  } finally {
+    t.dispose();
+  }
+}

@@ -1,4 +1,5 @@
 import { strict as assert } from 'assert';
+import * as tf from '@tensorflow/tfjs';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -72,6 +73,16 @@ describe('synchronous pipeline training with real compute', function () {
       return r.events.filter((e) => e.type === 'task-start').map((e) => `${e.stage}:${e.type === 'task-start' ? e.kind + e.mb : ''}`).join(' ');
     };
     assert.notEqual(await order(11), await order(12));
+  });
+
+  it('leaves no tensor behind: not per optimizer step, not per run (sync and async)', async () => {
+    const t = tiny('mlp', { totalIterations: 4 });
+    await train(job(t, 2, 1, 'bf', 0, { iterations: 4 }), local); // warm: backends and kernels made once
+    for (const cfg of [job(t, 2, 1, 'bf', 0, { iterations: 4 }), job(t, 2, 1, '1f1b', 0, { iterations: 1, microbatches: 8, mode: 'async', async: { ...ASYNC_DEFAULTS, consistency: 'fresco', totalUpdates: 8 } })]) {
+      const before = tf.memory().numTensors;
+      await train(cfg, local);
+      assert.equal(tf.memory().numTensors - before, 0, `${cfg.mode}: tensors left after the run`);
+    }
   });
 
   it('resumes from a checkpoint to the same parameters as an uninterrupted run', async () => {
