@@ -126,7 +126,7 @@ export function formatAsync(r: Awaited<ReturnType<typeof benchAsync>>): string {
 
 if (require.main === module) {
   benchMain('async', 'asynchronous training: consistency policies x P on tinyshakespeare, loss-curve SVG', [
-    { name: 'updates', type: 'int', metavar: 'N', help: 'updates per run' },
+    { name: 'updates', type: 'int', metavar: 'N', help: 'updates per run, rounded up to a multiple of 16 (the microbatches of one pass; default 400)' },
     { name: 'data', type: 'string', metavar: 'FILE', help: 'the corpus (default ../shared/data/tinyshakespeare.txt)' },
   ], async (flags) => {
     const data = flags.data as string | undefined;
