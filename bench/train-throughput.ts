@@ -21,6 +21,7 @@ import { CLI_ENTRY, runOnce } from '../cli/run';
 import { IterationStats, iterationStats } from '../actors/stats';
 import { childJson } from './child-json';
 import { benchMain, positiveInt } from './bench-cli';
+import { UsageError } from '../cli/args';
 
 /** tokens/s of one `baton train` child process (one stage), first iteration discarded. */
 async function trainChild(t: TrainConfig, microbatches: number, iterations: number): Promise<number> {
@@ -107,8 +108,10 @@ if (require.main === module) {
     { name: 'buffer-limit', type: 'int', metavar: 'N', help: 'forwards in flight per stage' },
     { name: 'no-ceiling', type: 'bool', help: 'skip the two-process ceiling measurement' },
   ], async (flags) => {
+    const layers = positiveInt(flags, 'layers');
+    if (layers !== undefined && layers < 2) throw new UsageError(`--layers must be at least 2 (the pipeline's 2 stages hold at least one block each), got ${layers}`);
     const r = await benchTrainThroughput({
-      rounds: positiveInt(flags, 'rounds'), iterations: positiveInt(flags, 'iterations'), layers: positiveInt(flags, 'layers'),
+      rounds: positiveInt(flags, 'rounds'), iterations: positiveInt(flags, 'iterations'), layers,
       microbatchSize: positiveInt(flags, 'microbatch-size'), bufferLimit: positiveInt(flags, 'buffer-limit'), ceiling: !flags.noCeiling,
     });
     return flags.json ? r : formatTrainThroughput(r);
