@@ -17,8 +17,8 @@ import { JitterMode, jitterSigmas, lognormalMultiplier } from './jitter';
 import { DrawEvent, keyedNormal } from './keyed-random';
 import { WorkloadProfile } from './profile';
 
-/** The longest task or message delay a draw may give: what the codec lets a message hold (transport/codec.ts MAX_COMM_MS). */
-export const MAX_DRAWN_MS = 3_600_000;
+/** The longest message delay a draw may give: what the codec lets a message hold (transport/codec.ts MAX_COMM_MS). */
+export const MAX_COMM_DRAW_MS = 3_600_000;
 
 export class DurationError extends Error {
   override name = 'DurationError';
@@ -136,9 +136,9 @@ export function makeDurationModel(opts: DurationModelOptions): DurationModel {
   };
 
   // A lognormal draw is unbounded: a heavy profile under a large --jitter-scale can draw
-  // hours, which no timer or message should hold; say so instead of failing elsewhere.
-  const bounded = (what: string, stage: number, t: Task, ms: number): number => {
-    if (!(ms <= MAX_DRAWN_MS)) throw new DurationError(`${where(stage, t)}: drew a ${what} time of ${ms.toFixed(0)} ms, over the ${MAX_DRAWN_MS / 3_600_000} h limit of one task or message; lower --jitter-scale (now ${opts.jitterScale ?? 1}) or the profile's times`);
+  // a message delay of hours, more than a message may be held; say so where it is drawn.
+  const boundedComm = (stage: number, t: Task, ms: number): number => {
+    if (!(ms <= MAX_COMM_DRAW_MS)) throw new DurationError(`${where(stage, t)}: drew a communication time of ${ms.toFixed(0)} ms, over the ${MAX_COMM_DRAW_MS / 3_600_000} h a message may be held; lower --jitter-scale (now ${opts.jitterScale ?? 1}) or the profile's communication costs`);
     return ms;
   };
 
@@ -152,11 +152,11 @@ export function makeDurationModel(opts: DurationModelOptions): DurationModel {
     baseComm,
     messageBytes,
     compute(iteration, stage, t) {
-      return bounded('compute', stage, t, base(stage, t.kind, t.chunk) * draw(sigma.compute, iteration, stage, t.kind, t));
+      return base(stage, t.kind, t.chunk) * draw(sigma.compute, iteration, stage, t.kind, t);
     },
     comm(iteration, stage, t) {
       const ms = baseComm(stage, t);
-      return ms === 0 ? 0 : bounded('communication', stage, t, ms * draw(sigma.communication, iteration, stage, t.kind === 'F' ? 'send-activation' : 'send-gradient', t));
+      return ms === 0 ? 0 : boundedComm(stage, t, ms * draw(sigma.communication, iteration, stage, t.kind === 'F' ? 'send-activation' : 'send-gradient', t));
     },
   };
 }
