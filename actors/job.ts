@@ -179,6 +179,7 @@ export function asyncStats(r: JobResult) {
     consistency: r.config.async.consistency,
     updates: stores.map((s) => s?.updates ?? 0),
     inflight_bound: stores.map((s) => s?.inflightBound ?? 0),
+    delay: stores.map((s) => s?.delay ?? 0),
     staleness: stores.map((s) => ({ mean: s?.staleness.mean ?? 0, max: s?.staleness.max ?? 0 })),
     extra_state_bytes: stores.map((s) => s?.extraStateBytes ?? 0),
   };

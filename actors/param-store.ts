@@ -59,8 +59,10 @@ export type StoreMsg =
 
 export interface StoreStats {
   updates: number;
-  /** The most microbatches in flight at the stage: FRESCO's τ; PipeMare's and prediction's delay + 1. */
+  /** The most microbatches in flight at the stage: FRESCO's τ. */
   inflightBound: number;
+  /** The delay PipeMare and prediction assume, in updates. */
+  delay: number;
   staleness: { mean: number; max: number; count: number };
   /** Per update, in order: the staleness of the microbatch whose B made it. */
   stalenessByUpdate: number[];
@@ -90,12 +92,10 @@ function frescoLayers(inputs: readonly CapturedLinearInput[]): LinearLayerSpec[]
 
 /**
  * The policy of a stage where at most `inflight` microbatches are in flight (their F ran,
- * their B not yet): FRESCO protects that many (its τ), and the delay PipeMare damps and
- * prediction looks ahead is the most updates that can come between a microbatch's F and
- * its B, one fewer.
+ * their B not yet): FRESCO protects that many (its τ); PipeMare damps and prediction
+ * looks ahead by `delay` updates.
  */
-function makePolicy(s: AsyncSettings, opt: NAdamW | null, inflight: number, inputs?: readonly CapturedLinearInput[]): ConsistencyPolicy {
-  const delay = inflight - 1;
+function makePolicy(s: AsyncSettings, opt: NAdamW | null, inflight: number, delay: number, inputs?: readonly CapturedLinearInput[]): ConsistencyPolicy {
   switch (s.consistency) {
     case 'none':
       return new NoConsistency();
@@ -116,6 +116,8 @@ export interface ParamStoreWiring {
   stage: number;
   /** The most microbatches in flight at this stage (policies/backpressure.ts inflightBound). */
   inflightBound: number;
+  /** The delay, in updates, PipeMare and prediction assume (default inflightBound - 1). */
+  delay?: number;
   settings: AsyncSettings;
   /** Initial parameters (real compute) or null (emulated compute: only counting). */
   params: ParamMapF | null;
@@ -124,12 +126,14 @@ export interface ParamStoreWiring {
 
 export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
   const { settings: s, stage, inflightBound: inflight } = w;
+  const delay = w.delay ?? inflight - 1;
   if (!Number.isInteger(inflight) || inflight < 1) throw new ParamStoreError(`stage ${stage}: in-flight bound must be a positive integer, got ${inflight}`);
+  if (!Number.isInteger(delay) || delay < 0 || delay >= inflight) throw new ParamStoreError(`stage ${stage}: delay must be an integer in [0, ${inflight}), got ${delay}`);
   const optimizer = w.params ? new NAdamW(w.infos, { beta1: s.beta1, weightDecay: s.weightDecay }) : null;
   const initial: StoreState = {
     params: w.params, infos: w.infos, optimizer,
     // FRESCO needs the layer shapes it sees in the first forward; the others start now.
-    policy: w.params && s.consistency !== 'fresco' ? makePolicy(s, optimizer, inflight) : null,
+    policy: w.params && s.consistency !== 'fresco' ? makePolicy(s, optimizer, inflight, delay) : null,
     step: 0, forwardStep: new Map(), staleness: [], peakExtraBytes: 0,
   };
   // The schedule counts updates from 1 (the t-th update uses lrAt(t)), as in synchronous training.
@@ -147,7 +151,7 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
       case 'forward-ran': {
         if (st.forwardStep.has(msg.mb)) throw new ParamStoreError(`stage ${stage}: forward of microbatch ${msg.mb} reported twice`);
         st.forwardStep.set(msg.mb, st.step);
-        if (st.params && !st.policy) st.policy = makePolicy(s, st.optimizer, inflight, msg.inputs);
+        if (st.params && !st.policy) st.policy = makePolicy(s, st.optimizer, inflight, delay, msg.inputs);
         if (st.policy) {
           const inputs = new Map<string, LayerInput>((msg.inputs ?? []).map((c) => [c.weight, { x: c.x, n: c.n }]));
           st.policy.forward(msg.mb, inputs);
@@ -181,6 +185,7 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
         msg.reply({
           updates: st.step,
           inflightBound: inflight,
+          delay,
           staleness: { mean: n ? st.staleness.reduce((a, b) => a + b, 0) / n : 0, max: n ? Math.max(...st.staleness) : 0, count: n },
           stalenessByUpdate: [...st.staleness],
           extraStateBytes: st.peakExtraBytes,

@@ -97,7 +97,10 @@ function computeFor(o: StageWiringOptions): StageCompute {
     const module = tfjs && cfg.train ? tfjs.asyncStageModule(s, plan.shape, cfg.train) : null;
     const init = tfjs && module ? tfjs.initialParams(module) : null;
     const inflight = inflightBound(plan.policy, plan.shape, s, stageBufferLimit(cfg.bufferLimit, s, plan.shape.stages));
-    const store = spawnParamStore({ runtime, stage: s, inflightBound: inflight, settings: cfg.async, params: init?.params ?? null, infos: init?.infos ?? [] });
+    // PipeMare's and prediction's delay is the nominal one of asynchronous 1F1B, P - 1 - s,
+    // unless the stage cannot have that many in flight.
+    const delay = Math.min(inflight, plan.shape.stages - s) - 1;
+    const store = spawnParamStore({ runtime, stage: s, inflightBound: inflight, delay, settings: cfg.async, params: init?.params ?? null, infos: init?.infos ?? [] });
     if (!tfjs || !module || !cfg.train) return new AsyncEmulatedCompute(runtime, s, durations, store);
     real = new tfjs.AsyncTrainingCompute(runtime, s, plan.shape, cfg.train, module, store);
   } else if (cfg.train) {

@@ -107,31 +107,39 @@ export function inflightBound(policy: HintPolicy<any>, shape: PipelineShape, sta
   checkLimit(limit);
   const forwards = shape.microbatches * shape.chunks;
   if (!policy.binding) return Math.min(forwards, shape.chunks === 1 ? limit : limit + shape.chunks);
-  const ran = new Set<string>();
+  // The ready set changes by one task per step, so it is kept, not rebuilt (a stream of
+  // thousands of microbatches replays in linear time for the fixed schedules, which only
+  // ask `has`); the kind lists are built only for a policy that reads them.
   const key = (t: Task) => `${t.kind}${t.mb}.${t.chunk}`;
+  const ready = new Map<string, Task>();
+  for (let j = 0; j < shape.microbatches; j++) for (let c = 0; c < shape.chunks; c++) ready.set(key(task('F', j, c)), task('F', j, c));
+  const ran = new Set<string>();
+  let lists: { F: Task[]; B: Task[]; W: Task[] } | null = null;
+  const kindLists = () => (lists ??= readyViewOf(ready.values()) as unknown as { F: Task[]; B: Task[]; W: Task[] });
+  const view: ReadyView = {
+    get F() { return kindLists().F; },
+    get B() { return kindLists().B; },
+    get W() { return kindLists().W; },
+    has: (t) => ready.has(key(t)),
+  };
   let inflight = 0;
   let peak = 0;
   const ctx: StageContext = { stage, shape, done: (t) => ran.has(key(t)), get inflight() { return inflight; } };
   let memo = policy.start(ctx);
   for (;;) {
-    const ready: Task[] = [];
-    for (let j = 0; j < shape.microbatches; j++) {
-      for (let c = 0; c < shape.chunks; c++) {
-        const f = task('F', j, c);
-        const b = task('B', j, c);
-        const w = task('W', j, c);
-        if (!ran.has(key(f))) ready.push(f);
-        else if (!ran.has(key(b))) ready.push(b);
-        else if (shape.splitBackward && !ran.has(key(w))) ready.push(w);
-      }
-    }
-    const view = readyViewOf(ready);
     const next = policy.choose(view, memo, ctx);
     if (next === null) return peak;
     if (!view.has(next)) throw new InflightBoundError(`${policy.name} at stage ${stage} picked ${formatTask(next)}, which has run or whose predecessor at the stage has not`);
+    ready.delete(key(next));
     ran.add(key(next));
-    if (next.kind === 'F') peak = Math.max(peak, ++inflight);
-    else if (next.kind === (shape.splitBackward ? 'W' : 'B')) inflight--;
+    lists = null;
+    if (next.kind === 'F') {
+      peak = Math.max(peak, ++inflight);
+      ready.set(key(task('B', next.mb, next.chunk)), task('B', next.mb, next.chunk));
+    } else if (next.kind === 'B' && shape.splitBackward) {
+      ready.set(key(task('W', next.mb, next.chunk)), task('W', next.mb, next.chunk));
+    }
+    if (next.kind === (shape.splitBackward ? 'W' : 'B')) inflight--;
     memo = policy.advance(memo, next, ctx);
   }
 }

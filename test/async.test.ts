@@ -45,6 +45,7 @@ describe('asynchronous pipelines', function () {
       const r = await runJob(cfg, { clock: 'virtual' });
       const s = summarize(r);
       assert.deepEqual(s.inflight_bound, bound);
+      assert.deepEqual(s.delay, [3, 2, 1, 0], 'the nominal delay P - 1 - s, which both limits allow');
       s.peak_inflight.forEach((p: number, st: number) => assert.ok(p <= bound[st], `stage ${st}: ${p} in flight over the bound ${bound[st]}`));
     }
   });
