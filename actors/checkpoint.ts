@@ -1,9 +1,11 @@
 // Checkpoints of a training job: a directory with meta.json (the next iteration, the
 // job config, the parameter checksum, the corpus's and every stage file's sha256) and
-// stage-<s>.cbor per stage (its parameters and optimizer moments, CBOR). The launcher
-// writes them from the stages' reports (meta last, so meta names only complete files) and,
-// before a resumed run starts, checks every file against meta and the run's settings
-// against the saved ones; each stage then reads its own file.
+// stage-<s>-it<next>.cbor per stage (its parameters and optimizer moments, CBOR). The
+// launcher writes them from the stages' reports: the new stage files first, beside the
+// previous checkpoint's, then meta.json by an atomic rename, then it removes the previous
+// files; so an interrupted write leaves the previous checkpoint whole. Before a resumed run
+// starts it checks every file against meta and the run's settings against the saved ones;
+// each stage then reads its own file.
 
 import { createHash } from 'crypto';
 import * as fs from 'fs';
@@ -39,20 +41,24 @@ const sha256 = (data: string | Uint8Array) => createHash('sha256').update(data).
 export const corpusDigest = (text: string): string => sha256(text);
 
 const metaPath = (dir: string) => path.join(dir, 'meta.json');
-const stagePath = (dir: string, s: number) => path.join(dir, `stage-${s}.cbor`);
+const stageFile = (s: number, nextIteration: number) => `stage-${s}-it${nextIteration}.cbor`;
+const stagePath = (dir: string, s: number, nextIteration: number) => path.join(dir, stageFile(s, nextIteration));
+const STAGE_FILE_RE = /^stage-\d+-it\d+\.cbor(\.tmp)?$/;
 
 export function writeCheckpoint(dir: string, meta: Omit<CheckpointMeta, 'files'>, snapshots: StageSnapshot[]): void {
   fs.mkdirSync(dir, { recursive: true });
   const files: Record<string, string> = {};
   snapshots.forEach((snap, s) => {
-    const tmp = `${stagePath(dir, s)}.tmp`;
+    const file = stagePath(dir, s, meta.nextIteration);
     const bytes = encodeValue(snap);
-    files[path.basename(stagePath(dir, s))] = sha256(bytes);
-    fs.writeFileSync(tmp, bytes);
-    fs.renameSync(tmp, stagePath(dir, s));
+    files[path.basename(file)] = sha256(bytes);
+    fs.writeFileSync(`${file}.tmp`, bytes);
+    fs.renameSync(`${file}.tmp`, file);
   });
   fs.writeFileSync(`${metaPath(dir)}.tmp`, JSON.stringify({ ...meta, files }, null, 2));
   fs.renameSync(`${metaPath(dir)}.tmp`, metaPath(dir));
+  // Only now is the previous checkpoint's set of files no longer the one meta names.
+  for (const f of fs.readdirSync(dir)) if (STAGE_FILE_RE.test(f) && !(f in files)) fs.rmSync(path.join(dir, f), { force: true });
 }
 
 export function readCheckpointMeta(dir: string): CheckpointMeta {
@@ -113,7 +119,7 @@ export function checkFiles(dir: string, meta: CheckpointMeta, o: { corpus: strin
   if (o.corpus !== meta.corpus) throw new CheckpointError(`cannot resume ${JSON.stringify(dir)}: it was trained on another corpus (sha256 ${meta.corpus.slice(0, 12)}…, this one ${o.corpus.slice(0, 12)}…)`);
   const params = new Map<string, Float32Array>();
   for (let s = 0; s < meta.stages; s++) {
-    const file = stagePath(dir, s);
+    const file = stagePath(dir, s, meta.nextIteration);
     const name = path.basename(file);
     let bytes: Buffer;
     try {
@@ -159,7 +165,7 @@ function decodeSnapshot(bytes: Uint8Array, file: string): StageSnapshot {
 /** The snapshot a stage resumes from, or undefined for a fresh start. */
 export function resumeSnapshot(t: TrainConfig, stage: number): StageSnapshot | undefined {
   if (t.startIteration === 0 || !t.checkpoint) return undefined;
-  const file = stagePath(t.checkpoint, stage);
+  const file = stagePath(t.checkpoint, stage, t.startIteration);
   let bytes: Buffer;
   try {
     bytes = fs.readFileSync(file);

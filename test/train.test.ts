@@ -115,18 +115,32 @@ describe('synchronous pipeline training with real compute', function () {
       fs.writeFileSync(path.join(d, 'meta.json'), JSON.stringify(m));
     };
     const flipped = variant((d) => {
-      const f = path.join(d, 'stage-0.cbor');
+      const f = path.join(d, 'stage-0-it2.cbor');
       const b = fs.readFileSync(f);
       b[b.length - 3] ^= 0x40;
       fs.writeFileSync(f, b);
     });
-    await assert.rejects(resume(flipped), (e: Error) => e.name === 'CheckpointError' && /stage-0\.cbor is not the file meta\.json was written with/.test(e.message));
-    const later = variant((d) => editMeta(d, (m) => (m.nextIteration = 3)));
+    await assert.rejects(resume(flipped), (e: Error) => e.name === 'CheckpointError' && /stage-0-it2\.cbor is not the file meta\.json was written with/.test(e.message));
+    const later = variant((d) => {
+      // Claim iteration 3 with every name and digest consistent: only the optimizers' step counts tell.
+      for (const st of [0, 1]) fs.renameSync(path.join(d, `stage-${st}-it2.cbor`), path.join(d, `stage-${st}-it3.cbor`));
+      editMeta(d, (m) => {
+        m.nextIteration = 3;
+        m.files = Object.fromEntries(Object.entries(m.files as Record<string, string>).map(([k, v]) => [k.replace('-it2', '-it3'), v]));
+      });
+    });
     await assert.rejects(resume(later), (e: Error) => /chunk 0's optimizer took 2 steps, but meta\.json says the run is at iteration 3/.test(e.message));
     const otherSum = variant((d) => editMeta(d, (m) => (m.checksum = '0'.repeat(64))));
     await assert.rejects(resume(otherSum), (e: Error) => /the parameters in the stage files hash to [0-9a-f]{16}, meta\.json says 0{16}/.test(e.message));
     const otherCorpus = variant((d) => editMeta(d, (m) => (m.corpus = 'f'.repeat(64))));
     await assert.rejects(resume(otherCorpus), (e: Error) => /it was trained on another corpus/.test(e.message));
+    // A later checkpoint interrupted before its meta.json leaves this one whole.
+    const interrupted = variant((d) => {
+      fs.writeFileSync(path.join(d, 'stage-0-it4.cbor'), 'half');
+      fs.writeFileSync(path.join(d, 'stage-1-it4.cbor.tmp'), 'hal');
+    });
+    assert.equal((await resume(interrupted)).start_iteration, 2);
+    assert.deepEqual(fs.readdirSync(interrupted).sort(), ['meta.json', 'stage-0-it4.cbor', 'stage-1-it4.cbor'], 'the resumed run wrote its final checkpoint and removed the files meta no longer names');
     const resumed = await resume(dir);
     assert.equal(resumed.start_iteration, 2);
   });
