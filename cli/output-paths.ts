@@ -15,6 +15,14 @@ function writable(dir: string): boolean {
   }
 }
 
+function isLink(p: string): boolean {
+  try {
+    return fs.lstatSync(p).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
 /** The closest existing path at or above `p` (which may not exist yet). */
 function existingAncestor(p: string): string {
   let d = path.resolve(p);
@@ -32,6 +40,8 @@ export function checkOutputFile(file: string, flag: string): void {
   const dir = path.dirname(abs);
   if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new UsageError(`${flag} ${file}: directory ${dir} does not exist`);
   if (!writable(dir)) throw new UsageError(`${flag} ${file}: cannot create files in ${dir}`);
+  // A link whose target does not exist yet is written through; the probe below would meet the link.
+  if (isLink(abs)) return;
   // Permission bits do not tell everything (root cannot create files in /proc): try it.
   try {
     fs.closeSync(fs.openSync(abs, 'wx'));

@@ -19,7 +19,7 @@ const SIM_FLAGS: readonly FlagSpec[] = [
 
 export const SIM_HELP = helpText('sim', 'simulate a pipeline on the virtual clock (same actors, emulated compute)',
   'baton sim [--stages P] [--microbatches M] [--chunks V] [--policy NAME] [--profile NAME|FILE] [--jitter none|compute|paper] ' +
-  '[--jitter-scale X] [--buffer-limit N] [--seed S] [--iterations I] [--compare bf,1f1b,…] [--json]', SIM_FLAGS);
+  '[--jitter-scale X] [--buffer-limit N|depth] [--seed S] [--iterations I] [--compare bf,1f1b,…] [--json]', SIM_FLAGS);
 
 export async function simulate(cfg: JobConfig): Promise<JobResult> {
   return runJob(cfg, { clock: 'virtual' });

@@ -172,6 +172,19 @@ describe('the baton command', function () {
     assert.equal(code, 0);
   });
 
+  it('writes --trace through a link to a file that does not exist yet', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-link-'));
+    try {
+      const link = path.join(dir, 'trace.json');
+      fs.symlinkSync(path.join(dir, 'target.json'), link);
+      const r = await baton('sim', '--stages', '2', '--microbatches', '2', '--trace', link, '--json');
+      assert.equal(r.code, 0, r.err);
+      assert.ok(fs.statSync(path.join(dir, 'target.json')).size > 0);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('exits with status 1 when --nats names a listener that never speaks NATS (nats.js leaves that socket open)', async function () {
     this.timeout(30000);
     const silent = net.createServer(() => {});
