@@ -189,7 +189,8 @@ interface WasmModuleLike {
 }
 
 let allocationLimit = 0;
-let guarded: { wasm: WasmModuleLike; malloc: (bytes: number) => number } | null = null;
+/** The module whose malloc is wrapped. */
+let guarded: WasmModuleLike | null = null;
 
 /**
  * Wraps the initialized wasm backend's malloc so no tensor allocation passes `limitBytes`
@@ -200,12 +201,12 @@ export function installWasmAllocationGuard(limitBytes: number = allocationLimit 
   const wasm = (tf.findBackend('wasm') as unknown as { wasm?: WasmModuleLike } | null)?.wasm;
   if (!wasm || typeof wasm._malloc !== 'function' || typeof wasm._free !== 'function') throw new Error('tfjs-fixes: the wasm backend is not initialized (no _malloc to guard)');
   // A backend that was removed and made again has a module of its own.
-  if (guarded?.wasm === wasm) return;
+  if (guarded === wasm) return;
   // Emscripten binds _malloc lazily: its first call replaces Module._malloc with the raw
   // export, which would replace this wrapper too. Make that first call now.
   wasm._free(wasm._malloc(8));
   const malloc = wasm._malloc.bind(wasm);
-  guarded = { wasm, malloc: wasm._malloc };
+  guarded = wasm;
   wasm._malloc = (bytes: number): number => {
     const live = liveBytes();
     if (bytes > 0 && live + bytes > allocationLimit) throw new WasmHeapError(`allocating a tensor of ${bytes} bytes`, live + bytes, allocationLimit);
@@ -239,13 +240,6 @@ export function installWasmFixes(): void {
     replace({ kernelName: 'UnsortedSegmentSum', backendName: 'wasm', kernelFunc: unsortedSegmentSum as unknown as tf.KernelFunc });
     originals.set('UnsortedSegmentSum', { kernelName: 'UnsortedSegmentSum', backendName: 'wasm', kernelFunc: unsortedSegmentSum as unknown as tf.KernelFunc });
   }
-}
-
-/** Restores the wasm backend's own malloc. */
-export function removeWasmAllocationGuard(): void {
-  if (!guarded) return;
-  guarded.wasm._malloc = guarded.malloc;
-  guarded = null;
 }
 
 /** Restores the original wasm kernels (for before/after measurements). */

@@ -114,8 +114,8 @@ export function inflightBound(policy: HintPolicy<any>, shape: PipelineShape, sta
   const ready = new Map<string, Task>();
   for (let j = 0; j < shape.microbatches; j++) for (let c = 0; c < shape.chunks; c++) ready.set(key(task('F', j, c)), task('F', j, c));
   const ran = new Set<string>();
-  let lists: { F: Task[]; B: Task[]; W: Task[] } | null = null;
-  const kindLists = () => (lists ??= readyViewOf(ready.values()) as unknown as { F: Task[]; B: Task[]; W: Task[] });
+  let lists: ReadyView | null = null;
+  const kindLists = (): ReadyView => (lists ??= readyViewOf(ready.values()));
   const view: ReadyView = {
     get F() { return kindLists().F; },
     get B() { return kindLists().B; },

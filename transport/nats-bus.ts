@@ -207,8 +207,7 @@ export class NatsBus implements Bus {
         if (s.type === 'disconnect') {
           this.disconnects++;
           this.drop(new NatsBusError(`lost the connection to NATS at ${this.url}`));
-        }
-        else if (s.type === 'error') { this.transportErrors++; this.report(s.error, ''); }
+        } else if (s.type === 'error') { this.transportErrors++; this.report(s.error, ''); }
       }
     } catch {
       // The status iterator ends with the connection; nothing to report.
