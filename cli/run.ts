@@ -18,7 +18,7 @@ import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { formatTable } from './table';
 import { warnRejects } from './rejects';
 import { claimJob } from '../actors/job-claim';
-import { checkTraceOutputs, writeTraceFiles } from './trace-output';
+import { checkTraceOutputs, writeComparedTraceFiles } from './trace-output';
 
 const RUN_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
@@ -27,8 +27,8 @@ const RUN_FLAGS: readonly FlagSpec[] = [
   { name: 'processes', type: 'string', help: 'per-stage: one OS process per stage; single: all stages in this process', choices: ['per-stage', 'single'], default: 'per-stage' },
   { name: 'nodes', type: 'list', metavar: 'N1,N2,…', help: 'use running node agents (baton node) instead of spawning them; stages are dealt in contiguous blocks' },
   { name: 'compare', type: 'list', metavar: 'P1,P2,…', help: 'run the same seed under each policy and compare (speedup over the first)' },
-  { name: 'trace', type: 'string', metavar: 'FILE.json', help: 'write a Chrome trace (Perfetto) of the run (with --compare: of the first policy)' },
-  { name: 'gantt', type: 'string', metavar: 'FILE.svg', help: 'draw the pipeline Gantt chart (with --compare: of the first policy)' },
+  { name: 'trace', type: 'string', metavar: 'FILE.json', help: 'write a Chrome trace (Perfetto) of the run (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.json)' },
+  { name: 'gantt', type: 'string', metavar: 'FILE.svg', help: 'draw the pipeline Gantt chart (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.svg)' },
   { name: 'warmup-iterations', type: 'int', metavar: 'W', help: 'iterations run first and left out of the statistics (JIT, connections)', default: 1 },
   { name: 'stall-timeout', type: 'int', metavar: 'MS', help: 'end with a deadlock error after this long without progress', default: 30000 },
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },
@@ -206,13 +206,13 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     out(JSON.stringify({ ...cfg, ...setup }, null, 2));
     return 0;
   }
-  checkTraceOutputs('run', flags.trace as string | undefined, flags.gantt as string | undefined);
   const policies = (flags.compare as string[] | undefined) ?? [cfg.policy];
+  checkTraceOutputs('run', flags.trace as string | undefined, flags.gantt as string | undefined, policies);
   // Every policy of a comparison is checked before the first one runs.
   for (const policy of policies) checkJob({ ...cfg, policy }, { profileHere: !setup.nodes });
   const outcomes: RunOutcome[] = [];
   for (const policy of policies) outcomes.push(await runOnce({ ...cfg, policy, job: policies.length > 1 ? `${cfg.job}-${outcomes.length}` : cfg.job }, setup));
-  const written = writeTraceFiles(outcomes[0].result, flags.trace as string | undefined, flags.gantt as string | undefined);
+  const written = writeComparedTraceFiles(outcomes.map((o) => o.result), flags.trace as string | undefined, flags.gantt as string | undefined);
   for (const o of outcomes) warnRejects('run', o.result);
   const rows = outcomes.map(summary);
   if (flags.json) {

@@ -5,13 +5,13 @@ import { JobConfig } from '../actors/config';
 import { FlagSpec, helpText, parseFlags } from './args';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { formatTable } from './table';
-import { checkTraceOutputs, writeTraceFiles } from './trace-output';
+import { checkTraceOutputs, writeComparedTraceFiles, writeTraceFiles } from './trace-output';
 
 const SIM_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
   { name: 'compare', type: 'list', metavar: 'P1,P2,…', help: 'run the same seed under each policy and compare (speedup over the first)' },
-  { name: 'trace', type: 'string', metavar: 'FILE.json', help: 'write a Chrome trace (Perfetto) of the run (with --compare: of the first policy)' },
-  { name: 'gantt', type: 'string', metavar: 'FILE.svg', help: 'draw the pipeline Gantt chart (with --compare: of the first policy)' },
+  { name: 'trace', type: 'string', metavar: 'FILE.json', help: 'write a Chrome trace (Perfetto) of the run (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.json)' },
+  { name: 'gantt', type: 'string', metavar: 'FILE.svg', help: 'draw the pipeline Gantt chart (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.svg)' },
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },
   { name: 'print-config', type: 'bool', help: 'print the resolved config and exit' },
   { name: 'help', type: 'bool', help: 'show this help' },
@@ -44,8 +44,8 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
     out(JSON.stringify(cfg, null, 2));
     return 0;
   }
-  checkTraceOutputs('sim', flags.trace as string | undefined, flags.gantt as string | undefined);
   const compare = flags.compare as string[] | undefined;
+  checkTraceOutputs('sim', flags.trace as string | undefined, flags.gantt as string | undefined, compare);
   if (!compare) {
     const r = await simulate(cfg);
     const written = writeTraceFiles(r, flags.trace as string | undefined, flags.gantt as string | undefined);
@@ -59,7 +59,7 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
   }
   const results: JobResult[] = [];
   for (const policy of compare) results.push(await simulate({ ...cfg, policy }));
-  const written = writeTraceFiles(results[0], flags.trace as string | undefined, flags.gantt as string | undefined);
+  const written = writeComparedTraceFiles(results, flags.trace as string | undefined, flags.gantt as string | undefined);
   const rows = compareRows(results);
   out(flags.json ? JSON.stringify(rows) : formatTable(
     ['policy', 'makespan ms', `speedup vs ${rows[0].policy}`, 'efficiency', 'bubble', 'max peak in-flight'],

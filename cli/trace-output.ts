@@ -1,15 +1,42 @@
 // Writing a run's trace file and Gantt chart (cli/trace/ does the formatting).
 
 import * as fs from 'fs';
+import * as path from 'path';
 import { JobResult, summarize } from '../actors/job';
 import { toChromeTrace, writeChromeTrace } from './trace/chrome';
 import { ganttSvg } from './trace/gantt';
 import { checkOutputFile } from './output-paths';
 
-/** Refuse, before the run, a --trace or --gantt path that could not be written after it. */
-export function checkTraceOutputs(command: string, traceFile?: string, ganttFile?: string): void {
-  if (traceFile) checkOutputFile(traceFile, `${command}: --trace`);
-  if (ganttFile) checkOutputFile(ganttFile, `${command}: --gantt`);
+/**
+ * Where a comparison writes each policy's file: the first policy's at `file`, every other's
+ * with its name before the extension (out/t.json → out/t.bf.json; characters a file name
+ * should not hold become _, and a name already taken gets its position too).
+ */
+export function comparedPaths(file: string, policies: readonly string[]): string[] {
+  const ext = path.extname(file);
+  const stem = file.slice(0, file.length - ext.length);
+  const used = new Set([path.resolve(file)]);
+  return policies.map((policy, i) => {
+    if (i === 0) return file;
+    let p = `${stem}.${policy.replace(/[^A-Za-z0-9_-]+/g, '_')}${ext}`;
+    if (used.has(path.resolve(p))) p = `${stem}.${i}${ext}`;
+    used.add(path.resolve(p));
+    return p;
+  });
+}
+
+/** Refuse, before the run, a --trace or --gantt path (of any compared policy) that could not be written after it. */
+export function checkTraceOutputs(command: string, traceFile: string | undefined, ganttFile: string | undefined, policies: readonly string[] = ['']): void {
+  if (traceFile) for (const f of comparedPaths(traceFile, policies)) checkOutputFile(f, `${command}: --trace`);
+  if (ganttFile) for (const f of comparedPaths(ganttFile, policies)) checkOutputFile(f, `${command}: --gantt`);
+}
+
+/** Every compared run's trace and chart (comparedPaths says where); the files written, in order. */
+export function writeComparedTraceFiles(results: readonly JobResult[], traceFile?: string, ganttFile?: string): string[] {
+  const policies = results.map((r) => r.config.policy);
+  const traces = traceFile ? comparedPaths(traceFile, policies) : [];
+  const gantts = ganttFile ? comparedPaths(ganttFile, policies) : [];
+  return results.flatMap((r, i) => writeTraceFiles(r, traces[i], gantts[i]));
 }
 
 /** The trace and the chart show the measured iterations, as the statistics do (warm-up left out). */

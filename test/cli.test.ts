@@ -6,6 +6,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { main } from '../cli/main';
 import { tapLine } from '../cli/tap';
+import { comparedPaths } from '../cli/trace-output';
 import { encodeValue } from '../transport/codec';
 
 /** Runs `baton argv` in a fresh Node process; true when it loaded @tensorflow/tfjs. */
@@ -170,6 +171,21 @@ describe('the baton command', function () {
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     assert.equal(err, '');
     assert.equal(code, 0);
+  });
+
+  it('writes one trace and one chart per compared policy, the first at the given paths', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-compare-'));
+    try {
+      const r = await baton('sim', '--stages', '2', '--microbatches', '4', '--compare', 'bf,1f1b,hint:1f1b', '--trace', path.join(dir, 't.json'), '--gantt', path.join(dir, 'g.svg'));
+      assert.equal(r.code, 0, r.err);
+      assert.deepEqual(fs.readdirSync(dir).sort(), ['g.1f1b.svg', 'g.hint_1f1b.svg', 'g.svg', 't.1f1b.json', 't.hint_1f1b.json', 't.json']);
+      const policyOf = (f: string) => (JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as { metadata: { config: { policy: string } } }).metadata.config.policy;
+      assert.deepEqual(['t.json', 't.1f1b.json', 't.hint_1f1b.json'].map(policyOf), ['bf', '1f1b', 'hint:1f1b']);
+      assert.match(r.out, /wrote .*t\.hint_1f1b\.json/);
+      assert.deepEqual(comparedPaths('o/t.json', ['bf', 'a:b', 'a_b', 'bf']), ['o/t.json', 'o/t.a_b.json', 'o/t.2.json', 'o/t.bf.json']);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('writes --trace through a link to a file that does not exist yet', async () => {
