@@ -158,46 +158,40 @@ describe('simulation on the virtual clock (the real actors)', function () {
     assert.doesNotMatch(describeDeadlock([status], 5), /waiting for ;|waiting for $/m);
   });
 
-  it('ends a deadlock with an error naming the stuck stage, its buffers and what it waits for', async () => {
+  /** Runs `use` with the path of a user policy module named `name` whose choose is `choose` (JS source). */
+  async function withPolicyModule(name: string, choose: string, use: (file: string) => Promise<void>): Promise<void> {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-policy-'));
-    const file = path.join(dir, 'stubborn.js');
-    // A user policy that refuses backward tasks at stage 1: the pipeline cannot finish.
+    const file = path.join(dir, `${name}.js`);
     fs.writeFileSync(file, `
       module.exports.policy = {
-        name: 'stubborn', binding: false, splitBackward: false,
+        name: '${name}', binding: false, splitBackward: false,
         check() {}, start() { return null; },
-        choose(ready, memo, ctx) { return ctx.stage === 1 ? (ready.F[0] || null) : (ready.B[0] || ready.F[0] || null); },
+        ${choose},
         advance(memo) { return memo; },
       };`);
     try {
-      await assert.rejects(sim({ stages: 3, microbatches: 4, policy: file }), (e: unknown) => {
+      await use(file);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  it('ends a deadlock with an error naming the stuck stage, its buffers and what it waits for', async () => {
+    // A user policy that refuses backward tasks at stage 1: the pipeline cannot finish.
+    await withPolicyModule('stubborn', 'choose(ready, memo, ctx) { return ctx.stage === 1 ? (ready.F[0] || null) : (ready.B[0] || ready.F[0] || null); }', (file) =>
+      assert.rejects(sim({ stages: 3, microbatches: 4, policy: file }), (e: unknown) => {
         assert.ok(e instanceof DeadlockError, String(e));
         assert.match(e.message, /stage 1, iteration 0: idle with 4 tasks left/);
         assert.match(e.message, /backward-ready=\[B0 B1 B2 B3\]/);
         assert.ok(e.timeline.length > 0);
         return true;
-      });
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+      }));
   });
 
   it('fails, naming the policy, when it picks a task that is not ready (not a deadlock)', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-policy-'));
-    const file = path.join(dir, 'wild.js');
-    fs.writeFileSync(file, `
-      module.exports.policy = {
-        name: 'wild', binding: false, splitBackward: false,
-        check() {}, start() { return null; },
-        choose() { return { kind: 'F', mb: 999, chunk: 0 }; },
-        advance(memo) { return memo; },
-      };`);
-    try {
-      await assert.rejects(sim({ stages: 2, microbatches: 2, policy: file }),
-        (e: Error) => e.name === 'JobError' && /actor stage-0 failed: stage 0: policy wild picked F999, which is not ready/.test(e.message));
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+    await withPolicyModule('wild', "choose() { return { kind: 'F', mb: 999, chunk: 0 }; }", (file) =>
+      assert.rejects(sim({ stages: 2, microbatches: 2, policy: file }),
+        (e: Error) => e.name === 'JobError' && /actor stage-0 failed: stage 0: policy wild picked F999, which is not ready/.test(e.message)));
   });
 
   it('finds dependency violations in a doctored trace', async () => {
