@@ -121,12 +121,7 @@ export function checkFiles(dir: string, meta: CheckpointMeta, o: { corpus: strin
   for (let s = 0; s < meta.stages; s++) {
     const file = stagePath(dir, s, meta.nextIteration);
     const name = path.basename(file);
-    let bytes: Buffer;
-    try {
-      bytes = fs.readFileSync(file);
-    } catch (err) {
-      throw new CheckpointError(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
-    }
+    const bytes = readStageFile(file);
     if (meta.files[name] !== sha256(bytes)) throw new CheckpointError(`${file} is not the file meta.json was written with (its sha256 differs): an interrupted write, or a file from another checkpoint`);
     const snap = decodeSnapshot(bytes, file);
     for (const [i, st] of snap.optimizer.entries()) {
@@ -166,11 +161,13 @@ function decodeSnapshot(bytes: Uint8Array, file: string): StageSnapshot {
 export function resumeSnapshot(t: TrainConfig, stage: number): StageSnapshot | undefined {
   if (t.startIteration === 0 || !t.checkpoint) return undefined;
   const file = stagePath(t.checkpoint, stage, t.startIteration);
-  let bytes: Buffer;
+  return decodeSnapshot(readStageFile(file), file);
+}
+
+function readStageFile(file: string): Buffer {
   try {
-    bytes = fs.readFileSync(file);
+    return fs.readFileSync(file);
   } catch (err) {
     throw new CheckpointError(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
   }
-  return decodeSnapshot(bytes, file);
 }
