@@ -12,6 +12,9 @@
 // 0's first task, the fill (last stage's first start over (P−1)F), the last stage's
 // summed overruns over M(F+B), the drain (stage 0's last end over the last stage's last
 // end plus (P−1)B), and stage 0's last end to the coordinator's last report.
+// And, in the same rounds, the floor: the same pipeline with no Baton code in it
+// (bench/bare-pipeline.ts), whose overhead is the machine's; what Baton takes over it
+// (paired per round) is Baton's own.
 
 import { spawnSync } from 'child_process';
 import { childJson } from './child-json';
@@ -23,6 +26,7 @@ import { runOnce } from '../cli/run';
 import { loadProfile } from '../models/profile';
 import { benchMain, positiveInt } from './bench-cli';
 import { UsageError } from '../cli/args';
+import { FLOOR_FLAG } from './bare-pipeline';
 
 export interface OverheadParts { start: number; fill: number; last_stage: number; drain: number; report: number }
 const PARTS: readonly (keyof OverheadParts)[] = ['start', 'fill', 'last_stage', 'drain', 'report'];
@@ -70,6 +74,12 @@ function measureInChild(P: number, M: number, realtime: boolean): Promise<Measur
   return childJson(cmd, args, `measurement P=${P}${realtime ? ' under chrt -r 1' : ''}`) as Promise<Measurement>;
 }
 
+/** One measurement of the no-Baton floor, in its own process tree. */
+function measureFloorInChild(P: number, M: number): Promise<{ makespan_ms: number }> {
+  const { F, B } = uniformCosts();
+  return childJson(process.execPath, [require.resolve('./bare-pipeline'), FLOOR_FLAG, String(P), String(M), String(F), String(B)], `floor measurement P=${P}`) as Promise<{ makespan_ms: number }>;
+}
+
 /** True when this process may start children in the real-time class. */
 export function realtimeAllowed(): boolean {
   const r = spawnSync('chrt', ['-r', '1', 'true'], { stdio: 'ignore' });
@@ -84,12 +94,13 @@ export async function benchRunOverhead(o: { stages?: number[]; rounds?: number; 
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds must be a positive integer, got ${rounds}`);
   if (!Number.isInteger(M) || M < 1) throw new Error(`--microbatches must be a positive integer, got ${M}`);
   const realtime = o.realtime !== false && realtimeAllowed();
-  const runs: Record<string, { normal: Measurement[]; realtime: Measurement[] }> = {};
-  for (const P of stages) runs[P] = { normal: [], realtime: [] };
+  const runs: Record<string, { normal: Measurement[]; realtime: Measurement[]; floor: number[] }> = {};
+  for (const P of stages) runs[P] = { normal: [], realtime: [], floor: [] };
   for (let r = 0; r < rounds; r++) {
     for (const P of stages) {
       runs[P].normal.push(await measureInChild(P, M, false));
       if (realtime) runs[P].realtime.push(await measureInChild(P, M, true));
+      runs[P].floor.push((await measureFloorInChild(P, M)).makespan_ms);
     }
   }
   const summarize = (ms: Measurement[]) => ms.length === 0 ? null : {
@@ -100,16 +111,25 @@ export async function benchRunOverhead(o: { stages?: number[]; rounds?: number; 
   };
   return {
     microbatches: M, rounds, realtime_measured: realtime,
-    stages: stages.map((P) => ({ stages: P, ideal_ms: runs[P].normal[0].ideal_ms, normal: summarize(runs[P].normal)!, realtime: summarize(runs[P].realtime) })),
+    stages: stages.map((P) => {
+      const ideal = runs[P].normal[0].ideal_ms;
+      const floor = runs[P].floor;
+      return {
+        stages: P, ideal_ms: ideal, normal: summarize(runs[P].normal)!, realtime: summarize(runs[P].realtime),
+        floor: { makespans_ms: floor, median_ms: median(floor), median_overhead: median(floor.map((m) => m / ideal - 1)) },
+        over_floor_ms: median(runs[P].normal.map((m, i) => m.makespan_ms - floor[i])),
+      };
+    }),
   };
 }
 
 export function formatRunOverhead(r: Awaited<ReturnType<typeof benchRunOverhead>>): string {
   const pct = (x: number) => `${x >= 0 ? '+' : ''}${(100 * x).toFixed(1)}%`;
   const rows = r.stages.map((s) => [String(s.stages), s.ideal_ms.toFixed(0), s.normal.median_ms.toFixed(1), pct(s.normal.median_overhead),
-    ...(r.realtime_measured ? [s.realtime!.median_ms.toFixed(1), pct(s.realtime!.median_overhead)] : [])]);
-  const table = formatTable(['P', 'ideal ms', 'makespan ms', 'overhead', ...(r.realtime_measured ? ['chrt -r 1 ms', 'overhead'] : [])], rows,
-    `uniform F=10 B=20, no jitter, bf, M=${r.microbatches}, one process per stage over NATS; medians of ${r.rounds} rounds${r.realtime_measured ? ', default and real-time class alternating' : ' (real-time class not permitted here, or --no-realtime)'}`);
+    ...(r.realtime_measured ? [s.realtime!.median_ms.toFixed(1), pct(s.realtime!.median_overhead)] : []),
+    s.floor.median_ms.toFixed(1), pct(s.floor.median_overhead), `${s.over_floor_ms >= 0 ? '+' : ''}${s.over_floor_ms.toFixed(1)}`]);
+  const table = formatTable(['P', 'ideal ms', 'makespan ms', 'overhead', ...(r.realtime_measured ? ['chrt -r 1 ms', 'overhead'] : []), 'no-Baton floor ms', 'overhead', 'Baton - floor ms'], rows,
+    `uniform F=10 B=20, no jitter, bf, M=${r.microbatches}, one process per stage over NATS; medians of ${r.rounds} rounds${r.realtime_measured ? ', default and real-time class alternating' : ' (real-time class not permitted here, or --no-realtime)'}; the floor is the same pipeline on raw nats.js with no Baton code (default class), Baton - floor is the median paired difference`);
   const split = formatTable(['P', 'class', ...PARTS.map((k) => `${k.replace('_', ' ')} ms`)],
     r.stages.flatMap((s) => [['default', s.normal], ...(s.realtime ? [['chrt -r 1', s.realtime] as const] : [])].map(([name, x]) =>
       [String(s.stages), name as string, ...PARTS.map((k) => (x as NonNullable<typeof s.realtime>).parts_ms[k].toFixed(1))])),
@@ -125,7 +145,7 @@ if (require.main === module) {
       process.exitCode = 1;
     });
   } else {
-    benchMain('overhead', "the runtime's overhead on the real clock against (M+P-1)(F+B), default and real-time scheduling class side by side, split along the critical path", [
+    benchMain('overhead', "the runtime's overhead on the real clock against (M+P-1)(F+B), default and real-time scheduling class side by side, split along the critical path, and the same pipeline with no Baton code in it (the machine's floor)", [
       { name: 'stages', type: 'list', metavar: 'P,…', help: 'pipeline depths', default: '2,4,8' },
       { name: 'rounds', type: 'int', metavar: 'R', help: 'rounds (medians are reported)', default: 5 },
       { name: 'microbatches', type: 'int', metavar: 'M', help: 'microbatches per iteration', default: 32 },

@@ -3,6 +3,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { criticalPathSplit } from '../bench/run-overhead';
+import { bareMakespans } from '../bench/bare-pipeline';
 import { resolveConfig } from '../actors/config';
 import { runJob } from '../actors/job';
 import { builtinProfilePath } from '../models/profile';
@@ -33,5 +34,22 @@ describe('the overhead benchmark\'s critical-path split', () => {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('the overhead benchmark\'s no-Baton floor', function () {
+  this.timeout(60000);
+
+  it('runs every task of every iteration in dependency order: no makespan below (M+P-1)(F+B)', async () => {
+    const P = 3;
+    const M = 4;
+    const makespans = await bareMakespans({ P, M, F: 5, B: 10, iterations: 2, warmup: 1 });
+    assert.equal(makespans.length, 2);
+    for (const m of makespans) assert.ok(m >= (M + P - 1) * 15, `makespan ${m} ms is below the ideal ${(M + P - 1) * 15} ms`);
+  });
+
+  it('refuses a shape it cannot run', async () => {
+    await assert.rejects(bareMakespans({ P: 0, M: 4, F: 5, B: 10, iterations: 1, warmup: 0 }), /P must be a positive integer/);
+    await assert.rejects(bareMakespans({ P: 2, M: 4, F: Number.NaN, B: 10, iterations: 1, warmup: 0 }), /F must be a finite number/);
   });
 });
