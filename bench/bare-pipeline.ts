@@ -1,11 +1,14 @@
 // The floor of the overhead bench: the same pipeline with no Baton code in it. P stage
-// processes on raw nats.js (no actors, codec, sender/receiver mailboxes, events or trace
-// stream; each message is 12 raw bytes), each holding its stage for F or B with the same
-// real-clock timer as Baton's emulated compute and picking the moment it is free a ready
-// B before a ready F (bf, unbounded buffers). A coordinator in this process starts each
-// iteration (a start message to every stage; stage 0 then has all M forwards ready) and
-// ends it when every stage has reported, as Baton's does. What Baton adds over this is
-// its own overhead; what this takes over (M+P−1)(F+B) is the machine's.
+// processes on raw nats.js through one nats-server (no actors, codec, sender/receiver
+// mailboxes, events or trace stream; each message is 12 raw bytes), each holding its
+// stage for F or B with the same real-clock timer as Baton's emulated compute and, the
+// moment it is free, running a ready task in bf order (phase B: a ready B before a
+// ready F; running a B moves to phase F and an F back to B; the lowest microbatch
+// first; unbounded buffers). A coordinator in the calling process starts each
+// iteration as Baton's does (stage 0's start and first microbatch, then the other
+// starts, then the other microbatches) and ends it when every stage has reported. So
+// this is the floor of the design (Node's event loop, nats.js through one nats-server,
+// the timer), and what Baton takes over it is Baton's own.
 
 import { spawn, ChildProcess } from 'child_process';
 import { connect } from '@nats-io/transport-node';
@@ -23,6 +26,8 @@ const GRADIENT = 2;
 const REPORT = 3;
 const READY = 4;
 
+interface Msg { kind: number; iteration: number; value: number }
+
 function message(kind: number, iteration: number, value: number): Uint8Array {
   const b = new Uint8Array(12);
   const v = new DataView(b.buffer);
@@ -32,7 +37,7 @@ function message(kind: number, iteration: number, value: number): Uint8Array {
   return b;
 }
 
-function parse(data: Uint8Array): { kind: number; iteration: number; value: number } | null {
+function parse(data: Uint8Array): Msg | null {
   if (data.byteLength !== 12) return null;
   const v = new DataView(data.buffer, data.byteOffset, 12);
   return { kind: v.getUint32(0), iteration: v.getUint32(4), value: v.getUint32(8) };
@@ -43,28 +48,45 @@ const reportSubject = (job: string) => `bare.${job}.report`;
 
 interface BareStage { P: number; M: number; F: number; B: number; stage: number; job: string; url: string }
 
+/** A task a floor stage ran: iteration, kind, microbatch, start and end (monotonic ms). */
+export interface BareTask { stage: number; iteration: number; kind: 'F' | 'B'; mb: number; start: number; end: number }
+
+/** Removes and returns the lowest microbatch of a ready list (Baton's canonical order). */
+function takeLowest(ready: number[]): number | undefined {
+  if (ready.length === 0) return undefined;
+  let at = 0;
+  for (let i = 1; i < ready.length; i++) if (ready[i] < ready[at]) at = i;
+  return ready.splice(at, 1)[0];
+}
+
 /** One stage process: bf over ready buffers, the same timer as Baton's real clock. */
 async function runStage(o: BareStage): Promise<void> {
   const nc = await connect({ servers: o.url, name: `bare-${o.stage}` });
   const clock = new RealClock();
+  const log: [number, 'F' | 'B', number, number, number][] = [];
   let iteration = -1;
   let readyF: number[] = [];
   let readyB: number[] = [];
-  let early: { kind: number; iteration: number; value: number }[] = [];
+  let early: Msg[] = [];
+  let phase: 'B' | 'F' = 'B';
   let busy = false;
   let finished = 0;
   const pick = (): void => {
     if (busy) return;
-    const b = readyB.shift();
-    if (b !== undefined) return run('B', b);
-    const f = readyF.shift();
-    if (f !== undefined) run('F', f);
+    const order = phase === 'B' ? [readyB, readyF] : [readyF, readyB];
+    for (const list of order) {
+      const mb = takeLowest(list);
+      if (mb !== undefined) return run(list === readyB ? 'B' : 'F', mb);
+    }
   };
   const run = (kind: 'F' | 'B', mb: number): void => {
     busy = true;
+    phase = kind === 'B' ? 'F' : 'B';
     const it = iteration;
+    const start = monotonicNow();
     clock.setTimer(kind === 'F' ? o.F : o.B, () => {
       busy = false;
+      log.push([it, kind, mb, start, monotonicNow()]);
       if (kind === 'F') {
         if (o.stage < o.P - 1) nc.publish(stageSubject(o.job, o.stage + 1), message(ACTIVATION, it, mb));
         else readyB.push(mb);
@@ -73,11 +95,12 @@ async function runStage(o: BareStage): Promise<void> {
       pick();
     });
   };
-  const take = (m: { kind: number; iteration: number; value: number }): void => {
+  const take = (m: Msg): void => {
     if (m.kind === START) {
       iteration = m.iteration;
       finished = 0;
-      readyF = o.stage === 0 ? Array.from({ length: o.M }, (_, i) => i) : [];
+      phase = 'B';
+      readyF = [];
       readyB = [];
       const held = early.filter((e) => e.iteration === iteration);
       early = early.filter((e) => e.iteration > iteration);
@@ -85,8 +108,8 @@ async function runStage(o: BareStage): Promise<void> {
     } else if (m.iteration !== iteration) {
       if (m.iteration > iteration) early.push(m);
       return;
-    } else if (m.kind === ACTIVATION) readyF.push(m.value);
-    else if (m.kind === GRADIENT) readyB.push(m.value);
+    } else if (m.kind === ACTIVATION && m.value < o.M) readyF.push(m.value);
+    else if (m.kind === GRADIENT && m.value < o.M) readyB.push(m.value);
     pick();
   };
   nc.subscribe(stageSubject(o.job, o.stage), {
@@ -99,17 +122,21 @@ async function runStage(o: BareStage): Promise<void> {
   await nc.flush();
   nc.publish(reportSubject(o.job), message(READY, 0, o.stage));
   await nc.flush();
-  // The parent ends this process by closing stdin.
+  // The parent ends this process by closing stdin; the task log goes out on stdout.
   process.stdin.resume();
-  process.stdin.on('end', () => void nc.close().then(() => process.exit(0)));
+  process.stdin.on('end', () => {
+    process.stdout.write(JSON.stringify(log), () => void nc.close().then(() => process.exit(0)));
+  });
 }
 
+/** Resolves once every stage has sent `kind` for `iteration`; `cancel` drops the wait. */
 function waitFor(nc: NatsConnection, job: string, kind: number, iteration: number, count: number, timeoutMs: number): { done: Promise<void>; cancel: () => void } {
   const seen = new Set<number>();
   let resolve: () => void = () => {};
   let reject: (e: Error) => void = () => {};
   const done = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
-  const timer = setTimeout(() => reject(new Error(`bare pipeline: ${seen.size} of ${count} stages answered within ${timeoutMs} ms`)), timeoutMs);
+  done.catch(() => {});
+  const timer = setTimeout(() => reject(new Error(`${seen.size} of ${count} stages answered within ${timeoutMs} ms`)), timeoutMs);
   const sub = nc.subscribe(reportSubject(job), {
     callback: (err, msg) => {
       const m = err ? null : parse(msg.data);
@@ -125,43 +152,77 @@ function waitFor(nc: NatsConnection, job: string, kind: number, iteration: numbe
   return { done, cancel: () => { clearTimeout(timer); sub.unsubscribe(); } };
 }
 
+export interface BareRun {
+  /** Makespan of each measured iteration, ms: the first start message to the last report. */
+  makespans_ms: number[];
+  /** Every task every stage ran, the warm-up iterations included. */
+  tasks: BareTask[];
+}
+
 /**
- * Makespans (ms) of `iterations` iterations after `warmup` unmeasured ones, for a bare
- * P-stage pipeline in P child processes over a nats-server of its own.
+ * Runs `warmup` unmeasured and then `iterations` measured iterations of a bare P-stage
+ * pipeline in P child processes over a nats-server of its own.
  */
-export async function bareMakespans(o: { P: number; M: number; F: number; B: number; iterations: number; warmup: number }): Promise<number[]> {
-  for (const k of ['P', 'M', 'iterations'] as const) if (!(Number.isSafeInteger(o[k]) && o[k] >= 1)) throw new Error(`bare pipeline: ${k} must be a positive integer, got ${o[k]}`);
-  if (!(Number.isSafeInteger(o.warmup) && o.warmup >= 0)) throw new Error(`bare pipeline: warmup must be an integer >= 0, got ${o.warmup}`);
-  for (const k of ['F', 'B'] as const) if (!(Number.isFinite(o[k]) && o[k] >= 0)) throw new Error(`bare pipeline: ${k} must be a finite number of ms >= 0, got ${o[k]}`);
+export async function runBarePipeline(o: { P: number; M: number; F: number; B: number; iterations: number; warmup: number }): Promise<BareRun> {
+  for (const k of ['P', 'M', 'iterations'] as const) if (!(Number.isSafeInteger(o[k]) && o[k] >= 1)) throw new Error(`${k} must be a positive integer, got ${o[k]}`);
+  if (!(Number.isSafeInteger(o.warmup) && o.warmup >= 0)) throw new Error(`warmup must be an integer >= 0, got ${o.warmup}`);
+  for (const k of ['F', 'B'] as const) if (!(Number.isFinite(o[k]) && o[k] >= 0)) throw new Error(`${k} must be a finite number of ms >= 0, got ${o[k]}`);
   const server = await startNatsServer();
   const job = `b${process.pid}`;
   const children: ChildProcess[] = [];
+  const outputs: string[] = [];
+  let stopping = false;
+  let died: (e: Error) => void = () => {};
+  const death = new Promise<never>((_, reject) => (died = reject));
+  death.catch(() => {});
+  const untilDeath = <T>(p: Promise<T>) => Promise.race([p, death]);
+  const waits: { cancel: () => void }[] = [];
   let nc: NatsConnection | null = null;
   try {
     nc = await connect({ servers: server.url, name: 'bare-coordinator' });
     const ready = waitFor(nc, job, READY, 0, o.P, 20000);
+    waits.push(ready);
     await nc.flush();
     for (let s = 0; s < o.P; s++) {
-      const child = spawn(process.execPath, [__filename, STAGE_FLAG, JSON.stringify({ ...o, stage: s, job, url: server.url })], { stdio: ['pipe', 'ignore', 'inherit'] });
+      const child = spawn(process.execPath, [__filename, STAGE_FLAG, JSON.stringify({ ...o, stage: s, job, url: server.url })], { stdio: ['pipe', 'pipe', 'inherit'] });
+      outputs.push('');
+      child.stdout?.on('data', (d: Buffer) => (outputs[s] += d.toString()));
+      child.once('exit', (code, signal) => {
+        if (!stopping) died(new Error(`stage ${s} (pid ${child.pid}) ended during the run (${signal ? `signal ${signal}` : `exit code ${code}`})`));
+      });
       children.push(child);
     }
-    await ready.done;
+    await untilDeath(ready.done);
     const makespans: number[] = [];
     for (let it = 0; it < o.warmup + o.iterations; it++) {
       const reports = waitFor(nc, job, REPORT, it, o.P, 60000);
+      waits.push(reports);
       await nc.flush();
       const t0 = monotonicNow();
-      for (let s = 0; s < o.P; s++) nc.publish(stageSubject(job, s), message(START, it, 0));
-      await reports.done;
+      nc.publish(stageSubject(job, 0), message(START, it, 0));
+      nc.publish(stageSubject(job, 0), message(ACTIVATION, it, 0));
+      for (let s = 1; s < o.P; s++) nc.publish(stageSubject(job, s), message(START, it, 0));
+      for (let mb = 1; mb < o.M; mb++) nc.publish(stageSubject(job, 0), message(ACTIVATION, it, mb));
+      await untilDeath(reports.done);
       if (it >= o.warmup) makespans.push(monotonicNow() - t0);
     }
-    return makespans;
-  } finally {
+    stopping = true;
+    const exited = children.map((c) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(null) : c.once('exit', r))));
     for (const c of children) c.stdin?.end();
-    await Promise.all(children.map((c) => c.exitCode !== null || c.signalCode !== null ? null : new Promise((r) => {
+    await Promise.all(exited);
+    const tasks = outputs.flatMap((out, stage) => (JSON.parse(out) as [number, 'F' | 'B', number, number, number][])
+      .map(([iteration, kind, mb, start, end]) => ({ stage, iteration, kind, mb, start, end })));
+    return { makespans_ms: makespans, tasks };
+  } finally {
+    stopping = true;
+    for (const w of waits) w.cancel();
+    for (const c of children) {
+      if (c.exitCode !== null || c.signalCode !== null) continue;
+      c.stdin?.end();
       const kill = setTimeout(() => c.kill('SIGKILL'), 5000);
-      c.once('exit', () => { clearTimeout(kill); r(null); });
-    })));
+      await new Promise((r) => c.once('exit', r));
+      clearTimeout(kill);
+    }
     await nc?.close();
     await server.stop();
   }
@@ -177,8 +238,8 @@ if (require.main === module) {
   else if (flag === FLOOR_FLAG) {
     const [P, M, F, B] = args.map(Number);
     // As `baton run --iterations 3`: one warm-up iteration, then the mean of three.
-    bareMakespans({ P, M, F, B, iterations: 3, warmup: 1 })
-      .then((ms) => process.stdout.write(JSON.stringify({ makespan_ms: ms.reduce((a, b) => a + b, 0) / ms.length, makespans_ms: ms })))
+    runBarePipeline({ P, M, F, B, iterations: 3, warmup: 1 })
+      .then((r) => process.stdout.write(JSON.stringify({ makespan_ms: r.makespans_ms.reduce((a, b) => a + b, 0) / r.makespans_ms.length, makespans_ms: r.makespans_ms })))
       .catch(fail('bare pipeline'));
   } else fail('bare pipeline')(new Error(`run by the overhead bench (${FLOOR_FLAG} P M F B), not by hand`));
 }

@@ -12,9 +12,10 @@
 // 0's first task, the fill (last stage's first start over (P−1)F), the last stage's
 // summed overruns over M(F+B), the drain (stage 0's last end over the last stage's last
 // end plus (P−1)B), and stage 0's last end to the coordinator's last report.
-// And, in the same rounds, the floor: the same pipeline with no Baton code in it
-// (bench/bare-pipeline.ts), whose overhead is the machine's; what Baton takes over it
-// (paired per round) is Baton's own.
+// And, in the same rounds and in each class, the floor: the same pipeline with no Baton
+// code in it (bench/bare-pipeline.ts: Node, nats.js through one nats-server, the same
+// timer). Its overhead is the floor of that design; what Baton takes over it, paired per
+// round, is Baton's own.
 
 import { spawnSync } from 'child_process';
 import { childJson } from './child-json';
@@ -32,6 +33,7 @@ export interface OverheadParts { start: number; fill: number; last_stage: number
 const PARTS: readonly (keyof OverheadParts)[] = ['start', 'fill', 'last_stage', 'drain', 'report'];
 
 interface Measurement { makespan_ms: number; ideal_ms: number; parts: OverheadParts }
+type Class = 'normal' | 'realtime';
 
 /** Per-task F and B of the uniform profile (read from it, so the bench follows the file). */
 function uniformCosts(): { F: number; B: number } {
@@ -74,10 +76,12 @@ function measureInChild(P: number, M: number, realtime: boolean): Promise<Measur
   return childJson(cmd, args, `measurement P=${P}${realtime ? ' under chrt -r 1' : ''}`) as Promise<Measurement>;
 }
 
-/** One measurement of the no-Baton floor, in its own process tree. */
-function measureFloorInChild(P: number, M: number): Promise<{ makespan_ms: number }> {
+/** One measurement of the no-Baton floor, in its own process tree (all of it in the real-time class if asked). */
+function measureFloorInChild(P: number, M: number, realtime: boolean): Promise<{ makespan_ms: number }> {
   const { F, B } = uniformCosts();
-  return childJson(process.execPath, [require.resolve('./bare-pipeline'), FLOOR_FLAG, String(P), String(M), String(F), String(B)], `floor measurement P=${P}`) as Promise<{ makespan_ms: number }>;
+  const node = [process.execPath, require.resolve('./bare-pipeline'), FLOOR_FLAG, String(P), String(M), String(F), String(B)];
+  const [cmd, ...args] = realtime ? ['chrt', '-r', '1', ...node] : node;
+  return childJson(cmd, args, `floor measurement P=${P}${realtime ? ' under chrt -r 1' : ''}`) as Promise<{ makespan_ms: number }>;
 }
 
 /** True when this process may start children in the real-time class. */
@@ -94,47 +98,56 @@ export async function benchRunOverhead(o: { stages?: number[]; rounds?: number; 
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds must be a positive integer, got ${rounds}`);
   if (!Number.isInteger(M) || M < 1) throw new Error(`--microbatches must be a positive integer, got ${M}`);
   const realtime = o.realtime !== false && realtimeAllowed();
-  const runs: Record<string, { normal: Measurement[]; realtime: Measurement[]; floor: number[] }> = {};
-  for (const P of stages) runs[P] = { normal: [], realtime: [], floor: [] };
+  const classes: readonly Class[] = realtime ? ['normal', 'realtime'] : ['normal'];
+  const runs: Record<string, Record<Class, { baton: Measurement[]; floor: number[] }>> = {};
+  for (const P of stages) runs[P] = { normal: { baton: [], floor: [] }, realtime: { baton: [], floor: [] } };
   for (let r = 0; r < rounds; r++) {
     for (const P of stages) {
-      runs[P].normal.push(await measureInChild(P, M, false));
-      if (realtime) runs[P].realtime.push(await measureInChild(P, M, true));
-      runs[P].floor.push((await measureFloorInChild(P, M)).makespan_ms);
+      // Every round measures each class's Baton run and floor; odd rounds in reverse order,
+      // so a drift over the round does not favour one of them.
+      const steps = classes.flatMap((c) => [
+        async () => runs[P][c].baton.push(await measureInChild(P, M, c === 'realtime')),
+        async () => runs[P][c].floor.push((await measureFloorInChild(P, M, c === 'realtime')).makespan_ms),
+      ]);
+      for (const step of r % 2 === 0 ? steps : [...steps].reverse()) await step();
     }
   }
-  const summarize = (ms: Measurement[]) => ms.length === 0 ? null : {
-    makespans_ms: ms.map((m) => m.makespan_ms),
-    median_ms: median(ms.map((m) => m.makespan_ms)),
-    median_overhead: median(ms.map((m) => m.makespan_ms / m.ideal_ms - 1)),
-    parts_ms: Object.fromEntries(PARTS.map((k) => [k, median(ms.map((m) => m.parts[k]))])) as unknown as OverheadParts,
+  const summarize = (m: { baton: Measurement[]; floor: number[] }) => {
+    if (m.baton.length === 0) return null;
+    const ideal = m.baton[0].ideal_ms;
+    const over = m.baton.map((x, i) => x.makespan_ms - m.floor[i]);
+    return {
+      makespans_ms: m.baton.map((x) => x.makespan_ms),
+      median_ms: median(m.baton.map((x) => x.makespan_ms)),
+      median_overhead: median(m.baton.map((x) => x.makespan_ms / x.ideal_ms - 1)),
+      parts_ms: Object.fromEntries(PARTS.map((k) => [k, median(m.baton.map((x) => x.parts[k]))])) as unknown as OverheadParts,
+      floor: { makespans_ms: m.floor, median_ms: median(m.floor), median_overhead: median(m.floor.map((x) => x / ideal - 1)) },
+      /** Baton's makespan minus the floor's, paired per round: median, least and most. */
+      over_floor_ms: { median: median(over), min: Math.min(...over), max: Math.max(...over) },
+    };
   };
   return {
     microbatches: M, rounds, realtime_measured: realtime,
-    stages: stages.map((P) => {
-      const ideal = runs[P].normal[0].ideal_ms;
-      const floor = runs[P].floor;
-      return {
-        stages: P, ideal_ms: ideal, normal: summarize(runs[P].normal)!, realtime: summarize(runs[P].realtime),
-        floor: { makespans_ms: floor, median_ms: median(floor), median_overhead: median(floor.map((m) => m / ideal - 1)) },
-        over_floor_ms: median(runs[P].normal.map((m, i) => m.makespan_ms - floor[i])),
-      };
-    }),
+    stages: stages.map((P) => ({ stages: P, ideal_ms: runs[P].normal.baton[0].ideal_ms, normal: summarize(runs[P].normal)!, realtime: summarize(runs[P].realtime) })),
   };
 }
 
 export function formatRunOverhead(r: Awaited<ReturnType<typeof benchRunOverhead>>): string {
   const pct = (x: number) => `${x >= 0 ? '+' : ''}${(100 * x).toFixed(1)}%`;
+  const signed = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(1)}`;
   const rows = r.stages.map((s) => [String(s.stages), s.ideal_ms.toFixed(0), s.normal.median_ms.toFixed(1), pct(s.normal.median_overhead),
-    ...(r.realtime_measured ? [s.realtime!.median_ms.toFixed(1), pct(s.realtime!.median_overhead)] : []),
-    s.floor.median_ms.toFixed(1), pct(s.floor.median_overhead), `${s.over_floor_ms >= 0 ? '+' : ''}${s.over_floor_ms.toFixed(1)}`]);
-  const table = formatTable(['P', 'ideal ms', 'makespan ms', 'overhead', ...(r.realtime_measured ? ['chrt -r 1 ms', 'overhead'] : []), 'no-Baton floor ms', 'overhead', 'Baton - floor ms'], rows,
-    `uniform F=10 B=20, no jitter, bf, M=${r.microbatches}, one process per stage over NATS; medians of ${r.rounds} rounds${r.realtime_measured ? ', default and real-time class alternating' : ' (real-time class not permitted here, or --no-realtime)'}; the floor is the same pipeline on raw nats.js with no Baton code (default class), Baton - floor is the median paired difference`);
+    ...(r.realtime_measured ? [s.realtime!.median_ms.toFixed(1), pct(s.realtime!.median_overhead)] : [])]);
+  const table = formatTable(['P', 'ideal ms', 'makespan ms', 'overhead', ...(r.realtime_measured ? ['chrt -r 1 ms', 'overhead'] : [])], rows,
+    `uniform F=10 B=20, no jitter, bf, M=${r.microbatches}, one process per stage over NATS; medians of ${r.rounds} rounds${r.realtime_measured ? ', default and real-time class alternating' : ' (real-time class not permitted here, or --no-realtime)'}`);
+  const byClass = (s: (typeof r.stages)[number]) => [['default', s.normal], ...(s.realtime ? [['chrt -r 1', s.realtime] as const] : [])] as [string, NonNullable<typeof s.realtime>][];
+  const floor = formatTable(['P', 'class', 'floor ms', 'overhead', 'Baton - floor ms', 'least', 'most'],
+    r.stages.flatMap((s) => byClass(s).map(([name, x]) => [String(s.stages), name, x.floor.median_ms.toFixed(1), pct(x.floor.median_overhead),
+      signed(x.over_floor_ms.median), signed(x.over_floor_ms.min), signed(x.over_floor_ms.max)])),
+    'the same pipeline with no Baton code in it (raw nats.js through one nats-server, the same timer; bench/bare-pipeline.ts), measured in the same rounds and class; Baton - floor paired per round');
   const split = formatTable(['P', 'class', ...PARTS.map((k) => `${k.replace('_', ' ')} ms`)],
-    r.stages.flatMap((s) => [['default', s.normal], ...(s.realtime ? [['chrt -r 1', s.realtime] as const] : [])].map(([name, x]) =>
-      [String(s.stages), name as string, ...PARTS.map((k) => (x as NonNullable<typeof s.realtime>).parts_ms[k].toFixed(1))])),
+    r.stages.flatMap((s) => byClass(s).map(([name, x]) => [String(s.stages), name, ...PARTS.map((k) => x.parts_ms[k].toFixed(1))])),
     'where the overhead goes along the critical path (per iteration, medians of the rounds)');
-  return `${table}\n\n${split}`;
+  return `${table}\n\n${floor}\n\n${split}`;
 }
 
 if (require.main === module) {

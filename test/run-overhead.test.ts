@@ -3,7 +3,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { criticalPathSplit } from '../bench/run-overhead';
-import { bareMakespans } from '../bench/bare-pipeline';
+import { runBarePipeline } from '../bench/bare-pipeline';
 import { resolveConfig } from '../actors/config';
 import { runJob } from '../actors/job';
 import { builtinProfilePath } from '../models/profile';
@@ -40,16 +40,38 @@ describe('the overhead benchmark\'s critical-path split', () => {
 describe('the overhead benchmark\'s no-Baton floor', function () {
   this.timeout(60000);
 
-  it('runs every task of every iteration in dependency order: no makespan below (M+P-1)(F+B)', async () => {
+  it('runs every task of every iteration once, one at a time per stage, each after what it depends on', async () => {
     const P = 3;
     const M = 4;
-    const makespans = await bareMakespans({ P, M, F: 5, B: 10, iterations: 2, warmup: 1 });
-    assert.equal(makespans.length, 2);
-    for (const m of makespans) assert.ok(m >= (M + P - 1) * 15, `makespan ${m} ms is below the ideal ${(M + P - 1) * 15} ms`);
+    const iterations = 2;
+    const warmup = 1;
+    const r = await runBarePipeline({ P, M, F: 5, B: 10, iterations, warmup });
+    assert.equal(r.makespans_ms.length, iterations);
+    for (const m of r.makespans_ms) assert.ok(m >= (M + P - 1) * 15, `makespan ${m} ms is below the ideal ${(M + P - 1) * 15} ms`);
+    const find = (stage: number, it: number, kind: 'F' | 'B', mb: number) => {
+      const found = r.tasks.filter((t) => t.stage === stage && t.iteration === it && t.kind === kind && t.mb === mb);
+      assert.equal(found.length, 1, `stage ${stage} iteration ${it} ran ${kind}${mb} ${found.length} times`);
+      return found[0];
+    };
+    assert.equal(r.tasks.length, P * 2 * M * (iterations + warmup));
+    for (let it = 0; it < iterations + warmup; it++) {
+      for (let s = 0; s < P; s++) {
+        const mine = r.tasks.filter((t) => t.stage === s && t.iteration === it).sort((a, b) => a.start - b.start);
+        for (let k = 1; k < mine.length; k++) assert.ok(mine[k].start >= mine[k - 1].end, `stage ${s} overlapped two tasks`);
+        for (let mb = 0; mb < M; mb++) {
+          const f = find(s, it, 'F', mb);
+          const b = find(s, it, 'B', mb);
+          assert.ok(f.end - f.start >= 5 && b.end - b.start >= 10, 'a task ended before its duration');
+          if (s > 0) assert.ok(f.start >= find(s - 1, it, 'F', mb).end, `F${mb} at stage ${s} started before stage ${s - 1} finished it`);
+          if (s < P - 1) assert.ok(b.start >= find(s + 1, it, 'B', mb).end, `B${mb} at stage ${s} started before stage ${s + 1} finished it`);
+          else assert.ok(b.start >= f.end, `B${mb} at the last stage started before its F`);
+        }
+      }
+    }
   });
 
   it('refuses a shape it cannot run', async () => {
-    await assert.rejects(bareMakespans({ P: 0, M: 4, F: 5, B: 10, iterations: 1, warmup: 0 }), /P must be a positive integer/);
-    await assert.rejects(bareMakespans({ P: 2, M: 4, F: Number.NaN, B: 10, iterations: 1, warmup: 0 }), /F must be a finite number/);
+    await assert.rejects(runBarePipeline({ P: 0, M: 4, F: 5, B: 10, iterations: 1, warmup: 0 }), /P must be a positive integer/);
+    await assert.rejects(runBarePipeline({ P: 2, M: 4, F: Number.NaN, B: 10, iterations: 1, warmup: 0 }), /F must be a finite number/);
   });
 });
