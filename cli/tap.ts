@@ -51,6 +51,7 @@ export function tapLine(subject: string, data: Uint8Array, now = monotonicNow())
     try {
       const v = decodeValue(data) as { events?: BatonEvent[]; verb?: string };
       if (Array.isArray(v?.events)) return { subject, kind: 'trace', bytes: data.byteLength, events: v.events.length };
+      if (parts.kind === 'trace') return { subject, kind: 'malformed', bytes: data.byteLength, error: 'a trace batch must be a map with an events list' };
       // A launcher's claim of its job name (actors/job-claim.ts): a question or an answer.
       if (parts.job === '_jobs') return { subject, kind: 'job-claim', bytes: data.byteLength };
       return { subject, kind: String(v?.verb ?? 'node'), bytes: data.byteLength };
@@ -99,6 +100,8 @@ export async function tapCommand(argv: readonly string[], out: (s: string) => vo
   let stop: () => void = () => {};
   const stopped = new Promise<void>((resolve) => (stop = resolve));
   bus.subscribe(pattern, (subject, data) => {
+    // Messages the client had already read when the limit was reached are not printed.
+    if (limit > 0 && seen >= limit) return;
     const line = tapLine(subject, data);
     out(flags.json ? JSON.stringify(line) : formatTapLine(line));
     if (limit > 0 && ++seen >= limit) stop();

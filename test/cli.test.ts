@@ -226,6 +226,12 @@ describe('the baton command', function () {
     assert.equal(tapLine('baton.tt.data.0', new Uint8Array([1, 2, 3])).kind, 'malformed');
   });
 
+  it('tap calls a trace message without an events list malformed', () => {
+    for (const bytes of [new Uint8Array([0x05]), new Uint8Array([0xa0]), encodeValue({ verb: 'x' })])
+      assert.equal(tapLine('baton.tt.trace.0', bytes).kind, 'malformed');
+    assert.equal(tapLine('baton.tt.trace.0', encodeValue({ events: [] })).kind, 'trace');
+  });
+
   it('train fails (status 1) when the loss is no longer finite, after printing what it did', async () => {
     const r = await baton('train', '--model', 'mlp', '--stages', '1', '--microbatches', '1', '--microbatch-size', '2', '--layers', '1', '--width', '8',
       '--iterations', '30', '--val-batches', '1', '--lr', '1e30', '--warmup', '0', '--json');

@@ -6,7 +6,7 @@ import { resolveConfig } from '../actors/config';
 import { runDistributed } from '../actors/distributed-job';
 import { summarize } from '../actors/job';
 import { runOnce } from '../cli/run';
-import { tapLine } from '../cli/tap';
+import { tapCommand, tapLine } from '../cli/tap';
 import { decodeValue, encodeValue } from '../transport/codec';
 import { NatsBus } from '../transport/nats-bus';
 import { startNatsServer } from '../transport/nats-server';
@@ -67,6 +67,25 @@ describe('end to end over a real nats-server, one OS process per stage', functio
       assert.ok(lines.every((l) => !l.error));
     } finally {
       await tap.close();
+    }
+  });
+
+  it('tap --count N prints N lines even when more messages came in the same read', async () => {
+    const lines: string[] = [];
+    const tapped = tapCommand(['--nats', server().url, '--job', 'counted', '--count', '3', '--json'], (l) => lines.push(l));
+    const pub = await NatsBus.connect(server().url);
+    try {
+      // Publish until the tap has subscribed and stopped; each burst is one socket write.
+      let done = false;
+      void tapped.finally(() => (done = true));
+      for (let k = 0; !done && k < 200; k++) {
+        for (let i = 0; i < 10; i++) pub.publish('baton.counted.trace.0', encodeValue({ events: [] }));
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.equal(await tapped, 0);
+      assert.equal(lines.length, 3, lines.join('\n'));
+    } finally {
+      await pub.close();
     }
   });
 
