@@ -226,6 +226,25 @@ describe('the baton command', function () {
     assert.equal(tapLine('baton.tt.data.0', new Uint8Array([1, 2, 3])).kind, 'malformed');
   });
 
+  it('a Ctrl-C the moment run creates its nats-server directory leaves nothing behind', async function () {
+    this.timeout(30000);
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-sigint-'));
+    try {
+      const child = spawn(process.execPath, [path.join(__dirname, '..', 'cli', 'main.js'), 'run', '--stages', '2', '--microbatches', '4'],
+        { stdio: 'ignore', env: { ...process.env, TMPDIR: tmp } });
+      const watcher = fs.watch(tmp, () => {
+        watcher.close();
+        child.kill('SIGINT');
+      });
+      const signal = await new Promise<string | null>((resolve) => child.once('exit', (_code, sig) => resolve(sig)));
+      watcher.close();
+      assert.equal(signal, 'SIGINT');
+      assert.deepEqual(fs.readdirSync(tmp), []);
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
   it('tap calls a trace message without an events list malformed', () => {
     for (const bytes of [new Uint8Array([0x05]), new Uint8Array([0xa0]), encodeValue({ verb: 'x' })])
       assert.equal(tapLine('baton.tt.trace.0', bytes).kind, 'malformed');

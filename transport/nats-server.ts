@@ -10,7 +10,7 @@
 //
 // Not modelled: TLS, auth, JetStream, leaf nodes, gateways, non-loopback addresses.
 
-import { spawn, spawnSync } from 'child_process';
+import { ChildProcess, spawn, spawnSync } from 'child_process';
 import { accessSync, constants, mkdtempSync, openSync, closeSync, fstatSync, readSync, rmSync, statSync, writeFileSync } from 'fs';
 import { createConnection, createServer } from 'net';
 import { tmpdir } from 'os';
@@ -135,7 +135,15 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   const clusterPort = clustered ? opts.clusterPort ?? await freePort() : undefined;
   const monitorPort = opts.monitor ? await freePort() : undefined;
 
-  const dir = mkdtempSync(join(tmpdir(), 'baton-nats-'));
+  // The cleanup is registered before the directory exists: a Ctrl-C at any point from
+  // here on removes it (and the server, once spawned).
+  let spawned: ChildProcess | undefined;
+  let dir: string | undefined;
+  const forget = onProcessEnd(() => {
+    spawned?.kill('SIGKILL');
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+  dir = mkdtempSync(join(tmpdir(), 'baton-nats-'));
   const confPath = join(dir, 'nats.conf');
   const logPath = join(dir, 'nats.log');
   writeFileSync(confPath, renderConfig({
@@ -147,12 +155,9 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   const readFd = openSync(logPath, 'r');
   const [command, args] = dieWithParent(binary, ['-c', confPath]);
   const child = spawn(command, args, { stdio: ['ignore', logFd, logFd] });
+  spawned = child;
   closeSync(logFd);
   child.unref();
-  const forget = onProcessEnd(() => {
-    child.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-  });
   let readClosed = false;
   const readLog = (): string => {
     if (readClosed) return finalLog;
