@@ -1,12 +1,13 @@
 // One job name per NATS system: a job's subjects (baton.<job>.…) would mix two runs that
 // share a name. A launcher claims its job by answering on baton._jobs.<job> for as long as
 // it runs, and asks there first: an answer from another launcher means the name is taken.
+// Node agents answer too for as long as they host a job's stages.
 // The answer comes from the launcher's event loop, so a launcher that computes stages in
 // its own process cannot give it in the middle of a long task (see the README).
 
 import { randomBytes } from 'crypto';
 import * as os from 'os';
-import { Bus } from '../transport/bus';
+import { Bus, Subscription } from '../transport/bus';
 import { askAround } from '../transport/ask-around';
 import { decodeValue, encodeValue } from '../transport/codec';
 import { JobError } from './wire-stage';
@@ -24,14 +25,8 @@ export class JobNameTakenError extends JobError {
  */
 export async function claimJob(bus: Bus, job: string, waitMs = 300): Promise<() => void> {
   const token = randomBytes(6).toString('hex');
-  const me = { token, pid: process.pid, host: os.hostname() };
   const inbox = `${JOBS_PREFIX}.reply.${token}`;
-  const claim = bus.subscribe(`${JOBS_PREFIX}.${job}`, (_s, d) => {
-    try {
-      const q = decodeValue(d) as { reply?: unknown; token?: unknown };
-      if (q && typeof q.reply === 'string' && q.token !== token && q.reply.startsWith(`${JOBS_PREFIX}.reply.`)) bus.publish(q.reply, encodeValue(me));
-    } catch { /* not a question */ }
-  });
+  const claim = answerJobClaims(bus, job, { token, pid: process.pid, host: os.hostname() });
   let others: Record<string, unknown>[];
   try {
     others = await askAround(bus, {
@@ -44,8 +39,24 @@ export async function claimJob(bus: Bus, job: string, waitMs = 300): Promise<() 
   }
   if (others.length > 0) {
     claim.unsubscribe();
-    const o = others[0];
-    throw new JobNameTakenError(`job ${job} is already running on this NATS system (launcher pid ${String(o.pid)} on ${String(o.host)}); give this run another --job NAME`);
+    // A launcher's answer first: it names the run that holds the name.
+    const o = others.find((a) => a.node === undefined) ?? others[0];
+    if (o.node === undefined) throw new JobNameTakenError(`job ${job} is already running on this NATS system (launcher pid ${String(o.pid)} on ${String(o.host)}); give this run another --job NAME`);
+    const lease = typeof o.leaseMs === 'number' ? `; they are dropped once their launcher has not renewed them for ${o.leaseMs} ms` : '';
+    throw new JobNameTakenError(`job ${job}'s stages are still hosted by node agent ${String(o.node)} (pid ${String(o.pid)} on ${String(o.host)}), left by a launcher that stopped without finishing${lease}; wait, or give this run another --job NAME`);
   }
   return () => claim.unsubscribe();
+}
+
+/**
+ * Answer every other claim of `job` with `me` (a launcher, or a node agent hosting the
+ * job's stages: stages a killed launcher left behind would take a new run's messages).
+ */
+export function answerJobClaims(bus: Bus, job: string, me: Record<string, unknown>): Subscription {
+  return bus.subscribe(`${JOBS_PREFIX}.${job}`, (_s, d) => {
+    try {
+      const q = decodeValue(d) as { reply?: unknown; token?: unknown };
+      if (q && typeof q.reply === 'string' && (me.token === undefined || q.token !== me.token) && q.reply.startsWith(`${JOBS_PREFIX}.reply.`)) bus.publish(q.reply, encodeValue(me));
+    } catch { /* not a question */ }
+  });
 }

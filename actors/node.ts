@@ -28,6 +28,7 @@ import { subject } from '../transport/subjects';
 import { checkSubject } from '../transport/local-bus';
 import { RealClock } from './clock';
 import { BatonEvent } from './events';
+import { answerJobClaims } from './job-claim';
 import { JobConfig, resolveConfig } from './config';
 import { ActorRuntime, ActorRef } from './runtime';
 import { StageActorMsg } from './stage';
@@ -230,6 +231,7 @@ export class NodeAgent {
       this.teardown(cfg.job, job);
       throw err;
     }
+    job.subs.push(answerJobClaims(this.bus, cfg.job, { node: this.name, pid: process.pid, host: os.hostname(), ...(job.leaseMs !== null ? { leaseMs: job.leaseMs } : {}) }));
     this.jobs.set(cfg.job, job);
     this.renew(cfg.job);
     this.log(`node ${this.name}: hosting job ${cfg.job} stages ${stages.join(',')}${job.leaseMs !== null ? ` (lease ${job.leaseMs} ms)` : ''}`);

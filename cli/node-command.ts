@@ -12,7 +12,7 @@ const NODE_FLAGS: readonly FlagSpec[] = [
   { name: 'name', type: 'string', metavar: 'NAME', help: 'node name, unique among the nodes of a NATS system', default: `node-${process.pid}` },
   { name: 'quiet', type: 'bool', help: 'do not log hosting events' },
   { name: 'json', type: 'bool', help: 'print one JSON line when ready ({node, pid, nats}) and log as JSON lines' },
-  { name: 'exit-with-stdin', type: 'bool', help: 'exit when stdin closes (baton run starts its stage processes so: they end with it, even if it is killed; their names, from the job the run claimed, skip the check that no other node has the name)' },
+  { name: 'exit-with-stdin', type: 'bool', help: 'exit when stdin closes (baton run starts its stage processes so: they end with it, even if it is killed; their names, the job name with a suffix of this launch, skip the check that no other node has the name)' },
   { name: 'help', type: 'bool', help: 'show this help' },
 ];
 
@@ -32,7 +32,7 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   const log = flags.quiet ? () => {} : flags.json
     ? (l: string) => process.stderr.write(`${JSON.stringify({ node: name, log: l })}\n`)
     : (l: string) => process.stderr.write(`${l}\n`);
-  // Stage processes a launcher starts are named after the job it claimed; others ask first.
+  // Stage processes a launcher starts have names of that launch's own; others ask first.
   if (!flags.exitWithStdin) await refuseTakenName(bus, name, String(flags.nats));
   const agent = new NodeAgent({ name, bus, log });
   agent.start();

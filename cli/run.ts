@@ -3,6 +3,7 @@
 // node agents a user started (`--nodes`).
 
 import { ChildProcess, spawn } from 'child_process';
+import { randomBytes } from 'crypto';
 import * as path from 'path';
 import { JobConfig } from '../actors/config';
 import { IterationRecord } from '../actors/coordinator';
@@ -154,7 +155,11 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
       const result = await runJob(cfg, { clock: 'real', bus, onIteration: setup.onIteration });
       return { result, transport: 'nats', processes: 1, pids: [process.pid], natsUrl: url };
     }
-    const names = setup.nodes ?? Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}`);
+    // The stage processes skip the check that no other agent has their name (it would cost
+    // each of them a round of asking): a suffix of this launch's own makes a clash with an
+    // agent someone started by hand impossible in practice.
+    const launch = randomBytes(4).toString('hex');
+    const names = setup.nodes ?? Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${launch}`);
     interrupts = watchInterrupts();
     if (!setup.nodes) nodes = spawnNodes(url, names);
     // Core NATS keeps nothing that was in flight: once the launcher's connection drops, the

@@ -4,6 +4,7 @@ import { readFileSync, readdirSync } from 'fs';
 import * as path from 'path';
 import { resolveConfig } from '../actors/config';
 import { runDistributed } from '../actors/distributed-job';
+import { NodeAgent } from '../actors/node';
 import { summarize } from '../actors/job';
 import { runOnce } from '../cli/run';
 import { tapCommand, tapLine } from '../cli/tap';
@@ -67,6 +68,20 @@ describe('end to end over a real nats-server, one OS process per stage', functio
       assert.ok(lines.every((l) => !l.error));
     } finally {
       await tap.close();
+    }
+  });
+
+  it('does not mix its stage processes up with an agent someone named like one', async () => {
+    const bus = await NatsBus.connect(server().url);
+    const agent = new NodeAgent({ name: 'coll-stage0', bus, log: () => {} });
+    agent.start();
+    try {
+      const o = await runOnce(resolveConfig({ job: 'coll', stages: 2, microbatches: 4, policy: 'bf', profile: 'uniform' }), { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
+      assert.equal(summarize(o.result).tasks, 2 * 4 * 2);
+      assert.ok(!o.pids.includes(process.pid), 'the hand-started agent in this process hosted nothing');
+    } finally {
+      agent.leave('test over');
+      await bus.close();
     }
   });
 

@@ -1,6 +1,7 @@
 import { strict as assert } from 'assert';
 import { resolveConfig } from '../actors/config';
 import { ANNOUNCE_SUBJECT, MIN_LEASE_MS, NODES_PREFIX, NodeAgent, nodeSubject } from '../actors/node';
+import { JobNameTakenError, claimJob } from '../actors/job-claim';
 import { TRAIN_DEFAULTS } from '../models/train-config';
 import { decodeValue, encodeValue } from '../transport/codec';
 import { LocalBus } from '../transport/local-bus';
@@ -59,10 +60,24 @@ describe('the node agent', () => {
     request({ verb: 'host', reply: REPLY, config, stages: [0, 1] });
     await settle();
     assert.equal(replies.at(-1)?.verb, 'hosting', JSON.stringify(replies.at(-1)));
-    assert.equal(bus.subscriptionCount, subscriptions + 2 * 4);
+    // Four inboxes per stage, and the answer to claims of the job's name.
+    assert.equal(bus.subscriptionCount, subscriptions + 2 * 4 + 1);
     request({ verb: 'abort', reply: REPLY, job: 'dup' });
     await settle();
     assert.equal(bus.subscriptionCount, subscriptions);
+  });
+
+  it('answers claims of a job name while it hosts the job\'s stages, so a new run cannot share them', async () => {
+    const { bus, replies, request } = agentOnLocalBus();
+    const config = resolveConfig({ job: 'orphan', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    request({ verb: 'host', reply: REPLY, config, stages: [0, 1], leaseMs: MIN_LEASE_MS });
+    await until(() => replies.some((r) => r.verb === 'hosting'), 5000);
+    await assert.rejects(claimJob(bus, 'orphan', 20), (e: Error) => e instanceof JobNameTakenError &&
+      new RegExp(`job orphan's stages are still hosted by node agent n1 \\(pid ${process.pid} on .*\\), left by a launcher that stopped without finishing; they are dropped once their launcher has not renewed them for ${MIN_LEASE_MS} ms`).test(e.message), 'refused while hosted');
+    request({ verb: 'abort', reply: REPLY, job: 'orphan' });
+    await until(() => replies.some((r) => r.verb === 'aborted'), 5000);
+    const release = await claimJob(bus, 'orphan', 20);
+    release();
   });
 
   it('survives requests whose fields cannot even be printed, and keeps serving', async () => {
@@ -117,12 +132,13 @@ describe('the node agent', () => {
     request({ verb: 'host', reply: REPLY, config: config('dropped'), stages: [0], leaseMs: MIN_LEASE_MS });
     await settle();
     assert.deepEqual(replies.map((r) => r.verb), ['hosting', 'hosting']);
-    assert.equal(bus.subscriptionCount, subscriptions + 2 * 4);
+    // Per job: the stage's four inboxes and the answer to claims of its name.
+    assert.equal(bus.subscriptionCount, subscriptions + 2 * 5);
     const renew = setInterval(() => request({ verb: 'renew', job: 'kept' }), MIN_LEASE_MS / 4);
     try {
-      await until(() => bus.subscriptionCount === subscriptions + 4, 3 * MIN_LEASE_MS);
+      await until(() => bus.subscriptionCount === subscriptions + 5, 3 * MIN_LEASE_MS);
       await new Promise((r) => setTimeout(r, MIN_LEASE_MS));
-      assert.equal(bus.subscriptionCount, subscriptions + 4, 'the renewed job is still hosted');
+      assert.equal(bus.subscriptionCount, subscriptions + 5, 'the renewed job is still hosted');
     } finally {
       clearInterval(renew);
     }
