@@ -217,10 +217,11 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       const answered = (rs: Reply[]) => used.filter((n) => rs.some((r) => r.name === n && r.verb === 'status'));
       const st = await replies.waitFor((rs) => answered(rs).length === used.length, 5000, () => 'stage statuses').catch(() => replies.queue);
       const statuses = st.filter((r) => r.verb === 'status').flatMap((r) => r.statuses as StageStatus[]);
-      const err = new DeadlockError(statuses, events.slice(-40), performance.now() - wallStart);
       const silent = used.filter((n) => !answered(st).includes(n));
-      if (silent.length > 0) err.message += `\n  no status within 5 s from node(s) ${silent.join(', ')}: gone or hung?`;
-      return err;
+      // A node that cannot say how its stages are is the likelier cause than a deadlock.
+      if (silent.length > 0)
+        return new JobError(`node(s) ${silent.join(', ')} answered no status within 5 s after the job made no progress for ${cfg.stallTimeoutMs} ms: gone or hung`);
+      return new DeadlockError(statuses, events.slice(-40), performance.now() - wallStart);
     });
     used.forEach((n) => request(n, { verb: 'finish', job: cfg.job }));
     const done = await unlessFailed(replies.waitFor((rs) => used.every((n) => rs.some((r) => r.name === n && r.verb === 'finished')), timeout, () => 'nodes to finish'));

@@ -223,6 +223,30 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     }
   });
 
+  it('fails naming the node, not as a deadlock, when a node agent of a --nodes run is killed mid-job', async () => {
+    const agents = ['gone1', 'gone2'].map((name) => spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', name, '--json'], { stdio: ['ignore', 'pipe', 'ignore'] }));
+    try {
+      await Promise.all(agents.map((a) => new Promise<void>((resolve) => a.stdout!.once('data', () => resolve()))));
+      const cfg = resolveConfig({ job: 'gone', stages: 2, microbatches: 8, iterations: 1000, policy: 'bf', profile: 'uniform', stallTimeoutMs: 2000 });
+      let killed = false;
+      const bus = await NatsBus.connect(server().url);
+      // A lease longer than the stall timeout: the watchdog, not the lease, notices first.
+      const run = runDistributed(cfg, { bus, nodes: ['gone1', 'gone2'], leaseMs: 60000, onIteration: () => {
+        if (!killed) {
+          killed = true;
+          agents[1].kill('SIGKILL');
+        }
+      } });
+      try {
+        await assert.rejects(run, (e: Error) => e.name === 'JobError' && /node\(s\) gone2 answered no status within 5 s after the job made no progress for 2000 ms: gone or hung/.test(e.message));
+      } finally {
+        await bus.close();
+      }
+    } finally {
+      for (const a of agents) a.kill('SIGTERM');
+    }
+  });
+
   it('fails clearly, naming the subject, when a trace batch holds malformed events', async () => {
     const vandal = await NatsBus.connect(server().url);
     const cfg = resolveConfig({ job: 'badtrace', stages: 2, microbatches: 4, policy: 'bf', profile: 'uniform' });
