@@ -14,6 +14,7 @@ import { NODE_NAME_RE } from '../actors/node';
 import { NatsBus } from '../transport/nats-bus';
 import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
 import { endBySignal, onProcessEnd } from '../transport/process-cleanup';
+import { checkJobName } from '../transport/subjects';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { formatTable } from './table';
@@ -27,7 +28,7 @@ const RUN_FLAGS: readonly FlagSpec[] = [
   { name: 'nats', type: 'string', metavar: 'URL', help: 'NATS server to use (default: start a local nats-server on a free loopback port)' },
   { name: 'processes', type: 'string', help: 'per-stage: one OS process per stage; single: all stages in this process', choices: ['per-stage', 'single'], default: 'per-stage' },
   { name: 'nodes', type: 'list', metavar: 'N1,N2,…', help: 'use running node agents (baton node) instead of spawning them; stages are dealt in contiguous blocks' },
-  { name: 'compare', type: 'list', metavar: 'P1,P2,…', help: 'run the same seed under each policy and compare (speedup over the first)' },
+  { name: 'compare', type: 'list', metavar: 'P1,P2,…', help: 'run the same seed under each policy and compare (speedup over the first); the k-th policy (from 0) runs as job <job>-k, so tap --job <job>-k watches it' },
   { name: 'trace', type: 'string', metavar: 'FILE.json', help: 'write a Chrome trace (Perfetto) of the run (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.json)' },
   { name: 'gantt', type: 'string', metavar: 'FILE.svg', help: 'draw the pipeline Gantt chart (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.svg)' },
   { name: 'warmup-iterations', type: 'int', metavar: 'W', help: 'iterations run first and left out of the statistics (JIT, connections)', default: 1 },
@@ -207,16 +208,25 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   for (const n of setup.nodes ?? []) if (!NODE_NAME_RE.test(n)) throw new UsageError(`run: --nodes: node names match [A-Za-z0-9_-]+ (as baton node --name), got ${JSON.stringify(n)}`);
   if (setup.nodes && new Set(setup.nodes).size !== setup.nodes.length) throw new UsageError(`run: --nodes names a node twice: ${setup.nodes.join(',')}`);
   if (setup.nodes && !setup.natsUrl) throw new UsageError('run: --nodes needs --nats URL, the server those node agents joined (without it the run starts a private server no agent knows)');
+  if (setup.nodes && setup.nodes.length > cfg.stages)
+    throw new UsageError(`run: --nodes names ${setup.nodes.length} agents for ${cfg.stages} stages; each agent hosts at least one stage, so ${setup.nodes.slice(cfg.stages).join(',')} would get none`);
   if (flags.printConfig) {
     out(JSON.stringify({ ...cfg, ...setup }, null, 2));
     return 0;
   }
   const policies = (flags.compare as string[] | undefined) ?? [cfg.policy];
+  // Each run of a comparison is its own job, so their messages never mix: J-0, J-1, ...
+  const jobOf = (k: number) => (policies.length > 1 ? `${cfg.job}-${k}` : cfg.job);
+  try {
+    policies.forEach((_, k) => checkJobName(jobOf(k)));
+  } catch (err) {
+    throw new UsageError(`run: --compare runs policy k as job ${cfg.job}-k; ${(err as Error).message}`);
+  }
   checkTraceOutputs('run', flags.trace as string | undefined, flags.gantt as string | undefined, policies);
   // Every policy of a comparison is checked before the first one runs.
   for (const policy of policies) checkJob({ ...cfg, policy }, { profileHere: !setup.nodes });
   const outcomes: RunOutcome[] = [];
-  for (const policy of policies) outcomes.push(await runOnce({ ...cfg, policy, job: policies.length > 1 ? `${cfg.job}-${outcomes.length}` : cfg.job }, setup));
+  for (const policy of policies) outcomes.push(await runOnce({ ...cfg, policy, job: jobOf(outcomes.length) }, setup));
   const written = writeComparedTraceFiles(outcomes.map((o) => o.result), flags.trace as string | undefined, flags.gantt as string | undefined);
   for (const o of outcomes) warnRejects('run', o.result);
   const rows = outcomes.map(summary);

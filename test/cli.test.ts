@@ -111,6 +111,8 @@ describe('the baton command', function () {
       [['train', '--model', 'mlp', '--mode', 'async', '--beta1', '-5'], /train: --beta1 must be in \[0, 1\), got -5/],
       [['train', '--model', 'mlp', '--nats', 'nats://127.0.0.1:4222'], /train: --nats needs --transport nats/],
       [['run', '--transport', 'nats', '--nodes', 'a', '--processes', 'single'], /run: --nodes runs the stages on those nodes; it takes no --processes single/],
+      [['run', '--nats', 'nats://127.0.0.1:1', '--nodes', 'a,b,c', '--stages', '2'], /run: --nodes names 3 agents for 2 stages; each agent hosts at least one stage, so c would get none/],
+      [['run', '--compare', 'bf,1f1b', '--job', 'x'.repeat(127)], /run: --compare runs policy k as job x+-k; job name "x+\.\.\. must be a string .* of at most 128 characters/],
       [[], /baton: a command is required/],
       [['sim', '--microbatches', '100000000'], /ShapeError: chunks × microbatches .* must be at most 1000000, got 100000000/],
       [['run', '--compare', 'bf,bogus', '--stages', '2', '--microbatches', '2'], /^baton run: UnknownPolicyError: unknown policy "bogus"/],
