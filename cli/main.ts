@@ -26,6 +26,8 @@ function usage(): string {
 
 export async function main(argv: readonly string[], out: (s: string) => void = (s) => process.stdout.write(s.endsWith('\n') ? s : `${s}\n`)): Promise<number> {
   const [name, ...rest] = argv;
+  // `baton help run` is `baton run --help`.
+  if (name === 'help' && rest.length > 0) return main([rest[0], '--help'], out);
   if (name === '--help' || name === '-h' || name === 'help') {
     out(usage());
     return 0;

@@ -9,7 +9,7 @@ import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 
 const NODE_FLAGS: readonly FlagSpec[] = [
   { name: 'nats', type: 'string', metavar: 'URL', help: 'NATS server to join (required), e.g. nats://127.0.0.1:4222' },
-  { name: 'name', type: 'string', metavar: 'NAME', help: 'node name, unique among the nodes of a NATS system', default: `node-${process.pid}` },
+  { name: 'name', type: 'string', metavar: 'NAME', help: 'node name, unique among the nodes of a NATS system (default node-<pid>)' },
   { name: 'quiet', type: 'bool', help: 'do not log hosting events' },
   { name: 'json', type: 'bool', help: 'print one JSON line when ready ({node, pid, nats}) and log as JSON lines' },
   { name: 'exit-with-stdin', type: 'bool', help: 'exit when stdin closes (baton run starts its stage processes so: they end with it, even if it is killed; their names, the job name with a suffix of this launch, skip the check that no other node has the name)' },
@@ -26,7 +26,7 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
     return 0;
   }
   if (!flags.nats) throw new UsageError('node: --nats URL is required');
-  const name = String(flags.name);
+  const name = flags.name === undefined ? `node-${process.pid}` : String(flags.name);
   if (!NODE_NAME_RE.test(name)) throw new UsageError(`node: --name must match [A-Za-z0-9_-]+, got ${JSON.stringify(name)}`);
   const bus = await NatsBus.connect(String(flags.nats), { name: `baton-node-${name}` });
   const log = flags.quiet ? () => {} : flags.json

@@ -47,6 +47,8 @@ export interface RunSetup {
   natsUrl?: string;
   nodes?: string[];
   onIteration?: (r: IterationRecord) => void;
+  /** Told the URL of the private nats-server a run without natsUrl starts, once it is up. */
+  onServer?: (url: string, job: string) => void;
 }
 
 /** The `baton` command's entry point, for starting it as a child process. */
@@ -149,6 +151,7 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
   let release: (() => void) | null = null;
   try {
     const url = setup.natsUrl ?? (server = await startNatsServer()).url;
+    if (server) setup.onServer?.(url, cfg.job);
     bus = await NatsBus.connect(url, { name: `baton-run-${cfg.job}` });
     // A server of our own has no other jobs; a shared one may.
     if (!server) release = await claimJob(bus, cfg.job);
@@ -201,6 +204,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     processes: flags.processes as 'per-stage' | 'single',
     natsUrl: flags.nats as string | undefined,
     nodes: flags.nodes as string[] | undefined,
+    onServer: (url, job) => process.stderr.write(`run: job ${job} on a nats-server of its own at ${url}; watch it with baton tap --nats ${url} --job ${job}\n`),
   };
   if (setup.transport === 'local' && (setup.natsUrl || setup.nodes)) throw new UsageError('run: --nats and --nodes need --transport nats');
   if (setup.transport === 'local' && given.has('processes')) throw new UsageError('run: --transport local runs every stage in this process; --processes needs --transport nats');

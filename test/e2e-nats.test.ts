@@ -85,6 +85,28 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     }
   });
 
+  it('says where its private nats-server is, so a tap can watch a run started without --nats', async () => {
+    const child = spawn(process.execPath, [CLI, 'run', '--stages', '2', '--microbatches', '8', '--iterations', '20', '--job', 'private', '--json'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        let err = '';
+        child.stderr!.on('data', (d: Buffer) => {
+          err += d.toString();
+          const m = /watch it with baton tap --nats (nats:\/\/127\.0\.0\.1:\d+) --job private/.exec(err);
+          if (m) resolve(m[1]);
+        });
+        child.once('exit', () => reject(new Error(`run ended without naming its server: ${err}`)));
+      });
+      const lines: string[] = [];
+      assert.equal(await tapCommand(['--nats', url, '--job', 'private', '--count', '5', '--json'], (l) => lines.push(l)), 0);
+      assert.equal(lines.length, 5);
+      assert.ok(lines.every((l) => (JSON.parse(l) as { subject: string }).subject.startsWith('baton.private.')), lines.join('\n'));
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r(null) : child.once('exit', r)));
+    }
+  });
+
   it('tap --count N prints N lines even when more messages came in the same read', async () => {
     const lines: string[] = [];
     const tapped = tapCommand(['--nats', server().url, '--job', 'counted', '--count', '3', '--json'], (l) => lines.push(l));
