@@ -371,7 +371,7 @@ describe('baton run, when its job is cut short', function () {
     process.kill(pidsWith('node', '--name', `${job}-stage1`)[0], 'SIGKILL');
     assert.equal(await exit, 1);
     assert.ok(Date.now() - t0 < 8_000, `the launcher ended ${Date.now() - t0} ms after the kill`);
-    assert.match(err, new RegExp(`stage process ${job}-stage1 .* ended during the job`));
+    assert.match(err, new RegExp(`stage process ${job}-stage1-[0-9a-f]+ .* ended during the job`));
   });
 
   it('ends promptly when signalled while it collects the nodes\' final reports', async () => {
@@ -420,7 +420,7 @@ describe('baton run, when its job is cut short', function () {
     const { code } = await run.exit;
     assert.equal(code, 1);
     assert.ok(Date.now() - t0 < 10_000, `noticed after ${Date.now() - t0} ms`);
-    assert.match(run.stderr(), new RegExp(`stage process ${job}-stage1 \\(pid ${victim}\\) ended during the job \\(signal SIGKILL\\)`));
+    assert.match(run.stderr(), new RegExp(`stage process ${job}-stage1-[0-9a-f]+ \\(pid ${victim}\\) ended during the job \\(signal SIGKILL\\)`));
     await waitUntil(() => run.stages.every((p) => !isAlive(p)), 10_000, 'the other stage processes to end');
   });
 });
