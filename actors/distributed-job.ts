@@ -213,15 +213,21 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     await bus.flush();
     coordinator.begin();
     await waitWithWatchdog(unlessFailed(finished), () => events.length, cfg.stallTimeoutMs, async () => {
+      const asked = Date.now();
       used.forEach((n) => request(n, { verb: 'status', job: cfg.job }));
       const answered = (rs: Reply[]) => used.filter((n) => rs.some((r) => r.name === n && r.verb === 'status'));
       const st = await replies.waitFor((rs) => answered(rs).length === used.length, 5000, () => 'stage statuses').catch(() => replies.queue);
       const statuses = st.filter((r) => r.verb === 'status').flatMap((r) => r.statuses as StageStatus[]);
       const silent = used.filter((n) => !answered(st).includes(n));
-      // A node that cannot say how its stages are is the likelier cause than a deadlock.
-      if (silent.length > 0)
-        return new JobError(`node(s) ${silent.join(', ')} answered no status within 5 s after the job made no progress for ${cfg.stallTimeoutMs} ms: gone or hung`);
-      return new DeadlockError(statuses, events.slice(-40), performance.now() - wallStart);
+      // A node that said nothing at all since it was asked is the likelier cause than a
+      // deadlock; one that answered something else (an error: its status did not fit in a
+      // message, say) is alive, and the deadlock report stands.
+      const gone = silent.filter((n) => (heard.get(n) ?? 0) < asked);
+      if (gone.length > 0)
+        return new JobError(`node(s) ${gone.join(', ')} answered nothing within 5 s after the job made no progress for ${cfg.stallTimeoutMs} ms: gone or hung`);
+      const err = new DeadlockError(statuses, events.slice(-40), performance.now() - wallStart);
+      if (silent.length > 0) err.message += `\n  node(s) ${silent.join(', ')} answered but gave no status: ${st.filter((r) => silent.includes(String(r.name)) && r.verb === 'error').map((r) => quoteValue(r.message)).join('; ') || 'no reason given'}`;
+      return err;
     });
     used.forEach((n) => request(n, { verb: 'finish', job: cfg.job }));
     const done = await unlessFailed(replies.waitFor((rs) => used.every((n) => rs.some((r) => r.name === n && r.verb === 'finished')), timeout, () => 'nodes to finish'));

@@ -9,10 +9,13 @@ import { randomBytes } from 'crypto';
 import * as os from 'os';
 import { Bus, Subscription } from '../transport/bus';
 import { askAround } from '../transport/ask-around';
-import { decodeValue, encodeValue } from '../transport/codec';
+import { decodeValue, encodeValue, quoteValue } from '../transport/codec';
 import { JobError } from './wire-stage';
 
 export const JOBS_PREFIX = 'baton._jobs';
+/** The only reply subject a claim is answered on: the one claimJob makes. Anything else
+ * (a 5 KB subject gets the answerer's connection dropped by the server) is ignored. */
+const CLAIM_REPLY_RE = /^baton\._jobs\.reply\.[0-9a-f]{12}$/;
 
 export class JobNameTakenError extends JobError {
   override name = 'JobNameTakenError';
@@ -41,9 +44,11 @@ export async function claimJob(bus: Bus, job: string, waitMs = 300): Promise<() 
     claim.unsubscribe();
     // A launcher's answer first: it names the run that holds the name.
     const o = others.find((a) => a.node === undefined) ?? others[0];
-    if (o.node === undefined) throw new JobNameTakenError(`job ${job} is already running on this NATS system (launcher pid ${String(o.pid)} on ${String(o.host)}); give this run another --job NAME`);
-    const lease = typeof o.leaseMs === 'number' ? `; they are dropped once their launcher has not renewed them for ${o.leaseMs} ms` : '';
-    throw new JobNameTakenError(`job ${job}'s stages are still hosted by node agent ${String(o.node)} (pid ${String(o.pid)} on ${String(o.host)}), left by a launcher that stopped without finishing${lease}; wait, or give this run another --job NAME`);
+    // The answer is a peer's: none of its values is trusted to print.
+    const text = (x: unknown) => (typeof x === 'string' || typeof x === 'number' ? String(x).slice(0, 200) : quoteValue(x));
+    if (o.node === undefined) throw new JobNameTakenError(`job ${job} is already running on this NATS system (launcher pid ${text(o.pid)} on ${text(o.host)}); give this run another --job NAME`);
+    const lease = Number.isSafeInteger(o.leaseMs) ? `; they are dropped once their launcher has not renewed them for ${o.leaseMs as number} ms` : '';
+    throw new JobNameTakenError(`job ${job}'s stages are still hosted by node agent ${text(o.node)} (pid ${text(o.pid)} on ${text(o.host)}), left by a launcher that stopped without finishing${lease}; wait, or give this run another --job NAME`);
   }
   return () => claim.unsubscribe();
 }
@@ -56,7 +61,7 @@ export function answerJobClaims(bus: Bus, job: string, me: Record<string, unknow
   return bus.subscribe(`${JOBS_PREFIX}.${job}`, (_s, d) => {
     try {
       const q = decodeValue(d) as { reply?: unknown; token?: unknown };
-      if (q && typeof q.reply === 'string' && (me.token === undefined || q.token !== me.token) && q.reply.startsWith(`${JOBS_PREFIX}.reply.`)) bus.publish(q.reply, encodeValue(me));
+      if (q && typeof q.reply === 'string' && (me.token === undefined || q.token !== me.token) && CLAIM_REPLY_RE.test(q.reply)) bus.publish(q.reply, encodeValue(me));
     } catch { /* not a question */ }
   });
 }

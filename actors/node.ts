@@ -113,6 +113,11 @@ export class NodeAgent {
     } catch (err) {
       this.rejected++;
       this.log(`node ${this.name}: cannot answer on ${quoteValue(to)}: ${(err as Error).message}`);
+      // An answer too big for the server still gets a small one, so the asker knows this node lives.
+      if (err instanceof PayloadTooLargeError)
+        try {
+          this.bus.publish(to, encodeValue({ verb: 'error', name: this.name, message: `the ${quoteValue(msg.verb)} answer is ${err.size} bytes, over the server's max_payload of ${err.limit}` }));
+        } catch { /* logged above */ }
     }
   }
 
@@ -320,8 +325,12 @@ export class NodeAgent {
 }
 
 /** Where an agent may answer: a launcher's reply box (a valid subject under baton._nodes.reply.). */
+/** Longer reply subjects are refused: the server drops a connection whose command line
+ * (the subject is in it) passes 4 KB. Launchers use 12 hex digits after the prefix. */
+const MAX_REPLY_SUBJECT = 128;
+
 function isReplySubject(to: unknown): to is string {
-  if (typeof to !== 'string' || !to.startsWith(`${NODES_PREFIX}.reply.`)) return false;
+  if (typeof to !== 'string' || !to.startsWith(`${NODES_PREFIX}.reply.`) || to.length > MAX_REPLY_SUBJECT) return false;
   try {
     checkSubject(to, false);
     return true;

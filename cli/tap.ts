@@ -51,7 +51,7 @@ export function tapLine(subject: string, data: Uint8Array, now = monotonicNow())
     try {
       const v = decodeValue(data) as { events?: BatonEvent[]; verb?: string };
       if (Array.isArray(v?.events)) return { subject, kind: 'trace', bytes: data.byteLength, events: v.events.length };
-      if (parts.kind === 'trace') return { subject, kind: 'malformed', bytes: data.byteLength, error: 'a trace batch must be a map with an events list' };
+      if (parts.kind === 'trace' && parts.job !== '_jobs' && parts.job !== '_nodes') return { subject, kind: 'malformed', bytes: data.byteLength, error: 'a trace batch must be a map with an events list' };
       // A launcher's claim of its job name (actors/job-claim.ts): a question or an answer.
       if (parts.job === '_jobs') return { subject, kind: 'job-claim', bytes: data.byteLength };
       return { subject, kind: String(v?.verb ?? 'node'), bytes: data.byteLength };

@@ -251,6 +251,9 @@ describe('the baton command', function () {
     for (const bytes of [new Uint8Array([0x05]), new Uint8Array([0xa0]), encodeValue({ verb: 'x' })])
       assert.equal(tapLine('baton.tt.trace.0', bytes).kind, 'malformed');
     assert.equal(tapLine('baton.tt.trace.0', encodeValue({ events: [] })).kind, 'trace');
+    // The claim of a job, or a request to a node, named `trace` is no trace batch.
+    assert.equal(tapLine('baton._jobs.trace', encodeValue({ reply: 'baton._jobs.reply.x', token: 'a' })).kind, 'job-claim');
+    assert.equal(tapLine('baton._nodes.trace', encodeValue({ verb: 'ping' })).kind, 'ping');
   });
 
   it('train fails (status 1) when the loss is no longer finite, after printing what it did', async () => {

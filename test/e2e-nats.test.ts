@@ -260,7 +260,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
         }
       } });
       try {
-        await assert.rejects(run, (e: Error) => e.name === 'JobError' && /node\(s\) gone2 answered no status within 5 s after the job made no progress for 2000 ms: gone or hung/.test(e.message));
+        await assert.rejects(run, (e: Error) => e.name === 'JobError' && /node\(s\) gone2 answered nothing within 5 s after the job made no progress for 2000 ms: gone or hung/.test(e.message));
       } finally {
         await bus.close();
       }

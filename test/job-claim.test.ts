@@ -1,6 +1,7 @@
 import { strict as assert } from 'assert';
 import { JobNameTakenError, claimJob } from '../actors/job-claim';
 import { LocalBus } from '../transport/local-bus';
+import { decodeValue, encodeValue } from '../transport/codec';
 
 describe('claiming a job name on a bus', () => {
   it('refuses a name another launcher holds, naming it, and frees it on release', async () => {
@@ -14,5 +15,26 @@ describe('claiming a job name on a bus', () => {
     again();
     other();
     assert.equal(bus.subscriptionCount, 0, 'nothing is left subscribed');
+  });
+
+  it('answers a claim only on the reply subject claimJob makes, so a peer cannot make it publish a 5 KB subject', async () => {
+    const bus = new LocalBus();
+    const release = await claimJob(bus, 'j', 20);
+    const heard: string[] = [];
+    for (const reply of [`baton._jobs.reply.${'a'.repeat(5000)}`, 'baton._jobs.reply.zz', 'baton._nodes.reply.abcdefabcdef']) {
+      bus.subscribe(reply, (subj) => heard.push(subj));
+      bus.publish('baton._jobs.j', encodeValue({ reply, token: 'other' }));
+    }
+    assert.deepEqual(heard, []);
+    release();
+  });
+
+  it('refuses the name with a JobNameTakenError even when the answer holds values that cannot be printed', async () => {
+    const bus = new LocalBus();
+    bus.subscribe('baton._jobs.j', (_s, d) => {
+      const q = decodeValue(d) as { reply: string };
+      bus.publish(q.reply, encodeValue({ node: { toString: 1 }, pid: { valueOf: 2 }, host: ['x'] }));
+    });
+    await assert.rejects(claimJob(bus, 'j', 20), (e: Error) => e instanceof JobNameTakenError && /still hosted by node agent/.test(e.message));
   });
 });

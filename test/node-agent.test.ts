@@ -5,6 +5,7 @@ import { JobNameTakenError, claimJob } from '../actors/job-claim';
 import { TRAIN_DEFAULTS } from '../models/train-config';
 import { decodeValue, encodeValue } from '../transport/codec';
 import { LocalBus } from '../transport/local-bus';
+import { PayloadTooLargeError } from '../transport/nats-bus';
 
 const REPLY = `${NODES_PREFIX}.reply.test`;
 
@@ -78,6 +79,42 @@ describe('the node agent', () => {
     await until(() => replies.some((r) => r.verb === 'aborted'), 5000);
     const release = await claimJob(bus, 'orphan', 20);
     release();
+  });
+
+  it('answers nothing on a reply subject over 128 characters (the server would drop its connection for one of 4 KB)', async () => {
+    const { bus, agent, logs, request } = agentOnLocalBus();
+    const reply = `${NODES_PREFIX}.reply.${'x'.repeat(5000)}`;
+    let answered = 0;
+    bus.subscribe(reply, () => answered++);
+    request({ verb: 'abort', reply, job: 'none' });
+    await settle();
+    assert.equal(answered, 0);
+    assert.ok(agent.rejected >= 1 && logs.some((l) => /cannot answer on/.test(l)), logs.join('\n'));
+  });
+
+  it('sends a small error when an answer is over the server\'s max_payload, so the launcher knows it lives', async () => {
+    // The in-process bus with the limit a nats-server enforces, on the answers.
+    class LimitedBus extends LocalBus {
+      override publish(subject: string, data: Uint8Array): void {
+        if (subject === REPLY && data.byteLength > 200) throw new PayloadTooLargeError(subject, data.byteLength, 200);
+        super.publish(subject, data);
+      }
+    }
+    const bus = new LimitedBus();
+    const replies: Record<string, unknown>[] = [];
+    bus.subscribe(REPLY, (_s, d) => replies.push(decodeValue(d) as Record<string, unknown>));
+    const agent = new NodeAgent({ name: 'n1', bus, log: () => {} });
+    agent.start();
+    const config = resolveConfig({ job: 'big', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    bus.publish(nodeSubject('n1'), encodeValue({ verb: 'host', reply: REPLY, config, stages: [0, 1] }));
+    await settle();
+    assert.equal(replies.at(-1)?.verb, 'hosting');
+    bus.publish(nodeSubject('n1'), encodeValue({ verb: 'status', reply: REPLY, job: 'big' }));
+    await until(() => replies.length === 2, 5000);
+    assert.equal(replies[1].verb, 'error');
+    assert.match(String(replies[1].message), /the "status" answer is \d+ bytes, over the server's max_payload of 200/);
+    bus.publish(nodeSubject('n1'), encodeValue({ verb: 'abort', reply: REPLY, job: 'big' }));
+    await settle();
   });
 
   it('survives requests whose fields cannot even be printed, and keeps serving', async () => {

@@ -143,20 +143,32 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     spawned?.kill('SIGKILL');
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
-  dir = mkdtempSync(join(tmpdir(), 'baton-nats-'));
-  const confPath = join(dir, 'nats.conf');
-  const logPath = join(dir, 'nats.log');
-  writeFileSync(confPath, renderConfig({
-    port, name, maxPayload, maxPending, monitorPort,
-    cluster: clusterPort !== undefined ? { port: clusterPort, name: opts.clusterName ?? 'baton', routes } : undefined,
-  }));
-  const logFd = openSync(logPath, 'a');
-  // The log is read through a descriptor of our own: the files go once the server is up.
-  const readFd = openSync(logPath, 'r');
-  const [command, args] = dieWithParent(binary, ['-c', confPath]);
-  const child = spawn(command, args, { stdio: ['ignore', logFd, logFd] });
-  spawned = child;
-  closeSync(logFd);
+  let logFd = -1;
+  let readFd = -1;
+  let child: ChildProcess;
+  try {
+    dir = mkdtempSync(join(tmpdir(), 'baton-nats-'));
+    const confPath = join(dir, 'nats.conf');
+    const logPath = join(dir, 'nats.log');
+    writeFileSync(confPath, renderConfig({
+      port, name, maxPayload, maxPending, monitorPort,
+      cluster: clusterPort !== undefined ? { port: clusterPort, name: opts.clusterName ?? 'baton', routes } : undefined,
+    }));
+    logFd = openSync(logPath, 'a');
+    // The log is read through a descriptor of our own: the files go once the server is up.
+    readFd = openSync(logPath, 'r');
+    const [command, args] = dieWithParent(binary, ['-c', confPath]);
+    child = spawn(command, args, { stdio: ['ignore', logFd, logFd] });
+    spawned = child;
+    closeSync(logFd);
+  } catch (err) {
+    // Nothing of a server that could not be set up outlives this call.
+    spawned?.kill('SIGKILL');
+    for (const fd of [logFd, readFd]) if (fd >= 0) try { closeSync(fd); } catch { /* already closed */ }
+    if (dir) rmSync(dir, { recursive: true, force: true });
+    forget();
+    throw err;
+  }
   child.unref();
   let readClosed = false;
   const readLog = (): string => {
