@@ -324,11 +324,11 @@ export class NodeAgent {
   }
 }
 
-/** Where an agent may answer: a launcher's reply box (a valid subject under baton._nodes.reply.). */
 /** Longer reply subjects are refused: the server drops a connection whose command line
  * (the subject is in it) passes 4 KB. Launchers use 12 hex digits after the prefix. */
 const MAX_REPLY_SUBJECT = 128;
 
+/** Where an agent may answer: a launcher's reply box (a valid subject under baton._nodes.reply.). */
 function isReplySubject(to: unknown): to is string {
   if (typeof to !== 'string' || !to.startsWith(`${NODES_PREFIX}.reply.`) || to.length > MAX_REPLY_SUBJECT) return false;
   try {
