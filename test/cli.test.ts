@@ -155,7 +155,11 @@ describe('the baton command', function () {
         assert.equal(r.code, 0, `${c} ${flag}`);
         assert.match(r.out, /Usage:/, `${c} ${flag}`);
       }
+      const viaHelp = await baton('help', c);
+      assert.equal(viaHelp.code, 0, `help ${c}`);
+      assert.equal(viaHelp.out, (await baton(c, '--help')).out, `baton help ${c} is baton ${c} --help`);
     }
+    assert.match((await baton('node', '--help')).out, /\(default node-<pid>\)/);
   });
 
   it('loads TensorFlow.js only for commands that compute with it (a node agent starts without it)', () => {
