@@ -158,7 +158,7 @@ if (require.main === module) {
       process.exitCode = 1;
     });
   } else {
-    benchMain('overhead', "the runtime's overhead on the real clock against (M+P-1)(F+B), default and real-time scheduling class side by side, split along the critical path, and the same pipeline with no Baton code in it (the machine's floor)", [
+    benchMain('overhead', "the runtime's overhead on the real clock against (M+P-1)(F+B), default and real-time scheduling class side by side, split along the critical path, and the same pipeline with no Baton code in it (the floor of the design on this machine)", [
       { name: 'stages', type: 'list', metavar: 'P,…', help: 'pipeline depths', default: '2,4,8' },
       { name: 'rounds', type: 'int', metavar: 'R', help: 'rounds (medians are reported)', default: 5 },
       { name: 'microbatches', type: 'int', metavar: 'M', help: 'microbatches per iteration', default: 32 },

@@ -11,7 +11,7 @@ const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
   overhead: {
     file: 'run-overhead.js',
     flags: '[--stages 2,4,8] [--rounds R] [--microbatches M] [--no-realtime]',
-    what: "the runtime's overhead on the real clock (uniform tasks, one process per stage over NATS) against (M+P-1)(F+B), default and real-time scheduling class side by side, split along the critical path, beside the same pipeline with no Baton code (the machine's floor)",
+    what: "the runtime's overhead on the real clock (uniform tasks, one process per stage over NATS) against (M+P-1)(F+B), default and real-time scheduling class side by side, split along the critical path, beside the same pipeline with no Baton code (the floor of the design on this machine)",
   },
   train: {
     file: 'train-throughput.js',
