@@ -5,7 +5,7 @@
 
 import { randomBytes } from 'crypto';
 import { Bus, Subscription } from '../transport/bus';
-import { decodeValue, encodeValue, quoteValue } from '../transport/codec';
+import { decodeValue, encodeValue, peerText, quoteValue } from '../transport/codec';
 import { RealClock } from './clock';
 import { IterationRecord, coordinate } from './coordinator';
 import { DeadlockError } from './deadlock';
@@ -88,7 +88,7 @@ async function pollUntil(pred: () => boolean, timeoutMs: number, over: () => boo
 }
 
 /** A field of a node's reply, for an error message (a string as it is, anything else quoted). */
-const text = (x: unknown): string => (typeof x === 'string' ? x.slice(0, 2000) : quoteValue(x));
+const text = (x: unknown): string => peerText(x, 2000);
 
 function decodeReply(data: Uint8Array): Reply | null {
   try {

@@ -9,7 +9,7 @@ import { randomBytes } from 'crypto';
 import * as os from 'os';
 import { Bus, Subscription } from '../transport/bus';
 import { askAround } from '../transport/ask-around';
-import { decodeValue, encodeValue, quoteValue } from '../transport/codec';
+import { decodeValue, encodeValue, peerText } from '../transport/codec';
 import { JobError } from './wire-stage';
 
 export const JOBS_PREFIX = 'baton._jobs';
@@ -45,10 +45,9 @@ export async function claimJob(bus: Bus, job: string, waitMs = 300): Promise<() 
     // A launcher's answer first: it names the run that holds the name.
     const o = others.find((a) => a.node === undefined) ?? others[0];
     // The answer is a peer's: none of its values is trusted to print.
-    const text = (x: unknown) => (typeof x === 'string' || typeof x === 'number' ? String(x).slice(0, 200) : quoteValue(x));
-    if (o.node === undefined) throw new JobNameTakenError(`job ${job} is already running on this NATS system (launcher pid ${text(o.pid)} on ${text(o.host)}); give this run another --job NAME`);
+    if (o.node === undefined) throw new JobNameTakenError(`job ${job} is already running on this NATS system (launcher pid ${peerText(o.pid)} on ${peerText(o.host)}); give this run another --job NAME`);
     const lease = Number.isSafeInteger(o.leaseMs) ? `; they are dropped once their launcher has not renewed them for ${o.leaseMs as number} ms` : '';
-    throw new JobNameTakenError(`job ${job}'s stages are still hosted by node agent ${text(o.node)} (pid ${text(o.pid)} on ${text(o.host)}), left by a launcher that stopped without finishing${lease}; wait, or give this run another --job NAME`);
+    throw new JobNameTakenError(`job ${job}'s stages are still hosted by node agent ${peerText(o.node)} (pid ${peerText(o.pid)} on ${peerText(o.host)}), left by a launcher that stopped without finishing${lease}; wait, or give this run another --job NAME`);
   }
   return () => claim.unsubscribe();
 }

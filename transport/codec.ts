@@ -301,6 +301,11 @@ function isPlainObject(x: unknown): x is Record<string, unknown> {
   return p === Object.prototype || p === null;
 }
 
+/** A peer's value in a message of ours: a string as it is (cut to `max`), anything else quoted. */
+export function peerText(x: unknown, max = 200): string {
+  return typeof x === 'string' ? x.slice(0, max) : quoteValue(x);
+}
+
 /**
  * A short quote of a bad value for error messages. Never throws, and never renders more
  * than it shows: a peer's 50 MB string or million-element list is cut before quoting.
