@@ -70,18 +70,21 @@ async function measure(P: number, M: number): Promise<Measurement> {
   return { makespan_ms: mean(result.records.map((r) => r.makespan)), ideal_ms: (M + P - 1) * (F + B), parts: criticalPathSplit(result, P, M, F, B) };
 }
 
-function measureInChild(P: number, M: number, realtime: boolean): Promise<Measurement> {
-  const node = [process.execPath, __filename, '--child', String(P), String(M)];
+/** A node script run as its own process tree, all of it in the real-time class if asked; its JSON. */
+function nodeChildJson(argv: readonly string[], realtime: boolean, what: string): Promise<unknown> {
+  const node = [process.execPath, ...argv];
   const [cmd, ...args] = realtime ? ['chrt', '-r', '1', ...node] : node;
-  return childJson(cmd, args, `measurement P=${P}${realtime ? ' under chrt -r 1' : ''}`) as Promise<Measurement>;
+  return childJson(cmd, args, `${what}${realtime ? ' under chrt -r 1' : ''}`);
 }
 
-/** One measurement of the no-Baton floor, in its own process tree (all of it in the real-time class if asked). */
+function measureInChild(P: number, M: number, realtime: boolean): Promise<Measurement> {
+  return nodeChildJson([__filename, '--child', String(P), String(M)], realtime, `measurement P=${P}`) as Promise<Measurement>;
+}
+
+/** One measurement of the no-Baton floor. */
 function measureFloorInChild(P: number, M: number, realtime: boolean): Promise<{ makespan_ms: number }> {
   const { F, B } = uniformCosts();
-  const node = [process.execPath, require.resolve('./bare-pipeline'), FLOOR_FLAG, String(P), String(M), String(F), String(B)];
-  const [cmd, ...args] = realtime ? ['chrt', '-r', '1', ...node] : node;
-  return childJson(cmd, args, `floor measurement P=${P}${realtime ? ' under chrt -r 1' : ''}`) as Promise<{ makespan_ms: number }>;
+  return nodeChildJson([require.resolve('./bare-pipeline'), FLOOR_FLAG, String(P), String(M), String(F), String(B)], realtime, `floor measurement P=${P}`) as Promise<{ makespan_ms: number }>;
 }
 
 /** True when this process may start children in the real-time class. */
