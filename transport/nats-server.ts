@@ -139,10 +139,11 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   // here on removes it (and the server, once spawned).
   let spawned: ChildProcess | undefined;
   let dir: string | undefined;
-  const forget = onProcessEnd(() => {
+  const removeAll = () => {
     spawned?.kill('SIGKILL');
     if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+  };
+  const forget = onProcessEnd(removeAll);
   let logFd = -1;
   let readFd = -1;
   let child: ChildProcess;
@@ -163,9 +164,8 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     closeSync(logFd);
   } catch (err) {
     // Nothing of a server that could not be set up outlives this call.
-    spawned?.kill('SIGKILL');
     for (const fd of [logFd, readFd]) if (fd >= 0) try { closeSync(fd); } catch { /* already closed */ }
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    removeAll();
     forget();
     throw err;
   }
