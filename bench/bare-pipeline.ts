@@ -6,7 +6,8 @@
 // ready F; running a B moves to phase F and an F back to B; the lowest microbatch
 // first; unbounded buffers). A coordinator in the calling process starts each
 // iteration as Baton's does (stage 0's start and first microbatch, then the other
-// starts, then the other microbatches) and ends it when every stage has reported. So
+// starts, then the other microbatches) and ends it when every stage has reported. Stage
+// processes start with the Node flags Baton's stage processes start with. So
 // this is the floor of the design (Node's event loop, nats.js through one nats-server,
 // the timer), and what Baton takes over it is Baton's own.
 
@@ -15,6 +16,7 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { RealClock, monotonicNow } from '../actors/clock';
 import { startNatsServer } from '../transport/nats-server';
+import { stageNodeFlags } from '../cli/stage-node-flags';
 
 /** The child-process flag of one floor measurement: `--floor P M F B` prints its JSON. */
 export const FLOOR_FLAG = '--floor';
@@ -167,6 +169,7 @@ export async function runBarePipeline(o: { P: number; M: number; F: number; B: n
   for (const k of ['P', 'M', 'iterations'] as const) if (!(Number.isSafeInteger(o[k]) && o[k] >= 1)) throw new Error(`${k} must be a positive integer, got ${o[k]}`);
   if (!(Number.isSafeInteger(o.warmup) && o.warmup >= 0)) throw new Error(`warmup must be an integer >= 0, got ${o.warmup}`);
   for (const k of ['F', 'B'] as const) if (!(Number.isFinite(o[k]) && o[k] >= 0)) throw new Error(`${k} must be a finite number of ms >= 0, got ${o[k]}`);
+  const nodeFlags = stageNodeFlags();
   const server = await startNatsServer();
   const job = `b${process.pid}`;
   const children: ChildProcess[] = [];
@@ -184,7 +187,7 @@ export async function runBarePipeline(o: { P: number; M: number; F: number; B: n
     waits.push(ready);
     await nc.flush();
     for (let s = 0; s < o.P; s++) {
-      const child = spawn(process.execPath, [__filename, STAGE_FLAG, JSON.stringify({ ...o, stage: s, job, url: server.url })], { stdio: ['pipe', 'pipe', 'inherit'] });
+      const child = spawn(process.execPath, [...nodeFlags, __filename, STAGE_FLAG, JSON.stringify({ ...o, stage: s, job, url: server.url })], { stdio: ['pipe', 'pipe', 'inherit'] });
       outputs.push('');
       child.stdout?.on('data', (d: Buffer) => (outputs[s] += d.toString()));
       child.once('exit', (code, signal) => {

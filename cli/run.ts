@@ -21,6 +21,7 @@ import { formatTable } from './table';
 import { warnRejects } from './rejects';
 import { claimJob } from '../actors/job-claim';
 import { checkTraceOutputs, writeComparedTraceFiles } from './trace-output';
+import { STAGE_NODE_FLAGS_HELP, stageNodeFlags } from './stage-node-flags';
 
 const RUN_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
@@ -39,7 +40,7 @@ const RUN_FLAGS: readonly FlagSpec[] = [
 ];
 
 export const RUN_HELP = helpText('run', 'run a pipeline job on the real clock, over NATS (default) or in one process',
-  'baton run [sim flags] [--transport nats|local] [--nats URL] [--processes per-stage|single] [--nodes N1,…] [--trace FILE.json] [--gantt FILE.svg] [--json]', RUN_FLAGS);
+  'baton run [sim flags] [--transport nats|local] [--nats URL] [--processes per-stage|single] [--nodes N1,…] [--trace FILE.json] [--gantt FILE.svg] [--json]', RUN_FLAGS) + STAGE_NODE_FLAGS_HELP;
 
 export interface RunSetup {
   transport: 'nats' | 'local';
@@ -62,13 +63,13 @@ interface SpawnedNodes {
   stop(): Promise<void>;
 }
 
-function spawnNodes(url: string, names: string[]): SpawnedNodes {
+function spawnNodes(url: string, names: string[], nodeFlags: readonly string[]): SpawnedNodes {
   let stopping = false;
   let died: (e: Error) => void = () => {};
   const diedPromise = new Promise<never>((_, reject) => (died = reject));
   diedPromise.catch(() => {});
   const children = names.map((name) => {
-    const child = spawn(process.execPath, [CLI_ENTRY, 'node', '--nats', url, '--name', name, '--quiet', '--exit-with-stdin'], { stdio: ['pipe', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [...nodeFlags, CLI_ENTRY, 'node', '--nats', url, '--name', name, '--quiet', '--exit-with-stdin'], { stdio: ['pipe', 'ignore', 'pipe'] });
     child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[${name}] ${d}`));
     child.once('exit', (code, signal) => {
       if (!stopping) died(new JobError(`stage process ${name} (pid ${child.pid}) ended during the job (${signal ? `signal ${signal}` : `exit code ${code}`})`));
@@ -140,6 +141,7 @@ export interface RunOutcome {
 export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutcome> {
   // With --nodes the stages run elsewhere, and a profile file may exist only there.
   checkJob(cfg, { profileHere: !setup.nodes });
+  const nodeFlags = stageNodeFlags();
   if (setup.transport === 'local') {
     const result = await runJob(cfg, { clock: 'real', onIteration: setup.onIteration });
     return { result, transport: 'local', processes: 1, pids: [process.pid] };
@@ -165,7 +167,7 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     const launch = randomBytes(4).toString('hex');
     const names = setup.nodes ?? Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${launch}`);
     interrupts = watchInterrupts();
-    if (!setup.nodes) nodes = spawnNodes(url, names);
+    if (!setup.nodes) nodes = spawnNodes(url, names, nodeFlags);
     // Core NATS keeps nothing that was in flight: once the launcher's connection drops, the
     // job has lost messages (a server of our own that died, a network cut), so it ends now.
     const dropped = bus.disconnected().then((e) => Promise.reject(new JobError(`${e.message}: messages in flight are lost, the job cannot complete`)));

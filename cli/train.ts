@@ -16,6 +16,7 @@ import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { BUFFER_LIMIT_FLAG, bufferLimitFromFlag } from './job-flags';
 import { warnRejects } from './rejects';
 import { runOnce } from './run';
+import { STAGE_NODE_FLAGS_HELP } from './stage-node-flags';
 import { checkOutputDir } from './output-paths';
 
 const TRAIN_FLAGS: readonly FlagSpec[] = [
@@ -59,7 +60,7 @@ const TRAIN_FLAGS: readonly FlagSpec[] = [
 export const TRAIN_HELP = helpText('train', 'train a model with a pipeline, synchronous or asynchronous (real compute, TensorFlow.js)',
   'baton train [--model gpt|mlp] [--data FILE] [--stages P] [--chunks V] [--microbatches M] [--microbatch-size B] [--seq S] [--layers L] ' +
   '[--width D] [--iterations N] [--policy NAME] [--transport local|nats] [--jitter none|paper] [--checkpoint DIR] [--seed S] [--jitter-seed S] ' +
-  '[--mode sync|async] [--consistency none|stash|pipemare|predict|fresco] [--alpha A] [--json]', TRAIN_FLAGS);
+  '[--mode sync|async] [--consistency none|stash|pipemare|predict|fresco] [--alpha A] [--json]', TRAIN_FLAGS) + STAGE_NODE_FLAGS_HELP;
 
 export interface TrainOutcome {
   backend: string;

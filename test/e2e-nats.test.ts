@@ -8,6 +8,7 @@ import { NodeAgent } from '../actors/node';
 import { summarize } from '../actors/job';
 import { runOnce } from '../cli/run';
 import { tapCommand, tapLine } from '../cli/tap';
+import { stageNodeFlags } from '../cli/stage-node-flags';
 import { decodeValue, encodeValue } from '../transport/codec';
 import { NatsBus } from '../transport/nats-bus';
 import { startNatsServer } from '../transport/nats-server';
@@ -353,6 +354,10 @@ describe('baton run, when its job is cut short', function () {
       const run = await longRun(job);
       const servers = pidsWith('nats-server').filter((p) => readFileSync(`/proc/${p}/stat`, 'utf8').split(' ')[3] === String(run.launcher.pid));
       assert.equal(servers.length, 1, 'the launcher started one nats-server');
+      for (const p of run.stages) {
+        const argv = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0');
+        assert.deepEqual(argv.slice(1, 1 + stageNodeFlags().length), [...stageNodeFlags()], 'stage processes run with the stage Node flags');
+      }
       run.launcher.kill(sig);
       const { signal } = await run.exit;
       assert.equal(signal, sig);
