@@ -37,6 +37,8 @@ export interface CoordinatorWiring {
   readonly onIteration?: (r: IterationRecord) => void;
   readonly onDone: (records: IterationRecord[]) => void;
   readonly onReject?: (detail: string) => void;
+  /** The job's launch id: stamped on what the coordinator sends, required of the reports it takes. */
+  readonly launch?: string;
 }
 
 interface CoordinatorState {
@@ -55,7 +57,7 @@ export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg>
   const begin = async (s: CoordinatorState): Promise<void> => {
     s.start = clock.now();
     s.reports = new Array(stages).fill(null);
-    const base = { v: ENVELOPE_VERSION, job, iteration: s.iteration, src: -1, sentAt: s.start, tensors: [] };
+    const base = { v: ENVELOPE_VERSION, job, iteration: s.iteration, src: -1, sentAt: s.start, tensors: [], ...(w.launch !== undefined ? { launch: w.launch } : {}) };
     const control = (st: number): void => bus.publish(subject(job, 'control', st), encodeEnvelope({
       ...base, kind: 'control', mb: -1, chunk: -1, dir: 'control', dst: st, seq: s.seq++, bytes: 0, body: { verb: 'start' },
     }));
@@ -87,6 +89,10 @@ export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg>
     }
     if (e.kind !== 'report' || e.job !== job || !Number.isInteger(e.src) || e.src < 0 || e.src >= stages) {
       w.onReject?.(`${msg.subject}: not a report of this job (kind ${quoteValue(e.kind)}, job ${e.job}, stage ${e.src})`);
+      return s;
+    }
+    if (w.launch !== undefined && e.launch !== w.launch) {
+      w.onReject?.(`${msg.subject}: report of launch ${e.launch === undefined ? '(none)' : e.launch} from stage ${e.src}, this is launch ${w.launch}: left by an earlier run of the same job name?`);
       return s;
     }
     if (s.finished || e.iteration !== s.iteration) {

@@ -112,13 +112,18 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
   for (const n of o.nodes) if (!NODE_NAME_RE.test(n)) throw new JobError(`node name ${JSON.stringify(n)} does not match [A-Za-z0-9_-]+`);
   const bus = o.bus;
   const timeout = o.nodeTimeoutMs ?? 20000;
-  const replySubject = `${NODES_PREFIX}.reply.${randomBytes(6).toString('hex')}`;
+  // This run's id: on every message of the job, so stages and the coordinator refuse what a
+  // stage process of an earlier run of the same job name (its launcher killed mid-task) sends.
+  const launch = randomBytes(6).toString('hex');
+  const replySubject = `${NODES_PREFIX}.reply.${launch}`;
   const replies = new ReplyBox();
   const hellos = new ReplyBox();
   const events: BatonEvent[] = [];
   const received = new Map<number, number>();
   const subs: Subscription[] = [];
   const traceRejects: string[] = [];
+  /** Trace batches of another launch of this job name: not this run's events, so left out and counted. */
+  const otherLaunch: string[] = [];
   let nodeFailed: (e: Error) => void = () => {};
   const nodeFailure = new Promise<never>((_, reject) => (nodeFailed = reject));
   nodeFailure.catch(() => {});
@@ -141,8 +146,12 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
   }));
   subs.push(bus.subscribe(`baton.${cfg.job}.trace.*`, (subj, d) => {
     try {
-      const v = decodeValue(d) as { events?: unknown[] };
+      const v = decodeValue(d) as { events?: unknown[]; launch?: unknown };
       if (!v || !Array.isArray(v.events)) throw new Error('trace batch without an events list');
+      if (v.launch !== launch) {
+        otherLaunch.push(`${subj}: trace batch of launch ${quoteValue(v.launch)}, this is launch ${launch}: left by an earlier run of the same job name?`);
+        return;
+      }
       const stage = subj.slice(subj.lastIndexOf('.') + 1);
       v.events.forEach((x, i) => {
         const problem = eventProblem(x) ?? (String((x as BatonEvent).stage) !== stage ? `an event of stage ${(x as BatonEvent).stage} on stage ${stage}'s subject` : null);
@@ -184,7 +193,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     }
     const pidOf = new Map(seen.map((r) => [r.name, Number(r.pid)]));
     const leaseMs = Math.max(MIN_LEASE_MS, Math.round(o.leaseMs ?? cfg.stallTimeoutMs));
-    used.forEach((n, i) => request(n, { verb: 'host', config: cfg, stages: blocks[i], leaseMs }));
+    used.forEach((n, i) => request(n, { verb: 'host', config: cfg, stages: blocks[i], leaseMs, launch }));
     const since = Date.now();
     // A node that answers nothing for a whole lease (its renewals included) is gone or hung;
     // it would have dropped the job's stages by now anyway.
@@ -203,7 +212,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
 
     const coordinator = coordinate({
       runtime, bus, job: cfg.job, stages: shape.stages, microbatches: shape.microbatches, iterations: cfg.warmupIterations + cfg.iterations,
-      firstIteration: cfg.firstIteration, onIteration: o.onIteration,
+      firstIteration: cfg.firstIteration, onIteration: o.onIteration, launch,
     });
     subs.push({ unsubscribe: coordinator.unsubscribe });
     let records: IterationRecord[] | null = null;
@@ -246,7 +255,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     }));
     if (traceRejects.length > 0) throw new JobError(`malformed trace batches: ${traceRejects.slice(0, 3).join('; ')}`);
     events.sort((a, b) => a.t - b.t);
-    const result = buildResult({ cfg, shape, policy, records: records as unknown as IterationRecord[], events, clock: 'real', transport: bus.kind, wallStart, validate: true, sharedClock: false, coordinatorRejects: coordinator.rejects });
+    const result = buildResult({ cfg, shape, policy, records: records as unknown as IterationRecord[], events, clock: 'real', transport: bus.kind, wallStart, validate: true, sharedClock: false, coordinatorRejects: coordinator.rejects, launcherRejects: otherLaunch });
     completed = true;
     return { ...result, nodes: used.map((n, i) => ({ name: n, pid: pidOf.get(n) ?? -1, stages: blocks[i] })) };
   } finally {

@@ -199,6 +199,8 @@ export interface ResultParts {
   sharedClock?: boolean;
   /** Messages the coordinator refused (not a report of this job's current iteration): counted as rejected. */
   coordinatorRejects?: { readonly count: number; readonly first: readonly string[] };
+  /** Other messages the launcher refused (trace batches of another launch): counted as rejected. */
+  launcherRejects?: readonly string[];
 }
 
 const MAX_REJECTS_KEPT = 20;
@@ -215,13 +217,14 @@ export function buildResult(p: ResultParts): JobResult {
   const measuredIterations = new Set(measuredRecords.map((r) => r.iteration));
   const t = totals(p.events, p.shape.stages, (it) => measuredIterations.has(it));
   const coordinatorRejects = p.coordinatorRejects ?? { count: 0, first: [] };
+  const launcherRejects = p.launcherRejects ?? [];
   const rejects = [
-    ...coordinatorRejects.first.slice(0, MAX_REJECTS_KEPT / 2).map((d) => `coordinator: ${d}`),
+    ...[...coordinatorRejects.first.map((d) => `coordinator: ${d}`), ...launcherRejects.map((d) => `launcher: ${d}`)].slice(0, MAX_REJECTS_KEPT / 2),
     ...p.events.flatMap((e) => (e.type !== 'reject' ? [] : e.detail.startsWith(`stage ${e.stage}:`) ? [e.detail] : [`stage ${e.stage}: ${e.detail}`]))
       .slice(0, MAX_REJECTS_KEPT / 2),
   ];
   return {
     config: p.cfg, shape: p.shape, policy: p.policy, clock: p.clock, transport: p.transport, records: measuredRecords, iterations,
-    totals: { ...t, rejected: t.rejected + coordinatorRejects.count }, events: p.events, wallMs: performance.now() - p.wallStart, rejects,
+    totals: { ...t, rejected: t.rejected + coordinatorRejects.count + launcherRejects.length }, events: p.events, wallMs: performance.now() - p.wallStart, rejects,
   };
 }

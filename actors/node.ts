@@ -23,6 +23,7 @@
 import * as os from 'os';
 import { Bus, Subscription } from '../transport/bus';
 import { decodeValue, encodeValue, quoteValue } from '../transport/codec';
+import { LAUNCH_RE } from '../transport/envelope';
 import { PayloadTooLargeError } from '../transport/nats-bus';
 import { subject } from '../transport/subjects';
 import { checkSubject } from '../transport/local-bus';
@@ -62,6 +63,8 @@ interface HostedJob {
   lostTrace: string[];
   /** The launcher's reply subject. */
   replyTo: string;
+  /** The launch id the launcher gave: on every message and trace batch of the job's stages. */
+  launch?: string;
 }
 
 /** Shortest lease a launcher may ask for (renewals travel over the bus). */
@@ -200,6 +203,9 @@ export class NodeAgent {
     const leaseMs = req.leaseMs;
     if (leaseMs !== undefined && !(Number.isSafeInteger(leaseMs) && (leaseMs as number) >= MIN_LEASE_MS))
       throw new Error(`host: leaseMs must be an integer >= ${MIN_LEASE_MS}, got ${quoteValue(leaseMs)}`);
+    const launch = req.launch;
+    if (launch !== undefined && !(typeof launch === 'string' && LAUNCH_RE.test(launch)))
+      throw new Error(`host: launch must be a string of 1 to 64 of [0-9A-Za-z_-], got ${quoteValue(launch)}`);
     const cfg: JobConfig = resolveConfig(req.config as Partial<JobConfig>);
     const plan = planJob(cfg);
     if (this.jobs.has(cfg.job) || this.starting.has(cfg.job)) throw new Error(`job ${cfg.job} is already hosted here`);
@@ -220,13 +226,14 @@ export class NodeAgent {
     const job: HostedJob = {
       runtime, computes: [], stages: new Map(), subs: [], pending: new Map(), sent: new Map(), flushTimer: null,
       leaseMs: (leaseMs as number | undefined) ?? null, leaseTimer: null, renewedAt: 0, lostTrace: [], replyTo: req.reply,
+      ...(launch !== undefined ? { launch: launch as string } : {}),
     };
     try {
       for (const s of stages as number[]) {
         job.pending.set(s, []);
         job.sent.set(s, 0);
         const sink = (e: BatonEvent) => this.record(cfg.job, job, e);
-        const w = wireStage({ runtime, bus: this.bus, cfg, plan, durations, stage: s, sink });
+        const w = wireStage({ runtime, bus: this.bus, cfg, plan, durations, stage: s, sink, launch: job.launch });
         job.stages.set(s, w.stage);
         job.computes.push(w.compute);
         job.subs.push(...w.subscriptions);
@@ -296,7 +303,7 @@ export class NodeAgent {
    * it is dropped, logged and reported in the answer to finish. */
   private publishTrace(jobName: string, stage: number, job: HostedJob, list: BatonEvent[]): void {
     try {
-      this.bus.publish(subject(jobName, 'trace', stage), encodeValue({ events: list }));
+      this.bus.publish(subject(jobName, 'trace', stage), encodeValue({ events: list, ...(job.launch !== undefined ? { launch: job.launch } : {}) }));
       job.sent.set(stage, (job.sent.get(stage) ?? 0) + list.length);
     } catch (err) {
       if (err instanceof PayloadTooLargeError && list.length > 1) {

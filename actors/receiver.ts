@@ -20,6 +20,8 @@ export interface ReceiverWiring {
   readonly stage: number;
   readonly target: ActorRef<StageActorMsg>;
   readonly sink: EventSink;
+  /** The job's launch id: a message of another launch is refused (absent: none is checked). */
+  readonly launch?: string;
 }
 
 export interface ReceiverState {
@@ -59,6 +61,11 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
     if (e.job !== job || (e.dst !== stage && e.kind !== 'control')) {
       state.rejected++;
       reject(now, 'misrouted', `${msg.subject}: message for job ${e.job} stage ${e.dst} reached job ${job} stage ${stage}`);
+      return state;
+    }
+    if (w.launch !== undefined && e.launch !== w.launch) {
+      state.rejected++;
+      reject(now, 'other-launch', `${msg.subject}: message of launch ${e.launch === undefined ? '(none)' : e.launch} of job ${job} (stage ${e.src}), this is launch ${w.launch}: left by an earlier run of the same job name?`);
       return state;
     }
     state.received++;

@@ -32,6 +32,8 @@ export interface SenderWiring {
   readonly stage: number;
   readonly comm: CommModel;
   readonly sink: EventSink;
+  /** The job's launch id, stamped on every message (absent in single-process jobs). */
+  readonly launch?: string;
 }
 
 interface SenderState {
@@ -41,6 +43,7 @@ interface SenderState {
 export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
   const { runtime, bus, job, stage, comm, sink } = w;
   const clock = runtime.clock;
+  const launch = w.launch !== undefined ? { launch: w.launch } : {};
   return runtime.spawn<SenderState, SenderMsg>(`sender-${stage}`, { seq: 0 }, (state, msg) => {
     const now = clock.now();
     const seq = state.seq++;
@@ -48,7 +51,7 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
       const data = encodeEnvelope({
         v: ENVELOPE_VERSION, job, kind: 'report', iteration: msg.iteration, mb: -1, chunk: -1, dir: 'control',
         src: stage, dst: -1, seq, sentAt: now, bytes: 0, tensors: [],
-        body: { peakInflight: msg.peakInflight, ...(msg.body ?? {}) },
+        body: { peakInflight: msg.peakInflight, ...(msg.body ?? {}) }, ...launch,
       });
       bus.publish(subject(job, 'report'), data);
       return state;
@@ -61,7 +64,7 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
     const data = encodeEnvelope({
       v: ENVELOPE_VERSION, job, kind: msg.kind, iteration: msg.iteration, mb: t.mb, chunk: msg.dstChunk,
       dir: msg.kind === 'activation' ? 'forward' : 'backward', src: stage, dst: msg.dst, seq, sentAt: now,
-      ...(commMs > 0 ? { commMs } : {}), bytes, tensors: msg.tensors ?? [],
+      ...(commMs > 0 ? { commMs } : {}), bytes, tensors: msg.tensors ?? [], ...launch,
     });
     sink({ type: 'send', t: now, stage, iteration: msg.iteration, kind: msg.kind, mb: t.mb, chunk: msg.dstChunk, dst: msg.dst, seq, bytes, ...(clock.kind === 'real' ? { cpuMs: performance.now() - c0 } : {}) });
     // A refused publish (e.g. a tensor over the server's max_payload) fails the job clearly.

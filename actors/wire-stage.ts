@@ -130,15 +130,17 @@ export interface StageWiringOptions {
   stage: number;
   sink: EventSink;
   computeFor?: (stage: number, clock: Clock) => StageCompute;
+  /** The launch id of a distributed job: stamped on the stage's messages and required of those it takes. */
+  launch?: string;
 }
 
 export function wireStage(o: StageWiringOptions): WiredStage {
   const { runtime, bus, cfg, plan, durations, stage: s, sink } = o;
-  const sender = spawnSender({ runtime, bus, job: cfg.job, stage: s, comm: durations, sink });
+  const sender = spawnSender({ runtime, bus, job: cfg.job, stage: s, comm: durations, sink, launch: o.launch });
   const compute = o.computeFor ? o.computeFor(s, runtime.clock) : computeFor(o);
   const arbiter = makeArbiter(plan.policy, stageBufferLimit(cfg.bufferLimit, s, plan.shape.stages));
   const stage = spawnStage({ stage: s, shape: plan.shape, policy: plan.policy, arbiter, firstIteration: cfg.firstIteration }, { runtime, compute, sender, sink, outboundWritten: () => bus.written() });
-  const receiver = spawnReceiver({ runtime, job: cfg.job, stage: s, target: stage, sink });
+  const receiver = spawnReceiver({ runtime, job: cfg.job, stage: s, target: stage, sink, launch: o.launch });
   const subscriptions = STAGE_INBOX_KINDS.map((kind) =>
     bus.subscribe(subject(cfg.job, kind, s), (subj, data) => runtime.send(receiver, { type: 'bytes', subject: subj, data })));
   return { stage, subscriptions, compute };

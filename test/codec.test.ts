@@ -56,6 +56,8 @@ describe('codec', () => {
       assert.deepEqual(decodeEnvelope(encodeEnvelope(e)), e);
       const timed = envelope([], { commMs: 1.25 });
       assert.deepEqual(decodeEnvelope(encodeEnvelope(timed)), timed);
+      const launched = envelope([tensor('float32', [2])], { launch: '0123456789ab' });
+      assert.equal(decodeEnvelope(encodeEnvelope(launched)).launch, '0123456789ab');
     });
 
     it('carries empty tensors and messages with no tensors', () => {
@@ -158,6 +160,10 @@ describe('codec', () => {
       rejects(encodeValue({ ...rawHeader(), commMs: 4e6 }), 'bad-field', /"commMs"/);
       rejects(encodeValue({ ...rawHeader(), commMs: '2' }), 'bad-field', /"commMs".*"2"/);
       rejects(encodeValue({ ...rawHeader(), tensors: 5 }), 'bad-field', /tensors.*5/);
+      rejects(encodeValue({ ...rawHeader(), launch: 'a.b' }), 'bad-field', /"launch".*"a\.b"/);
+      rejects(encodeValue({ ...rawHeader(), launch: '' }), 'bad-field', /"launch"/);
+      rejects(encodeValue({ ...rawHeader(), launch: 7 }), 'bad-field', /"launch".*7/);
+      rejects(encodeValue({ ...rawHeader(), launch: 'x'.repeat(65) }), 'bad-field', /"launch"/);
     });
 
     it('rejects an unknown dtype and data of the wrong type', () => {

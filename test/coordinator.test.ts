@@ -53,4 +53,34 @@ describe('coordinator', () => {
       await bus.close();
     }
   });
+
+  it('stamps its launch on what it sends and refuses reports of another launch or of none', async () => {
+    const bus = new LocalBus();
+    const runtime = new ActorRuntime(new RealClock(), 'coord-launch');
+    const job = 'coordlaunch';
+    const launches: (string | undefined)[] = [];
+    bus.subscribe(`baton.${job}.>`, (subj, d) => { if (!subj.endsWith('.report')) launches.push(decodeEnvelope(d).launch); });
+    const c = coordinate({ runtime, bus, job, stages: 2, microbatches: 2, iterations: 1, launch: 'abc123' });
+    const report = (src: number, launch?: string): void => bus.publish(subject(job, 'report'), encodeEnvelope({
+      v: ENVELOPE_VERSION, job, kind: 'report', iteration: 0, mb: -1, chunk: -1, dir: 'control', src, dst: -1, seq: 0, sentAt: 0, bytes: 0, tensors: [], body: {},
+      ...(launch !== undefined ? { launch } : {}),
+    }));
+    try {
+      c.begin();
+      report(0, 'zzz999');
+      report(1);
+      report(0, 'abc123');
+      report(1, 'abc123');
+      const records = await c.done;
+      assert.equal(records.length, 1);
+      assert.deepEqual(launches, ['abc123', 'abc123', 'abc123', 'abc123'], 'two starts and two microbatches, each stamped');
+      assert.equal(c.rejects.count, 2);
+      assert.match(c.rejects.first[0], /report of launch zzz999 from stage 0, this is launch abc123/);
+      assert.match(c.rejects.first[1], /report of launch \(none\) from stage 1/);
+    } finally {
+      c.unsubscribe();
+      runtime.shutdown();
+      await bus.close();
+    }
+  });
 });

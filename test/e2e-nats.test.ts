@@ -9,7 +9,8 @@ import { summarize } from '../actors/job';
 import { runOnce } from '../cli/run';
 import { tapCommand, tapLine } from '../cli/tap';
 import { stageNodeFlags } from '../cli/stage-node-flags';
-import { decodeValue, encodeValue } from '../transport/codec';
+import { decodeEnvelope, decodeValue, encodeEnvelope, encodeValue } from '../transport/codec';
+import { ENVELOPE_VERSION } from '../transport/envelope';
 import { NatsBus } from '../transport/nats-bus';
 import { startNatsServer } from '../transport/nats-server';
 import { natsServerForSuite } from './nats-server-fixture';
@@ -177,6 +178,35 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     }
   });
 
+  it('refuses what a stage left by an earlier run of the same job name sends (another launch), and completes and validates', async () => {
+    const orphan = await NatsBus.connect(server().url);
+    const cfg = resolveConfig({ job: 'relaunch', stages: 3, microbatches: 8, policy: 'bf', profile: 'uniform' });
+    // As each iteration starts, a stage 0 of another launch sends stage 1 every microbatch's
+    // activation at once, and a trace batch; taken, they would run stage 1's forwards before
+    // stage 0's and the validation would fail.
+    orphan.subscribe('baton.relaunch.control.1', (_s, d) => {
+      const start = decodeEnvelope(d);
+      for (let mb = 0; mb < 8; mb++) {
+        orphan.publish('baton.relaunch.activation.1', encodeEnvelope({
+          v: ENVELOPE_VERSION, job: 'relaunch', kind: 'activation', iteration: start.iteration, mb, chunk: 0, dir: 'forward',
+          src: 0, dst: 1, seq: mb, sentAt: start.sentAt, bytes: 0, tensors: [], launch: 'earlier',
+        }));
+      }
+      orphan.publish('baton.relaunch.trace.0', encodeValue({ events: [], launch: 'earlier' }));
+    });
+    await orphan.flush();
+    try {
+      const o = await runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
+      const s = summarize(o.result);
+      assert.equal(s.tasks, 3 * 8 * 2);
+      assert.ok(s.rejected >= 8 + 1, `rejected ${s.rejected}`);
+      assert.ok(o.result.rejects.some((r) => /^stage 1: .*message of launch earlier of job relaunch \(stage 0\), this is launch [0-9a-f]{12}/.test(r)), o.result.rejects.join('\n'));
+      assert.ok(o.result.rejects.some((r) => /^launcher: baton\.relaunch\.trace\.0: trace batch of launch "earlier"/.test(r)), o.result.rejects.join('\n'));
+    } finally {
+      await orphan.close();
+    }
+  });
+
   it('fails at once when the launcher\'s own iteration callback fails (a checkpoint that cannot be written)', async () => {
     const cfg = resolveConfig({ job: 'cbfail', stages: 2, microbatches: 4, iterations: 3, policy: 'bf', profile: 'uniform' });
     const t0 = Date.now();
@@ -270,11 +300,12 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     }
   });
 
-  it('fails clearly, naming the subject, when a trace batch holds malformed events', async () => {
+  it('fails clearly, naming the subject, when a trace batch of its launch holds malformed events', async () => {
     const vandal = await NatsBus.connect(server().url);
     const cfg = resolveConfig({ job: 'badtrace', stages: 2, microbatches: 4, policy: 'bf', profile: 'uniform' });
-    vandal.subscribe('baton.badtrace.control.0', () =>
-      vandal.publish('baton.badtrace.trace.0', encodeValue({ events: [{}, { type: 'send', t: 1, stage: 0, iteration: 0, kind: 'activation', mb: 0, chunk: 0, dst: 1, seq: 0, bytes: 'lots' }] })));
+    // The vandal learns the run's launch id from a start message (a batch without it is not this run's, and is only counted).
+    vandal.subscribe('baton.badtrace.control.0', (_s, d) =>
+      vandal.publish('baton.badtrace.trace.0', encodeValue({ launch: decodeEnvelope(d).launch, events: [{}, { type: 'send', t: 1, stage: 0, iteration: 0, kind: 'activation', mb: 0, chunk: 0, dst: 1, seq: 0, bytes: 'lots' }] })));
     await vandal.flush();
     try {
       await assert.rejects(runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url }),

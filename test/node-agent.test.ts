@@ -186,6 +186,9 @@ describe('the node agent', () => {
     request({ verb: 'host', reply: REPLY, config: config('x'), stages: [0], leaseMs: 10 });
     await settle();
     assert.match(String(replies.at(-1)?.message), /leaseMs must be an integer >= 1000/);
+    request({ verb: 'host', reply: REPLY, config: config('x'), stages: [0], launch: 'a.b' });
+    await settle();
+    assert.match(String(replies.at(-1)?.message), /launch must be a string of 1 to 64 of \[0-9A-Za-z_-\], got "a\.b"/);
     for (const job of ['kept', 'dropped']) request({ verb: 'abort', reply: REPLY, job });
     await settle();
     assert.equal(bus.subscriptionCount, subscriptions);

@@ -11,7 +11,7 @@
 // over 4 GiB, compression, schema evolution beyond the single version number.
 
 import type * as CborX from 'cbor-x' with { 'resolution-mode': 'import' };
-import { ENVELOPE_VERSION, MAX_JOB_NAME } from './envelope';
+import { ENVELOPE_VERSION, LAUNCH_RE, MAX_JOB_NAME } from './envelope';
 import type { AnyTypedArray, DType, Direction, Envelope, TensorPayload } from './envelope';
 
 export type CodecErrorReason =
@@ -214,6 +214,7 @@ const isJob = (x: unknown): boolean => typeof x === 'string' && x.length <= MAX_
 const isKind = (x: unknown): boolean => typeof x === 'string' && x.length > 0;
 const isDirection = (x: unknown): boolean => DIRECTIONS.includes(x as Direction);
 const isFiniteNumber = (x: unknown): boolean => typeof x === 'number' && Number.isFinite(x);
+const isLaunch = (x: unknown): boolean => typeof x === 'string' && LAUNCH_RE.test(x);
 const isCommMs = (x: unknown): boolean => typeof x === 'number' && x >= 0 && x <= MAX_COMM_MS;
 const JOB_EXPECTED = `a string matching ${JOB_RE} of at most ${MAX_JOB_NAME} characters`;
 const DIRECTION_EXPECTED = `one of ${DIRECTIONS.join(', ')}`;
@@ -240,6 +241,7 @@ function checkHeader(o: Record<string, unknown>, where: string): Header {
     if (!isPlainObject(o.body)) throw new CodecError('bad-field', `${where}: field "body" must be a map, got ${quoteValue(o.body)}`);
     h.body = o.body;
   }
+  if (o.launch !== undefined) h.launch = field(o, 'launch', where, isLaunch, 'a string of 1 to 64 of [0-9A-Za-z_-]') as string;
   return h;
 }
 

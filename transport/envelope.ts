@@ -50,7 +50,17 @@ export interface Envelope {
   readonly tensors: readonly TensorPayload[];
   /** Kind-specific fields of control messages. */
   readonly body?: Readonly<Record<string, unknown>>;
+  /**
+   * The launch of the job this message belongs to: an id its launcher draws for each run.
+   * A distributed job's stages and coordinator refuse messages of another launch (a stage
+   * process a stopped launcher left behind, still finishing a task). Absent in messages of
+   * single-process jobs, which check none.
+   */
+  readonly launch?: string;
 }
+
+/** What a launch id looks like (a distributed launcher draws 12 hex digits). */
+export const LAUNCH_RE = /^[0-9A-Za-z_-]{1,64}$/;
 
 /** Longest job name: it is in every subject and every envelope. */
 export const MAX_JOB_NAME = 128;
