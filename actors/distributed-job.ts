@@ -144,19 +144,22 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     const r = decodeReply(d);
     if (r && r.verb === 'hello') hellos.push(r);
   }));
+  // The wildcard's last token is whatever a publisher chose: quoted wherever it is printed.
   subs.push(bus.subscribe(`baton.${cfg.job}.trace.*`, (subj, d) => {
+    const where = quoteValue(subj, 200);
     try {
-      const v = decodeValue(d) as { events?: unknown[]; launch?: unknown };
-      if (!v || !Array.isArray(v.events)) throw new Error('trace batch without an events list');
-      if (v.launch !== launch) {
-        otherLaunch.push(`${subj}: trace batch of launch ${quoteValue(v.launch)}, this is launch ${launch}: left by an earlier run of the same job name?`);
+      const v = decodeValue(d) as { events?: unknown[]; launch?: unknown } | null;
+      if (typeof v === 'object' && v !== null && !Array.isArray(v) && v.launch !== launch) {
+        otherLaunch.push(`${where}: trace batch of launch ${quoteValue(v.launch)}, this is launch ${launch}: left by an earlier run of the same job name?`);
         return;
       }
+      if (!v || !Array.isArray(v.events)) throw new Error('trace batch without an events list');
       const stage = subj.slice(subj.lastIndexOf('.') + 1);
+      if (!/^(0|[1-9][0-9]*)$/.test(stage) || Number(stage) >= shape.stages) throw new Error(`trace subject of no stage of this job (0..${shape.stages - 1})`);
       v.events.forEach((x, i) => {
         const problem = eventProblem(x) ?? (String((x as BatonEvent).stage) !== stage ? `an event of stage ${(x as BatonEvent).stage} on stage ${stage}'s subject` : null);
         if (problem) {
-          traceRejects.push(`${subj}: event ${i}: ${problem}`);
+          traceRejects.push(`${where}: event ${i}: ${problem}`);
           return;
         }
         const e = x as BatonEvent;
@@ -165,7 +168,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
         for (const s of o.sinks ?? []) s(e);
       });
     } catch (err) {
-      traceRejects.push(`${subj}: ${(err as Error).message}`);
+      traceRejects.push(`${where}: ${(err as Error).message}`);
     }
   }));
   const runtime = new ActorRuntime(new RealClock(), `launcher-${cfg.job}`);
@@ -207,6 +210,9 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       () => `nodes to host job ${cfg.job}`));
     const failed = hosted.find((r) => r.verb === 'error');
     if (failed) throw new JobError(`node ${failed.name} refused to host: ${failed.message}`);
+    // An agent that did not take the launch id would send what this run's coordinator refuses.
+    const unlaunched = hosted.filter((r) => r.verb === 'hosting' && r.launch !== launch).map((r) => peerText(r.name));
+    if (unlaunched.length > 0) throw new JobError(`node(s) ${unlaunched.join(', ')} hosted the job without taking its launch id: an agent older than this launcher? Restart it from the same Baton`);
     // The stages' new subscriptions must reach every server of a cluster before traffic starts.
     await new Promise((r) => setTimeout(r, o.settleMs ?? 200));
 

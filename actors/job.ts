@@ -2,6 +2,7 @@
 // coordinator and a bus, on the real or the virtual clock. `baton sim` is this with the
 // virtual clock and the in-process bus; the same wiring runs over NATS.
 
+import { randomBytes } from 'crypto';
 import { HintPolicy } from '../policies/hint';
 import { PipelineShape } from '../policies/task';
 import { lowerBound } from '../models/lower-bound';
@@ -63,6 +64,10 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   const runtime = new ActorRuntime(clock, cfg.job);
   const t0 = clock.now();
   const bus = opts.bus ?? new LocalBus();
+  // Over NATS, this run's id on every message, as a distributed run's: stages a killed
+  // launcher left behind on the same job name cannot feed it. The in-process bus is this
+  // run's alone.
+  const launch = bus.kind === 'local' ? undefined : randomBytes(6).toString('hex');
   const events: BatonEvent[] = [];
   const extra = opts.sinks ?? [];
   const sink: EventSink = extra.length === 0 ? (e) => events.push(e) : (e) => {
@@ -73,7 +78,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   const subs: Subscription[] = [];
   const computes: StageCompute[] = [];
   for (let s = 0; s < shape.stages; s++) {
-    const w = wireStage({ runtime, bus, cfg, plan: { policy, shape }, durations, stage: s, sink, computeFor: opts.computeFor });
+    const w = wireStage({ runtime, bus, cfg, plan: { policy, shape }, durations, stage: s, sink, computeFor: opts.computeFor, launch });
     subs.push(...w.subscriptions);
     stages.push(w.stage);
     computes.push(w.compute);
@@ -85,7 +90,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   runtime.onFailure = (f) => fail(new JobError(`actor ${f.actor} failed: ${f.error.message}`, { cause: f.error }));
   const coordinator = coordinate({
     runtime, bus, job: cfg.job, stages: shape.stages, microbatches: shape.microbatches, iterations: cfg.warmupIterations + cfg.iterations,
-    firstIteration: cfg.firstIteration, onIteration: opts.onIteration,
+    firstIteration: cfg.firstIteration, onIteration: opts.onIteration, launch,
   });
   const finished = coordinator.done.then((r) => {
     records = r;

@@ -6,7 +6,7 @@
 //
 // Requests (CBOR maps, transport/codec.ts encodeValue):
 //   { verb: 'host', reply, config: JobConfig, stages: number[], leaseMs? }
-//                                                                  -> { verb: 'hosting', name, pid, stages } | { verb: 'error', … }
+//                                                                  -> { verb: 'hosting', name, pid, stages, launch } | { verb: 'error', … }
 //   { verb: 'renew', reply, job }                                  -> { verb: 'renewed', job } while the job is hosted here
 // An agent that is stopped (SIGTERM, SIGINT) tells the launcher of each job it hosts:
 //   { verb: 'leaving', job, reason }
@@ -247,7 +247,7 @@ export class NodeAgent {
     this.jobs.set(cfg.job, job);
     this.renew(cfg.job);
     this.log(`node ${this.name}: hosting job ${cfg.job} stages ${stages.join(',')}${job.leaseMs !== null ? ` (lease ${job.leaseMs} ms)` : ''}`);
-    this.reply(req.reply, { verb: 'hosting', pid: process.pid, stages, job: cfg.job });
+    this.reply(req.reply, { verb: 'hosting', pid: process.pid, stages, job: cfg.job, ...(job.launch !== undefined ? { launch: job.launch } : {}) });
   }
 
   private record(jobName: string, job: HostedJob, e: BatonEvent): void {

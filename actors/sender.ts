@@ -32,7 +32,7 @@ export interface SenderWiring {
   readonly stage: number;
   readonly comm: CommModel;
   readonly sink: EventSink;
-  /** The job's launch id, stamped on every message (absent in single-process jobs). */
+  /** The job's launch id, stamped on every message (absent on the in-process bus). */
   readonly launch?: string;
 }
 

@@ -141,7 +141,6 @@ export interface RunOutcome {
 export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutcome> {
   // With --nodes the stages run elsewhere, and a profile file may exist only there.
   checkJob(cfg, { profileHere: !setup.nodes });
-  const nodeFlags = stageNodeFlags();
   if (setup.transport === 'local') {
     const result = await runJob(cfg, { clock: 'real', onIteration: setup.onIteration });
     return { result, transport: 'local', processes: 1, pids: [process.pid] };
@@ -167,7 +166,7 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     const launch = randomBytes(4).toString('hex');
     const names = setup.nodes ?? Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${launch}`);
     interrupts = watchInterrupts();
-    if (!setup.nodes) nodes = spawnNodes(url, names, nodeFlags);
+    if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags());
     // Core NATS keeps nothing that was in flight: once the launcher's connection drops, the
     // job has lost messages (a server of our own that died, a network cut), so it ends now.
     const dropped = bus.disconnected().then((e) => Promise.reject(new JobError(`${e.message}: messages in flight are lost, the job cannot complete`)));

@@ -178,34 +178,38 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     }
   });
 
-  it('refuses what a stage left by an earlier run of the same job name sends (another launch), and completes and validates', async () => {
-    const orphan = await NatsBus.connect(server().url);
-    const cfg = resolveConfig({ job: 'relaunch', stages: 3, microbatches: 8, policy: 'bf', profile: 'uniform' });
-    // As each iteration starts, a stage 0 of another launch sends stage 1 every microbatch's
-    // activation at once, and a trace batch; taken, they would run stage 1's forwards before
-    // stage 0's and the validation would fail.
-    orphan.subscribe('baton.relaunch.control.1', (_s, d) => {
-      const start = decodeEnvelope(d);
-      for (let mb = 0; mb < 8; mb++) {
-        orphan.publish('baton.relaunch.activation.1', encodeEnvelope({
-          v: ENVELOPE_VERSION, job: 'relaunch', kind: 'activation', iteration: start.iteration, mb, chunk: 0, dir: 'forward',
-          src: 0, dst: 1, seq: mb, sentAt: start.sentAt, bytes: 0, tensors: [], launch: 'earlier',
-        }));
+  for (const processes of ['per-stage', 'single'] as const) {
+    it(`refuses what a stage left by an earlier run of the same job name sends (another launch), and completes and validates (--processes ${processes})`, async () => {
+      const orphan = await NatsBus.connect(server().url);
+      const cfg = resolveConfig({ job: `relaunch-${processes}`, stages: 3, microbatches: 8, policy: 'bf', profile: 'uniform' });
+      // As each iteration starts, a stage 0 of another launch sends stage 1 every microbatch's
+      // activation at once, and a trace batch. Taken, they would run stage 1's forwards on
+      // them, and the real activations would be refused as duplicates.
+      orphan.subscribe(`baton.relaunch-${processes}.control.1`, (_s, d) => {
+        const start = decodeEnvelope(d);
+        for (let mb = 0; mb < 8; mb++) {
+          orphan.publish(`baton.relaunch-${processes}.activation.1`, encodeEnvelope({
+            v: ENVELOPE_VERSION, job: `relaunch-${processes}`, kind: 'activation', iteration: start.iteration, mb, chunk: 0, dir: 'forward',
+            src: 0, dst: 1, seq: mb, sentAt: start.sentAt, bytes: 0, tensors: [], launch: 'earlier',
+          }));
+        }
+        orphan.publish(`baton.relaunch-${processes}.trace.0`, encodeValue({ events: [], launch: 'earlier' }));
+      });
+      await orphan.flush();
+      try {
+        const o = await runOnce(cfg, { transport: 'nats', processes, natsUrl: server().url });
+        const s = summarize(o.result);
+        assert.equal(s.tasks, 3 * 8 * 2);
+        assert.ok(s.rejected >= 8, `rejected ${s.rejected}`);
+        assert.ok(o.result.rejects.some((r) => new RegExp(`^stage 1: .*message of launch earlier of job relaunch-${processes} \\(stage 0\\), this is launch [0-9a-f]{12}`).test(r)), o.result.rejects.join('\n'));
+        // A single-process run streams no trace batches: it reads its stages' events in process.
+        if (processes === 'per-stage') assert.ok(o.result.rejects.some((r) => /^launcher: "baton\.relaunch-per-stage\.trace\.0": trace batch of launch "earlier"/.test(r)), o.result.rejects.join('\n'));
+        assert.deepEqual(o.result.events.filter((e) => e.type === 'reject' && /duplicate input/.test(e.detail)), [], 'no real activation was refused');
+      } finally {
+        await orphan.close();
       }
-      orphan.publish('baton.relaunch.trace.0', encodeValue({ events: [], launch: 'earlier' }));
     });
-    await orphan.flush();
-    try {
-      const o = await runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
-      const s = summarize(o.result);
-      assert.equal(s.tasks, 3 * 8 * 2);
-      assert.ok(s.rejected >= 8 + 1, `rejected ${s.rejected}`);
-      assert.ok(o.result.rejects.some((r) => /^stage 1: .*message of launch earlier of job relaunch \(stage 0\), this is launch [0-9a-f]{12}/.test(r)), o.result.rejects.join('\n'));
-      assert.ok(o.result.rejects.some((r) => /^launcher: baton\.relaunch\.trace\.0: trace batch of launch "earlier"/.test(r)), o.result.rejects.join('\n'));
-    } finally {
-      await orphan.close();
-    }
-  });
+  }
 
   it('fails at once when the launcher\'s own iteration callback fails (a checkpoint that cannot be written)', async () => {
     const cfg = resolveConfig({ job: 'cbfail', stages: 2, microbatches: 4, iterations: 3, policy: 'bf', profile: 'uniform' });
@@ -309,7 +313,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     await vandal.flush();
     try {
       await assert.rejects(runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url }),
-        (e: Error) => e.name === 'JobError' && /malformed trace batches: baton\.badtrace\.trace\.0: event 0: unknown event type/.test(e.message) && /field "bytes" must be an integer/.test(e.message));
+        (e: Error) => e.name === 'JobError' && /malformed trace batches: "baton\.badtrace\.trace\.0": event 0: unknown event type/.test(e.message) && /field "bytes" must be an integer/.test(e.message));
     } finally {
       await vandal.close();
     }

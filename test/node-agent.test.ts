@@ -1,6 +1,7 @@
 import { strict as assert } from 'assert';
 import { resolveConfig } from '../actors/config';
 import { ANNOUNCE_SUBJECT, MIN_LEASE_MS, NODES_PREFIX, NodeAgent, nodeSubject } from '../actors/node';
+import { runDistributed } from '../actors/distributed-job';
 import { JobNameTakenError, claimJob } from '../actors/job-claim';
 import { TRAIN_DEFAULTS } from '../models/train-config';
 import { decodeValue, encodeValue } from '../transport/codec';
@@ -192,5 +193,24 @@ describe('the node agent', () => {
     for (const job of ['kept', 'dropped']) request({ verb: 'abort', reply: REPLY, job });
     await settle();
     assert.equal(bus.subscriptionCount, subscriptions);
+  });
+});
+
+describe('a launcher and an agent that does not take the launch id', () => {
+  it('fails at once, naming the agent, instead of stalling on reports it refuses', async () => {
+    const bus = new LocalBus();
+    // An agent from before launch ids: it hosts, and answers without the id.
+    bus.subscribe(nodeSubject('old1'), (_s, d) => {
+      const req = decodeValue(d) as Record<string, unknown>;
+      if (req.verb === 'ping') bus.publish(ANNOUNCE_SUBJECT, encodeValue({ verb: 'hello', name: 'old1', pid: 1 }));
+      if (req.verb === 'host') bus.publish(String(req.reply), encodeValue({ verb: 'hosting', name: 'old1', pid: 1, stages: req.stages, job: 'oldagent' }));
+    });
+    const cfg = resolveConfig({ job: 'oldagent', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    try {
+      await assert.rejects(runDistributed(cfg, { bus, nodes: ['old1'], settleMs: 0 }),
+        (e: Error) => e.name === 'JobError' && /node\(s\) old1 hosted the job without taking its launch id: an agent older than this launcher\?/.test(e.message));
+    } finally {
+      await bus.close();
+    }
   });
 });

@@ -51,10 +51,10 @@ export interface Envelope {
   /** Kind-specific fields of control messages. */
   readonly body?: Readonly<Record<string, unknown>>;
   /**
-   * The launch of the job this message belongs to: an id its launcher draws for each run.
-   * A distributed job's stages and coordinator refuse messages of another launch (a stage
-   * process a stopped launcher left behind, still finishing a task). Absent in messages of
-   * single-process jobs, which check none.
+   * The launch of the job this message belongs to: an id its launcher draws for each run
+   * over NATS. Its stages and coordinator refuse messages of another launch (a stage
+   * process a stopped launcher left behind, still finishing a task). Absent on the
+   * in-process bus, where nothing is checked.
    */
   readonly launch?: string;
 }
