@@ -5,7 +5,7 @@
 // batches, so a watcher or the job's launcher sees every task and message.
 //
 // Requests (CBOR maps, transport/codec.ts encodeValue):
-//   { verb: 'host', reply, config: JobConfig, stages: number[], leaseMs? }
+//   { verb: 'host', reply, config: JobConfig, stages: number[], leaseMs?, launch? }
 //                                                                  -> { verb: 'hosting', name, pid, stages, launch } | { verb: 'error', … }
 //   { verb: 'renew', reply, job }                                  -> { verb: 'renewed', job } while the job is hosted here
 // An agent that is stopped (SIGTERM, SIGINT) tells the launcher of each job it hosts:

@@ -163,8 +163,8 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     // The stage processes skip the check that no other agent has their name (it would cost
     // each of them a round of asking): a suffix of this launch's own makes a clash with an
     // agent someone started by hand impossible in practice.
-    const launch = randomBytes(4).toString('hex');
-    const names = setup.nodes ?? Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${launch}`);
+    const suffix = randomBytes(4).toString('hex');
+    const names = setup.nodes ?? Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`);
     interrupts = watchInterrupts();
     if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags());
     // Core NATS keeps nothing that was in flight: once the launcher's connection drops, the
