@@ -12,7 +12,7 @@ const NODE_FLAGS: readonly FlagSpec[] = [
   { name: 'name', type: 'string', metavar: 'NAME', help: 'node name, unique among the nodes of a NATS system (default node-<pid>)' },
   { name: 'quiet', type: 'bool', help: 'do not log hosting events' },
   { name: 'json', type: 'bool', help: 'print one JSON line when ready ({node, pid, nats}) and log as JSON lines' },
-  { name: 'exit-with-stdin', type: 'bool', help: 'exit when stdin closes (baton run starts its stage processes so: they end with it, even if it is killed; their names, the job name with a suffix of this launch, skip the check that no other node has the name)' },
+  { name: 'exit-with-stdin', type: 'bool', help: 'exit when stdin closes (baton run starts its stage processes so: they end with it, even if it is killed; their names, the job name with a random suffix, skip the check that no other node has the name)' },
   { name: 'help', type: 'bool', help: 'show this help' },
 ];
 

@@ -60,10 +60,23 @@ export function checkOutputDir(dir: string, flag: string): void {
   }
   const up = existingAncestor(abs);
   if (!fs.statSync(up).isDirectory() || !writable(up)) throw new UsageError(`${flag} ${dir}: cannot be created (${up} is not a writable directory)`);
-  // Permission bits do not tell everything (root may not create directories in /sys): try it.
+  // Permission bits do not tell everything (root may not create directories in /sys): try
+  // it, one level at a time. Node's recursive mkdir never returns when the kernel answers
+  // ENOENT under a parent that exists (a path in /proc).
+  const missing: string[] = [];
+  for (let d = abs; d !== up; d = path.dirname(d)) missing.unshift(d);
+  const made: string[] = [];
   try {
-    fs.mkdirSync(abs, { recursive: true });
+    for (const d of missing) {
+      fs.mkdirSync(d);
+      made.push(d);
+    }
   } catch (err) {
-    throw new UsageError(`${flag} ${dir}: cannot be created: ${(err as Error).message}`);
+    for (const d of made.reverse()) {
+      try {
+        fs.rmdirSync(d);
+      } catch { /* leave it: the error below is the one to report */ }
+    }
+    throw new UsageError(`${flag} ${dir}: cannot be created: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
 }

@@ -23,4 +23,4 @@ export function stageNodeFlags(env: NodeJS.ProcessEnv = process.env): readonly s
 }
 
 /** The Environment part of `run --help` and `train --help`. */
-export const STAGE_NODE_FLAGS_HELP = `\nEnvironment:\n  ${STAGE_NODE_FLAGS_ENV.padEnd(28)} Node flags of the stage processes this command starts, space-separated (default ${DEFAULT_STAGE_NODE_FLAGS.join(' ')}; empty for none)\n`;
+export const STAGE_NODE_FLAGS_HELP = `\nEnvironment:\n  ${STAGE_NODE_FLAGS_ENV.padEnd(28)} Node flags of the stage processes this command starts, space-separated, a flag's value joined with = (default ${DEFAULT_STAGE_NODE_FLAGS.join(' ')}; empty for none)\n`;

@@ -73,7 +73,7 @@ export interface TrainOutcome {
   param_checksum: string;
   iterations_run: number;
   start_iteration: number;
-  summary: ReturnType<typeof summarize> & { transport: string; processes: number };
+  summary: ReturnType<typeof summarize> & { transport: string; processes: number; pids: number[] };
 }
 
 function positive(v: unknown, name: string): number {
@@ -197,7 +197,7 @@ export async function train(cfg: JobConfig, setup: TrainSetup, progress?: (line:
     param_checksum: paramChecksum(spec, params),
     iterations_run: records.length,
     start_iteration: t.startIteration,
-    summary: { ...summarize(o.result), transport: o.transport, processes: o.processes },
+    summary: { ...summarize(o.result), transport: o.transport, processes: o.processes, pids: o.pids },
   };
 }
 

@@ -105,6 +105,8 @@ describe('the baton command', function () {
       [['sim', '--stages', '2', '--microbatches', '2', '--trace', '/proc/baton-x.json'], /sim: --trace \/proc\/baton-x\.json: cannot be created: ENOENT/],
       [['train', '--model', 'mlp', '--checkpoint', path.join(tiny, 'ckpt')], /train: --checkpoint .*tiny\.txt\/ckpt: cannot be created/],
       [['train', '--model', 'mlp', '--checkpoint', '/sys/baton-nope'], /train: --checkpoint \/sys\/baton-nope: cannot be created/],
+      // Node's recursive mkdir spins forever on this one (ENOENT under an existing /proc).
+      [['train', '--model', 'mlp', '--checkpoint', '/proc/baton-nope/deeper'], /train: --checkpoint \/proc\/baton-nope\/deeper: cannot be created: ENOENT/],
       [['trace', 'gantt', 'x.json', '-o', os.tmpdir()], /trace gantt: -o .*: is a directory/],
       [['sim', '--mode', 'async', '--chunks', '2', '--stages', '2', '--microbatches', '4'], /JobConfigError: asynchronous mode runs one chunk per stage/],
       [['sim', '--jitter', 'paper', '--jitter-scale', '1e308'], /--jitter-scale must be between 0 and 100, got 1e\+308/],
