@@ -3,7 +3,7 @@
 // itself, gathers every stage's events from the trace subjects, then validates the run
 // exactly as a single-process one.
 
-import { randomBytes } from 'crypto';
+import { newLaunchId } from '../transport/envelope';
 import { Bus, Subscription } from '../transport/bus';
 import { decodeValue, encodeValue, peerText, quoteValue } from '../transport/codec';
 import { RealClock } from './clock';
@@ -114,7 +114,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
   const timeout = o.nodeTimeoutMs ?? 20000;
   // This run's id: on every message of the job, so stages and the coordinator refuse what a
   // stage process of an earlier run of the same job name (its launcher killed mid-task) sends.
-  const launch = randomBytes(6).toString('hex');
+  const launch = newLaunchId();
   const replySubject = `${NODES_PREFIX}.reply.${launch}`;
   const replies = new ReplyBox();
   const hellos = new ReplyBox();

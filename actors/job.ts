@@ -2,7 +2,6 @@
 // coordinator and a bus, on the real or the virtual clock. `baton sim` is this with the
 // virtual clock and the in-process bus; the same wiring runs over NATS.
 
-import { randomBytes } from 'crypto';
 import { HintPolicy } from '../policies/hint';
 import { PipelineShape } from '../policies/task';
 import { lowerBound } from '../models/lower-bound';
@@ -11,6 +10,7 @@ import { measuredDurations } from './measured';
 import { StoreStats } from './param-store';
 import { Bus, Subscription } from '../transport/bus';
 import { LocalBus } from '../transport/local-bus';
+import { newLaunchId } from '../transport/envelope';
 import { Clock, RealClock, VirtualClock } from './clock';
 import { StageCompute } from './compute';
 import { IterationRecord, coordinate } from './coordinator';
@@ -67,7 +67,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   // Over NATS, this run's id on every message, as a distributed run's: stages a killed
   // launcher left behind on the same job name cannot feed it. The in-process bus is this
   // run's alone.
-  const launch = bus.kind === 'local' ? undefined : randomBytes(6).toString('hex');
+  const launch = bus.kind === 'local' ? undefined : newLaunchId();
   const events: BatonEvent[] = [];
   const extra = opts.sinks ?? [];
   const sink: EventSink = extra.length === 0 ? (e) => events.push(e) : (e) => {

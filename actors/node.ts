@@ -23,7 +23,7 @@
 import * as os from 'os';
 import { Bus, Subscription } from '../transport/bus';
 import { decodeValue, encodeValue, quoteValue } from '../transport/codec';
-import { LAUNCH_RE } from '../transport/envelope';
+import { LAUNCH_EXPECTED, LAUNCH_RE } from '../transport/envelope';
 import { PayloadTooLargeError } from '../transport/nats-bus';
 import { subject } from '../transport/subjects';
 import { checkSubject } from '../transport/local-bus';
@@ -205,7 +205,7 @@ export class NodeAgent {
       throw new Error(`host: leaseMs must be an integer >= ${MIN_LEASE_MS}, got ${quoteValue(leaseMs)}`);
     const launch = req.launch;
     if (launch !== undefined && !(typeof launch === 'string' && LAUNCH_RE.test(launch)))
-      throw new Error(`host: launch must be a string of 1 to 64 of [0-9A-Za-z_-], got ${quoteValue(launch)}`);
+      throw new Error(`host: launch must be ${LAUNCH_EXPECTED}, got ${quoteValue(launch)}`);
     const cfg: JobConfig = resolveConfig(req.config as Partial<JobConfig>);
     const plan = planJob(cfg);
     if (this.jobs.has(cfg.job) || this.starting.has(cfg.job)) throw new Error(`job ${cfg.job} is already hosted here`);

@@ -11,7 +11,7 @@
 // over 4 GiB, compression, schema evolution beyond the single version number.
 
 import type * as CborX from 'cbor-x' with { 'resolution-mode': 'import' };
-import { ENVELOPE_VERSION, LAUNCH_RE, MAX_JOB_NAME } from './envelope';
+import { ENVELOPE_VERSION, LAUNCH_EXPECTED, LAUNCH_RE, MAX_JOB_NAME } from './envelope';
 import type { AnyTypedArray, DType, Direction, Envelope, TensorPayload } from './envelope';
 
 export type CodecErrorReason =
@@ -241,7 +241,7 @@ function checkHeader(o: Record<string, unknown>, where: string): Header {
     if (!isPlainObject(o.body)) throw new CodecError('bad-field', `${where}: field "body" must be a map, got ${quoteValue(o.body)}`);
     h.body = o.body;
   }
-  if (o.launch !== undefined) h.launch = field(o, 'launch', where, isLaunch, 'a string of 1 to 64 of [0-9A-Za-z_-]') as string;
+  if (o.launch !== undefined) h.launch = field(o, 'launch', where, isLaunch, LAUNCH_EXPECTED) as string;
   return h;
 }
 

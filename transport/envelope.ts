@@ -1,6 +1,8 @@
 // The envelope every Baton message travels in. Plain data; transport/codec.ts turns
 // it into CBOR bytes and back (validating everything it decodes).
 
+import { randomBytes } from 'crypto';
+
 export const ENVELOPE_VERSION = 1;
 
 export type Direction = 'forward' | 'backward' | 'control';
@@ -59,8 +61,14 @@ export interface Envelope {
   readonly launch?: string;
 }
 
-/** What a launch id looks like (a distributed launcher draws 12 hex digits). */
+/** What a launch id looks like (newLaunchId draws 12 hex digits), and how errors say it. */
 export const LAUNCH_RE = /^[0-9A-Za-z_-]{1,64}$/;
+export const LAUNCH_EXPECTED = 'a string of 1 to 64 of [0-9A-Za-z_-]';
+
+/** A fresh launch id for a run over NATS. */
+export function newLaunchId(): string {
+  return randomBytes(6).toString('hex');
+}
 
 /** Longest job name: it is in every subject and every envelope. */
 export const MAX_JOB_NAME = 128;
