@@ -1,7 +1,7 @@
 // One stream of events feeds the trace file, the Gantt chart, the tap and the
 // statistics. Times are milliseconds on the emitting stage's clock.
 
-import { TaskKind } from '../policies/task';
+import { SHAPE_LIMITS, TaskKind } from '../policies/task';
 
 interface Base {
   readonly t: number;
@@ -76,24 +76,32 @@ export type EventSink = (e: BatonEvent) => void;
 
 const TASK_KINDS = new Set(['F', 'B', 'W']);
 const WAIT_REASONS = new Set(['nothing-ready', 'binding', 'backpressure', 'tp-defer']);
-const isInt = (min: number) => (x: unknown) => Number.isSafeInteger(x) && (x as number) >= min;
+const isInt = (min: number, max = Number.MAX_SAFE_INTEGER) => (x: unknown) => Number.isSafeInteger(x) && (x as number) >= min && (x as number) <= max;
 const isFinite = (x: unknown) => typeof x === 'number' && Number.isFinite(x);
+/** Event times are ms on a monotonic or virtual clock; this bound (about 31 years) keeps
+ * spans and sums of them finite for everything that reads events back. */
+export const MAX_EVENT_TIME_MS = 1e12;
+const isTime = (x: unknown) => isFinite(x) && Math.abs(x as number) <= MAX_EVENT_TIME_MS;
+// A microbatch or chunk index beyond any shape Baton runs (policies/task.ts SHAPE_LIMITS).
+const MAX_MB = SHAPE_LIMITS.perStage - 1;
+const MAX_CHUNK = SHAPE_LIMITS.chunks - 1;
+const MAX_STAGE = SHAPE_LIMITS.stages - 1;
 const isString = (x: unknown) => typeof x === 'string';
 const isBoolean = (x: unknown) => typeof x === 'boolean';
 type FieldCheck = readonly [name: string, ok: (x: unknown) => boolean, expected: string, optional?: boolean];
 const TASK_FIELDS: FieldCheck[] = [
-  ['kind', (x) => TASK_KINDS.has(x as string), 'F, B or W'], ['mb', isInt(0), 'an integer >= 0'], ['chunk', isInt(0), 'an integer >= 0'],
+  ['kind', (x) => TASK_KINDS.has(x as string), 'F, B or W'], ['mb', isInt(0, MAX_MB), `an integer from 0 to ${MAX_MB}`], ['chunk', isInt(0, MAX_CHUNK), `an integer from 0 to ${MAX_CHUNK}`],
 ];
 const MESSAGE_FIELDS: FieldCheck[] = [
-  ['kind', isString, 'a string'], ['mb', isInt(-1), 'an integer >= -1'], ['chunk', isInt(-1), 'an integer >= -1'],
+  ['kind', isString, 'a string'], ['mb', isInt(-1, MAX_MB), `an integer from -1 to ${MAX_MB}`], ['chunk', isInt(-1, MAX_CHUNK), `an integer from -1 to ${MAX_CHUNK}`],
   ['seq', isInt(0), 'an integer >= 0'], ['bytes', isInt(0), 'an integer >= 0'], ['cpuMs', isFinite, 'a finite number', true],
 ];
 const EVENT_FIELDS: Record<BatonEvent['type'], FieldCheck[]> = {
   'task-start': [...TASK_FIELDS, ['inflight', isInt(0), 'an integer >= 0'], ['backpressure', isBoolean, 'a boolean']],
   'task-end': TASK_FIELDS,
-  send: [...MESSAGE_FIELDS, ['dst', isInt(-1), 'an integer >= -1']],
-  receive: [...MESSAGE_FIELDS, ['src', isInt(-1), 'an integer >= -1'], ['latency', isFinite, 'a finite number']],
-  wait: [['ms', (x) => isFinite(x) && (x as number) >= 0, 'a finite number >= 0'], ['reason', (x) => WAIT_REASONS.has(x as string), [...WAIT_REASONS].join(', ')]],
+  send: [...MESSAGE_FIELDS, ['dst', isInt(-1, MAX_STAGE), `an integer from -1 to ${MAX_STAGE}`]],
+  receive: [...MESSAGE_FIELDS, ['src', isInt(-1, MAX_STAGE), `an integer from -1 to ${MAX_STAGE}`], ['latency', isTime, `a number from -${MAX_EVENT_TIME_MS} to ${MAX_EVENT_TIME_MS}`]],
+  wait: [['ms', (x) => isTime(x) && (x as number) >= 0, `a number from 0 to ${MAX_EVENT_TIME_MS}`], ['reason', (x) => WAIT_REASONS.has(x as string), [...WAIT_REASONS].join(', ')]],
   reject: [['reason', isString, 'a string'], ['detail', isString, 'a string']],
   'iteration-start': [],
   'iteration-end': [],
@@ -109,7 +117,7 @@ export function eventProblem(x: unknown): string | null {
   const e = x as Record<string, unknown>;
   const fields = Object.prototype.hasOwnProperty.call(EVENT_FIELDS, e.type as string) ? EVENT_FIELDS[e.type as BatonEvent['type']] : null;
   if (!fields) return `unknown event type ${typeof e.type === 'string' ? JSON.stringify(e.type.slice(0, 40)) : typeof e.type}`;
-  const checks: FieldCheck[] = [['t', isFinite, 'a finite number'], ['stage', isInt(0), 'an integer >= 0'], ['iteration', isInt(-1), 'an integer >= -1'], ...fields];
+  const checks: FieldCheck[] = [['t', isTime, `a number from -${MAX_EVENT_TIME_MS} to ${MAX_EVENT_TIME_MS} (ms)`], ['stage', isInt(0, MAX_STAGE), `an integer from 0 to ${MAX_STAGE}`], ['iteration', isInt(-1), 'an integer >= -1'], ...fields];
   for (const [name, ok, expected, optional] of checks) {
     if (e[name] === undefined && optional) continue;
     if (!ok(e[name])) return `${e.type} event: field "${name}" must be ${expected}`;

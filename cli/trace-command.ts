@@ -10,8 +10,8 @@ import { SHAPE_LIMITS } from '../policies/task';
 import { checkOutputFile } from './output-paths';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { formatTable } from './table';
-import { ChromeEvent, batonEventsFromTrace, checkChromeTrace } from './trace/chrome';
-import { ganttSvg } from './trace/gantt';
+import { ChromeEvent, TraceContentError, batonEventsFromTrace, checkChromeTrace } from './trace/chrome';
+import { GanttError, ganttSvg, ganttTasks } from './trace/gantt';
 
 export class TraceFileError extends Error {
   override name = 'TraceFileError';
@@ -46,11 +46,21 @@ interface LoadedTrace {
   metadata?: Record<string, unknown>;
 }
 
+/** The largest trace file read: about the longest string Node can hold (a file this
+ * size parses into several GiB of objects). */
+export const MAX_TRACE_FILE_BYTES = 512 * 1024 * 1024 - 64;
+
 function readJson(file: string): unknown {
   let text: string;
   try {
+    // A device or a pipe could be endless (/dev/zero); a trace is a regular file.
+    const st = fs.statSync(file);
+    if (st.isDirectory()) throw new UsageError(`cannot read ${JSON.stringify(file)}: it is a directory`);
+    if (!st.isFile()) throw new UsageError(`cannot read ${JSON.stringify(file)}: not a regular file`);
+    if (st.size > MAX_TRACE_FILE_BYTES) throw new UsageError(`cannot read ${JSON.stringify(file)}: ${st.size} bytes, over the ${MAX_TRACE_FILE_BYTES} bytes a trace file may have`);
     text = fs.readFileSync(file, 'utf8');
   } catch (e) {
+    if (e instanceof UsageError) throw e;
     throw new UsageError(`cannot read ${JSON.stringify(file)}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
   try {
@@ -94,6 +104,8 @@ export interface StageSummary {
   received: number;
 }
 
+/** Per stage: tasks started, busy ms of the tasks that ended, waits and messages. Throws
+ * GanttError for a task that starts twice or ends without starting (as the chart does). */
 export function summarizeStages(events: readonly BatonEvent[], stages: number): StageSummary[] {
   const rows: StageSummary[] = [];
   const row = (s: number) => {
@@ -101,17 +113,12 @@ export function summarizeStages(events: readonly BatonEvent[], stages: number): 
     return rows[s];
   };
   for (let s = 0; s < stages; s++) row(s);
-  const starts = new Map<string, number>();
+  for (const t of ganttTasks(events)) row(t.stage).busy_ms += t.end - t.start;
   for (const e of events) {
     if (e.stage < 0) continue;
     const r = row(e.stage);
-    if (e.type === 'task-start') {
-      r.tasks++;
-      starts.set(`${e.stage}|${e.iteration}|${e.kind}|${e.mb}|${e.chunk}`, e.t);
-    } else if (e.type === 'task-end') {
-      const t = starts.get(`${e.stage}|${e.iteration}|${e.kind}|${e.mb}|${e.chunk}`);
-      if (t !== undefined) r.busy_ms += e.t - t;
-    } else if (e.type === 'wait') r.wait_ms += e.ms;
+    if (e.type === 'task-start') r.tasks++;
+    else if (e.type === 'wait') r.wait_ms += e.ms;
     else if (e.type === 'send') r.sent++;
     else if (e.type === 'receive' && e.src >= 0) r.received++;
   }
@@ -194,7 +201,9 @@ async function summary(argv: readonly string[], out: (s: string) => void): Promi
 
 const SUBCOMMANDS: Record<string, (argv: readonly string[], out: (s: string) => void) => Promise<number>> = { gantt, check, summary };
 
-/** Usage errors, unreadable files and files that are not valid traces exit 2 (check answers 1 for those); messages go to `err`. */
+/** Usage errors, unreadable files, files that are not valid traces and traces whose events
+ * cannot be read as Baton's (a task started twice, say) exit 2 (check answers 1 for invalid
+ * ones); messages go to `err`. */
 export async function traceCommand(argv: readonly string[], out: (s: string) => void,
   err: (s: string) => void = (s) => process.stderr.write(`${s}\n`)): Promise<number> {
   const [sub, ...rest] = argv;
@@ -212,6 +221,7 @@ export async function traceCommand(argv: readonly string[], out: (s: string) => 
   } catch (e) {
     const error = e as Error;
     err(`baton trace ${sub}: ${error.name}: ${error.message}`);
-    return error instanceof UsageError || error instanceof TraceFileError ? 2 : 1;
+    const fileProblem = error instanceof TraceFileError || error instanceof TraceContentError || error instanceof GanttError;
+    return error instanceof UsageError || fileProblem ? 2 : 1;
   }
 }

@@ -64,7 +64,7 @@ describe('baton trace', () => {
     assert.equal(c.code, 1);
     assert.match(c.out, /metadata\.stages must be an integer from 1 to 1024, got 1000000000/);
     assert.match(c.out, /metadata\.baton_events\[0\]: an event must be a map/);
-    assert.match(c.out, /metadata\.baton_events\[1\]: task-end event: field "mb" must be an integer >= 0/);
+    assert.match(c.out, /metadata\.baton_events\[1\]: task-end event: field "mb" must be an integer from 0 to 999999/);
     for (const sub of ['summary', 'gantt']) {
       const r = await call(sub, nullEvent, ...(sub === 'gantt' ? ['-o', path.join(dir, 'never.svg')] : []));
       assert.equal(r.code, 2);
@@ -74,7 +74,54 @@ describe('baton trace', () => {
     fs.writeFileSync(hugePid, JSON.stringify({ traceEvents: [{ name: 'F0', cat: 'F', ph: 'X', ts: 0, dur: 1, pid: 1e8, tid: 0 }] }));
     const r = await call('summary', hugePid);
     assert.equal(r.code, 2);
-    assert.match(r.err, /the trace names stage 100000000; a Baton trace has at most 1024 stages/);
+    assert.match(r.err, /traceEvents\[0\] \(name "F0", pid 100000000, tid 0\) cannot be read as a Baton event: task-start event: field "stage" must be an integer from 0 to 1023/);
+  });
+
+  it('refuses, with exit 2 and the reason, traces whose events would hang, corrupt or crash summary and gantt', async () => {
+    const write = (name: string, json: unknown) => {
+      const f = path.join(dir, name);
+      fs.writeFileSync(f, JSON.stringify(json));
+      return f;
+    };
+    const svg = path.join(dir, 'bad.svg');
+    const task = (over: Record<string, unknown>) => ({ type: 'task-start', t: 0, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0, inflight: 0, backpressure: false, ...over });
+    const end = (over: Record<string, unknown>) => ({ type: 'task-end', t: 1, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0, ...over });
+    const X = (args: Record<string, unknown>, over: Record<string, unknown> = {}) => ({ name: 'F0', cat: 'F', ph: 'X', ts: 0, dur: 10000, pid: 0, tid: 0, args, ...over });
+    const cases: [string, unknown, RegExp][] = [
+      // A span of 2e308 ms once spun the axis loop forever; a chunk of 1e9 the legend loop.
+      ['infinite span', { traceEvents: [], metadata: { baton_events: [task({ t: -1e308 }), end({ t: 1e308 })] } }, /field "t" must be a number from -1000000000000 to 1000000000000/],
+      ['huge chunk', { traceEvents: [], metadata: { baton_events: [task({ chunk: 1e9 }), end({ chunk: 1e9 })] } }, /field "chunk" must be an integer from 0 to 63/],
+      ['huge chunk in args', [X({ chunk: 1e9 })], /cannot be read as a Baton event: task-start event: field "chunk" must be an integer from 0 to 63/],
+      // Once copied into the SVG as markup.
+      ['markup microbatch', [X({ microbatch: '<script>alert(1)</script>' })], /field "mb" must be an integer from 0 to 999999/],
+      ['fractional pid', [X({}, { pid: 1.5 })], /pid 1\.5.*field "stage" must be an integer from 0 to 1023/],
+      ['string dst', [{ name: 'activation mb0 0→1', cat: 'activation', ph: 'X', ts: 0, dur: 5, pid: 0, tid: 1, args: { dst: 'x' } }], /send event: field "dst" must be an integer from -1 to 1023/],
+      ['object title', { traceEvents: [], metadata: { title: { x: 1 } } }, /metadata\.title must be a string, got \{"x":1\}/],
+      ['a task started twice', [X({}), X({}, { ts: 5000 })], /F0@0 starts at 5 ms while it is still running \(started at 0 ms\)/],
+      ['an end without its start', { traceEvents: [], metadata: { baton_events: [end({})] } }, /task-end of F0@0 at 1 ms without its task-start/],
+    ];
+    for (const [what, json, re] of cases) {
+      const f = write('bad.json', json);
+      for (const argv of [['summary', f], ['gantt', f, '-o', svg]]) {
+        const r = await call(...argv);
+        assert.equal(r.code, 2, `${what}: ${argv[0]} exits 2 (${r.err})`);
+        assert.match(r.err, re, `${what}: ${argv[0]}`);
+        assert.doesNotMatch(r.err, /TypeError|    at /, `${what}: ${argv[0]} names the problem, not an internal error`);
+      }
+      assert.ok(!fs.existsSync(svg), `${what}: no chart written`);
+    }
+  });
+
+  it('reads metadata events of any name, and refuses a file that is not a regular file', async () => {
+    const odd = path.join(dir, 'odd-names.json');
+    fs.writeFileSync(odd, JSON.stringify([{ name: 'constructor', ph: 'M', pid: 0, tid: 0 }, { name: '__proto__', ph: 'M', pid: 0, tid: 0 }]));
+    assert.equal((await call('check', odd)).code, 0);
+    const dev = await call('check', '/dev/zero');
+    assert.equal(dev.code, 2);
+    assert.match(dev.err, /cannot read "\/dev\/zero": not a regular file/);
+    const folder = await call('summary', dir);
+    assert.equal(folder.code, 2);
+    assert.match(folder.err, /it is a directory/);
   });
 
   it('says clearly when the file is missing or not JSON (exit 2); check answers invalid (exit 1, and JSON with --json)', async () => {

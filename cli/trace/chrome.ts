@@ -147,32 +147,46 @@ export function writeChromeTrace(file: string, trace: ChromeTrace): void {
   fs.writeFileSync(file, JSON.stringify(trace));
 }
 
+/** A trace that is valid Chrome JSON but whose events cannot be read as Baton's. */
+export class TraceContentError extends Error {
+  override name = 'TraceContentError';
+}
+
 /**
- * The Baton events behind a trace: the embedded copy when present, otherwise rebuilt
- * from the complete events (tasks, waits, messages); iteration markers and rejects are
- * then lost and times are relative to the trace's origin.
+ * The Baton events behind a trace: the embedded copy when present (checkChromeTrace has
+ * validated it), otherwise rebuilt from the complete events (tasks, waits, messages) and
+ * validated as the runtime's own events are; iteration markers and rejects are then lost
+ * and times are relative to the trace's origin. Throws TraceContentError naming the
+ * first trace event that cannot be read as a Baton event.
  */
 export function batonEventsFromTrace(trace: { traceEvents: readonly ChromeEvent[]; metadata?: Record<string, unknown> }): BatonEvent[] {
   const embedded = trace.metadata?.baton_events;
   if (Array.isArray(embedded)) return embedded as BatonEvent[];
   const events: BatonEvent[] = [];
-  for (const e of trace.traceEvents) {
-    if (e.ph !== 'X') continue;
+  trace.traceEvents.forEach((e, i) => {
+    if (e.ph !== 'X') return;
     const a = (e.args ?? {}) as Record<string, number>;
     const t = e.ts / 1000;
     const end = t + (e.dur ?? 0) / 1000;
+    const rebuilt: BatonEvent[] = [];
     if (e.tid === TID.compute && (e.cat === 'F' || e.cat === 'B' || e.cat === 'W')) {
       const base = { stage: e.pid, iteration: a.iteration ?? 0, kind: e.cat as TaskKind, mb: a.microbatch ?? 0, chunk: a.chunk ?? 0 };
-      events.push({ type: 'task-start', t, ...base, inflight: a.inflight ?? 0, backpressure: Boolean(a.backpressure) });
-      events.push({ type: 'task-end', t: end, ...base });
+      rebuilt.push({ type: 'task-start', t, ...base, inflight: a.inflight ?? 0, backpressure: Boolean(a.backpressure) });
+      rebuilt.push({ type: 'task-end', t: end, ...base });
     } else if (e.tid === TID.waits) {
-      events.push({ type: 'wait', t, stage: e.pid, iteration: a.iteration ?? 0, ms: end - t, reason: e.name as WaitEvent['reason'] });
+      rebuilt.push({ type: 'wait', t, stage: e.pid, iteration: a.iteration ?? 0, ms: end - t, reason: e.name as WaitEvent['reason'] });
     } else if (e.tid === TID.comm) {
       const m = { iteration: a.iteration ?? 0, kind: e.cat ?? 'message', mb: a.microbatch ?? 0, chunk: a.chunk ?? 0, seq: a.seq ?? 0, bytes: a.bytes ?? 0 };
-      events.push({ type: 'send', t, stage: a.src ?? e.pid, dst: a.dst ?? -1, ...m });
-      events.push({ type: 'receive', t: end, stage: a.dst ?? -1, src: a.src ?? e.pid, latency: end - t, ...m });
+      rebuilt.push({ type: 'send', t, stage: a.src ?? e.pid, dst: a.dst ?? -1, ...m });
+      // Without a destination there is no receiving stage to count it at.
+      if (a.dst !== undefined) rebuilt.push({ type: 'receive', t: end, stage: a.dst, src: a.src ?? e.pid, latency: end - t, ...m });
     }
-  }
+    for (const r of rebuilt) {
+      const problem = eventProblem(r);
+      if (problem) throw new TraceContentError(`traceEvents[${i}] (name ${quote(e.name)}, pid ${quote(e.pid)}, tid ${quote(e.tid)}) cannot be read as a Baton event: ${problem} (from its pid and args)`);
+      events.push(r);
+    }
+  });
   return events.sort((x, y) => x.t - y.t);
 }
 
@@ -199,6 +213,9 @@ function batonMetadataProblems(meta: Record<string, unknown>): string[] {
   const problems: string[] = [];
   if (meta.stages !== undefined && !(Number.isSafeInteger(meta.stages) && (meta.stages as number) >= 1 && (meta.stages as number) <= SHAPE_LIMITS.stages))
     problems.push(`metadata.stages must be an integer from 1 to ${SHAPE_LIMITS.stages}, got ${quote(meta.stages)}`);
+  for (const key of ['title', 'job'])
+    if (meta[key] !== undefined && typeof meta[key] !== 'string') problems.push(`metadata.${key} must be a string, got ${quote(meta[key])}`);
+  if (meta.config !== undefined && !isObj(meta.config)) problems.push(`metadata.config must be an object, got ${quote(meta.config)}`);
   const events = meta.baton_events;
   if (events === undefined) return problems;
   if (!Array.isArray(events)) return [...problems, `metadata.baton_events must be an array, got ${quote(events)}`];
@@ -267,7 +284,7 @@ export function checkChromeTrace(json: unknown): string[] {
       flows.set(key, f);
     }
     if (ph === 'M') {
-      const spec = METADATA_ARG[raw.name as string];
+      const spec = Object.prototype.hasOwnProperty.call(METADATA_ARG, raw.name as string) ? METADATA_ARG[raw.name as string] : undefined;
       if (spec) {
         const v = isObj(raw.args) ? raw.args[spec[0]] : undefined;
         if (typeof v !== spec[1]) bad(`metadata ${raw.name} needs args.${spec[0]} as a ${spec[1]}`, v);

@@ -32,15 +32,20 @@ export function escapeXml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' })[c] as string);
 }
 
-/** Pair task-start with task-end into boxes. */
+/** Pair task-start with task-end into boxes; a task that starts twice before it ends, or
+ * ends without starting, is a GanttError naming it. A task still open at the end of
+ * the events (a run cut short) has no box. */
 export function ganttTasks(events: readonly BatonEvent[]): GanttTask[] {
   const open = new Map<string, TaskStartEvent>();
   const tasks: GanttTask[] = [];
   for (const e of events) {
     if (e.type !== 'task-start' && e.type !== 'task-end') continue;
     const key = `${e.stage}|${e.iteration}|${e.kind}|${e.mb}|${e.chunk}`;
-    if (e.type === 'task-start') open.set(key, e);
-    else {
+    if (e.type === 'task-start') {
+      const first = open.get(key);
+      if (first) throw new GanttError(`stage ${e.stage}, iteration ${e.iteration}: ${e.kind}${e.mb}@${e.chunk} starts at ${e.t} ms while it is still running (started at ${first.t} ms)`);
+      open.set(key, e);
+    } else {
       const s = open.get(key);
       if (!s) throw new GanttError(`stage ${e.stage}, iteration ${e.iteration}: task-end of ${e.kind}${e.mb}@${e.chunk} at ${e.t} ms without its task-start`);
       open.delete(key);
@@ -126,6 +131,7 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
 
   // Axis with ticks and grid lines.
   const step = tickStep(span);
+  if (!(Number.isFinite(step) && step > 0 && span / step < 1000)) throw new GanttError(`ganttSvg: cannot put a time axis on a span of ${span} ms`);
   const axisY = top + plotH;
   parts.push(`<line x1="${left}" y1="${axisY}" x2="${left + plotW}" y2="${axisY}" stroke="#333"/>`);
   for (let v = 0; v <= span + step * 1e-6; v += step) {
@@ -144,7 +150,7 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
     const name = `${t.kind}${t.mb}${t.chunk === 0 ? '' : `@${t.chunk}`}`;
     const tip = `stage ${t.stage}, iteration ${t.iteration}: ${name} ${fmt(t.start - t0)}–${fmt(t.end - t0)} ms`;
     parts.push(`<rect class="task" x="${x0.toFixed(2)}" y="${y}" width="${w.toFixed(2)}" height="${h}" fill="${taskColor(t.kind, t.chunk, chunks)}" stroke="#ffffff" stroke-width="${w > 3 ? 0.6 : 0}"><title>${escapeXml(tip)}</title></rect>`);
-    const label = String(t.mb);
+    const label = escapeXml(String(t.mb));
     if (fontSize >= 7 && w >= label.length * fontSize * 0.62 + 3)
       parts.push(`<text x="${(x0 + w / 2).toFixed(2)}" y="${y + h / 2 + fontSize * 0.36}" font-size="${fontSize}" text-anchor="middle" fill="${lightness(t.chunk, chunks) > 55 ? '#1a1a1a' : '#ffffff'}">${label}</text>`);
   }
