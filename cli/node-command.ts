@@ -3,9 +3,11 @@
 import * as os from 'os';
 import { ANNOUNCE_SUBJECT, NODE_NAME_RE, NodeAgent, nodeSubject } from '../actors/node';
 import { askAround } from '../transport/ask-around';
+import { redactNatsUrl } from '../transport/nats-url';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { Bus } from '../transport/bus';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
+import { natsFlag } from './nats-flag';
 
 const NODE_FLAGS: readonly FlagSpec[] = [
   { name: 'nats', type: 'string', metavar: 'URL', help: 'NATS server to join (required), e.g. nats://127.0.0.1:4222' },
@@ -25,19 +27,21 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
     out(NODE_HELP);
     return 0;
   }
-  if (!flags.nats) throw new UsageError('node: --nats URL is required');
+  if (flags.nats === undefined) throw new UsageError('node: --nats URL is required');
+  const url = natsFlag(flags.nats, 'node');
+  const shown = redactNatsUrl(url);
   const name = flags.name === undefined ? `node-${process.pid}` : String(flags.name);
   if (!NODE_NAME_RE.test(name)) throw new UsageError(`node: --name must match [A-Za-z0-9_-]+, got ${JSON.stringify(name)}`);
-  const bus = await NatsBus.connect(String(flags.nats), { name: `baton-node-${name}` });
+  const bus = await NatsBus.connect(url, { name: `baton-node-${name}` });
   const log = flags.quiet ? () => {} : flags.json
     ? (l: string) => process.stderr.write(`${JSON.stringify({ node: name, log: l })}\n`)
     : (l: string) => process.stderr.write(`${l}\n`);
   // Stage processes a launcher starts have names of that launch's own; others ask first.
-  if (!flags.exitWithStdin) await refuseTakenName(bus, name, String(flags.nats));
+  if (!flags.exitWithStdin) await refuseTakenName(bus, name, shown);
   const agent = new NodeAgent({ name, bus, log });
   agent.start();
-  if (flags.json) out(JSON.stringify({ node: name, pid: process.pid, nats: flags.nats, ready: true }));
-  else log(`node ${name}: ready on ${flags.nats} (pid ${process.pid})`);
+  if (flags.json) out(JSON.stringify({ node: name, pid: process.pid, nats: shown, ready: true }));
+  else log(`node ${name}: ready on ${shown} (pid ${process.pid})`);
   let stopping = false;
   const stop = (why: string) => () => {
     stopping = true;
@@ -60,7 +64,7 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   const lost = await Promise.race([agent.exited.then(() => null), bus.lost()]);
   // Our own close on a signal ends the connection too; the process is about to exit.
   if (stopping) return new Promise<number>(() => {});
-  if (lost) throw new NatsBusError(`node ${name}: lost the connection to NATS at ${flags.nats} (${lost.message}); the jobs it hosted are gone`);
+  if (lost) throw new NatsBusError(`node ${name}: lost the connection to NATS at ${shown} (${lost.message}); the jobs it hosted are gone`);
   await bus.close();
   return 0;
 }

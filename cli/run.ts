@@ -12,10 +12,12 @@ import { JobResult, runJob, summarize } from '../actors/job';
 import { JobError, checkJob } from '../actors/wire-stage';
 import { NODE_NAME_RE } from '../actors/node';
 import { NatsBus } from '../transport/nats-bus';
+import { redactNatsUrl } from '../transport/nats-url';
 import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
 import { endBySignal, onProcessEnd } from '../transport/process-cleanup';
 import { checkJobName } from '../transport/subjects';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
+import { natsFlag } from './nats-flag';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { formatTable } from './table';
 import { warnRejects } from './rejects';
@@ -203,7 +205,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   const setup: RunSetup = {
     transport: flags.transport as 'nats' | 'local',
     processes: flags.processes as 'per-stage' | 'single',
-    natsUrl: flags.nats as string | undefined,
+    natsUrl: flags.nats === undefined ? undefined : natsFlag(flags.nats, 'run'),
     nodes: flags.nodes as string[] | undefined,
     onServer: (url, job) => process.stderr.write(`run: job ${job} on a nats-server of its own at ${url}; watch it with baton tap --nats ${url} --job ${job}\n`),
   };
@@ -216,7 +218,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   if (setup.nodes && setup.nodes.length > cfg.stages)
     throw new UsageError(`run: --nodes names ${setup.nodes.length} agents for ${cfg.stages} stages; each agent hosts at least one stage, so ${setup.nodes.slice(cfg.stages).join(',')} would get none`);
   if (flags.printConfig) {
-    out(JSON.stringify({ ...cfg, ...setup }, null, 2));
+    out(JSON.stringify({ ...cfg, ...setup, ...(setup.natsUrl !== undefined ? { natsUrl: redactNatsUrl(setup.natsUrl) } : {}) }, null, 2));
     return 0;
   }
   const policies = (flags.compare as string[] | undefined) ?? [cfg.policy];

@@ -11,9 +11,10 @@ import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { checkJobName, jobWildcard, parseSubject } from '../transport/subjects';
 import { formatTask } from '../policies/task';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
+import { natsFlag } from './nats-flag';
 
 const TAP_FLAGS: readonly FlagSpec[] = [
-  { name: 'nats', type: 'string', metavar: 'URL', help: 'NATS server', default: 'nats://127.0.0.1:4222' },
+  { name: 'nats', type: 'string', metavar: 'URL', help: 'NATS server(s): host:port or nats://[user:pass@]host:port, comma-separated', default: 'nats://127.0.0.1:4222' },
   { name: 'job', type: 'string', metavar: 'J', help: 'job to watch (required unless --all)' },
   { name: 'all', type: 'bool', help: 'watch every Baton subject (baton.>)' },
   { name: 'count', type: 'int', metavar: 'N', help: 'stop after N messages (0 = no limit)', default: 0 },
@@ -70,18 +71,28 @@ export function tapLine(subject: string, data: Uint8Array, now = monotonicNow())
   }
 }
 
+/** `s` with control characters (C0, DEL, C1) written as \uXXXX: what a peer put in a subject
+ * or a field must not reach the terminal as escape sequences. */
+export function printable(s: string): string {
+  return s.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 export function formatTapLine(l: TapLine): string {
-  if (l.error) return `${l.subject}  MALFORMED (${l.bytes} B): ${l.error}`;
-  if (l.kind === 'trace') return `${l.subject}  trace batch: ${l.events} events (${l.bytes} B)`;
+  const subject = printable(l.subject);
+  if (l.error) return `${subject}  MALFORMED (${l.bytes} B): ${printable(l.error)}`;
+  if (l.kind === 'trace') return `${subject}  trace batch: ${l.events} events (${l.bytes} B)`;
   const task = l.task ? ` ${l.task}` : '';
   const route = l.src !== undefined ? ` ${l.src}->${l.dst}` : '';
   const lat = l.latency_ms !== undefined ? ` latency ${l.latency_ms.toFixed(2)} ms` : '';
-  return `${l.subject}  ${l.kind}${task}${l.iteration !== undefined ? ` it${l.iteration}` : ''}${route} ${l.bytes} B${lat}`;
+  return `${subject}  ${printable(l.kind)}${task}${l.iteration !== undefined ? ` it${l.iteration}` : ''}${route} ${l.bytes} B${lat}`;
 }
 
 const MAX_TIMEOUT_S = Math.floor((2 ** 31 - 1) / 1000);
+/** How long the server may take to confirm the subscription before tap gives up. */
+export const TAP_SUBSCRIBE_TIMEOUT_MS = 10_000;
 
-export async function tapCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
+export async function tapCommand(argv: readonly string[], out: (s: string) => void,
+  err: (s: string) => void = (s) => process.stderr.write(`${s}\n`), subscribeTimeoutMs = TAP_SUBSCRIBE_TIMEOUT_MS): Promise<number> {
   const { flags } = parseFlags(argv, TAP_FLAGS, 'tap');
   if (flags.help) {
     out(TAP_HELP);
@@ -95,7 +106,8 @@ export async function tapCommand(argv: readonly string[], out: (s: string) => vo
   if (!Number.isSafeInteger(limit) || limit < 0) throw new UsageError(`tap: --count must be an integer >= 0, got ${limit}`);
   // Node's timers hold at most 2^31 - 1 ms; a longer one would fire at once.
   if (!(seconds >= 0 && seconds <= MAX_TIMEOUT_S)) throw new UsageError(`tap: --timeout must be between 0 and ${MAX_TIMEOUT_S} seconds (0 = no limit), got ${seconds}`);
-  const bus = await NatsBus.connect(String(flags.nats), { name: 'baton-tap' });
+  const url = natsFlag(flags.nats, 'tap');
+  const bus = await NatsBus.connect(url, { name: 'baton-tap', onError: (e, subject) => err(`tap: ${subject ? `${printable(subject)}: ` : ''}${printable(e instanceof Error ? e.message : String(e))}`) });
   let seen = 0;
   let stop: () => void = () => {};
   const stopped = new Promise<void>((resolve) => (stop = resolve));
@@ -106,14 +118,24 @@ export async function tapCommand(argv: readonly string[], out: (s: string) => vo
     out(flags.json ? JSON.stringify(line) : formatTapLine(line));
     if (limit > 0 && ++seen >= limit) stop();
   });
-  await bus.flush();
-  process.stderr.write(`tap: watching ${pattern} on ${flags.nats}\n`);
+  // A server that took the connection but never answers would otherwise hold tap here for good.
+  let flushTimer: NodeJS.Timeout | undefined;
+  const confirmed = await Promise.race([
+    bus.flush().then(() => true),
+    new Promise<false>((resolve) => (flushTimer = setTimeout(() => resolve(false), subscribeTimeoutMs))),
+  ]).finally(() => clearTimeout(flushTimer));
+  if (!confirmed) {
+    void bus.close().catch(() => {});
+    throw new NatsBusError(`tap: the NATS server at ${bus.url} did not confirm the subscription within ${subscribeTimeoutMs / 1000} s`);
+  }
+  err(`tap: watching ${pattern} on ${bus.url}`);
+  void bus.disconnected().then((e) => { if (!bus.connection.isClosed()) err(`tap: ${printable(e.message)}; reconnecting (messages sent meanwhile are not shown)`); });
   const timer = seconds > 0 ? setTimeout(stop, seconds * 1000) : null;
   process.once('SIGINT', stop);
   const lost = await Promise.race([stopped.then(() => null), bus.lost()]);
   if (timer) clearTimeout(timer);
   process.removeListener('SIGINT', stop);
-  if (lost) throw new NatsBusError(`tap: lost the connection to NATS at ${flags.nats} (${lost.message})`);
+  if (lost) throw new NatsBusError(`tap: lost the connection to NATS at ${bus.url} (${lost.message})`);
   await bus.close();
   return 0;
 }

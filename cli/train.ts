@@ -13,6 +13,7 @@ import { loadBackend } from '../models/backend';
 import { paramChecksum, validationLoss } from '../models/reference-train';
 import { TRAIN_DEFAULTS, TrainConfig, corpusFor, modelSpecFor, tokensPerMicrobatch } from '../models/train-config';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
+import { natsFlag } from './nats-flag';
 import { BUFFER_LIMIT_FLAG, bufferLimitFromFlag } from './job-flags';
 import { warnRejects } from './rejects';
 import { runOnce } from './run';
@@ -132,7 +133,7 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: Jo
   if (flags.clock === 'virtual' && flags.transport === 'nats') throw new UsageError('train: --clock virtual runs in one process; it takes no --transport nats');
   // Last: it creates the directory, which a refusal above should not leave behind.
   if (flags.checkpoint && !flags.resume) checkOutputDir(String(flags.checkpoint), 'train: --checkpoint');
-  return { cfg, setup: { transport: flags.transport as 'local' | 'nats', processes: flags.processes as 'per-stage' | 'single', natsUrl: flags.nats as string | undefined, clock: flags.clock as 'real' | 'virtual' } };
+  return { cfg, setup: { transport: flags.transport as 'local' | 'nats', processes: flags.processes as 'per-stage' | 'single', natsUrl: flags.nats === undefined ? undefined : natsFlag(flags.nats, 'train'), clock: flags.clock as 'real' | 'virtual' } };
 }
 
 function snapshotsOf(rec: IterationRecord): StageSnapshot[] | null {

@@ -5,7 +5,7 @@ import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { main } from '../cli/main';
-import { tapLine } from '../cli/tap';
+import { formatTapLine, printable, tapCommand, tapLine } from '../cli/tap';
 import { comparedPaths } from '../cli/trace-output';
 import { encodeValue } from '../transport/codec';
 
@@ -127,6 +127,13 @@ describe('the baton command', function () {
       [['tap', '--job', 'j', '--all'], /tap: --job J watches one job, --all every job; give one of them/],
       [['sim', '--buffer-limit', 'deep'], /--buffer-limit must be a positive integer or depth, got "deep"/],
       [['sim', '--buffer-limit', '0'], /--buffer-limit must be a positive integer or depth, got "0"/],
+      // A --nats that does not parse is a usage error naming the entry, and never shows a password.
+      [['tap', '--job', 'j', '--nats', 'nats://127.0.0.1:99999'], /tap: --nats "nats:\/\/127\.0\.0\.1:99999" is not a URL \(expected nats:\/\/host:port\)/],
+      [['tap', '--job', 'j', '--nats', ''], /tap: --nats it names no server/],
+      [['tap', '--job', 'j', '--nats', 'http://alice:s3cret@127.0.0.1:4222'], /tap: --nats "http:\/\/\*\*\*@127\.0\.0\.1:4222": the scheme must be nats:\/\/ or tls:\/\//],
+      [['node', '--nats', 'a b'], /node: --nats "a b" is not a URL/],
+      [['run', '--nats', 'nats://127.0.0.1:4222,'], /run: --nats it names no server \(an empty entry\)/],
+      [['train', '--model', 'mlp', '--transport', 'nats', '--nats', 'nats://[::1'], /train: --nats "nats:\/\/\[::1" is not a URL/],
     ];
     for (const [argv, re] of cases) {
       const r = await baton(...argv);
@@ -226,6 +233,44 @@ describe('the baton command', function () {
     } finally {
       silent.close();
     }
+  });
+
+  it('tap gives up, with status 1, on a server that takes the connection and then never answers', async function () {
+    this.timeout(30000);
+    // Speaks just enough NATS to connect (INFO, then PONG to the handshake's PING), then nothing.
+    const stalling = net.createServer((sock) => {
+      sock.write('INFO {"server_id":"x","version":"2.9.0","max_payload":1048576,"headers":true}\r\n');
+      let ponged = false;
+      sock.on('data', (d: Buffer) => {
+        if (!ponged && d.toString().includes('PING')) {
+          ponged = true;
+          sock.write('PONG\r\n');
+        }
+      });
+      sock.on('error', () => {});
+    });
+    await new Promise<void>((resolve) => stalling.listen(0, '127.0.0.1', resolve));
+    const port = (stalling.address() as net.AddressInfo).port;
+    const errs: string[] = [];
+    try {
+      const t0 = Date.now();
+      await assert.rejects(tapCommand(['--nats', `nats://alice:s3cret@127.0.0.1:${port}`, '--job', 'x', '--timeout', '3'], () => {}, (l) => errs.push(l), 800),
+        /tap: the NATS server at nats:\/\/\*\*\*@127\.0\.0\.1:\d+ did not confirm the subscription within 0\.8 s/);
+      assert.ok(Date.now() - t0 < 10000, `took ${Date.now() - t0} ms`);
+      assert.ok(!errs.join('\n').includes('s3cret'), errs.join('\n'));
+    } finally {
+      stalling.close();
+    }
+  });
+
+  it('tap writes control characters from the network as \\u escapes, never raw to the terminal', () => {
+    const line = tapLine('baton.j.x\u001b[31mred', encodeValue({ verb: '\u001b[2JPWNED' }));
+    const text = formatTapLine(line);
+    assert.ok(!/[\u0000-\u001f\u007f-\u009f]/.test(text), JSON.stringify(text));
+    assert.match(text, /baton\.j\.x\\u001b\[31mred/);
+    const node = formatTapLine(tapLine('baton._nodes.n1', encodeValue({ verb: '\u001b[2J\u009bPWNED' })));
+    assert.match(node, /baton\._nodes\.n1  \\u001b\[2J\\u009bPWNED/);
+    assert.equal(printable('plain ascii, ünïcödé'), 'plain ascii, ünïcödé');
   });
 
   it('tap names a launcher\'s job-name claim as such, not as a malformed message', () => {

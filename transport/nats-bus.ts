@@ -29,6 +29,7 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
 import type { Bus, BusHandler, Subscription } from './bus';
 import { checkSubject } from './local-bus';
+import { redactNatsUrl } from './nats-url';
 
 export class PayloadTooLargeError extends Error {
   override name = 'PayloadTooLargeError';
@@ -76,11 +77,15 @@ export class NatsBus implements Bus {
   private dropped: Promise<Error>;
   private drop: (e: Error) => void = () => {};
 
-  private constructor(readonly connection: NatsConnection, readonly url: string, opts: NatsBusOptions) {
+  /** The server list with credentials masked: what messages show. */
+  readonly url: string;
+
+  private constructor(readonly connection: NatsConnection, url: string, opts: NatsBusOptions) {
+    this.url = redactNatsUrl(url);
     this.onError = opts.onError;
     this.dropped = new Promise<Error>((resolve) => (this.drop = resolve));
     void this.watchStatus();
-    void this.closed().then((e) => this.drop(e ?? new NatsBusError(`the connection to NATS at ${url} closed`)));
+    void this.closed().then((e) => this.drop(e ?? new NatsBusError(`the connection to NATS at ${this.url} closed`)));
   }
 
   static async connect(url: string, opts: NatsBusOptions = {}): Promise<NatsBus> {
@@ -88,7 +93,7 @@ export class NatsBus implements Bus {
       const nc = await connect({ servers: url, name: opts.name ?? 'baton', timeout: opts.timeoutMs ?? 5000, reconnect: opts.reconnect ?? true });
       return new NatsBus(nc, url, opts);
     } catch (err) {
-      throw new NatsBusError(`cannot connect to NATS at ${url}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+      throw new NatsBusError(`cannot connect to NATS at ${redactNatsUrl(url)}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
   }
 
