@@ -9,8 +9,11 @@ import { Bus } from '../transport/bus';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { natsFlag } from './nats-flag';
 
+/** Where `baton run` hands its stage processes the server URL: not on their command lines, which `ps` shows to every user. */
+export const NATS_URL_ENV = 'BATON_NATS_URL';
+
 const NODE_FLAGS: readonly FlagSpec[] = [
-  { name: 'nats', type: 'string', metavar: 'URL', help: 'NATS server to join (required), e.g. nats://127.0.0.1:4222' },
+  { name: 'nats', type: 'string', metavar: 'URL', help: `NATS server(s) to join (required, or ${NATS_URL_ENV} in the environment), e.g. nats://127.0.0.1:4222 or nats://user:pass@host:4222,host2:4222` },
   { name: 'name', type: 'string', metavar: 'NAME', help: 'node name, unique among the nodes of a NATS system (default node-<pid>)' },
   { name: 'quiet', type: 'bool', help: 'do not log hosting events' },
   { name: 'json', type: 'bool', help: 'print one JSON line when ready ({node, pid, nats}) and log as JSON lines' },
@@ -27,8 +30,9 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
     out(NODE_HELP);
     return 0;
   }
-  if (flags.nats === undefined) throw new UsageError('node: --nats URL is required');
-  const url = natsFlag(flags.nats, 'node');
+  const fromEnv = flags.nats === undefined ? process.env[NATS_URL_ENV] : undefined;
+  if (flags.nats === undefined && fromEnv === undefined) throw new UsageError(`node: --nats URL is required (or ${NATS_URL_ENV} in the environment)`);
+  const url = flags.nats !== undefined ? natsFlag(flags.nats, 'node') : natsFlag(fromEnv, 'node', NATS_URL_ENV);
   const shown = redactNatsUrl(url);
   const name = flags.name === undefined ? `node-${process.pid}` : String(flags.name);
   if (!NODE_NAME_RE.test(name)) throw new UsageError(`node: --name must match [A-Za-z0-9_-]+, got ${JSON.stringify(name)}`);

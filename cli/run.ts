@@ -11,6 +11,7 @@ import { runDistributed } from '../actors/distributed-job';
 import { JobResult, runJob, summarize } from '../actors/job';
 import { JobError, checkJob } from '../actors/wire-stage';
 import { NODE_NAME_RE } from '../actors/node';
+import { NATS_URL_ENV } from './node-command';
 import { NatsBus } from '../transport/nats-bus';
 import { redactNatsUrl } from '../transport/nats-url';
 import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
@@ -71,7 +72,8 @@ function spawnNodes(url: string, names: string[], nodeFlags: readonly string[]):
   const diedPromise = new Promise<never>((_, reject) => (died = reject));
   diedPromise.catch(() => {});
   const children = names.map((name) => {
-    const child = spawn(process.execPath, [...nodeFlags, CLI_ENTRY, 'node', '--nats', url, '--name', name, '--quiet', '--exit-with-stdin'], { stdio: ['pipe', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [...nodeFlags, CLI_ENTRY, 'node', '--name', name, '--quiet', '--exit-with-stdin'],
+      { stdio: ['pipe', 'ignore', 'pipe'], env: { ...process.env, [NATS_URL_ENV]: url } });
     child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[${name}] ${d}`));
     child.once('exit', (code, signal) => {
       if (!stopping) died(new JobError(`stage process ${name} (pid ${child.pid}) ended during the job (${signal ? `signal ${signal}` : `exit code ${code}`})`));

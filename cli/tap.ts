@@ -120,13 +120,14 @@ export async function tapCommand(argv: readonly string[], out: (s: string) => vo
   });
   // A server that took the connection but never answers would otherwise hold tap here for good.
   let flushTimer: NodeJS.Timeout | undefined;
+  const confirmMs = seconds > 0 ? Math.min(subscribeTimeoutMs, seconds * 1000) : subscribeTimeoutMs;
   const confirmed = await Promise.race([
     bus.flush().then(() => true),
-    new Promise<false>((resolve) => (flushTimer = setTimeout(() => resolve(false), subscribeTimeoutMs))),
+    new Promise<false>((resolve) => (flushTimer = setTimeout(() => resolve(false), confirmMs))),
   ]).finally(() => clearTimeout(flushTimer));
   if (!confirmed) {
     void bus.close().catch(() => {});
-    throw new NatsBusError(`tap: the NATS server at ${bus.url} did not confirm the subscription within ${subscribeTimeoutMs / 1000} s`);
+    throw new NatsBusError(`the NATS server at ${bus.url} did not confirm the subscription within ${confirmMs / 1000} s`);
   }
   err(`tap: watching ${pattern} on ${bus.url}`);
   void bus.disconnected().then((e) => { if (!bus.connection.isClosed()) err(`tap: ${printable(e.message)}; reconnecting (messages sent meanwhile are not shown)`); });
@@ -135,7 +136,7 @@ export async function tapCommand(argv: readonly string[], out: (s: string) => vo
   const lost = await Promise.race([stopped.then(() => null), bus.lost()]);
   if (timer) clearTimeout(timer);
   process.removeListener('SIGINT', stop);
-  if (lost) throw new NatsBusError(`tap: lost the connection to NATS at ${bus.url} (${lost.message})`);
+  if (lost) throw new NatsBusError(`lost the connection to NATS at ${bus.url} (${lost.message})`);
   await bus.close();
   return 0;
 }

@@ -50,15 +50,36 @@ interface LoadedTrace {
  * size parses into several GiB of objects). */
 export const MAX_TRACE_FILE_BYTES = 512 * 1024 * 1024 - 64;
 
+/** The file's text, reading at most `max` bytes (a pipe has no size to check first). */
+function readCapped(file: string, max: number, over: () => Error): string {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const chunk = Buffer.allocUnsafe(1 << 20);
+      const n = fs.readSync(fd, chunk, 0, chunk.length, null);
+      if (n === 0) break;
+      total += n;
+      if (total > max) throw over();
+      chunks.push(n === chunk.length ? chunk : chunk.subarray(0, n));
+    }
+    return Buffer.concat(chunks, total).toString('utf8');
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 function readJson(file: string): unknown {
   let text: string;
   try {
-    // A device or a pipe could be endless (/dev/zero); a trace is a regular file.
+    // A device could be endless (/dev/zero); a pipe (<(zcat t.json.gz)) is read up to the limit.
     const st = fs.statSync(file);
     if (st.isDirectory()) throw new UsageError(`cannot read ${JSON.stringify(file)}: it is a directory`);
-    if (!st.isFile()) throw new UsageError(`cannot read ${JSON.stringify(file)}: not a regular file`);
-    if (st.size > MAX_TRACE_FILE_BYTES) throw new UsageError(`cannot read ${JSON.stringify(file)}: ${st.size} bytes, over the ${MAX_TRACE_FILE_BYTES} bytes a trace file may have`);
-    text = fs.readFileSync(file, 'utf8');
+    if (!st.isFile() && !st.isFIFO()) throw new UsageError(`cannot read ${JSON.stringify(file)}: not a regular file or a pipe`);
+    const tooBig = (size: string) => new UsageError(`cannot read ${JSON.stringify(file)}: ${size}, over the ${MAX_TRACE_FILE_BYTES} bytes a trace file may have`);
+    if (st.size > MAX_TRACE_FILE_BYTES) throw tooBig(`${st.size} bytes`);
+    text = readCapped(file, MAX_TRACE_FILE_BYTES, () => tooBig('more bytes'));
   } catch (e) {
     if (e instanceof UsageError) throw e;
     throw new UsageError(`cannot read ${JSON.stringify(file)}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);

@@ -130,7 +130,8 @@ describe('the baton command', function () {
       // A --nats that does not parse is a usage error naming the entry, and never shows a password.
       [['tap', '--job', 'j', '--nats', 'nats://127.0.0.1:99999'], /tap: --nats "nats:\/\/127\.0\.0\.1:99999" is not a URL \(expected nats:\/\/host:port\)/],
       [['tap', '--job', 'j', '--nats', ''], /tap: --nats it names no server/],
-      [['tap', '--job', 'j', '--nats', 'http://alice:s3cret@127.0.0.1:4222'], /tap: --nats "http:\/\/\*\*\*@127\.0\.0\.1:4222": the scheme must be nats:\/\/ or tls:\/\//],
+      [['tap', '--job', 'j', '--nats', 'http://alice:s3cret@127.0.0.1:4222'], /tap: --nats entry 1: the scheme must be nats:\/\/ \(TLS is not supported\)/],
+      [['tap', '--job', 'j', '--nats', 'tls://127.0.0.1:4222'], /tap: --nats "tls:\/\/127\.0\.0\.1:4222": the scheme must be nats:\/\/ \(TLS is not supported\)/],
       [['node', '--nats', 'a b'], /node: --nats "a b" is not a URL/],
       [['run', '--nats', 'nats://127.0.0.1:4222,'], /run: --nats it names no server \(an empty entry\)/],
       [['train', '--model', 'mlp', '--transport', 'nats', '--nats', 'nats://[::1'], /train: --nats "nats:\/\/\[::1" is not a URL/],
@@ -255,9 +256,11 @@ describe('the baton command', function () {
     try {
       const t0 = Date.now();
       await assert.rejects(tapCommand(['--nats', `nats://alice:s3cret@127.0.0.1:${port}`, '--job', 'x', '--timeout', '3'], () => {}, (l) => errs.push(l), 800),
-        /tap: the NATS server at nats:\/\/\*\*\*@127\.0\.0\.1:\d+ did not confirm the subscription within 0\.8 s/);
+        /NatsBusError: the NATS server at nats:\/\/\*\*\*@127\.0\.0\.1:\d+ did not confirm the subscription within 0\.8 s/);
       assert.ok(Date.now() - t0 < 10000, `took ${Date.now() - t0} ms`);
       assert.ok(!errs.join('\n').includes('s3cret'), errs.join('\n'));
+      // A shorter --timeout bounds the wait too.
+      await assert.rejects(tapCommand(['--nats', `127.0.0.1:${port}`, '--job', 'x', '--timeout', '0.5'], () => {}, () => {}), /did not confirm the subscription within 0\.5 s/);
     } finally {
       stalling.close();
     }

@@ -1,34 +1,77 @@
 import { strict as assert } from 'assert';
-import { natsUrlProblem, redactNatsUrl } from '../transport/nats-url';
+import { NatsBus } from '../transport/nats-bus';
+import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
+import { natsUrlProblem, parseNatsUrl, redactNatsUrl } from '../transport/nats-url';
 
 describe('the --nats URL', () => {
-  it('takes the forms nats.js takes: a list of host:port or nats:// and tls:// URLs, with credentials', () => {
-    for (const ok of ['nats://127.0.0.1:4222', '127.0.0.1:4222', 'localhost', 'tls://h:1', 'nats://u:p@h:4222', 'nats://tok@h', 'nats://a:1, nats://b:2', 'nats://[::1]:4222'])
-      assert.equal(natsUrlProblem(ok), null, ok);
+  it('splits a list of host:port and nats:// URLs into servers, and credentials into a user and password or a token', () => {
+    assert.deepEqual(parseNatsUrl('nats://127.0.0.1:4222'), { servers: ['127.0.0.1:4222'] });
+    assert.deepEqual(parseNatsUrl('localhost'), { servers: ['localhost'] });
+    assert.deepEqual(parseNatsUrl(' a:1 , nats://b:2,[::1]:3'), { servers: ['a:1', 'b:2', '[::1]:3'] });
+    assert.deepEqual(parseNatsUrl('nats://alice:p%40ss@h:4222,nats://alice:p%40ss@g:1'), { servers: ['h:4222', 'g:1'], user: 'alice', pass: 'p@ss' });
+    assert.deepEqual(parseNatsUrl('nats://s3cr3t@h:4222'), { servers: ['h:4222'], token: 's3cr3t' });
   });
 
-  it('names what is wrong, with any password masked', () => {
+  it('names what is wrong, never showing an entry that may hold credentials', () => {
     const cases: [string, RegExp][] = [
       ['', /names no server/],
       ['  ', /names no server/],
       ['nats://a:1,,nats://b:2', /an empty entry/],
-      ['nats://127.0.0.1:99999', /"nats:\/\/127\.0\.0\.1:99999" is not a URL/],
+      ['nats://127.0.0.1:99999', /^"nats:\/\/127\.0\.0\.1:99999" is not a URL/],
       ['nats://[::1', /is not a URL/],
-      ['a b', /"a b" is not a URL/],
-      ['http://u:secret@h:1', /"http:\/\/\*\*\*@h:1": the scheme must be nats:\/\/ or tls:\/\//],
+      ['a b', /^"a b" is not a URL/],
+      ['tls://h:1', /the scheme must be nats:\/\/ \(TLS is not supported\)/],
+      ['http://u:secret@h:1', /^entry 1: the scheme must be nats:\/\//],
+      ['nats://alice:pa,ss@h:1', /^entry 1 is not a URL/],
+      ['nats://u:p@a:1,nats://v:q@b:2', /^entry 2: the servers of one --nats value must share their credentials/],
       ['nats://h:1/path', /no path, query or fragment/],
       ['nats://h:1?x=1', /no path, query or fragment/],
     ];
     for (const [raw, re] of cases) {
       const p = natsUrlProblem(raw);
       assert.match(String(p), re, raw);
-      assert.ok(!String(p).includes('secret'), String(p));
+      for (const secret of ['secret', 'pa', 'ss', 'alice']) if (raw.includes('@')) assert.ok(!String(p).includes(secret), String(p));
     }
   });
 
-  it('masks users, passwords and tokens in every entry of a list, and leaves the rest as it was', () => {
-    assert.equal(redactNatsUrl('nats://alice:s3cret@h:4222,tls://tok@g:1, k:2'), 'nats://***@h:4222,tls://***@g:1, k:2');
-    assert.equal(redactNatsUrl('alice:pw@h:4222'), '***@h:4222');
+  it('prints each server with *** for the credentials, and a value that does not parse with an @ as ***', () => {
+    assert.equal(redactNatsUrl('nats://alice:pa@ss@h:4222, g:1'), 'nats://***@h:4222,nats://***@g:1');
+    assert.equal(redactNatsUrl('tok@h'), 'nats://***@h');
     assert.equal(redactNatsUrl('nats://127.0.0.1:4222'), 'nats://127.0.0.1:4222');
+    assert.equal(redactNatsUrl('nats://alice:pa,ss@h'), '***');
+    assert.equal(redactNatsUrl('a b'), 'a b');
+  });
+
+  describe('connecting', function () {
+    this.timeout(30000);
+    let servers: NatsServerHandle[] = [];
+    afterEach(async () => {
+      await Promise.all(servers.map((s) => s.stop()));
+      servers = [];
+    });
+    const port = (url: string) => url.slice(url.lastIndexOf(':') + 1);
+
+    it('logs in with the user and password, or the token, of the URL', async () => {
+      const [pw, tok] = await Promise.all([startNatsServer({ auth: { user: 'alice', password: 'p@ss/w,rd' } }), startNatsServer({ auth: { token: 's3cr3t' } })]);
+      servers = [pw, tok];
+      for (const url of [`nats://alice:${encodeURIComponent('p@ss/w,rd')}@127.0.0.1:${port(pw.url)}`, `nats://s3cr3t@127.0.0.1:${port(tok.url)}`]) {
+        const bus = await NatsBus.connect(url);
+        await bus.flush();
+        assert.ok(!bus.url.includes('s3cr3t') && !bus.url.includes('alice'), bus.url);
+        await bus.close();
+      }
+      await assert.rejects(NatsBus.connect(`nats://alice:wrong@127.0.0.1:${port(pw.url)}`, { reconnect: false }),
+        (e: Error) => /cannot connect to NATS at nats:\/\/\*\*\*@127\.0\.0\.1:\d+: .*Authorization/i.test(e.message) && !e.message.includes('wrong'));
+    });
+
+    it('takes a list of servers and connects to one that is up, whichever place it has', async () => {
+      const s = await startNatsServer();
+      servers = [s];
+      for (const url of [`127.0.0.1:1,127.0.0.1:${port(s.url)}`, `nats://127.0.0.1:${port(s.url)},nats://127.0.0.1:1`]) {
+        const bus = await NatsBus.connect(url);
+        await bus.flush();
+        await bus.close();
+      }
+    });
   });
 });

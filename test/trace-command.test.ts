@@ -1,4 +1,5 @@
 import { strict as assert } from 'assert';
+import { execFileSync, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -118,7 +119,15 @@ describe('baton trace', () => {
     assert.equal((await call('check', odd)).code, 0);
     const dev = await call('check', '/dev/zero');
     assert.equal(dev.code, 2);
-    assert.match(dev.err, /cannot read "\/dev\/zero": not a regular file/);
+    assert.match(dev.err, /cannot read "\/dev\/zero": not a regular file or a pipe/);
+    // A pipe is read (up to the size limit).
+    const fifo = path.join(dir, 'trace.fifo');
+    execFileSync('mkfifo', [fifo]);
+    const writer = spawn('sh', ['-c', `cat "$0" > "$1"`, file, fifo]);
+    const piped = await call('summary', fifo, '--json');
+    await new Promise((resolve) => writer.once('exit', resolve));
+    assert.equal(piped.code, 0, piped.err);
+    assert.deepEqual(JSON.parse(piped.out), JSON.parse((await call('summary', file, '--json')).out));
     const folder = await call('summary', dir);
     assert.equal(folder.code, 2);
     assert.match(folder.err, /it is a directory/);

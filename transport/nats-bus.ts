@@ -23,13 +23,14 @@
 // - NATS core is at-most-once: a subscriber that falls more than the server's
 //   max_pending behind is cut off and messages are lost (seen here as `disconnects`).
 //
-// Not modelled: queue groups, request/reply, headers, JetStream, auth, TLS.
+// Authentication: a user and password or a token in the URL (nats-url.ts).
+// Not modelled: queue groups, request/reply, headers, JetStream, other auth, TLS.
 
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
 import type { Bus, BusHandler, Subscription } from './bus';
 import { checkSubject } from './local-bus';
-import { redactNatsUrl } from './nats-url';
+import { parseNatsUrl, redactNatsUrl } from './nats-url';
 
 export class PayloadTooLargeError extends Error {
   override name = 'PayloadTooLargeError';
@@ -88,9 +89,11 @@ export class NatsBus implements Bus {
     void this.closed().then((e) => this.drop(e ?? new NatsBusError(`the connection to NATS at ${this.url} closed`)));
   }
 
+  /** Connects to the servers of a --nats value (see nats-url.ts), with its credentials. */
   static async connect(url: string, opts: NatsBusOptions = {}): Promise<NatsBus> {
     try {
-      const nc = await connect({ servers: url, name: opts.name ?? 'baton', timeout: opts.timeoutMs ?? 5000, reconnect: opts.reconnect ?? true });
+      const { servers, user, pass, token } = parseNatsUrl(url);
+      const nc = await connect({ servers, user, pass, token, name: opts.name ?? 'baton', timeout: opts.timeoutMs ?? 5000, reconnect: opts.reconnect ?? true });
       return new NatsBus(nc, url, opts);
     } catch (err) {
       throw new NatsBusError(`cannot connect to NATS at ${redactNatsUrl(url)}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });

@@ -49,6 +49,8 @@ export interface NatsServerOptions {
   binary?: string;
   /** How long to wait for the server to accept connections, ms; default 10000. */
   startTimeoutMs?: number;
+  /** Require clients to log in with a user and password, or a token; default none. */
+  auth?: { user: string; password: string } | { token: string };
 }
 
 export interface NatsServerHandle {
@@ -107,7 +109,7 @@ function canConnect(port: number): Promise<boolean> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function renderConfig(o: { port: number; name: string; maxPayload: number; maxPending: number; monitorPort?: number; cluster?: { port: number; name: string; routes: string[] } }): string {
+function renderConfig(o: { port: number; name: string; maxPayload: number; maxPending: number; monitorPort?: number; cluster?: { port: number; name: string; routes: string[] }; auth?: NatsServerOptions['auth'] }): string {
   const lines = [
     `server_name: "${o.name}"`,
     `listen: "127.0.0.1:${o.port}"`,
@@ -115,6 +117,7 @@ function renderConfig(o: { port: number; name: string; maxPayload: number; maxPe
     `max_pending: ${o.maxPending}`,
   ];
   if (o.monitorPort !== undefined) lines.push(`http: "127.0.0.1:${o.monitorPort}"`);
+  if (o.auth) lines.push('authorization {', ...('token' in o.auth ? [`  token: ${JSON.stringify(o.auth.token)}`] : [`  user: ${JSON.stringify(o.auth.user)}`, `  password: ${JSON.stringify(o.auth.password)}`]), '}');
   if (o.cluster) {
     lines.push('cluster {', `  name: "${o.cluster.name}"`, `  listen: "127.0.0.1:${o.cluster.port}"`, '  no_advertise: true');
     if (o.cluster.routes.length > 0) lines.push(`  routes: [${o.cluster.routes.map((r) => `"${r}"`).join(', ')}]`);
@@ -152,7 +155,7 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     const confPath = join(dir, 'nats.conf');
     const logPath = join(dir, 'nats.log');
     writeFileSync(confPath, renderConfig({
-      port, name, maxPayload, maxPending, monitorPort,
+      port, name, maxPayload, maxPending, monitorPort, auth: opts.auth,
       cluster: clusterPort !== undefined ? { port: clusterPort, name: opts.clusterName ?? 'baton', routes } : undefined,
     }));
     logFd = openSync(logPath, 'a');

@@ -1,30 +1,77 @@
-// The --nats URL: nats.js takes a comma-separated list of servers, each `host:port` or
-// `scheme://[user[:password]@]host[:port]`. Checked before connecting, so a typo is a
-// usage error naming the entry rather than nats.js's bare "Invalid URL"; and shown with
-// any credentials masked wherever Baton prints it.
+// The --nats URL: a comma-separated list of servers, each `host:port` or
+// `nats://[user[:password]@]host[:port]` (a user without a password is a token). Checked
+// before connecting, so a typo is a usage error naming the entry rather than nats.js's
+// bare "Invalid URL"; split into the server list and the credentials nats.js takes as
+// options (it ignores what a URL carries before its host); shown with credentials masked
+// wherever Baton prints it. TLS is not modelled: tls:// is refused, not silently plain.
 
-const SCHEMES = new Set(['nats:', 'tls:']);
-
-/** What is wrong with a --nats value, or null when every server in it parses. */
-export function natsUrlProblem(raw: string): string | null {
-  const entries = raw.split(',').map((s) => s.trim());
-  if (raw.trim() === '' || entries.some((e) => e === '')) return 'it names no server (an empty entry)';
-  for (const entry of entries) {
-    const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(entry) ? entry : `nats://${entry}`;
-    let u: URL;
-    try {
-      u = new URL(withScheme);
-    } catch {
-      return `${JSON.stringify(redactNatsUrl(entry))} is not a URL (expected nats://host:port)`;
-    }
-    if (!SCHEMES.has(u.protocol)) return `${JSON.stringify(redactNatsUrl(entry))}: the scheme must be nats:// or tls://`;
-    if (u.hostname === '') return `${JSON.stringify(redactNatsUrl(entry))} names no host`;
-    if ((u.pathname !== '' && u.pathname !== '/') || u.search !== '' || u.hash !== '') return `${JSON.stringify(redactNatsUrl(entry))}: a server URL has no path, query or fragment`;
-  }
-  return null;
+export interface NatsTarget {
+  /** host:port entries for nats.js's `servers`. */
+  servers: string[];
+  user?: string;
+  pass?: string;
+  token?: string;
 }
 
-/** The URL list with each entry's user and password (or token) replaced by ***. */
+const SCHEME_RE = /^[a-z][a-z0-9+.-]*:\/\//i;
+
+/** Entry `i` (from 0) of `raw` as an error message may show it: by number alone when
+ * credentials could be in it (they may hold commas, so an entry may be a piece of one). */
+function shown(entry: string, i: number, raw: string): string {
+  return raw.includes('@') ? `entry ${i + 1}` : JSON.stringify(entry);
+}
+
+/** The servers and credentials of a --nats value; throws Error naming what is wrong. */
+export function parseNatsUrl(raw: string): NatsTarget {
+  const entries = raw.split(',').map((s) => s.trim());
+  if (raw.trim() === '' || entries.some((e) => e === '')) throw new Error('it names no server (an empty entry)');
+  const target: NatsTarget = { servers: [] };
+  let credentials: string | null = null;
+  entries.forEach((entry, i) => {
+    const scheme = SCHEME_RE.exec(entry)?.[0].toLowerCase();
+    if (scheme !== undefined && scheme !== 'nats://')
+      throw new Error(`${shown(entry, i, raw)}: the scheme must be nats:// (TLS is not supported)`);
+    let u: URL;
+    try {
+      u = new URL(scheme ? entry : `nats://${entry}`);
+    } catch {
+      throw new Error(`${shown(entry, i, raw)} is not a URL (expected nats://host:port)`);
+    }
+    if (u.hostname === '') throw new Error(`${shown(entry, i, raw)} names no host`);
+    if ((u.pathname !== '' && u.pathname !== '/') || u.search !== '' || u.hash !== '')
+      throw new Error(`${shown(entry, i, raw)}: a server URL has no path, query or fragment`);
+    target.servers.push(u.port ? `${u.hostname}:${u.port}` : u.hostname);
+    const user = decodeURIComponent(u.username);
+    const pass = decodeURIComponent(u.password);
+    if (user === '' && pass === '') return;
+    const these = `${user}\u0000${pass}`;
+    if (credentials !== null && credentials !== these) throw new Error(`${shown(entry, i, raw)}: the servers of one --nats value must share their credentials`);
+    credentials = these;
+    if (pass === '') target.token = user;
+    else Object.assign(target, { user, pass });
+  });
+  return target;
+}
+
+/** What is wrong with a --nats value, or null when it parses. */
+export function natsUrlProblem(raw: string): string | null {
+  try {
+    parseNatsUrl(raw);
+    return null;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+/** The server list as Baton prints it: each server, with *** for credentials; a value that
+ * does not parse and has an @ in it is *** altogether. */
 export function redactNatsUrl(raw: string): string {
-  return raw.split(',').map((e) => e.replace(/^(\s*(?:[a-z][a-z0-9+.-]*:\/\/)?)[^@/]*@/i, '$1***@')).join(',');
+  let t: NatsTarget;
+  try {
+    t = parseNatsUrl(raw);
+  } catch {
+    return raw.includes('@') ? '***' : raw;
+  }
+  const login = t.user !== undefined || t.token !== undefined ? '***@' : '';
+  return t.servers.map((s) => `nats://${login}${s}`).join(',');
 }
