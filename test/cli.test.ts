@@ -27,9 +27,14 @@ function loadsTfjs(argv: string[]): boolean {
   return r.tfjs;
 }
 
+/** Directories tinyCorpus made: removed after the tests, whether they passed or not. */
+const corpusDirs: string[] = [];
+
 /** A corpus file too short for one training sample. */
 function tinyCorpus(): string {
-  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'baton-cli-')), 'tiny.txt');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-cli-'));
+  corpusDirs.push(dir);
+  const file = path.join(dir, 'tiny.txt');
   fs.writeFileSync(file, 'ab\n');
   return file;
 }
@@ -51,6 +56,7 @@ async function baton(...argv: string[]): Promise<{ code: number; out: string; er
 }
 
 describe('the baton command', function () {
+  after(() => { for (const d of corpusDirs.splice(0)) fs.rmSync(d, { recursive: true, force: true }); });
   this.timeout(60_000);
 
   it('prints the sim JSON contract', async () => {
@@ -147,7 +153,6 @@ describe('the baton command', function () {
     assert.equal(refused.code, 2);
     assert.match(refused.err, /checkpoints are only written in synchronous mode/);
     assert.equal(fs.existsSync(never), false);
-    fs.rmSync(path.dirname(tiny), { recursive: true, force: true });
     const missingModule = await baton('sim', '--policy', './no-such-policy.js');
     assert.equal(missingModule.code, 2);
     assert.equal(missingModule.err.trim().split('\n').length, 1, `one line: ${missingModule.err}`);
