@@ -1,6 +1,9 @@
 import { natsUrlProblem } from '../transport/nats-url';
 import { UsageError } from './args';
 
+/** Where `baton run` hands its stage processes the server URL: not on their command lines, which `ps` shows to every user. */
+export const NATS_URL_ENV = 'BATON_NATS_URL';
+
 /** The --nats value of `command` (or what `source` names), refused as a usage error when it does not parse. */
 export function natsFlag(value: unknown, command: string, source = '--nats'): string {
   const raw = String(value);

@@ -7,10 +7,7 @@ import { redactNatsUrl } from '../transport/nats-url';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { Bus } from '../transport/bus';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
-import { natsFlag } from './nats-flag';
-
-/** Where `baton run` hands its stage processes the server URL: not on their command lines, which `ps` shows to every user. */
-export const NATS_URL_ENV = 'BATON_NATS_URL';
+import { NATS_URL_ENV, natsFlag } from './nats-flag';
 
 const NODE_FLAGS: readonly FlagSpec[] = [
   { name: 'nats', type: 'string', metavar: 'URL', help: `NATS server(s) to join (required, or ${NATS_URL_ENV} in the environment), e.g. nats://127.0.0.1:4222 or nats://user:pass@host:4222,host2:4222` },
