@@ -5,7 +5,7 @@
 
 import { decodeEnvelope, quoteValue } from '../transport/codec';
 import { Bus } from '../transport/bus';
-import { ENVELOPE_VERSION, Envelope } from '../transport/envelope';
+import { ENVELOPE_VERSION, Envelope, launchField, launchText } from '../transport/envelope';
 import { encodeEnvelope } from '../transport/codec';
 import { subject } from '../transport/subjects';
 import { ActorRef, ActorRuntime } from './runtime';
@@ -57,7 +57,7 @@ export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg>
   const begin = async (s: CoordinatorState): Promise<void> => {
     s.start = clock.now();
     s.reports = new Array(stages).fill(null);
-    const base = { v: ENVELOPE_VERSION, job, iteration: s.iteration, src: -1, sentAt: s.start, tensors: [], ...(w.launch !== undefined ? { launch: w.launch } : {}) };
+    const base = { v: ENVELOPE_VERSION, job, iteration: s.iteration, src: -1, sentAt: s.start, tensors: [], ...launchField(w.launch) };
     const control = (st: number): void => bus.publish(subject(job, 'control', st), encodeEnvelope({
       ...base, kind: 'control', mb: -1, chunk: -1, dir: 'control', dst: st, seq: s.seq++, bytes: 0, body: { verb: 'start' },
     }));
@@ -92,7 +92,7 @@ export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg>
       return s;
     }
     if (w.launch !== undefined && e.launch !== w.launch) {
-      w.onReject?.(`${msg.subject}: report of launch ${e.launch === undefined ? '(none)' : e.launch} from stage ${e.src}, this is launch ${w.launch}: left by an earlier run of the same job name?`);
+      w.onReject?.(`${msg.subject}: report of launch ${launchText(e.launch)} from stage ${e.src}, this is launch ${w.launch}: left by an earlier run of the same job name?`);
       return s;
     }
     if (s.finished || e.iteration !== s.iteration) {

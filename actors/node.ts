@@ -23,7 +23,7 @@
 import * as os from 'os';
 import { Bus, Subscription } from '../transport/bus';
 import { decodeValue, encodeValue, quoteValue } from '../transport/codec';
-import { LAUNCH_EXPECTED, LAUNCH_RE } from '../transport/envelope';
+import { LAUNCH_EXPECTED, LAUNCH_RE, launchField } from '../transport/envelope';
 import { PayloadTooLargeError } from '../transport/nats-bus';
 import { subject } from '../transport/subjects';
 import { checkSubject } from '../transport/local-bus';
@@ -226,7 +226,7 @@ export class NodeAgent {
     const job: HostedJob = {
       runtime, computes: [], stages: new Map(), subs: [], pending: new Map(), sent: new Map(), flushTimer: null,
       leaseMs: (leaseMs as number | undefined) ?? null, leaseTimer: null, renewedAt: 0, lostTrace: [], replyTo: req.reply,
-      ...(launch !== undefined ? { launch: launch as string } : {}),
+      ...launchField(launch as string | undefined),
     };
     try {
       for (const s of stages as number[]) {
@@ -247,7 +247,7 @@ export class NodeAgent {
     this.jobs.set(cfg.job, job);
     this.renew(cfg.job);
     this.log(`node ${this.name}: hosting job ${cfg.job} stages ${stages.join(',')}${job.leaseMs !== null ? ` (lease ${job.leaseMs} ms)` : ''}`);
-    this.reply(req.reply, { verb: 'hosting', pid: process.pid, stages, job: cfg.job, ...(job.launch !== undefined ? { launch: job.launch } : {}) });
+    this.reply(req.reply, { verb: 'hosting', pid: process.pid, stages, job: cfg.job, ...launchField(job.launch) });
   }
 
   private record(jobName: string, job: HostedJob, e: BatonEvent): void {
@@ -303,7 +303,7 @@ export class NodeAgent {
    * it is dropped, logged and reported in the answer to finish. */
   private publishTrace(jobName: string, stage: number, job: HostedJob, list: BatonEvent[]): void {
     try {
-      this.bus.publish(subject(jobName, 'trace', stage), encodeValue({ events: list, ...(job.launch !== undefined ? { launch: job.launch } : {}) }));
+      this.bus.publish(subject(jobName, 'trace', stage), encodeValue({ events: list, ...launchField(job.launch) }));
       job.sent.set(stage, (job.sent.get(stage) ?? 0) + list.length);
     } catch (err) {
       if (err instanceof PayloadTooLargeError && list.length > 1) {

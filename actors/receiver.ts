@@ -7,7 +7,7 @@
 // that time (commHoldMs).
 
 import { decodeEnvelope, CodecError, quoteValue } from '../transport/codec';
-import { Envelope } from '../transport/envelope';
+import { Envelope, launchText } from '../transport/envelope';
 import { ActorRef, ActorRuntime } from './runtime';
 import { EventSink, ReceiveEvent } from './events';
 import { StageActorMsg } from './stage';
@@ -65,7 +65,7 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
     }
     if (w.launch !== undefined && e.launch !== w.launch) {
       state.rejected++;
-      reject(now, 'other-launch', `${msg.subject}: message of launch ${e.launch === undefined ? '(none)' : e.launch} of job ${job} (stage ${e.src}), this is launch ${w.launch}: left by an earlier run of the same job name?`);
+      reject(now, 'other-launch', `${msg.subject}: message of launch ${launchText(e.launch)} of job ${job} (stage ${e.src}), this is launch ${w.launch}: left by an earlier run of the same job name?`);
       return state;
     }
     state.received++;

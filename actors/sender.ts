@@ -11,7 +11,7 @@
 import { Task } from '../policies/task';
 import { encodeEnvelope } from '../transport/codec';
 import { Bus } from '../transport/bus';
-import { ENVELOPE_VERSION, TensorPayload } from '../transport/envelope';
+import { ENVELOPE_VERSION, TensorPayload, launchField } from '../transport/envelope';
 import { subject } from '../transport/subjects';
 import { ActorRef, ActorRuntime } from './runtime';
 import { EventSink } from './events';
@@ -43,7 +43,7 @@ interface SenderState {
 export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
   const { runtime, bus, job, stage, comm, sink } = w;
   const clock = runtime.clock;
-  const launch = w.launch !== undefined ? { launch: w.launch } : {};
+  const launch = launchField(w.launch);
   return runtime.spawn<SenderState, SenderMsg>(`sender-${stage}`, { seq: 0 }, (state, msg) => {
     const now = clock.now();
     const seq = state.seq++;

@@ -3,7 +3,6 @@
 import * as os from 'os';
 import { ANNOUNCE_SUBJECT, NODE_NAME_RE, NodeAgent, nodeSubject } from '../actors/node';
 import { askAround } from '../transport/ask-around';
-import { redactNatsUrl } from '../transport/nats-url';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { Bus } from '../transport/bus';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
@@ -30,7 +29,6 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   const fromEnv = flags.nats === undefined ? process.env[NATS_URL_ENV] : undefined;
   if (flags.nats === undefined && fromEnv === undefined) throw new UsageError(`node: --nats URL is required (or ${NATS_URL_ENV} in the environment)`);
   const url = flags.nats !== undefined ? natsFlag(flags.nats, 'node') : natsFlag(fromEnv, 'node', NATS_URL_ENV);
-  const shown = redactNatsUrl(url);
   const name = flags.name === undefined ? `node-${process.pid}` : String(flags.name);
   if (!NODE_NAME_RE.test(name)) throw new UsageError(`node: --name must match [A-Za-z0-9_-]+, got ${JSON.stringify(name)}`);
   const bus = await NatsBus.connect(url, { name: `baton-node-${name}` });
@@ -38,11 +36,11 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
     ? (l: string) => process.stderr.write(`${JSON.stringify({ node: name, log: l })}\n`)
     : (l: string) => process.stderr.write(`${l}\n`);
   // Stage processes a launcher starts have names of that launch's own; others ask first.
-  if (!flags.exitWithStdin) await refuseTakenName(bus, name, shown);
+  if (!flags.exitWithStdin) await refuseTakenName(bus, name, bus.url);
   const agent = new NodeAgent({ name, bus, log });
   agent.start();
-  if (flags.json) out(JSON.stringify({ node: name, pid: process.pid, nats: shown, ready: true }));
-  else log(`node ${name}: ready on ${shown} (pid ${process.pid})`);
+  if (flags.json) out(JSON.stringify({ node: name, pid: process.pid, nats: bus.url, ready: true }));
+  else log(`node ${name}: ready on ${bus.url} (pid ${process.pid})`);
   let stopping = false;
   const stop = (why: string) => () => {
     stopping = true;
@@ -65,7 +63,7 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   const lost = await Promise.race([agent.exited.then(() => null), bus.lost()]);
   // Our own close on a signal ends the connection too; the process is about to exit.
   if (stopping) return new Promise<number>(() => {});
-  if (lost) throw new NatsBusError(`node ${name}: lost the connection to NATS at ${shown} (${lost.message}); the jobs it hosted are gone`);
+  if (lost) throw new NatsBusError(`node ${name}: lost the connection to NATS at ${bus.url} (${lost.message}); the jobs it hosted are gone`);
   await bus.close();
   return 0;
 }

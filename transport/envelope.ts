@@ -70,5 +70,15 @@ export function newLaunchId(): string {
   return randomBytes(6).toString('hex');
 }
 
+/** The `launch` field of a message or reply: present only when there is a launch id. */
+export function launchField(launch: string | undefined): { launch?: string } {
+  return launch !== undefined ? { launch } : {};
+}
+
+/** A validated message's launch as a refusal names it. */
+export function launchText(launch: string | undefined): string {
+  return launch === undefined ? '(none)' : launch;
+}
+
 /** Longest job name: it is in every subject and every envelope. */
 export const MAX_JOB_NAME = 128;
