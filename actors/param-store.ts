@@ -40,13 +40,23 @@ export interface AsyncSettings {
   weightDecay: number;
   beta1: number;
   clip: number;
-  /** PipeMare: updates over which the damping exponent decays to 0. */
+  /**
+   * PipeMare's learning-rate damping. Off by default, as in FRESCO's main comparison
+   * (its appendix D.3: every method then has the same learning-rate schedule).
+   */
+  pipemareDamping: boolean;
+  /** PipeMare with damping: updates over which the damping exponent decays to 0 (K). */
   pipemareSteps: number;
 }
 
 export const ASYNC_DEFAULTS: AsyncSettings = {
-  consistency: 'none', alpha: 0.25, lr: 1e-3, warmup: 20, totalUpdates: 1000, weightDecay: 0.01, beta1: 0.99, clip: 1.0, pipemareSteps: 1000,
+  consistency: 'none', alpha: 0.25, lr: 1e-3, warmup: 20, totalUpdates: 1000, weightDecay: 0.01, beta1: 0.99, clip: 1.0, pipemareDamping: false, pipemareSteps: 750,
 };
+
+/** PipeMare's damping horizon K for a run of `totalUpdates`: FRESCO's D.3 used 15,000 of 20,000. */
+export function pipemareHorizon(totalUpdates: number): number {
+  return Math.max(1, Math.round(0.75 * totalUpdates));
+}
 
 export type ParamMapF = Map<string, Float32Array>;
 
@@ -59,7 +69,7 @@ export type StoreMsg =
 
 export interface StoreStats {
   updates: number;
-  /** The most microbatches in flight at the stage: FRESCO's τ. */
+  /** The most microbatches in flight at the stage (FRESCO's τ is one less: see makePolicy). */
   inflightBound: number;
   /** The delay PipeMare and prediction assume, in updates. */
   delay: number;
@@ -92,8 +102,10 @@ function frescoLayers(inputs: readonly CapturedLinearInput[]): LinearLayerSpec[]
 
 /**
  * The policy of a stage where at most `inflight` microbatches are in flight (their F ran,
- * their B not yet): FRESCO protects that many (its τ); PipeMare damps and prediction
- * looks ahead by `delay` updates.
+ * their B not yet). An update follows a B, whose microbatch no longer needs protection,
+ * so FRESCO protects at most `inflight` − 1 at an update: that is its τ (each microbatch
+ * contributes ⌈k/τ⌉ directions, and the τ of them fill the rank budget k). PipeMare
+ * damps and prediction looks ahead by `delay` updates.
  */
 function makePolicy(s: AsyncSettings, opt: NAdamW | null, inflight: number, delay: number, inputs?: readonly CapturedLinearInput[]): ConsistencyPolicy {
   switch (s.consistency) {
@@ -102,12 +114,12 @@ function makePolicy(s: AsyncSettings, opt: NAdamW | null, inflight: number, dela
     case 'stash':
       return new WeightStash();
     case 'pipemare':
-      return new PipeMare({ tau: Math.max(1, delay), dampingSteps: s.pipemareSteps });
+      return new PipeMare({ tau: Math.max(1, delay), dampingSteps: s.pipemareSteps, damping: s.pipemareDamping === true });
     case 'predict':
       if (!opt) throw new ParamStoreError('predict needs an optimizer');
       return new WeightPrediction({ delay, direction: (n, p, o) => opt.direction(n, p, o) });
     case 'fresco':
-      return new FrescoPolicy({ layers: frescoLayers(inputs ?? []), tau: inflight, alpha: s.alpha });
+      return new FrescoPolicy({ layers: frescoLayers(inputs ?? []), tau: Math.max(1, inflight - 1), alpha: s.alpha });
   }
 }
 
@@ -162,12 +174,16 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
       case 'backward-ran': {
         const at = st.forwardStep.get(msg.mb);
         if (at === undefined) throw new ParamStoreError(`stage ${stage}: backward of microbatch ${msg.mb} without its forward`);
+        const updating = st.params !== null && st.optimizer !== null && st.policy !== null;
+        // Checked before anything changes: a refused gradient (missing, not finite) leaves the store as it was.
+        if (updating) {
+          if (!msg.grads) throw new ParamStoreError(`stage ${stage}: backward of microbatch ${msg.mb} came without gradients`);
+          clipGradNorm(msg.grads, s.clip);
+        }
         st.forwardStep.delete(msg.mb);
         st.staleness.push(st.step - at);
-        if (st.params && st.optimizer && st.policy) {
-          if (!msg.grads) throw new ParamStoreError(`stage ${stage}: backward of microbatch ${msg.mb} came without gradients`);
+        if (st.params && st.optimizer && st.policy && msg.grads) {
           st.policy.backward(msg.mb);
-          clipGradNorm(msg.grads, s.clip);
           const lr = lrOf(st.step + 1);
           const delta = st.optimizer.propose(st.params, msg.grads, lr);
           st.policy.transformUpdate(delta, { params: st.params, step: st.step + 1, lr });

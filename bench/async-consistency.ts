@@ -10,7 +10,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { resolveConfig } from '../actors/config';
-import { ASYNC_DEFAULTS, CONSISTENCY_POLICIES, ConsistencyName } from '../actors/param-store';
+import { ASYNC_DEFAULTS, CONSISTENCY_POLICIES, ConsistencyName, pipemareHorizon } from '../actors/param-store';
 import { train } from '../cli/train';
 import { formatTable } from '../cli/table';
 import { loadBackend } from '../models/backend';
@@ -89,7 +89,7 @@ export async function benchAsync(o: { updates?: number; data?: string; stages?: 
       const cfg = resolveConfig({
         job: `async-${P}-${consistency}`, stages: P, microbatches: M * iterations, iterations: 1, policy: '1f1b', profile: 'uniform',
         mode: 'async', train: t, stallTimeoutMs: 600000,
-        async: { ...ASYNC_DEFAULTS, consistency, lr: t.lr, warmup: t.warmup, totalUpdates: M * iterations, pipemareSteps: M * iterations },
+        async: { ...ASYNC_DEFAULTS, consistency, lr: t.lr, warmup: t.warmup, totalUpdates: M * iterations, pipemareSteps: pipemareHorizon(M * iterations) },
       });
       const r = await train(cfg, { transport: 'local', processes: 'single', clock: 'virtual' });
       const s = r.summary;

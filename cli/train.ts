@@ -7,7 +7,7 @@ import { resolveConfig, JobConfig } from '../actors/config';
 import { IterationRecord } from '../actors/coordinator';
 import { CheckpointMeta, checkFiles, checkResumable, corpusDigest, readCheckpointMeta, writeCheckpoint } from '../actors/checkpoint';
 import { runJob, summarize } from '../actors/job';
-import { ASYNC_DEFAULTS, CONSISTENCY_POLICIES, ConsistencyName } from '../actors/param-store';
+import { ASYNC_DEFAULTS, CONSISTENCY_POLICIES, ConsistencyName, pipemareHorizon } from '../actors/param-store';
 import { StageSnapshot } from '../actors/training-compute';
 import { loadBackend } from '../models/backend';
 import { paramChecksum, validationLoss } from '../models/reference-train';
@@ -20,7 +20,7 @@ import { runOnce } from './run';
 import { STAGE_NODE_FLAGS_HELP } from './stage-node-flags';
 import { checkOutputDir } from './output-paths';
 
-const TRAIN_FLAGS: readonly FlagSpec[] = [
+export const TRAIN_FLAGS: readonly FlagSpec[] = [
   { name: 'model', type: 'string', help: 'model', choices: ['gpt', 'mlp'], default: TRAIN_DEFAULTS.model },
   { name: 'data', type: 'string', metavar: 'FILE', help: 'text file to train on (default: a synthetic corpus the runtime makes)' },
   { name: 'stages', type: 'int', metavar: 'P', help: 'pipeline stages', default: 2 },
@@ -32,7 +32,7 @@ const TRAIN_FLAGS: readonly FlagSpec[] = [
   { name: 'width', type: 'int', metavar: 'D', help: 'residual width', default: TRAIN_DEFAULTS.width },
   { name: 'heads', type: 'int', metavar: 'H', help: 'attention heads (gpt)', default: TRAIN_DEFAULTS.heads },
   { name: 'lr', type: 'number', metavar: 'LR', help: 'peak learning rate (AdamW, warmup then cosine to 0.1x)', default: TRAIN_DEFAULTS.lr },
-  { name: 'warmup', type: 'int', metavar: 'N', help: 'warmup iterations', default: TRAIN_DEFAULTS.warmup },
+  { name: 'warmup', type: 'int', metavar: 'N', help: 'warmup iterations (async: N x M updates)', default: TRAIN_DEFAULTS.warmup },
   { name: 'iterations', type: 'int', metavar: 'N', help: 'iterations (optimizer steps) of the whole run', default: 10 },
   { name: 'policy', type: 'string', metavar: 'NAME', help: 'hint order or schedule (as for sim)', default: 'bf' },
   BUFFER_LIMIT_FLAG,
@@ -51,6 +51,7 @@ const TRAIN_FLAGS: readonly FlagSpec[] = [
   { name: 'mode', type: 'string', help: 'sync: AdamW step after all M (a flush); async: NAdamW update after every backward, no flush', choices: ['sync', 'async'], default: 'sync' },
   { name: 'consistency', type: 'string', help: 'async: how in-flight microbatches are kept consistent', choices: CONSISTENCY_POLICIES, default: 'none' },
   { name: 'alpha', type: 'number', metavar: 'A', help: 'async fresco: protected fraction of each linear layer\'s capacity', default: ASYNC_DEFAULTS.alpha },
+  { name: 'pipemare-damping', type: 'bool', help: 'async pipemare: also damp the learning rate by delay^-p (p from 1 to 0 over the first 3/4 of the updates); off, as in FRESCO\'s comparison' },
   { name: 'beta1', type: 'number', metavar: 'B1', help: 'async: NAdamW beta1', default: ASYNC_DEFAULTS.beta1 },
   { name: 'clock', type: 'string', help: 'real: wall clock; virtual: real compute, but each task holds its stage for the profile\'s duration on a virtual clock (deterministic order)', choices: ['real', 'virtual'], default: 'real' },
   { name: 'profile', type: 'string', metavar: 'NAME|FILE', help: 'message timing (and task durations with --clock virtual)', default: 'train' },
@@ -121,12 +122,17 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: Jo
   if (!(alpha > 0 && alpha <= 1)) throw new UsageError(`train: --alpha must be in (0, 1], got ${alpha}`);
   const beta1 = flags.beta1 as number;
   if (!(beta1 >= 0 && beta1 < 1)) throw new UsageError(`train: --beta1 must be in [0, 1), got ${beta1}`);
+  if (flags.pipemareDamping && !(mode === 'async' && flags.consistency === 'pipemare')) throw new UsageError('train: --pipemare-damping needs --mode async --consistency pipemare');
   const cfg = resolveConfig({
     job: String(flags.job), stages: positive(flags.stages, 'stages'), chunks: positive(flags.chunks, 'chunks'),
     microbatches: mode === 'async' ? M * total : M, policy: String(flags.policy), profile: String(flags.profile),
     jitter: flags.jitter as 'none' | 'paper', seed: flags.jitterSeed as number, iterations: mode === 'async' ? 1 : total - start,
     bufferLimit: bufferLimitFromFlag(flags.bufferLimit), firstIteration: start, train, stallTimeoutMs: 600000, mode,
-    async: { ...ASYNC_DEFAULTS, consistency: flags.consistency as ConsistencyName, alpha, lr: train.lr, warmup: train.warmup, totalUpdates: M * total, weightDecay: train.weightDecay, beta1: flags.beta1 as number, pipemareSteps: M * total },
+    // Asynchronous mode updates after every microbatch: the schedule counts updates.
+    async: {
+      ...ASYNC_DEFAULTS, consistency: flags.consistency as ConsistencyName, alpha, lr: train.lr, warmup: M * train.warmup, totalUpdates: M * total,
+      weightDecay: train.weightDecay, beta1: flags.beta1 as number, pipemareDamping: flags.pipemareDamping === true, pipemareSteps: pipemareHorizon(M * total),
+    },
   });
   if (meta) checkResumable(String(flags.checkpoint), meta, { stages: cfg.stages, chunks: cfg.chunks, microbatches: cfg.microbatches, train });
   if (flags.transport === 'local' && flags.nats) throw new UsageError('train: --nats needs --transport nats');

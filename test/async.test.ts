@@ -108,35 +108,49 @@ describe('asynchronous pipelines', function () {
       assert.notDeepEqual(r.gradAtBackward, r.gradAtForward);
     });
 
-    it('fresco at full budget: updates leave the linear outputs of every in-flight microbatch unchanged, with more in flight than P - s', async () => {
-      // Four microbatches in flight at stage 0 of 2 (P - s = 2): the store covers its
-      // in-flight bound, not the pipeline depth. n = 2 rows each, width 16: 4 x 2 = 8
-      // directions fit every layer, so alpha = 1 protects them exactly.
+    /**
+     * Four microbatches in flight at stage 0 of 2 (P - s = 2: the store covers its
+     * in-flight bound, not the pipeline depth); the backwards of 3 and 2 update every
+     * parameter, the norms' too. Returns how far each protected layer's output and the
+     * stage's output, recomputed with the weights the store hands the backward, moved
+     * for microbatches 0 and 1 (still in flight), relative to their forward.
+     */
+    async function inFlightDrift(consistency: ConsistencyName) {
+      // n = 2 rows each, width 16: 3 x 2 = 6 directions fit every layer, so alpha = 1 protects them exactly.
       const small: TrainConfig = { ...t, microbatchSize: 2 };
       const runtime = new ActorRuntime(new VirtualClock());
       const module = asyncStageModule(1, shape, small);
       const init = initialParams(module);
       const before = new Map([...init.params].map(([n, p]) => [n, Float32Array.from(p)]));
-      const store = spawnParamStore({ runtime, stage: 0, inflightBound: 4, settings: { ...ASYNC_DEFAULTS, consistency: 'fresco', alpha: 1, lr: 0.05, warmup: 0 }, params: init.params, infos: init.infos });
+      const store = spawnParamStore({ runtime, stage: 0, inflightBound: 4, settings: { ...ASYNC_DEFAULTS, consistency, alpha: 1, lr: 0.05, warmup: 0 }, params: init.params, infos: init.infos });
       const ask = <R>(make: (reply: (r: R) => void) => StoreMsg) => runtime.ask<StoreMsg, R>(store, make);
       const names = module.paramNames();
+      const forward = (w: ReadonlyMap<string, Float32Array>, x: tf.Tensor) => {
+        const ts = names.map((n, i) => tf.tensor(w.get(n)!, module.params()[i].shape));
+        const { result, inputs } = captureLinearInputs(new Map(ts.map((tensor, i) => [tensor.id, names[i]])), () => module.forward(x, ts));
+        const y = Float64Array.from(result.dataSync());
+        tf.dispose([result, ...ts]);
+        return { y, inputs };
+      };
+      const xs: tf.Tensor[] = [];
       const captured: CapturedLinearInput[][] = [];
+      const outputs: Float64Array[] = [];
       for (let mb = 0; mb < 4; mb++) {
         const w = await ask<ReadonlyMap<string, Float32Array> | null>((reply) => ({ type: 'weights', purpose: 'forward', mb, reply }));
-        const ts = names.map((n, i) => tf.tensor(w!.get(n)!, module.params()[i].shape));
-        const x = tf.randomNormal([2, 16], 0, 1, 'float32', 11 + mb);
-        const { result, inputs } = captureLinearInputs(new Map(ts.map((tensor, i) => [tensor.id, names[i]])), () => module.forward(x, ts));
-        tf.dispose([result, x, ...ts]);
+        xs.push(tf.randomNormal([2, 16], 0, 1, 'float32', 11 + mb));
+        const { y, inputs } = forward(w!, xs[mb]);
         captured.push(inputs);
+        outputs.push(y);
         runtime.send(store, { type: 'forward-ran', mb, inputs });
       }
       assert.ok(captured[0].length >= 2, 'the stage has linear layers to protect');
+      assert.ok(names.length > 2 * captured[0].length, 'the stage has parameters FRESCO does not project (norms)');
       for (const mb of [3, 2]) {
         const grads = new Map([...init.params].map(([n, p]) => [n, p.map((_, i) => Math.sin(i * (mb + 1) + n.length))]));
         runtime.send(store, { type: 'backward-ran', mb, grads });
       }
       const after = await ask<Map<string, Float32Array>>((reply) => ({ type: 'params', reply }));
-      const output = (c: CapturedLinearInput, p: ReadonlyMap<string, Float32Array>) => {
+      const layerOutput = (c: CapturedLinearInput, p: ReadonlyMap<string, Float32Array>) => {
         const W = p.get(c.weight)!;
         const b = c.bias ? p.get(c.bias)! : null;
         const y = new Float64Array(c.n * c.dout);
@@ -149,17 +163,59 @@ describe('asynchronous pipelines', function () {
         return y;
       };
       const norm = (a: ArrayLike<number>) => Math.sqrt(Array.from(a).reduce((acc, v) => acc + v * v, 0));
+      const rel = (a: ArrayLike<number>, b: ArrayLike<number>) => norm(Array.from(a, (v, i) => v - b[i])) / norm(b);
       let moved = 0;
-      for (const c of captured[0]) moved = Math.max(moved, norm(after.get(c.weight)!.map((v, i) => v - before.get(c.weight)![i])));
-      assert.ok(moved > 1e-3, `the protected weights moved (${moved})`);
+      for (const n of names) moved = Math.max(moved, rel(after.get(n)!, before.get(n)!));
+      const layers: number[] = [];
+      const stage: number[] = [];
       for (const mb of [0, 1]) {
-        for (const c of captured[mb]) {
-          const y0 = output(c, before);
-          const y1 = output(c, after);
-          const rel = norm(y1.map((v, i) => v - y0[i])) / norm(y0);
-          assert.ok(rel < 1e-4, `microbatch ${mb}, layer ${c.weight}: output moved by ${rel.toExponential(2)}`);
-        }
+        for (const c of captured[mb]) layers.push(rel(layerOutput(c, after), layerOutput(c, before)));
+        const w = await ask<ReadonlyMap<string, Float32Array> | null>((reply) => ({ type: 'weights', purpose: 'backward', mb, reply }));
+        stage.push(rel(forward(w!, xs[mb]).y, outputs[mb]));
       }
+      tf.dispose(xs);
+      module.dispose();
+      runtime.shutdown();
+      return { moved, layers: Math.max(...layers), stage: Math.max(...stage) };
+    }
+
+    it('fresco at full budget: the backward of every in-flight microbatch recomputes the outputs its forward gave, norms updated and all', async () => {
+      const r = await inFlightDrift('fresco');
+      assert.ok(r.moved > 1e-3, `the parameters moved (${r.moved})`);
+      assert.ok(r.layers < 1e-4, `a protected layer's output moved by ${r.layers.toExponential(2)} on the forward-time inputs`);
+      assert.ok(r.stage < 1e-4, `the stage output recomputed at the backward moved by ${r.stage.toExponential(2)}`);
+    });
+
+    it('none: the same updates move the stage output the backward recomputes (what fresco prevents)', async () => {
+      const r = await inFlightDrift('none');
+      assert.ok(r.stage > 1e-2, `the stage output moved by only ${r.stage.toExponential(2)}`);
+    });
+
+    it('fresco: each microbatch keeps ceil(k / (bound - 1)) directions per layer, as bound - 1 are in flight at an update', async () => {
+      const runtime = new ActorRuntime(new VirtualClock());
+      const module = asyncStageModule(1, shape, t);
+      const init = initialParams(module);
+      const bound = 4, alpha = 0.5;
+      const store = spawnParamStore({ runtime, stage: 0, inflightBound: bound, settings: { ...ASYNC_DEFAULTS, consistency: 'fresco', alpha }, params: init.params, infos: init.infos });
+      const names = module.paramNames();
+      let inputs: CapturedLinearInput[] = [];
+      for (let mb = 0; mb < bound; mb++) {
+        const w = await runtime.ask<StoreMsg, ReadonlyMap<string, Float32Array> | null>(store, (reply) => ({ type: 'weights', purpose: 'forward', mb, reply }));
+        const ts = names.map((n, i) => tf.tensor(w!.get(n)!, module.params()[i].shape));
+        const x = tf.randomNormal([t.microbatchSize, 16], 0, 1, 'float32', 30 + mb);
+        const run = captureLinearInputs(new Map(ts.map((tensor, i) => [tensor.id, names[i]])), () => module.forward(x, ts));
+        tf.dispose([run.result, x, ...ts]);
+        inputs = run.inputs;
+        runtime.send(store, { type: 'forward-ran', mb, inputs });
+      }
+      const stats = await runtime.ask<StoreMsg, StoreStats>(store, (reply) => ({ type: 'stats', reply }));
+      let expected = 0;
+      for (const c of inputs) {
+        const d = c.din + (c.bias ? 1 : 0);
+        const k = Math.min((bound - 1) * c.n, Math.ceil(alpha * Math.min(c.dout, d)));
+        expected += bound * d * Math.min(Math.ceil(k / (bound - 1)), c.n, d) * 4;
+      }
+      assert.equal(stats.extraStateBytes, expected, 'the bases of the in-flight microbatches, nothing else before an update');
       module.dispose();
       runtime.shutdown();
     });

@@ -182,7 +182,9 @@ describe('FRESCO subspace math', () => {
       vsNone = Math.max(vsNone, resid / raw);
     }
     console.log(`      power-iteration basis: ‖Δ'X̄‖ / (σ_{k+1}‖Δ‖) ≤ ${worst.toFixed(3)}; ‖Δ'X̄‖ / ‖ΔX̄‖ ≤ ${vsNone.toFixed(3)} (k=${k}, τ=${tau}, n=${n}, d=${d})`);
-    assert.ok(Number.isFinite(worst) && vsNone < 1);
+    // Exact top-k directions give at most 1; a basis that missed the dominant directions gives more (a random one: about 4 here).
+    assert.ok(worst <= 1, `‖Δ'X̄‖ = ${worst.toFixed(3)}·σ_{k+1}‖Δ‖: the basis misses dominant directions`);
+    assert.ok(vsNone < 1);
   });
 
   it('gives bitwise the same basis for the same inputs', () => {

@@ -1,7 +1,17 @@
-// FRESCO as a ConsistencyPolicy: every task runs on the current weights; each update
-// of a protected linear layer is projected onto the complement of the in-flight
-// inputs' subspace (fresco.ts). Parameters not listed in `layers` (embeddings, norms,
-// anything else) are updated as proposed.
+// FRESCO as a ConsistencyPolicy: each update of a protected linear layer is projected
+// onto the complement of the in-flight inputs' subspace (fresco.ts). Parameters not
+// listed in `layers` (embeddings, norms, anything else) are updated as proposed.
+//
+// Forwards run on the current weights. A backward recomputes its forward (Baton keeps no
+// activations between F and B), so it gets the current, projected linear weights and,
+// for every other parameter, the value its forward saw: those parameters are never
+// projected, and a norm's gain changed between F and B would change the input of every
+// linear layer after it, which is exactly what FRESCO protects. With them held, every
+// protected layer sees at the backward the input it saw at the forward (exactly, at full
+// budget), as with the stored activations of the paper's runs; the linear layers'
+// Jacobians are at the updated weights. The held values are copied on update, only
+// while an in-flight microbatch needs them, like weight stashing but of the unprotected
+// parameters only.
 //
 // Weight layouts, so the store can keep the model's own tensors:
 //   'augmented'  weight is dout×(din+1), bias in the last column, no bias param;
@@ -10,15 +20,16 @@
 // All three are projected in place on the update tensors themselves; no dout×(din+1)
 // copy is made.
 //
-// extraStateBytes() is Fresco.extraStateBytes(): the bases of the microbatches in
-// flight (d·min(k1, n, d)·4 bytes per layer and mb, k1 = ⌈k/τ⌉) plus one shared
-// projection scratch of min(PROJECTION_BLOCK_ROWS, dout)·k Float64s (the largest any
-// layer has needed). The protected basis Q and other per-call temporaries are freed
-// when the call returns and are not counted (fresco.ts lists them).
+// extraStateBytes() is Fresco.extraStateBytes() (the bases of the microbatches in
+// flight, d·min(k1, n, d)·4 bytes per layer and mb, k1 = ⌈k/τ⌉, plus one shared
+// projection scratch of min(PROJECTION_BLOCK_ROWS, dout)·k Float64s, the largest any
+// layer has needed) plus the held unprotected parameters. The protected basis Q and
+// other per-call temporaries are freed when the call returns and are not counted
+// (fresco.ts lists them).
 
 import { ParamMap, lookup } from '../optim/params';
 import { Fresco, WeightLayout } from './fresco';
-import { ConsistencyError, ConsistencyPolicy, LayerInput, UpdateContext, WeightsContext } from './policy';
+import { ConsistencyError, ConsistencyPolicy, FlightLog, LayerInput, UpdateContext, WeightsContext } from './policy';
 
 export interface LinearLayerSpec {
   /** Key of this layer in the layerInputs map given to forward(). */
@@ -32,7 +43,7 @@ export interface LinearLayerSpec {
 
 export interface FrescoPolicyOptions {
   readonly layers: readonly LinearLayerSpec[];
-  /** τ: microbatches in flight at this stage. */
+  /** τ: microbatches in flight at this stage when an update is applied (sets k1 = ⌈k/τ⌉). */
   readonly tau: number;
   /** α, default 0.25. */
   readonly alpha?: number;
@@ -42,6 +53,11 @@ export class FrescoPolicy implements ConsistencyPolicy {
   readonly name = 'fresco' as const;
   readonly fresco: Fresco;
   private readonly specs: readonly LinearLayerSpec[];
+  private readonly projected: ReadonlySet<string>;
+  private version = 0;
+  private readonly flight = new FlightLog();
+  /** By update count: the unprotected parameters' values then, while an in-flight mb's forward saw them. */
+  private readonly held = new Map<number, Map<string, Float32Array>>();
 
   constructor(opts: FrescoPolicyOptions) {
     this.fresco = new Fresco({ tau: opts.tau, alpha: opts.alpha });
@@ -52,6 +68,7 @@ export class FrescoPolicy implements ConsistencyPolicy {
       }
       this.fresco.addLayer(s.layer, s.dout, s.din, s.layout === 'augmented' || s.bias !== undefined);
     }
+    this.projected = new Set(opts.layers.flatMap((s) => (s.bias === undefined ? [s.weight] : [s.weight, s.bias])));
   }
 
   weightsForForward(_mb: number, ctx: WeightsContext): ParamMap {
@@ -60,23 +77,41 @@ export class FrescoPolicy implements ConsistencyPolicy {
 
   forward(mb: number, layerInputs: ReadonlyMap<string, LayerInput>): void {
     for (const s of this.specs) {
-      const input = layerInputs.get(s.layer);
-      if (input === undefined) {
+      if (!layerInputs.has(s.layer)) {
         throw new ConsistencyError(`fresco, forward of mb ${mb}: no input for layer "${s.layer}"; got [${[...layerInputs.keys()].join(', ')}]`);
       }
+    }
+    this.flight.enter('fresco', mb, this.version);
+    for (const s of this.specs) {
+      const input = layerInputs.get(s.layer) as LayerInput;
       this.fresco.onForward(s.layer, mb, input.x, input.n);
     }
   }
 
-  weightsForBackward(_mb: number, ctx: WeightsContext): ParamMap {
-    return ctx.params;
+  weightsForBackward(mb: number, ctx: WeightsContext): ParamMap {
+    const held = this.held.get(this.flight.since('fresco', mb, 'backward'));
+    if (held === undefined) return ctx.params;
+    const w = new Map(ctx.params);
+    for (const [name, p] of held) w.set(name, p);
+    return w;
   }
 
   backward(mb: number): void {
+    const v = this.flight.leave('fresco', mb);
     for (const s of this.specs) this.fresco.onBackward(s.layer, mb);
+    for (const other of this.flight.values()) if (other === v) return;
+    this.held.delete(v);
   }
 
-  transformUpdate(updates: Map<string, Float32Array>, _ctx: UpdateContext): void {
+  transformUpdate(updates: Map<string, Float32Array>, ctx: UpdateContext): void {
+    let needed = false;
+    for (const v of this.flight.values()) if (v === this.version) needed = true;
+    if (needed && !this.held.has(this.version)) {
+      const copy = new Map<string, Float32Array>();
+      for (const [name, p] of ctx.params) if (!this.projected.has(name)) copy.set(name, p.slice());
+      this.held.set(this.version, copy);
+    }
+    this.version += 1;
     for (const s of this.specs) {
       const where = `fresco update of layer "${s.layer}"`;
       const cols = s.layout === 'augmented' ? s.din + 1 : s.din;
@@ -86,7 +121,14 @@ export class FrescoPolicy implements ConsistencyPolicy {
     }
   }
 
+  /** Update counts whose unprotected parameters are held. */
+  get versionsHeld(): number {
+    return this.held.size;
+  }
+
   extraStateBytes(): number {
-    return this.fresco.extraStateBytes();
+    let b = this.fresco.extraStateBytes();
+    for (const h of this.held.values()) for (const p of h.values()) b += p.byteLength;
+    return b;
   }
 }
