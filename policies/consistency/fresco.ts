@@ -23,8 +23,9 @@
 // Float64) and extractBasis's d×k1 blocks; at an update, mergeBases' C (d×τk1), Z
 // (d×k) and the protected basis Q (d×k, Float64), which is rebuilt for every update.
 //
-// Does not model: embeddings and norms (never projected), attention's internal
-// products (only the linear maps are protected), the error-feedback extension (§6.3).
+// Does not model: embeddings and norms (never projected; FrescoPolicy hands a backward
+// the values its forward saw), attention's internal products (only the linear maps are
+// protected), the error-feedback extension (§6.3).
 
 import { LinalgError, Vec } from './linalg';
 import { Basis, augment, extractBasis, mergeBases } from './subspace';
