@@ -14,6 +14,7 @@ import { jsonErrorLine } from '../models/json-error';
 import { TrainConfig } from '../models/train-config';
 import { decodeValue, encodeValue } from '../transport/codec';
 import { StageSnapshot } from './training-compute';
+import { RegularFileError, readRegularFile } from '../models/regular-file';
 
 export class CheckpointError extends Error {
   override name = 'CheckpointError';
@@ -32,6 +33,8 @@ export interface CheckpointMeta {
   corpus: string;
   /** sha256 of each stage file, by file name. */
   files: Record<string, string>;
+  /** The tfjs backend the run computed with (absent from checkpoints of earlier Batons). */
+  backend?: string;
   config: unknown;
 }
 
@@ -64,9 +67,10 @@ export function writeCheckpoint(dir: string, meta: Omit<CheckpointMeta, 'files'>
 export function readCheckpointMeta(dir: string): CheckpointMeta {
   let raw: string;
   try {
-    raw = fs.readFileSync(metaPath(dir), 'utf8');
+    raw = readRegularFile(metaPath(dir), MAX_META_BYTES).toString('utf8');
   } catch (err) {
-    throw new CheckpointError(`no checkpoint in ${JSON.stringify(dir)}: cannot read meta.json (${(err as Error).message})`, { cause: err });
+    if (!(err instanceof RegularFileError)) throw err;
+    throw new CheckpointError(`no checkpoint in ${JSON.stringify(dir)}: its meta.json ${err.message}`, { cause: err });
   }
   let m: CheckpointMeta;
   try {
@@ -164,10 +168,15 @@ export function resumeSnapshot(t: TrainConfig, stage: number): StageSnapshot | u
   return decodeSnapshot(readStageFile(file), file);
 }
 
+/** Bounds on what a resumed run reads: meta.json is a page of JSON; a stage file holds parameters and two moments. */
+const MAX_META_BYTES = 16 * 1024 * 1024;
+const MAX_STAGE_FILE_BYTES = 2 ** 31 - 1;
+
 function readStageFile(file: string): Buffer {
   try {
-    return fs.readFileSync(file);
+    return readRegularFile(file, MAX_STAGE_FILE_BYTES);
   } catch (err) {
-    throw new CheckpointError(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
+    if (!(err instanceof RegularFileError)) throw err;
+    throw new CheckpointError(`stage file ${file} ${err.message}`, { cause: err });
   }
 }

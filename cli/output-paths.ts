@@ -15,6 +15,18 @@ function writable(dir: string): boolean {
   }
 }
 
+/** Whether a file can really be made in `dir` (root passes access() where an immutable directory refuses). */
+function canCreateIn(dir: string): boolean {
+  const probe = path.join(dir, `.baton-probe-${process.pid}`);
+  try {
+    fs.closeSync(fs.openSync(probe, 'wx'));
+    fs.unlinkSync(probe);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function isLink(p: string): boolean {
   try {
     return fs.lstatSync(p).isSymbolicLink();
@@ -55,7 +67,7 @@ export function checkOutputDir(dir: string, flag: string): void {
   const abs = path.resolve(dir);
   if (fs.existsSync(abs)) {
     if (!fs.statSync(abs).isDirectory()) throw new UsageError(`${flag} ${dir}: exists and is not a directory`);
-    if (!writable(abs)) throw new UsageError(`${flag} ${dir}: not writable`);
+    if (!writable(abs) || !canCreateIn(abs)) throw new UsageError(`${flag} ${dir}: not writable`);
     return;
   }
   const up = existingAncestor(abs);

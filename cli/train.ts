@@ -3,9 +3,10 @@
 // this launcher collects losses, the final parameters (for the checksum and the
 // validation loss) and writes checkpoints from the stages' reports.
 
+import * as fs from 'fs';
 import { resolveConfig, JobConfig } from '../actors/config';
 import { IterationRecord } from '../actors/coordinator';
-import { CheckpointMeta, checkFiles, checkResumable, corpusDigest, readCheckpointMeta, writeCheckpoint } from '../actors/checkpoint';
+import { CheckpointError, CheckpointMeta, checkFiles, checkResumable, corpusDigest, readCheckpointMeta, writeCheckpoint } from '../actors/checkpoint';
 import { runJob, summarize } from '../actors/job';
 import { ASYNC_DEFAULTS, CONSISTENCY_POLICIES, ConsistencyName, pipemareHorizon } from '../actors/param-store';
 import { StageSnapshot } from '../actors/training-compute';
@@ -137,9 +138,11 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: Jo
   if (meta) checkResumable(String(flags.checkpoint), meta, { stages: cfg.stages, chunks: cfg.chunks, microbatches: cfg.microbatches, train });
   if (flags.transport === 'local' && flags.nats) throw new UsageError('train: --nats needs --transport nats');
   if (flags.clock === 'virtual' && flags.transport === 'nats') throw new UsageError('train: --clock virtual runs in one process; it takes no --transport nats');
-  // Last: it creates the directory, which a refusal above should not leave behind.
-  if (flags.checkpoint && !flags.resume) checkOutputDir(String(flags.checkpoint), 'train: --checkpoint');
-  return { cfg, setup: { transport: flags.transport as 'local' | 'nats', processes: flags.processes as 'per-stage' | 'single', natsUrl: flags.nats === undefined ? undefined : natsFlag(flags.nats, 'train'), clock: flags.clock as 'real' | 'virtual' } };
+  const natsUrl = flags.nats === undefined ? undefined : natsFlag(flags.nats, 'train');
+  // Last: it creates the directory, which a refusal above should not leave behind. A
+  // resumed run writes its checkpoints there too, so it must be writable as well.
+  if (flags.checkpoint) checkOutputDir(String(flags.checkpoint), 'train: --checkpoint');
+  return { cfg, setup: { transport: flags.transport as 'local' | 'nats', processes: flags.processes as 'per-stage' | 'single', natsUrl, clock: flags.clock as 'real' | 'virtual' } };
 }
 
 function snapshotsOf(rec: IterationRecord): StageSnapshot[] | null {
@@ -162,8 +165,12 @@ export async function train(cfg: JobConfig, setup: TrainSetup, progress?: (line:
   corpus.checkFits(t.seq);
   const spec = modelSpecFor(t, corpus.vocabSize);
   const corpusSha = corpusDigest(corpus.text);
-  if (t.startIteration > 0 && t.checkpoint)
-    checkFiles(t.checkpoint, readCheckpointMeta(t.checkpoint), { corpus: corpusSha, checksumOf: (params) => paramChecksum(spec, params) });
+  if (t.startIteration > 0 && t.checkpoint) {
+    const meta = readCheckpointMeta(t.checkpoint);
+    if (meta.backend !== undefined && meta.backend !== backend)
+      throw new CheckpointError(`cannot resume ${JSON.stringify(t.checkpoint)}: it was saved by a run on the ${meta.backend} backend and this run would use ${backend}; backends round differently, so it would continue neither run (give --backend ${meta.backend})`);
+    checkFiles(t.checkpoint, meta, { corpus: corpusSha, checksumOf: (params) => paramChecksum(spec, params) });
+  }
   const tokens = cfg.microbatches * tokensPerMicrobatch(t);
   let last: StageSnapshot[] | null = null;
   const onIteration = (rec: IterationRecord) => {
@@ -172,7 +179,7 @@ export async function train(cfg: JobConfig, setup: TrainSetup, progress?: (line:
       last = snaps;
       if (t.checkpoint) {
         const params = new Map(snaps.flatMap((s) => Object.entries(s.params)));
-        writeCheckpoint(t.checkpoint, { nextIteration: rec.iteration + 1, stages: cfg.stages, chunks: cfg.chunks, checksum: paramChecksum(spec, params), corpus: corpusSha, config: cfg }, snaps);
+        writeCheckpoint(t.checkpoint, { nextIteration: rec.iteration + 1, stages: cfg.stages, chunks: cfg.chunks, checksum: paramChecksum(spec, params), corpus: corpusSha, backend, config: cfg }, snaps);
       }
     }
     if (cfg.mode === 'sync') {
@@ -208,6 +215,12 @@ export async function train(cfg: JobConfig, setup: TrainSetup, progress?: (line:
   };
 }
 
+function removeIfEmpty(dir: string): void {
+  try {
+    if (fs.readdirSync(dir).length === 0) fs.rmdirSync(dir);
+  } catch { /* leave it: the run's own error is the one to report */ }
+}
+
 export async function trainCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags, given } = parseFlags(argv, TRAIN_FLAGS, 'train');
   if (flags.help) {
@@ -217,10 +230,18 @@ export async function trainCommand(argv: readonly string[], out: (s: string) => 
   const asyncOnly = ['consistency', 'alpha', 'beta1'].filter((k) => given.has(k));
   if (flags.mode !== 'async' && asyncOnly.length > 0)
     throw new UsageError(`train: ${asyncOnly.map((k) => `--${k}`).join(', ')} set${asyncOnly.length === 1 ? 's' : ''} the asynchronous parameter stores; add --mode async`);
+  const made = flags.checkpoint !== undefined && !fs.existsSync(String(flags.checkpoint));
   const { cfg, setup } = trainConfigsFromFlags(flags);
   const tty = !flags.json && process.stderr.isTTY;
   const progress = flags.json ? undefined : (line: string) => process.stderr.write(tty ? `\r${line}   ` : `${line}\n`);
-  const r = await train(cfg, setup, progress);
+  let r: TrainOutcome;
+  try {
+    r = await train(cfg, setup, progress);
+  } catch (err) {
+    // Refused (backend, corpus, model size) or failed before its first checkpoint: the directory made for it goes.
+    if (made) removeIfEmpty(String(flags.checkpoint));
+    throw err;
+  }
   if (tty) process.stderr.write('\n');
   // A diverged run still reports what it did, then fails (JSON shows its non-finite losses as null).
   const diverged = (): number => {

@@ -6,9 +6,9 @@
 // Not modelled: tokenisers other than characters, shuffling epochs (batches are sampled
 // with replacement from random offsets).
 
-import * as fs from 'fs';
 import * as tf from '@tensorflow/tfjs';
 import { mixKeys, SeededRandom } from './seeded-init';
+import { RegularFileError, readRegularFile } from './regular-file';
 
 export class CorpusError extends Error {
   override name = 'CorpusError';
@@ -124,18 +124,64 @@ export function toTensors(b: Batch): { inputs: tf.Tensor; targets: tf.Tensor } {
   };
 }
 
+/** The largest corpus file read, in bytes: its characters are held as one array while encoding. */
+export const MAX_CORPUS_BYTES = 64 * 1024 * 1024;
+
+/**
+ * The text of a corpus file: a regular file (every stage process reads the same path, so
+ * a pipe or a device, readable once or never ending, cannot serve), at most
+ * MAX_CORPUS_BYTES, and UTF-8 (Baton trains on its characters).
+ */
+export function readCorpusText(file: string): string {
+  const name = JSON.stringify(file);
+  let bytes: Buffer;
+  try {
+    bytes = readRegularFile(file, MAX_CORPUS_BYTES);
+  } catch (err) {
+    if (!(err instanceof RegularFileError)) throw err;
+    const hint = err.reason === 'not-regular' ? ' (every stage process reads the same path)' : err.reason === 'too-big' ? ' (64 MiB)' : '';
+    throw new CorpusError(`corpus file ${name} ${err.message}${hint}`, { cause: err });
+  }
+  if (bytes.length === 0) throw new CorpusError(`corpus file ${name} is empty`);
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new CorpusError(`corpus file ${name} is not UTF-8 text at byte ${firstInvalidUtf8(bytes)}: Baton trains on the characters of a text file`);
+  }
+}
+
+/** Offset of the first byte sequence that is not well-formed UTF-8 (b.length if none). */
+function firstInvalidUtf8(b: Uint8Array): number {
+  let i = 0;
+  while (i < b.length) {
+    const c = b[i];
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    // Lead byte: sequence length and the range of the second byte (no overlongs, no surrogates, ≤ U+10FFFF).
+    let len: number, lo = 0x80, hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) len = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+      len = 3;
+      if (c === 0xe0) lo = 0xa0;
+      if (c === 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      len = 4;
+      if (c === 0xf0) lo = 0x90;
+      if (c === 0xf4) hi = 0x8f;
+    } else return i;
+    if (i + len > b.length || b[i + 1] < lo || b[i + 1] > hi) return i;
+    for (let k = 2; k < len; k++) if (b[i + k] < 0x80 || b[i + k] > 0xbf) return i;
+    i += len;
+  }
+  return b.length;
+}
+
 /** Reads a text file; without a file, the synthetic corpus (seed 1). */
 export function loadCorpus(file?: string): Corpus {
   if (file === undefined) return new Corpus('synthetic(seed 1)', syntheticText(1));
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (err) {
-    const code = (err as { code?: string }).code;
-    throw new CorpusError(code === 'ENOENT' ? `corpus file ${JSON.stringify(file)} does not exist` : `cannot read corpus file ${JSON.stringify(file)}: ${(err as Error).message}`, { cause: err });
-  }
-  if (text.length === 0) throw new CorpusError(`corpus file ${JSON.stringify(file)} is empty`);
-  return new Corpus(file, text);
+  return new Corpus(file, readCorpusText(file));
 }
 
 export function syntheticCorpus(seed: number, targetChars?: number): Corpus {

@@ -153,6 +153,12 @@ describe('the baton command', function () {
     assert.equal(refused.code, 2);
     assert.match(refused.err, /checkpoints are only written in synchronous mode/);
     assert.equal(fs.existsSync(never), false);
+    // So does a refusal of what only the run itself checks (the backend, the model's shape).
+    for (const bad of [['--backend', 'bogus'], ['--model', 'gpt', '--width', '30', '--heads', '4']]) {
+      const late = await baton('train', '--model', 'mlp', ...bad, '--checkpoint', never);
+      assert.equal(late.code, 2, late.err);
+      assert.equal(fs.existsSync(never), false, `${bad.join(' ')} left ${never}`);
+    }
     const missingModule = await baton('sim', '--policy', './no-such-policy.js');
     assert.equal(missingModule.code, 2);
     assert.equal(missingModule.err.trim().split('\n').length, 1, `one line: ${missingModule.err}`);

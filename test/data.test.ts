@@ -3,7 +3,8 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { loadBackend } from '../models/backend';
-import { Corpus, CorpusError, loadCorpus, syntheticCorpus, syntheticText, toTensors } from '../models/data';
+import { Corpus, CorpusError, MAX_CORPUS_BYTES, loadCorpus, syntheticCorpus, syntheticText, toTensors } from '../models/data';
+import { execFileSync } from 'child_process';
 
 describe('data: corpora and batches', () => {
   const corpus = loadCorpus();
@@ -98,6 +99,29 @@ describe('data: corpora and batches', () => {
       fs.writeFileSync(empty, '');
       assert.throws(() => loadCorpus(empty), /corpus file ".*empty\.txt" is empty/);
       assert.throws(() => c.batch('val', 1, 0, 0, 2, 100), /the val split has 25 characters, a sample needs 101/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('reads only a regular UTF-8 file, naming what else it got: a pipe, a device, a directory, bytes that are not UTF-8', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-data-'));
+    try {
+      const utf8 = path.join(dir, 'utf8.txt');
+      fs.writeFileSync(utf8, 'héllo wörld 🎉\n');
+      assert.equal(loadCorpus(utf8).text, 'héllo wörld 🎉\n');
+      const latin1 = path.join(dir, 'latin1.txt');
+      fs.writeFileSync(latin1, Buffer.from([0x68, 0x69, 0x20, 0xe9, 0x74, 0xe9])); // "hi été" in Latin-1
+      assert.throws(() => loadCorpus(latin1), (e: Error) => e instanceof CorpusError && /latin1\.txt" is not UTF-8 text at byte 3/.test(e.message));
+      const cut = path.join(dir, 'cut.txt');
+      fs.writeFileSync(cut, Buffer.concat([Buffer.from('ok '), Buffer.from('🎉').subarray(0, 3)]));
+      assert.throws(() => loadCorpus(cut), /cut\.txt" is not UTF-8 text at byte 3/);
+      const fifo = path.join(dir, 'fifo');
+      execFileSync('mkfifo', [fifo]);
+      assert.throws(() => loadCorpus(fifo), (e: Error) => e instanceof CorpusError && /fifo" is a pipe, not a regular file \(every stage process reads the same path\)/.test(e.message));
+      assert.throws(() => loadCorpus('/dev/zero'), /"\/dev\/zero" is a device, not a regular file/);
+      assert.throws(() => loadCorpus(dir), /is a directory, not a regular file/);
+      assert.ok(MAX_CORPUS_BYTES >= 64 * 1024 * 1024, 'tinyshakespeare-sized corpora and far beyond');
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

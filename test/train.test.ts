@@ -142,6 +142,10 @@ describe('synchronous pipeline training with real compute', function () {
     });
     assert.equal((await resume(interrupted)).start_iteration, 2);
     assert.deepEqual(fs.readdirSync(interrupted).sort(), ['meta.json', 'stage-0-it4.cbor', 'stage-1-it4.cbor'], 'the resumed run wrote its final checkpoint and removed the files meta no longer names');
+    // Another backend rounds differently: the resumed run would continue neither run.
+    assert.equal(readCheckpointMeta(dir).backend, 'wasm');
+    const otherBackend = variant((d) => editMeta(d, (m) => (m.backend = 'cpu')));
+    await assert.rejects(resume(otherBackend), (e: Error) => e.name === 'CheckpointError' && /saved by a run on the cpu backend and this run would use wasm; .*\(give --backend cpu\)/.test(e.message));
     const resumed = await resume(dir);
     assert.equal(resumed.start_iteration, 2);
   });
