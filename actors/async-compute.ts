@@ -16,7 +16,7 @@ import { ParamMapF, StoreMsg } from './param-store';
 import { ActorRef, ActorRuntime } from './runtime';
 import { fromPayload, paramInfos, readFloat32, toPayload } from '../models/tensor-io';
 import { ParamInfo } from '../policies/optim/params';
-import { TrainingComputeError, checkReceived, hiddenShapeFor, stageModules } from './training-compute';
+import { MESSAGE_ALLOWANCE, TrainingComputeError, checkReceived, hiddenShapeFor, stageModules, tensorMessageBytes } from './training-compute';
 
 const key = (mb: number) => `${mb}`;
 
@@ -53,6 +53,14 @@ export class AsyncTrainingCompute implements StageCompute {
 
   checkArrival(kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[]): void {
     checkReceived(this.stage, kind, mb, chunk, tensors, this.hidden);
+  }
+
+  largestMessages(): readonly { what: string; bytes: number }[] {
+    const params = this.module.params().reduce((n, v) => n + v.size, 0);
+    return [
+      { what: 'an activation or gradient message', bytes: tensorMessageBytes(this.hidden) },
+      { what: 'the final report carrying its parameters', bytes: 4 * params + MESSAGE_ALLOWANCE },
+    ];
   }
 
   accept(_iteration: number, kind: 'input' | 'grad', mb: number, _chunk: number, tensors: readonly TensorPayload[]): void {

@@ -23,6 +23,12 @@ export interface StageCompute {
   checkArrival?(kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[]): void;
   /** Tensors that arrived with an activation ('input') or a gradient ('grad'), after checkArrival. */
   accept?(iteration: number, kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[]): void;
+  /**
+   * The largest messages this stage will send (a tensor message, the final parameter
+   * snapshot in its report), estimated from the model's shapes, so a job whose messages
+   * the bus cannot carry is refused before it runs instead of failing at its end.
+   */
+  largestMessages?(): readonly { readonly what: string; readonly bytes: number }[];
   /** End of a synchronous iteration (the optimizer step); resolves with fields for the stage's report. */
   endIteration?(iteration: number): Promise<Record<string, unknown>>;
   dispose?(): void;

@@ -46,11 +46,13 @@ export class TimedCompute implements StageCompute {
     if (inner.accept) this.accept = inner.accept.bind(inner);
     if (inner.endIteration) this.endIteration = inner.endIteration.bind(inner);
     if (inner.dispose) this.dispose = inner.dispose.bind(inner);
+    if (inner.largestMessages) this.largestMessages = inner.largestMessages.bind(inner);
   }
   checkArrival?: StageCompute['checkArrival'];
   accept?: StageCompute['accept'];
   endIteration?: StageCompute['endIteration'];
   dispose?: StageCompute['dispose'];
+  largestMessages?: StageCompute['largestMessages'];
 
   run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void): void {
     this.inner.run(iteration, t, (out) => this.clock.setTimer(this.durations.compute(iteration, this.stage, t), () => done(out)));

@@ -72,6 +72,14 @@ export function checkReceived(stage: number, kind: 'input' | 'grad', mb: number,
     throw new TrainingComputeError(`stage ${stage}: ${what} for microbatch ${mb} has shape [${p.shape.join(',')}], expected [${hidden.join(',')}]`);
 }
 
+/** Envelope fields, CBOR framing, parameter names and report fields around the tensor data: generous. */
+export const MESSAGE_ALLOWANCE = 64 * 1024;
+
+/** A message carrying one float32 tensor of `shape`. */
+export function tensorMessageBytes(shape: readonly number[]): number {
+  return 4 * shape.reduce((a, b) => a * b, 1) + MESSAGE_ALLOWANCE;
+}
+
 /** The shape `checkReceived` expects for a training config. */
 export function hiddenShapeFor(train: TrainConfig, vocabSize: number): number[] {
   return modelSpecFor(train, vocabSize).hiddenShape(train.microbatchSize, train.seq);
@@ -109,6 +117,14 @@ export class TrainingCompute implements StageCompute {
 
   checkArrival(kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[]): void {
     checkReceived(this.stage, kind, mb, chunk, tensors, this.hidden);
+  }
+
+  largestMessages(): readonly { what: string; bytes: number }[] {
+    const params = this.chunks.reduce((n, c) => n + c.module.params().reduce((m, v) => m + v.size, 0), 0);
+    return [
+      { what: 'an activation or gradient message', bytes: tensorMessageBytes(this.hidden) },
+      { what: 'the report carrying its parameters and AdamW moments (final, and every checkpoint)', bytes: 3 * 4 * params + MESSAGE_ALLOWANCE },
+    ];
   }
 
   /** Tensors that arrived with a message (checked by checkArrival): activations for F, gradients for B. */

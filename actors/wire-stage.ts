@@ -134,10 +134,25 @@ export interface StageWiringOptions {
   launch?: string;
 }
 
+/** Refuses a stage whose messages the bus could not carry, naming the message, its size and the limit. */
+export function checkMessageSizes(stage: number, compute: StageCompute, bus: Bus): void {
+  for (const m of compute.largestMessages?.() ?? []) {
+    if (m.bytes <= bus.maxMessageBytes) continue;
+    const limit = bus.kind === 'nats' ? `the NATS server's max_payload (or the codec's limit) of ${bus.maxMessageBytes} bytes` : `the codec's limit of ${bus.maxMessageBytes} bytes`;
+    throw new JobConfigError(`stage ${stage}: ${m.what} would be about ${m.bytes} bytes, over ${limit}; Baton does not split messages: use a smaller model or microbatch, or more stages`);
+  }
+}
+
 export function wireStage(o: StageWiringOptions): WiredStage {
   const { runtime, bus, cfg, plan, durations, stage: s, sink } = o;
-  const sender = spawnSender({ runtime, bus, job: cfg.job, stage: s, comm: durations, sink, launch: o.launch });
   const compute = o.computeFor ? o.computeFor(s, runtime.clock) : computeFor(o);
+  try {
+    checkMessageSizes(s, compute, bus);
+  } catch (err) {
+    compute.dispose?.();
+    throw err;
+  }
+  const sender = spawnSender({ runtime, bus, job: cfg.job, stage: s, comm: durations, sink, launch: o.launch });
   const arbiter = makeArbiter(plan.policy, stageBufferLimit(cfg.bufferLimit, s, plan.shape.stages));
   const stage = spawnStage({ stage: s, shape: plan.shape, policy: plan.policy, arbiter, firstIteration: cfg.firstIteration }, { runtime, compute, sender, sink, outboundWritten: () => bus.written() });
   const receiver = spawnReceiver({ runtime, job: cfg.job, stage: s, target: stage, sink, launch: o.launch });

@@ -15,6 +15,9 @@ class RecordingBus implements Bus {
   private readonly sentBy: number[] = [];
   private writtenUpTo = 0;
   constructor(private readonly inner: NatsBus) {}
+  get maxMessageBytes(): number {
+    return this.inner.maxMessageBytes;
+  }
 
   publish(subject: string, data: Uint8Array): void {
     // Activations go to stage 1 (sent by stage 0), gradients to stage 0 (sent by stage 1).

@@ -150,6 +150,13 @@ describe('synchronous pipeline training with real compute', function () {
     assert.equal(resumed.start_iteration, 2);
   });
 
+  it('refuses before it runs a model whose final report the bus could not carry, instead of failing at the end', async () => {
+    const wide = tiny('gpt', { width: 768, layers: 2, seq: 8, microbatchSize: 1 });
+    // Refused at wiring: a run would fail only at its end, with the codec's CodecError.
+    await assert.rejects(train(job(wide, 2, 1, 'bf'), local), (e: Error) =>
+      e.name === 'JobConfigError' && /stage 0: the report carrying its parameters and AdamW moments .* would be about \d+ bytes, over the codec's limit of 67108864 bytes/.test(e.message));
+  });
+
   it('refuses to resume a checkpoint into other stages or model sizes, naming them, and a corrupt meta.json, naming it', async () => {
     const dir = tempDir('baton-resume-');
     const t = tiny('mlp', { totalIterations: 1, checkpoint: dir });

@@ -11,6 +11,8 @@ export interface Subscription {
 export interface Bus {
   /** Human-readable transport name ("local", "nats"). */
   readonly kind: string;
+  /** The largest message publish() takes, bytes (for NATS: the server's max_payload, at most the codec's limit). */
+  readonly maxMessageBytes: number;
   /** Send bytes to every subscriber of `subject`. Never throws for a slow or absent receiver. */
   publish(subject: string, data: Uint8Array): void;
   /**

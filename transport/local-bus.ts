@@ -10,6 +10,7 @@
 // Not modelled: latency, bandwidth, queue groups, reply subjects, message loss.
 
 import type { Bus, BusHandler, Subscription } from './bus';
+import { DEFAULT_MAX_MESSAGE_BYTES } from './codec';
 
 export class InvalidSubjectError extends Error {
   override name = 'InvalidSubjectError';
@@ -60,6 +61,7 @@ export interface LocalBusOptions {
 
 export class LocalBus implements Bus {
   readonly kind = 'local';
+  readonly maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES;
   /** Handler exceptions caught so far. */
   errors = 0;
   published = 0;

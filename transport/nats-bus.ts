@@ -31,6 +31,7 @@ import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/
 import type { Bus, BusHandler, Subscription } from './bus';
 import { checkSubject } from './local-bus';
 import { parseNatsUrl, redactNatsUrl } from './nats-url';
+import { DEFAULT_MAX_MESSAGE_BYTES } from './codec';
 
 export class PayloadTooLargeError extends Error {
   override name = 'PayloadTooLargeError';
@@ -103,6 +104,10 @@ export class NatsBus implements Bus {
   /** The server's max_payload for this connection, bytes. */
   get maxPayload(): number {
     return this.connection.info?.max_payload ?? 1024 * 1024;
+  }
+
+  get maxMessageBytes(): number {
+    return Math.min(this.maxPayload, DEFAULT_MAX_MESSAGE_BYTES);
   }
 
   publish(subject: string, data: Uint8Array): void {
