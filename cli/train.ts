@@ -12,7 +12,7 @@ import { ASYNC_DEFAULTS, CONSISTENCY_POLICIES, ConsistencyName, pipemareHorizon 
 import { StageSnapshot } from '../actors/training-compute';
 import { loadBackend } from '../models/backend';
 import { paramChecksum, validationLoss } from '../models/reference-train';
-import { TRAIN_DEFAULTS, TrainConfig, corpusFor, modelSpecFor, tokensPerMicrobatch } from '../models/train-config';
+import { TRAIN_DEFAULTS, TrainConfig, checkTrainSize, corpusFor, modelSpecFor, tokensPerMicrobatch } from '../models/train-config';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { natsFlag } from './nats-flag';
 import { BUFFER_LIMIT_FLAG, bufferLimitFromFlag } from './job-flags';
@@ -164,6 +164,7 @@ export async function train(cfg: JobConfig, setup: TrainSetup, progress?: (line:
   const corpus = corpusFor(t);
   corpus.checkFits(t.seq);
   const spec = modelSpecFor(t, corpus.vocabSize);
+  checkTrainSize(t, spec);
   const corpusSha = corpusDigest(corpus.text);
   if (t.startIteration > 0 && t.checkpoint) {
     const meta = readCheckpointMeta(t.checkpoint);

@@ -3,7 +3,7 @@
 // process derives the same model spec and the same batches from it.
 
 import { Batch, Corpus, loadCorpus, syntheticCorpus } from './data';
-import { gptSpec } from './gpt';
+import { ModelConfigError, gptSpec } from './gpt';
 import { mlpLmSpec } from './mlp-lm';
 import { ModelSpec } from './stage-module';
 
@@ -86,6 +86,29 @@ export function batchFor(t: TrainConfig, corpus: Corpus, split: 'train' | 'val',
 }
 
 /** Tokens (predicted characters) in one microbatch. */
+/** Bounds refused up front: beyond them tfjs's arrays fail with a bare RangeError or memory runs out. */
+export const MAX_MODEL_PARAMS = 2 ** 28;
+export const MAX_MICROBATCH_VALUES = 2 ** 26;
+
+/**
+ * Refuses a model or microbatch too large to train here, naming the flags: at most
+ * MAX_MODEL_PARAMS parameters (1 GiB of float32, before two optimizer moments) and at
+ * most MAX_MICROBATCH_VALUES floats in the tensor between two stages (four times that
+ * in a GPT microbatch's attention scores).
+ */
+export function checkTrainSize(t: TrainConfig, spec: ModelSpec): void {
+  let params = 0;
+  for (const layer of [spec.embed, ...spec.blocks, spec.head]) for (const p of layer.params) params += p.shape.reduce((a, b) => a * b, 1);
+  if (params > MAX_MODEL_PARAMS)
+    throw new ModelConfigError(`${t.model} config: ${params} parameters (--layers ${t.layers}, --width ${t.width}), over the limit of ${MAX_MODEL_PARAMS}`);
+  const values = spec.hiddenShape(t.microbatchSize, t.seq).reduce((a, b) => a * b, 1);
+  if (values > MAX_MICROBATCH_VALUES)
+    throw new ModelConfigError(`${t.model} config: a microbatch's activations are ${values} values (--microbatch-size ${t.microbatchSize}, --seq ${t.seq}, --width ${t.width}), over the limit of ${MAX_MICROBATCH_VALUES}`);
+  const scores = t.model === 'gpt' ? t.microbatchSize * t.heads * t.seq * t.seq : 0;
+  if (scores > 4 * MAX_MICROBATCH_VALUES)
+    throw new ModelConfigError(`gpt config: a microbatch's attention scores are ${scores} values (--microbatch-size ${t.microbatchSize} x --heads ${t.heads} x --seq ${t.seq} squared), over the limit of ${4 * MAX_MICROBATCH_VALUES}`);
+}
+
 export function tokensPerMicrobatch(t: TrainConfig): number {
   return t.model === 'gpt' ? t.microbatchSize * t.seq : t.microbatchSize;
 }

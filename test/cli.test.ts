@@ -117,6 +117,8 @@ describe('the baton command', function () {
       [['sim', '--mode', 'async', '--chunks', '2', '--stages', '2', '--microbatches', '4'], /JobConfigError: asynchronous mode runs one chunk per stage/],
       [['sim', '--jitter', 'paper', '--jitter-scale', '1e308'], /--jitter-scale must be between 0 and 100, got 1e\+308/],
       [['train', '--model', 'mlp', '--mode', 'async', '--beta1', '-5'], /train: --beta1 must be in \[0, 1\), got -5/],
+      [['train', '--width', '100000', '--heads', '1'], /ModelConfigError: gpt config: \d+ parameters \(--layers 4, --width 100000\), over the limit of 268435456/],
+      [['train', '--stages', '1', '--microbatch-size', '100000000'], /ModelConfigError: gpt config: a microbatch's activations are \d+ values \(--microbatch-size 100000000, .*over the limit of 67108864/],
       [['train', '--model', 'mlp', '--nats', 'nats://127.0.0.1:4222'], /train: --nats needs --transport nats/],
       [['run', '--transport', 'nats', '--nodes', 'a', '--processes', 'single'], /run: --nodes runs the stages on those nodes; it takes no --processes single/],
       [['run', '--nats', 'nats://127.0.0.1:1', '--nodes', 'a,b,c', '--stages', '2'], /run: --nodes names 3 agents for 2 stages; each agent hosts at least one stage, so c would get none/],
