@@ -119,6 +119,7 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: Jo
   const mode = flags.mode as 'sync' | 'async';
   const M = positive(flags.microbatches, 'microbatches');
   if (mode === 'async' && (flags.checkpoint || flags.resume)) throw new UsageError('train: checkpoints are only written in synchronous mode');
+  if (train.checkpointEvery > 0 && !flags.checkpoint) throw new UsageError('train: --checkpoint-every needs --checkpoint DIR');
   const alpha = flags.alpha as number;
   if (!(alpha > 0 && alpha <= 1)) throw new UsageError(`train: --alpha must be in (0, 1], got ${alpha}`);
   const beta1 = flags.beta1 as number;
@@ -178,7 +179,10 @@ export async function train(cfg: JobConfig, setup: TrainSetup, progress?: (line:
     const snaps = snapshotsOf(rec);
     if (snaps) {
       last = snaps;
-      if (t.checkpoint) {
+      // A diverged run's parameters are not finite: the last good checkpoint stays.
+      const finite = snaps.every((s) => Object.values(s.params).every((p) => p.every(Number.isFinite)));
+      if (t.checkpoint && !finite) process.stderr.write(`baton train: iteration ${rec.iteration + 1}: the parameters are not finite (the run diverged); no checkpoint written, ${t.checkpoint} keeps the last one\n`);
+      else if (t.checkpoint) {
         const params = new Map(snaps.flatMap((s) => Object.entries(s.params)));
         writeCheckpoint(t.checkpoint, { nextIteration: rec.iteration + 1, stages: cfg.stages, chunks: cfg.chunks, checksum: paramChecksum(spec, params), corpus: corpusSha, backend, config: cfg }, snaps);
       }
@@ -214,6 +218,15 @@ export async function train(cfg: JobConfig, setup: TrainSetup, progress?: (line:
     start_iteration: t.startIteration,
     summary: { ...summarize(o.result), transport: o.transport, processes: o.processes, pids: o.pids },
   };
+}
+
+/** Where the checkpoint in `dir` stands (a diverged run leaves the last finite one). */
+function savedAt(dir: string): string {
+  try {
+    return `(next iteration ${readCheckpointMeta(dir).nextIteration})`;
+  } catch {
+    return '(none written: the parameters were never finite)';
+  }
 }
 
 function removeIfEmpty(dir: string): void {
@@ -256,9 +269,9 @@ export async function trainCommand(argv: readonly string[], out: (s: string) => 
     out(JSON.stringify({ ...rest, ...summary, seed: cfg.train!.seed, jitter_seed: summary.seed }));
     return diverged();
   }
-  out(`backend ${r.backend}; ${cfg.train!.model} on ${cfg.train!.data ?? 'the synthetic corpus'}; P=${cfg.stages} V=${cfg.chunks} M=${cfg.microbatches} policy ${cfg.policy}, ${r.summary.transport} (${r.summary.processes} process${r.summary.processes > 1 ? 'es' : ''})`);
+  out(`backend ${r.backend}; ${cfg.train!.model} on ${cfg.train!.data ?? 'the synthetic corpus'}; P=${cfg.stages} V=${cfg.chunks} ${cfg.mode === 'async' ? `M=${cfg.microbatches / cfg.train!.totalIterations} per iteration, ${cfg.microbatches} updates without a flush,` : `M=${cfg.microbatches}`} policy ${cfg.policy}, ${r.summary.transport} (${r.summary.processes} process${r.summary.processes > 1 ? 'es' : ''})`);
   out(`final loss ${r.final_loss.toFixed(4)}, validation loss ${r.val_loss.toFixed(4)}, ${r.tokens_per_s === null ? 'no throughput on the virtual clock' : `${r.tokens_per_s.toFixed(0)} tokens/s`}`);
   out(`param checksum ${r.param_checksum}`);
-  if (cfg.train!.checkpoint) out(`checkpoint: ${cfg.train!.checkpoint} (next iteration ${cfg.firstIteration + r.iterations_run})`);
+  if (cfg.train!.checkpoint) out(`checkpoint: ${cfg.train!.checkpoint} ${savedAt(cfg.train!.checkpoint)}`);
   return diverged();
 }

@@ -10,7 +10,7 @@ import { runJob } from '../actors/job';
 import { loadBackend } from '../models/backend';
 import { paramChecksum, trainReference } from '../models/reference-train';
 import { TRAIN_DEFAULTS, TrainConfig, corpusFor, modelSpecFor } from '../models/train-config';
-import { checkResumable, readCheckpointMeta } from '../actors/checkpoint';
+import { checkResumable, readCheckpointMeta, resumeSnapshot } from '../actors/checkpoint';
 import { ASYNC_DEFAULTS, pipemareHorizon } from '../actors/param-store';
 import { natsServerForSuite } from './nats-server-fixture';
 
@@ -148,6 +148,19 @@ describe('synchronous pipeline training with real compute', function () {
     await assert.rejects(resume(otherBackend), (e: Error) => e.name === 'CheckpointError' && /saved by a run on the cpu backend and this run would use wasm; .*\(give --backend cpu\)/.test(e.message));
     const resumed = await resume(dir);
     assert.equal(resumed.start_iteration, 2);
+  });
+
+  it('keeps the last finite checkpoint when the run diverges, instead of saving NaN parameters over it', async () => {
+    const dir = tempDir('baton-diverge-');
+    const t = tiny('mlp', { layers: 2, width: 16, lr: 1e6, warmup: 0, totalIterations: 6, checkpoint: dir, checkpointEvery: 1 });
+    const r = await train(job(t, 2, 1, 'bf', 0, { iterations: 6 }), local);
+    assert.ok(!Number.isFinite(r.final_loss), 'the run diverged');
+    const meta = readCheckpointMeta(dir);
+    assert.ok(meta.nextIteration >= 1 && meta.nextIteration < 6, `the checkpoint stayed at a finite iteration, not ${meta.nextIteration}`);
+    for (const stage of [0, 1]) {
+      const snap = resumeSnapshot({ ...t, startIteration: meta.nextIteration }, stage)!;
+      assert.ok(Object.values(snap.params).every((p) => p.every(Number.isFinite)), `stage ${stage}'s saved parameters are finite`);
+    }
   });
 
   it('refuses before it runs a model whose final report the bus could not carry, instead of failing at the end', async () => {
