@@ -48,6 +48,11 @@ const stageFile = (s: number, nextIteration: number) => `stage-${s}-it${nextIter
 const stagePath = (dir: string, s: number, nextIteration: number) => path.join(dir, stageFile(s, nextIteration));
 const STAGE_FILE_RE = /^stage-\d+-it\d+\.cbor(\.tmp)?$/;
 
+/** Whether `dir` holds a checkpoint (its meta.json), so a new run would overwrite it. */
+export function hasCheckpoint(dir: string): boolean {
+  return fs.existsSync(metaPath(dir));
+}
+
 export function writeCheckpoint(dir: string, meta: Omit<CheckpointMeta, 'files'>, snapshots: StageSnapshot[]): void {
   fs.mkdirSync(dir, { recursive: true });
   const files: Record<string, string> = {};

@@ -6,7 +6,7 @@
 import * as fs from 'fs';
 import { resolveConfig, JobConfig } from '../actors/config';
 import { IterationRecord } from '../actors/coordinator';
-import { CheckpointError, CheckpointMeta, checkFiles, checkResumable, corpusDigest, readCheckpointMeta, writeCheckpoint } from '../actors/checkpoint';
+import { CheckpointError, CheckpointMeta, checkFiles, hasCheckpoint, checkResumable, corpusDigest, readCheckpointMeta, writeCheckpoint } from '../actors/checkpoint';
 import { runJob, summarize } from '../actors/job';
 import { ASYNC_DEFAULTS, CONSISTENCY_POLICIES, ConsistencyName, pipemareHorizon } from '../actors/param-store';
 import { StageSnapshot } from '../actors/training-compute';
@@ -142,6 +142,8 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: Jo
   const natsUrl = flags.nats === undefined ? undefined : natsFlag(flags.nats, 'train');
   // Last: it creates the directory, which a refusal above should not leave behind. A
   // resumed run writes its checkpoints there too, so it must be writable as well.
+  if (flags.checkpoint && !flags.resume && hasCheckpoint(String(flags.checkpoint)))
+    throw new UsageError(`train: --checkpoint ${flags.checkpoint} already holds a checkpoint; add --resume to continue it, or give another directory (a new run would overwrite it)`);
   if (flags.checkpoint) checkOutputDir(String(flags.checkpoint), 'train: --checkpoint');
   return { cfg, setup: { transport: flags.transport as 'local' | 'nats', processes: flags.processes as 'per-stage' | 'single', natsUrl, clock: flags.clock as 'real' | 'virtual' } };
 }

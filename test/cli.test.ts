@@ -155,6 +155,13 @@ describe('the baton command', function () {
     assert.equal(refused.code, 2);
     assert.match(refused.err, /checkpoints are only written in synchronous mode/);
     assert.equal(fs.existsSync(never), false);
+    // A directory that holds a checkpoint is continued with --resume, never overwritten by a new run.
+    const held = path.join(path.dirname(tiny), 'held');
+    fs.mkdirSync(held);
+    fs.writeFileSync(path.join(held, 'meta.json'), '{}');
+    const overwrite = await baton('train', '--model', 'mlp', '--checkpoint', held);
+    assert.equal(overwrite.code, 2);
+    assert.match(overwrite.err, /held already holds a checkpoint; add --resume to continue it, or give another directory/);
     // So does a refusal of what only the run itself checks (the backend, the model's shape).
     for (const bad of [['--backend', 'bogus'], ['--model', 'gpt', '--width', '30', '--heads', '4']]) {
       const late = await baton('train', '--model', 'mlp', ...bad, '--checkpoint', never);
