@@ -19,6 +19,10 @@ export interface Clock {
 
 /** How long before a deadline a real-clock timer stops sleeping and starts yielding. */
 const SPIN_MS = 0.5;
+/** Node's longest setTimeout; a longer one fires after 1 ms. */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+/** Left after a timer's sleep, more than this means the sleep was one leg of a long timer (Node's timers may fire a little early, never this early). */
+const LONG_LEG_MS = 1000;
 
 /** Milliseconds on the system's monotonic clock: the real clock's time base. */
 export function monotonicNow(): number {
@@ -43,14 +47,20 @@ export class RealClock implements Clock {
     const deadline = performance.now() + Math.max(0, ms);
     const finish = () => {
       if (!this.live.has(id)) return;
-      if (performance.now() < deadline) {
+      const left = deadline - performance.now();
+      if (left > LONG_LEG_MS) {
+        // A timer longer than Node's limit sleeps in legs; a short remainder spins as usual.
+        this.live.set(id, setTimeout(finish, Math.min(left - SPIN_MS, MAX_TIMEOUT_MS)));
+        return;
+      }
+      if (left > 0) {
         this.live.set(id, setImmediate(finish));
         return;
       }
       this.live.delete(id);
       fire();
     };
-    this.live.set(id, setTimeout(finish, Math.max(0, ms - SPIN_MS)));
+    this.live.set(id, setTimeout(finish, Math.min(Math.max(0, ms - SPIN_MS), MAX_TIMEOUT_MS)));
     return { id };
   }
 

@@ -5,7 +5,7 @@
 import { HintPolicy } from '../policies/hint';
 import { chooseWithBackpressure, inBackpressure, inflightBound, stageBufferLimit } from '../policies/backpressure';
 import { resolvePolicy } from '../policies/registry';
-import { PipelineShape, validateShape } from '../policies/task';
+import { PipelineShape, SHAPE_LIMITS, validateShape } from '../policies/task';
 import { makeDurationModel, DurationModel } from '../models/durations';
 import { loadProfile } from '../models/profile';
 import { Bus, Subscription } from '../transport/bus';
@@ -51,6 +51,9 @@ export function planJob(cfg: JobConfig): { policy: HintPolicy; shape: PipelineSh
   validateShape(shape);
   policy.check(shape);
   if (!Number.isInteger(cfg.iterations) || cfg.iterations < 1) throw new JobConfigError(`iterations must be a positive integer, got ${cfg.iterations}`);
+  const perIteration = shape.stages * shape.chunks * shape.microbatches;
+  if (perIteration * cfg.iterations > SHAPE_LIMITS.run)
+    throw new JobConfigError(`stages × chunks × microbatches × iterations must be at most ${SHAPE_LIMITS.run}, got ${perIteration} × ${cfg.iterations} = ${perIteration * cfg.iterations} (a run keeps an event per task)`);
   if (cfg.bufferLimit !== 'depth' && (!Number.isInteger(cfg.bufferLimit) || cfg.bufferLimit < 1))
     throw new JobConfigError(`buffer limit must be a positive integer or depth, got ${JSON.stringify(cfg.bufferLimit)}`);
   if (cfg.mode === 'async') {

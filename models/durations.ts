@@ -47,18 +47,25 @@ export function partitionProfile(profile: WorkloadProfile, stages: number, chunk
   const eps = 1e-9 * total;
   const forwardMs: number[] = [];
   const cutBytes: number[] = [];
+  // The stack is in order and the cuts advance, so each walks forward once: O(n + groups).
+  let from = 0;
+  let cut = 0;
   for (let v = 0; v < n; v++) {
     const a = (v * total) / n;
     const b = ((v + 1) * total) / n;
+    while (from < stack.length - 1 && stack[from].end <= a) from++;
     let ms = 0;
-    for (const g of stack) ms += Math.max(0, Math.min(b, g.end) - Math.max(a, g.start)) * g.ms;
-    for (const g of profile.layers) {
-      if (g.placement === 'first' && v === 0) ms += g.count * g.forwardMs;
-      if (g.placement === 'last' && v === n - 1) ms += g.count * g.forwardMs;
+    for (let j = from; j < stack.length && stack[j].start < b; j++) ms += Math.max(0, Math.min(b, stack[j].end) - Math.max(a, stack[j].start)) * stack[j].ms;
+    if (v === 0 || v === n - 1) {
+      for (const g of profile.layers) {
+        if (g.placement === 'first' && v === 0) ms += g.count * g.forwardMs;
+        if (g.placement === 'last' && v === n - 1) ms += g.count * g.forwardMs;
+      }
     }
     forwardMs.push(ms);
     // The cut at b carries the output of the group that ends at or after b.
-    cutBytes.push(v === n - 1 ? 0 : stack.find((g) => g.end >= b - eps)!.bytes);
+    while (cut < stack.length - 1 && stack[cut].end < b - eps) cut++;
+    cutBytes.push(v === n - 1 ? 0 : stack[cut].bytes);
   }
   return { forwardMs, cutBytes };
 }

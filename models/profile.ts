@@ -15,6 +15,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { jsonErrorLine } from './json-error';
 import { quoteValue } from '../transport/codec';
+import { RegularFileError, readRegularFile } from './regular-file';
 
 export type LayerPlacement = 'first' | 'split' | 'last';
 
@@ -86,9 +87,10 @@ export function loadProfile(nameOrPath: string): WorkloadProfile {
   const file = looksLikePath ? path.resolve(nameOrPath) : builtinProfilePath(nameOrPath);
   let text: string;
   try {
-    text = fs.readFileSync(file, 'utf8');
+    text = readRegularFile(file, MAX_PROFILE_BYTES).toString('utf8');
   } catch (cause) {
-    throw new ProfileError(`cannot read profile ${JSON.stringify(file)}: ${(cause as Error).message}`, { cause });
+    if (!(cause instanceof RegularFileError)) throw cause;
+    throw new ProfileError(`profile ${JSON.stringify(file)} ${cause.message}`, { cause });
   }
   let json: unknown;
   try {
@@ -98,6 +100,20 @@ export function loadProfile(nameOrPath: string): WorkloadProfile {
   }
   return parseProfile(json, file, path.basename(file, '.json'));
 }
+
+/** Bounds on a profile: beyond them durations overflow timers and messages, and partitioning takes minutes. */
+export const PROFILE_LIMITS = {
+  bytes: 16 * 1024 * 1024,
+  layerGroups: 10_000,
+  layersPerGroup: 100_000,
+  /** The whole model's forward time, Σ count × forwardMs. */
+  forwardMs: 1e7,
+  backwardRatio: 100,
+  /** One message's communication time before jitter: latency + bytes / bandwidth. */
+  commMs: 60_000,
+  activationBytes: 2 ** 40,
+} as const;
+const MAX_PROFILE_BYTES = PROFILE_LIMITS.bytes;
 
 const TOP_KEYS = ['description', 'notes', 'depth', 'backwardRatio', 'weightGradFraction', 'communication', 'layers'];
 const COMM_KEYS = ['latencyMs', 'bandwidthGBps', 'activationBytes'];
@@ -137,12 +153,13 @@ export function parseProfile(json: unknown, source: string, name: string): Workl
 
   const c = object('communication', top.communication, COMM_KEYS);
   const communication: CommunicationModel = {
-    latencyMs: num('communication.latencyMs', c.latencyMs, 0),
+    latencyMs: num('communication.latencyMs', c.latencyMs, 0, { max: PROFILE_LIMITS.commMs }),
     bandwidthGBps: num('communication.bandwidthGBps', c.bandwidthGBps, 0, { above: true }),
-    activationBytes: num('communication.activationBytes', c.activationBytes, 0, { integer: true }),
+    activationBytes: num('communication.activationBytes', c.activationBytes, 0, { integer: true, max: PROFILE_LIMITS.activationBytes }),
   };
 
   if (!Array.isArray(top.layers) || top.layers.length === 0) fail('layers', 'a non-empty array', top.layers);
+  if ((top.layers as unknown[]).length > PROFILE_LIMITS.layerGroups) fail('layers', `at most ${PROFILE_LIMITS.layerGroups} groups`, `${(top.layers as unknown[]).length} groups`);
   const layers = (top.layers as unknown[]).map((raw, i): LayerGroup => {
     const f = `layers[${i}]`;
     const l = object(f, raw, LAYER_KEYS);
@@ -151,14 +168,20 @@ export function parseProfile(json: unknown, source: string, name: string): Workl
       fail(`${f}.placement`, '"first", "split" or "last"', placement);
     const group: LayerGroup = {
       name: str(`${f}.name`, l.name),
-      count: l.count === undefined && placement !== 'split' ? 1 : num(`${f}.count`, l.count, 1, { integer: true }),
-      forwardMs: num(`${f}.forwardMs`, l.forwardMs, 0),
+      count: l.count === undefined && placement !== 'split' ? 1 : num(`${f}.count`, l.count, 1, { integer: true, max: PROFILE_LIMITS.layersPerGroup }),
+      forwardMs: num(`${f}.forwardMs`, l.forwardMs, 0, { max: PROFILE_LIMITS.forwardMs }),
       placement: placement as LayerPlacement,
     };
     return l.activationBytes === undefined
       ? group
-      : { ...group, activationBytes: num(`${f}.activationBytes`, l.activationBytes, 0, { integer: true }) };
+      : { ...group, activationBytes: num(`${f}.activationBytes`, l.activationBytes, 0, { integer: true, max: PROFILE_LIMITS.activationBytes }) };
   });
+  const forwardMs = layers.reduce((t, l) => t + l.count * l.forwardMs, 0);
+  if (forwardMs > PROFILE_LIMITS.forwardMs) fail('layers', `at most ${PROFILE_LIMITS.forwardMs} ms of forward time in all (count × forwardMs)`, `${forwardMs} ms`);
+  const largest = Math.max(communication.activationBytes, ...layers.map((l) => l.activationBytes ?? 0));
+  const commMs = communication.latencyMs + largest / (communication.bandwidthGBps * 1e6);
+  if (commMs > PROFILE_LIMITS.commMs)
+    fail('communication', `at most ${PROFILE_LIMITS.commMs} ms per message before jitter (latencyMs + activationBytes / bandwidthGBps)`, `${commMs} ms for ${largest} bytes`);
   if (!layers.some((l) => l.placement === 'split'))
     fail('layers', 'a list with at least one "split" group (the stack cut into stages)', layers.map((l) => l.placement));
 
@@ -168,7 +191,7 @@ export function parseProfile(json: unknown, source: string, name: string): Workl
     description: str('description', top.description),
     notes,
     depth: depth as 'fixed' | 'per-stage',
-    backwardRatio: num('backwardRatio', top.backwardRatio, 0, { above: true }),
+    backwardRatio: num('backwardRatio', top.backwardRatio, 0, { above: true, max: PROFILE_LIMITS.backwardRatio }),
     weightGradFraction: num('weightGradFraction', top.weightGradFraction, 0, { max: 1 }),
     communication,
     layers,

@@ -87,9 +87,11 @@ export function validateShape(shape: PipelineShape): void {
   if (stages * chunks * microbatches > SHAPE_LIMITS.total) throw over('stages × chunks × microbatches', stages * chunks * microbatches, SHAPE_LIMITS.total);
 }
 
-/** Bounds on a pipeline's shape: every stage keeps per-task state, so a shape a peer or a
- * typo makes huge is refused up front instead of exhausting memory. */
-export const SHAPE_LIMITS = { stages: 1024, chunks: 64, perStage: 1_000_000, total: 10_000_000 } as const;
+/** Bounds on a pipeline's shape: every stage keeps per-task state, and a run keeps an
+ * event per task of every iteration (about 2 KB each), so a shape a peer or a typo makes
+ * huge is refused up front instead of exhausting memory. `run` bounds stages × chunks ×
+ * microbatches × iterations (checked with the iterations, in planJob). */
+export const SHAPE_LIMITS = { stages: 1024, chunks: 64, perStage: 262_144, total: 1_048_576, run: 2_097_152 } as const;
 
 // Virtual stages: chunk c of physical stage s is virtual stage c*P + s. A microbatch's
 // forward path visits virtual stages 0..P*V-1 (physical 0..P-1 once per chunk); the

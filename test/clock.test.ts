@@ -62,3 +62,30 @@ describe('a runtime shutting down', () => {
     assert.equal(fired, 0);
   });
 });
+
+describe('real clock', () => {
+  it('sleeps through a timer longer than Node allows (2^31 - 1 ms) instead of firing or spinning', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on('warning', onWarning);
+    const clock = new RealClock();
+    let fired = false;
+    const h = clock.setTimer(3e9, () => (fired = true));
+    const cpu0 = process.cpuUsage();
+    await new Promise((r) => setTimeout(r, 300));
+    const cpu = process.cpuUsage(cpu0);
+    clock.clearTimer(h);
+    process.off('warning', onWarning);
+    assert.equal(fired, false);
+    assert.deepEqual(warnings.filter((w) => w === 'TimeoutOverflowWarning'), []);
+    // Spinning until the deadline would take the whole 300 ms of CPU.
+    assert.ok(cpu.user + cpu.system < 150_000, `the timer used ${(cpu.user + cpu.system) / 1000} ms of CPU in 300 ms`);
+  });
+
+  it('fires a short timer on time, after its deadline', async () => {
+    const clock = new RealClock();
+    const t0 = performance.now();
+    const at = await new Promise<number>((r) => clock.setTimer(20, () => r(performance.now())));
+    assert.ok(at - t0 >= 20, `fired after ${at - t0} ms`);
+  });
+});

@@ -36,7 +36,7 @@ describe('events from the wire', () => {
       [{ ...good[1], t: -2e12 }, /field "t" must be a number from/],
       [{ ...good[0], stage: 1024 }, /field "stage" must be an integer from 0 to 1023/],
       [{ ...good[0], chunk: 1e9 }, /field "chunk" must be an integer from 0 to 63/],
-      [{ ...good[1], mb: 1_000_000 }, /field "mb" must be an integer from 0 to 999999/],
+      [{ ...good[1], mb: 262_144 }, /field "mb" must be an integer from 0 to 262143/],
       [{ ...good[2], dst: 1024 }, /field "dst" must be an integer from -1 to 1023/],
       [{ ...good[3], latency: Infinity }, /field "latency" must be a number from/],
       [{ ...good[4], ms: 1e13 }, /field "ms" must be a number from 0 to 1000000000000/],

@@ -38,10 +38,10 @@ describe('task IR', () => {
     validateShape(ok);
     validateShape({ ...ok, stages: SHAPE_LIMITS.stages, chunks: 1, microbatches: 1000 });
     for (const [shape, re] of [
-      [{ ...ok, microbatches: 1e8 }, /chunks × microbatches .* must be at most 1000000, got 200000000/],
+      [{ ...ok, microbatches: 1e8 }, /chunks × microbatches .* must be at most 262144, got 200000000/],
       [{ ...ok, stages: 5000 }, /stages must be at most 1024, got 5000/],
       [{ ...ok, chunks: 65 }, /chunks must be at most 64, got 65/],
-      [{ ...ok, stages: 1000, chunks: 1, microbatches: 20000 }, /stages × chunks × microbatches must be at most 10000000, got 20000000/],
+      [{ ...ok, stages: 1000, chunks: 1, microbatches: 2000 }, /stages × chunks × microbatches must be at most 1048576, got 2000000/],
     ] as const) assert.throws(() => validateShape(shape), (e: Error) => e.name === 'ShapeError' && re.test(e.message));
   });
 });
