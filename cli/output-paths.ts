@@ -27,6 +27,16 @@ function canCreateIn(dir: string): boolean {
   }
 }
 
+/** Where a symbolic link whose target does not exist leads (following chains), or a UsageError for a loop. */
+function danglingTarget(link: string, given: string, flag: string): string {
+  let p = link;
+  for (let hops = 0; hops < 40; hops++) {
+    if (!isLink(p)) return p;
+    p = path.resolve(path.dirname(p), fs.readlinkSync(p));
+  }
+  throw new UsageError(`${flag} ${given}: a loop of symbolic links`);
+}
+
 function isLink(p: string): boolean {
   try {
     return fs.lstatSync(p).isSymbolicLink();
@@ -52,8 +62,8 @@ export function checkOutputFile(file: string, flag: string): void {
   const dir = path.dirname(abs);
   if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new UsageError(`${flag} ${file}: directory ${dir} does not exist`);
   if (!writable(dir)) throw new UsageError(`${flag} ${file}: cannot create files in ${dir}`);
-  // A link whose target does not exist yet is written through; the probe below would meet the link.
-  if (isLink(abs)) return;
+  // A link whose target does not exist yet is written through: check where it leads.
+  if (isLink(abs)) return checkOutputFile(danglingTarget(abs, file, flag), flag);
   // Permission bits do not tell everything (root cannot create files in /proc): try it.
   try {
     fs.closeSync(fs.openSync(abs, 'wx'));

@@ -2,7 +2,8 @@
 
 import { JobResult, runJob, summarize } from '../actors/job';
 import { JobConfig } from '../actors/config';
-import { FlagSpec, helpText, parseFlags } from './args';
+import { checkJob } from '../actors/wire-stage';
+import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { formatTable } from './table';
 import { checkTraceOutputs, writeComparedTraceFiles, writeTraceFiles } from './trace-output';
@@ -29,22 +30,26 @@ export function compareRows(results: JobResult[]) {
   const base = summarize(results[0]).makespan_ms;
   return results.map((r) => {
     const s = summarize(r);
-    return { ...s, speedup: base / s.makespan_ms };
+    // Two empty runs (a profile of zero durations) are equally fast.
+    return { ...s, speedup: s.makespan_ms === base ? 1 : base / s.makespan_ms };
   });
 }
 
 export async function simCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags } = parseFlags(argv, SIM_FLAGS, 'sim');
+  const { flags, given } = parseFlags(argv, SIM_FLAGS, 'sim');
   if (flags.help) {
     out(SIM_HELP);
     return 0;
   }
   const cfg = asyncStream(jobConfigFromFlags(flags));
+  const compare = flags.compare as string[] | undefined;
+  if (compare && given.has('policy')) throw new UsageError('sim: --compare runs each policy it lists; give --policy or --compare, not both');
+  // Every policy's config is checked before anything runs (or is printed as runnable).
+  for (const policy of compare ?? [cfg.policy]) checkJob({ ...cfg, policy });
   if (flags.printConfig) {
     out(JSON.stringify(cfg, null, 2));
     return 0;
   }
-  const compare = flags.compare as string[] | undefined;
   checkTraceOutputs('sim', flags.trace as string | undefined, flags.gantt as string | undefined, compare);
   if (!compare) {
     const r = await simulate(cfg);
@@ -53,7 +58,7 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
     out(flags.json ? JSON.stringify(s) : formatTable(
       ['policy', 'makespan ms', 'lower bound ms', 'efficiency', 'bubble', 'peak in-flight'],
       [[s.policy, s.makespan_ms.toFixed(2), s.lower_bound_ms.toFixed(2), s.efficiency.toFixed(3), s.bubble_fraction.toFixed(3), s.peak_inflight.join(',')]],
-      `P=${s.stages} M=${s.microbatches} V=${s.chunks} profile=${s.profile} jitter=${s.jitter} seed=${s.seed} iterations=${s.iterations.length}`));
+      `P=${s.stages} M=${s.microbatches} V=${s.chunks} profile=${s.profile} jitter=${s.jitter} scale=${cfg.jitterScale} seed=${s.seed} iterations=${s.iterations.length}`));
     if (!flags.json) for (const w of written) out(`wrote ${w}`);
     return 0;
   }

@@ -6,6 +6,7 @@ import { JobResult, summarize } from '../actors/job';
 import { toChromeTrace, writeChromeTrace } from './trace/chrome';
 import { ganttSvg } from './trace/gantt';
 import { checkOutputFile } from './output-paths';
+import { UsageError } from './args';
 
 /**
  * Where a comparison writes each policy's file: the first policy's at `file`, every other's
@@ -27,8 +28,25 @@ export function comparedPaths(file: string, policies: readonly string[]): string
 
 /** Refuse, before the run, a --trace or --gantt path (of any compared policy) that could not be written after it. */
 export function checkTraceOutputs(command: string, traceFile: string | undefined, ganttFile: string | undefined, policies: readonly string[] = ['']): void {
-  if (traceFile) for (const f of comparedPaths(traceFile, policies)) checkOutputFile(f, `${command}: --trace`);
-  if (ganttFile) for (const f of comparedPaths(ganttFile, policies)) checkOutputFile(f, `${command}: --gantt`);
+  const seen = new Map<string, string>();
+  const check = (file: string, flag: string) => {
+    checkOutputFile(file, `${command}: ${flag}`);
+    const key = samePathKey(file);
+    const other = seen.get(key);
+    if (other !== undefined) throw new UsageError(`${command}: ${flag} ${file} is the file ${other} is written to as well; give them different paths`);
+    seen.set(key, `${flag} ${file}`);
+  };
+  if (traceFile) for (const f of comparedPaths(traceFile, policies)) check(f, '--trace');
+  if (ganttFile) for (const f of comparedPaths(ganttFile, policies)) check(f, '--gantt');
+}
+
+/** One key per file: the real path of an existing file (links and `..` resolved), else the absolute path. */
+function samePathKey(file: string): string {
+  try {
+    return fs.realpathSync(file);
+  } catch {
+    return path.resolve(file);
+  }
 }
 
 /** Every compared run's trace and chart (comparedPaths says where); the files written, in order. */

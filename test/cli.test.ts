@@ -127,6 +127,9 @@ describe('the baton command', function () {
       [['sim', '--microbatches', '100000000'], /ShapeError: chunks × microbatches .* must be at most 262144, got 100000000/],
       [['sim', '--stages', '64', '--microbatches', '1024', '--iterations', '100'], /JobConfigError: stages × chunks × microbatches × iterations must be at most 2097152, got 65536 × 100 = 6553600/],
       [['run', '--compare', 'bf,bogus', '--stages', '2', '--microbatches', '2'], /^baton run: UnknownPolicyError: unknown policy "bogus"/],
+      [['sim', '--stages', '4', '--microbatches', '8', '--compare', 'bf,1f1b,interleaved-1f1b'], /^baton sim: ShapeError: interleaved-1f1b needs chunks >= 2/],
+      [['sim', '--policy', 'nope', '--print-config'], /^baton sim: UnknownPolicyError: unknown policy "nope"/],
+      [['sim', '--policy', 'fb', '--compare', 'bf,1f1b'], /sim: --compare runs each policy it lists; give --policy or --compare, not both/],
       [['run', '--nodes', '*'], /--nodes: node names match \[A-Za-z0-9_-\]\+/],
       [['run', '--nodes', 'a,b,a'], /--nodes names a node twice/],
       [['run', '--nodes', 'a,b'], /run: --nodes needs --nats URL, the server those node agents joined/],
@@ -233,6 +236,27 @@ describe('the baton command', function () {
       const r = await baton('sim', '--stages', '2', '--microbatches', '2', '--trace', link, '--json');
       assert.equal(r.code, 0, r.err);
       assert.ok(fs.statSync(path.join(dir, 'target.json')).size > 0);
+      // Where the link leads is checked before the run; so is a loop of links.
+      const astray = path.join(dir, 'astray.json');
+      fs.symlinkSync('/nonexistent-baton/dir/x.json', astray);
+      const a = await baton('sim', '--stages', '2', '--microbatches', '2', '--trace', astray);
+      assert.equal(a.code, 2);
+      assert.match(a.err, /--trace \/nonexistent-baton\/dir\/x\.json: directory \/nonexistent-baton\/dir does not exist/);
+      fs.symlinkSync(path.join(dir, 'loop2'), path.join(dir, 'loop1'));
+      fs.symlinkSync(path.join(dir, 'loop1'), path.join(dir, 'loop2'));
+      const l = await baton('sim', '--stages', '2', '--microbatches', '2', '--gantt', path.join(dir, 'loop1'));
+      assert.equal(l.code, 2);
+      assert.match(l.err, /--gantt .*loop1: a loop of symbolic links/);
+      // Two outputs of one run never share a file (the chart would overwrite the trace).
+      const same = await baton('sim', '--stages', '2', '--microbatches', '2', '--compare', 'bf,1f1b', '--trace', path.join(dir, 't.json'), '--gantt', path.join(dir, 't.1f1b.json'));
+      assert.equal(same.code, 2);
+      assert.match(same.err, /--gantt .*t\.1f1b\.json is the file --trace .*t\.1f1b\.json is written to as well/);
+      // A profile of zero durations: two empty runs are equally fast, not NaN times faster.
+      const zero = path.join(dir, 'zero.json');
+      fs.writeFileSync(zero, JSON.stringify({ description: 'no work', depth: 'fixed', backwardRatio: 2, weightGradFraction: 0, communication: { latencyMs: 0, bandwidthGBps: 1, activationBytes: 0 }, layers: [{ name: 'b', count: 4, forwardMs: 0 }] }));
+      const z = await baton('sim', '--stages', '2', '--microbatches', '2', '--profile', zero, '--compare', 'bf,1f1b', '--json');
+      assert.equal(z.code, 0, z.err);
+      assert.deepEqual((JSON.parse(z.out) as { speedup: number }[]).map((r) => r.speedup), [1, 1]);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
