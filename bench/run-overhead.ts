@@ -167,8 +167,9 @@ if (require.main === module) {
       { name: 'microbatches', type: 'int', metavar: 'M', help: 'microbatches per iteration', default: 32 },
       { name: 'no-realtime', type: 'bool', help: 'measure the default scheduling class only' },
     ], async (flags) => {
-      const stages = (flags.stages as string[]).map(Number);
-      if (stages.some((p) => !(Number.isSafeInteger(p) && p >= 1 && p <= 64))) throw new UsageError(`--stages must list integers from 1 to 64, got ${(flags.stages as string[]).join(',')}`);
+      const given = flags.stages as string[];
+      if (given.some((p) => !/^\d+$/.test(p) || Number(p) < 2 || Number(p) > 64)) throw new UsageError(`--stages must list integers from 2 to 64, got ${given.join(',')}`);
+      const stages = given.map(Number);
       const r = await benchRunOverhead({ stages, rounds: positiveInt(flags, 'rounds'), microbatches: positiveInt(flags, 'microbatches'), realtime: !flags.noRealtime });
       return flags.json ? r : formatRunOverhead(r);
     });

@@ -61,6 +61,8 @@ export function parseFlags(argv: readonly string[], specs: readonly FlagSpec[], 
   return { flags, positional, given };
 }
 
+const DECIMAL_RE = /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/;
+
 function convert(raw: string, spec: FlagSpec, command: string): string | number | string[] {
   switch (spec.type) {
     case 'int': {
@@ -70,7 +72,8 @@ function convert(raw: string, spec: FlagSpec, command: string): string | number 
     }
     case 'number': {
       const n = Number(raw);
-      if (raw.trim() === '' || !Number.isFinite(n)) throw new UsageError(`${command}: --${spec.name} must be a number, got ${JSON.stringify(raw)}`);
+      // Decimal only: Number() would also take 0x10, 0b1 and 0o7.
+      if (!DECIMAL_RE.test(raw.trim()) || !Number.isFinite(n)) throw new UsageError(`${command}: --${spec.name} must be a decimal number, got ${JSON.stringify(raw)}`);
       return n;
     }
     case 'list': {
