@@ -201,7 +201,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     // A node that answers nothing for a whole lease (its renewals included) is gone or hung;
     // it would have dropped the job's stages by now anyway.
     renewer = setInterval(() => {
-      used.forEach((n) => request(n, { verb: 'renew', job: cfg.job }));
+      used.forEach((n) => request(n, { verb: 'renew', job: cfg.job, launch }));
       const silent = used.filter((n) => Date.now() - (heard.get(n) ?? since) > leaseMs);
       if (silent.length > 0) nodeFailed(new JobError(`node(s) ${silent.join(', ')} answered nothing for ${leaseMs} ms: gone or hung`));
     }, leaseMs / 4);
@@ -229,7 +229,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     coordinator.begin();
     await waitWithWatchdog(unlessFailed(finished), () => events.length, cfg.stallTimeoutMs, async () => {
       const asked = Date.now();
-      used.forEach((n) => request(n, { verb: 'status', job: cfg.job }));
+      used.forEach((n) => request(n, { verb: 'status', job: cfg.job, launch }));
       const answered = (rs: Reply[]) => used.filter((n) => rs.some((r) => r.name === n && r.verb === 'status'));
       const st = await replies.waitFor((rs) => answered(rs).length === used.length, 5000, () => 'stage statuses').catch(() => replies.queue);
       const statuses = st.filter((r) => r.verb === 'status').flatMap((r) => r.statuses as StageStatus[]);
@@ -244,7 +244,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       if (silent.length > 0) err.message += `\n  node(s) ${silent.join(', ')} answered but gave no status: ${st.filter((r) => silent.includes(String(r.name)) && r.verb === 'error').map((r) => quoteValue(r.message)).join('; ') || 'no reason given'}`;
       return err;
     });
-    used.forEach((n) => request(n, { verb: 'finish', job: cfg.job }));
+    used.forEach((n) => request(n, { verb: 'finish', job: cfg.job, launch }));
     const done = await unlessFailed(replies.waitFor((rs) => used.every((n) => rs.some((r) => r.name === n && r.verb === 'finished')), timeout, () => 'nodes to finish'));
     const expected = new Map<number, number>();
     const failures: string[] = [];
@@ -271,7 +271,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     hellos.close();
     // A node that refused to host (the job name is someone else's there) is left alone.
     const refused = new Set(replies.queue.filter((r) => r.verb === 'error' && r.request === 'host').map((r) => r.name));
-    if (!completed) used.filter((n) => !refused.has(n)).forEach((n) => request(n, { verb: 'abort', job: cfg.job }));
+    if (!completed) used.filter((n) => !refused.has(n)).forEach((n) => request(n, { verb: 'abort', job: cfg.job, launch }));
     for (const s of subs) s.unsubscribe();
     runtime.shutdown();
   }

@@ -6,15 +6,18 @@
 //
 // Requests (CBOR maps, transport/codec.ts encodeValue):
 //   { verb: 'host', reply, config: JobConfig, stages: number[], leaseMs?, launch? }
-//                                                                  -> { verb: 'hosting', name, pid, stages, launch } | { verb: 'error', … }
-//   { verb: 'renew', reply, job }                                  -> { verb: 'renewed', job } while the job is hosted here
+//                                                          -> { verb: 'hosting', name, pid, stages, launch } | { verb: 'error', … }
+//   { verb: 'renew', reply, job, launch? }                 -> { verb: 'renewed', job } while the job is hosted here
+//   { verb: 'status', reply, job, launch? }                -> { verb: 'status', name, statuses }
+//   { verb: 'finish', reply, job, launch? }                -> { verb: 'finished', name, events: { [stage]: count } }
+//   { verb: 'abort', reply, job, launch? }                 -> the job's actors are stopped
+//   { verb: 'ping' }                                       -> a fresh hello on the announce subject
+//   { verb: 'exit' }                                       -> the agent stops
+// renew, status, finish and abort act only when their launch is the hosted job's (a job
+// hosted without one takes any); otherwise they are answered with an error, so a stale
+// launcher cannot stop or collect a newer run of the same job name.
 // An agent that is stopped (SIGTERM, SIGINT) tells the launcher of each job it hosts:
 //   { verb: 'leaving', job, reason }
-//   { verb: 'status', reply, job }                                 -> { verb: 'status', name, statuses }
-//   { verb: 'finish', reply, job }                                 -> { verb: 'finished', name, events: { [stage]: count } }
-//   { verb: 'abort', reply, job }                                  -> the job's actors are stopped
-//   { verb: 'ping' }                                               -> a fresh hello on the announce subject
-//   { verb: 'exit' }                                               -> the agent stops
 // Malformed requests are answered with an error when they name a reply subject, and
 // counted and logged otherwise; nothing a peer sends can stop the agent. A job hosted
 // with a lease is dropped when no request naming it (the launcher renews every few
@@ -70,6 +73,11 @@ interface HostedJob {
 /** Shortest lease a launcher may ask for (renewals travel over the bus). */
 export const MIN_LEASE_MS = 1000;
 
+/** A job request that carries another launch id than the hosted job's. */
+export class LaunchMismatchError extends Error {
+  override name = 'LaunchMismatchError';
+}
+
 export interface NodeAgentOptions {
   name: string;
   bus: Bus;
@@ -80,8 +88,8 @@ export class NodeAgent {
   readonly name: string;
   private readonly bus: Bus;
   private readonly jobs = new Map<string, HostedJob>();
-  /** Jobs between their host request and their wiring (the backend may be loading). */
-  private readonly starting = new Set<string>();
+  /** Jobs between their host request and their wiring (the backend may be loading), with their launch id. */
+  private readonly starting = new Map<string, { launch?: string }>();
   private readonly log: (line: string) => void;
   private sub: Subscription | null = null;
   private exitResolve: () => void = () => {};
@@ -145,43 +153,17 @@ export class NodeAgent {
   }
 
   private async handle(req: Record<string, unknown>): Promise<void> {
-    if (req.verb !== 'host' && req.job !== undefined) this.renew(jobName(req.job));
     switch (req.verb) {
       case 'host':
         return this.host(req);
       case 'ping':
         this.announce();
         return;
-      case 'renew': {
-        // Renewed above; one for a job not (or no longer) hosted here is not worth an answer.
-        const name = jobName(req.job);
-        if (this.jobs.has(name)) this.reply(req.reply, { verb: 'renewed', job: name });
-        return;
-      }
-      case 'status': {
-        const job = this.jobs.get(jobName(req.job));
-        const statuses: StageStatus[] = [];
-        if (job) for (const a of job.stages.values()) statuses.push(await job.runtime.ask<StageActorMsg, StageStatus>(a, (reply) => ({ type: 'status', reply })));
-        this.reply(req.reply, { verb: 'status', statuses });
-        return;
-      }
-      case 'finish': {
-        const name = jobName(req.job);
-        const job = this.jobs.get(name);
-        if (!job) throw new Error(`no job ${quoteValue(req.job)} is hosted here`);
-        this.flushTrace(name, job);
-        await this.bus.flush();
-        this.teardown(name, job);
-        this.reply(req.reply, { verb: 'finished', events: Object.fromEntries(job.sent), failures: job.runtime.failures.map((f) => `${f.actor}: ${f.error.message}`), lostTrace: job.lostTrace });
-        return;
-      }
-      case 'abort': {
-        const name = jobName(req.job);
-        const job = this.jobs.get(name);
-        if (job) this.teardown(name, job);
-        this.reply(req.reply, { verb: 'aborted', job: name });
-        return;
-      }
+      case 'renew':
+      case 'status':
+      case 'finish':
+      case 'abort':
+        return this.jobRequest(req.verb, jobName(req.job), req);
       case 'exit':
         for (const [name, job] of this.jobs) this.teardown(name, job);
         this.sub?.unsubscribe();
@@ -189,6 +171,40 @@ export class NodeAgent {
         return;
       default:
         throw new Error(`unknown verb ${quoteValue(req.verb)} (expected host, ping, renew, status, finish, abort or exit)`);
+    }
+  }
+
+  /** A request about one job, acted on only when it carries the launch id the job was hosted with. */
+  private async jobRequest(verb: 'renew' | 'status' | 'finish' | 'abort', name: string, req: Record<string, unknown>): Promise<void> {
+    const job = this.jobs.get(name);
+    const launch = job ? job.launch : this.starting.get(name)?.launch;
+    // A stale launcher (or any peer) must not renew, stop or collect another launch's job.
+    if (launch !== undefined && req.launch !== launch)
+      throw new LaunchMismatchError(`job ${name} is hosted here for launch ${launch}, not for launch ${quoteValue(req.launch)}; ${verb} refused`);
+    this.renew(name);
+    switch (verb) {
+      case 'renew':
+        // One for a job not (or no longer) hosted here is not worth an answer.
+        if (job) this.reply(req.reply, { verb: 'renewed', job: name });
+        return;
+      case 'status': {
+        const statuses: StageStatus[] = [];
+        if (job) for (const a of job.stages.values()) statuses.push(await job.runtime.ask<StageActorMsg, StageStatus>(a, (reply) => ({ type: 'status', reply })));
+        this.reply(req.reply, { verb: 'status', statuses });
+        return;
+      }
+      case 'finish': {
+        if (!job) throw new Error(`no job ${quoteValue(req.job)} is hosted here`);
+        this.flushTrace(name, job);
+        await this.bus.flush();
+        this.teardown(name, job);
+        this.reply(req.reply, { verb: 'finished', events: Object.fromEntries(job.sent), failures: job.runtime.failures.map((f) => `${f.actor}: ${f.error.message}`), lostTrace: job.lostTrace });
+        return;
+      }
+      case 'abort':
+        if (job) this.teardown(name, job);
+        this.reply(req.reply, { verb: 'aborted', job: name });
+        return;
     }
   }
 
@@ -212,7 +228,7 @@ export class NodeAgent {
     for (const s of stages as number[])
       if (s < 0 || s >= plan.shape.stages) throw new Error(`host: stage ${s} is outside 0..${plan.shape.stages - 1}`);
     const durations = durationModelFor(cfg, plan.shape);
-    this.starting.add(cfg.job);
+    this.starting.set(cfg.job, launchField(launch as string | undefined));
     try {
       if (cfg.train) await loadTrainingBackend(cfg.train);
     } finally {

@@ -196,6 +196,45 @@ describe('the node agent', () => {
   });
 });
 
+describe('job requests of another launch', () => {
+  it('are refused with an error naming both launches, and leave the hosted job alone', async () => {
+    const { bus, logs, replies, request } = agentOnLocalBus();
+    const subscriptions = bus.subscriptionCount;
+    const config = resolveConfig({ job: 'again', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    request({ verb: 'host', reply: REPLY, config, stages: [0, 1], leaseMs: MIN_LEASE_MS, launch: 'new' });
+    await until(() => replies.some((r) => r.verb === 'hosting'), 5000);
+    for (const verb of ['abort', 'finish', 'status', 'renew']) request({ verb, reply: REPLY, job: 'again', launch: 'old' });
+    request({ verb: 'abort', reply: REPLY, job: 'again' });
+    await settle();
+    const refused = replies.filter((r) => r.verb === 'error');
+    assert.deepEqual(refused.map((r) => r.request), ['abort', 'finish', 'status', 'renew', 'abort']);
+    for (const r of refused.slice(0, 4)) assert.match(String(r.message), /LaunchMismatchError: job again is hosted here for launch new, not for launch "old"; \w+ refused/);
+    assert.match(String(refused[4].message), /not for launch undefined; abort refused/);
+    assert.ok(logs.some((l) => /abort failed: job again is hosted here for launch new/.test(l)), logs.join('\n'));
+    assert.equal(bus.subscriptionCount, subscriptions + 2 * 4 + 1, 'the job is still hosted');
+    // Requests of another launch do not keep the job's lease alive either.
+    const renew = setInterval(() => request({ verb: 'renew', job: 'again', launch: 'old' }), MIN_LEASE_MS / 4);
+    try {
+      await until(() => bus.subscriptionCount === subscriptions, 3 * MIN_LEASE_MS);
+    } finally {
+      clearInterval(renew);
+    }
+  });
+
+  it('do not come from a launcher: it sends its launch with every request, so its job runs to the end', async () => {
+    const bus = new LocalBus();
+    const agent = new NodeAgent({ name: 'n1', bus, log: () => {} });
+    agent.start();
+    const cfg = resolveConfig({ job: 'ownlaunch', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    try {
+      const result = await runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0 });
+      assert.deepEqual(result.nodes.map((n) => n.name), ['n1']);
+    } finally {
+      await bus.close();
+    }
+  });
+});
+
 describe('a launcher and an agent that does not take the launch id', () => {
   it('fails at once, naming the agent, instead of stalling on reports it refuses', async () => {
     const bus = new LocalBus();
