@@ -244,8 +244,13 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       if (silent.length > 0) err.message += `\n  node(s) ${silent.join(', ')} answered but gave no status: ${st.filter((r) => silent.includes(String(r.name)) && r.verb === 'error').map((r) => quoteValue(r.message)).join('; ') || 'no reason given'}`;
       return err;
     });
+    const finishAsked = replies.queue.length;
     used.forEach((n) => request(n, { verb: 'finish', job: cfg.job, launch }));
-    const done = await unlessFailed(replies.waitFor((rs) => used.every((n) => rs.some((r) => r.name === n && r.verb === 'finished')), timeout, () => 'nodes to finish'));
+    // An error to finish (or one too big an answer left without a request) ends the wait: no finished will follow.
+    const finishError = (rs: Reply[]) => rs.slice(finishAsked).find((r) => r.verb === 'error' && used.includes(r.name) && (r.request === 'finish' || r.request === undefined));
+    const done = await unlessFailed(replies.waitFor((rs) => finishError(rs) !== undefined || used.every((n) => rs.some((r) => r.name === n && r.verb === 'finished')), timeout, () => 'nodes to finish'));
+    const refusedFinish = finishError(done);
+    if (refusedFinish) throw new JobError(`node ${refusedFinish.name} could not finish job ${cfg.job}: ${text(refusedFinish.message)}`);
     const expected = new Map<number, number>();
     const failures: string[] = [];
     const lost: string[] = [];

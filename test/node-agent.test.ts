@@ -235,6 +235,31 @@ describe('job requests of another launch', () => {
   });
 });
 
+describe('a launcher whose node answers finish with an error', () => {
+  it('fails at once, naming the node and its message, instead of waiting out the node timeout', async () => {
+    // The agent's answer to finish replaced by an error, as an agent whose job went away sends.
+    class FinishRefusingBus extends LocalBus {
+      override publish(subject: string, data: Uint8Array): void {
+        const req = subject === nodeSubject('n1') ? (decodeValue(data) as Record<string, unknown>) : null;
+        if (req?.verb === 'finish') return super.publish(String(req.reply), encodeValue({ verb: 'error', name: 'n1', request: 'finish', message: 'Error: the dog ate it' }));
+        super.publish(subject, data);
+      }
+    }
+    const bus = new FinishRefusingBus();
+    const agent = new NodeAgent({ name: 'n1', bus, log: () => {} });
+    agent.start();
+    const cfg = resolveConfig({ job: 'unfinished', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    const started = Date.now();
+    try {
+      await assert.rejects(runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0, nodeTimeoutMs: 20000 }),
+        (e: Error) => e.name === 'JobError' && /^node n1 could not finish job unfinished: Error: the dog ate it$/.test(e.message));
+      assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
+    } finally {
+      await bus.close();
+    }
+  });
+});
+
 describe('a launcher and an agent that does not take the launch id', () => {
   it('fails at once, naming the agent, instead of stalling on reports it refuses', async () => {
     const bus = new LocalBus();
