@@ -6,7 +6,7 @@
 import { newLaunchId } from '../transport/envelope';
 import { Bus, Subscription } from '../transport/bus';
 import { decodeValue, encodeValue, peerText, quoteValue } from '../transport/codec';
-import { RealClock } from './clock';
+import { MAX_TIMER_MS, RealClock } from './clock';
 import { IterationRecord, coordinate } from './coordinator';
 import { DeadlockError } from './deadlock';
 import { BatonEvent, EventSink, eventProblem } from './events';
@@ -15,7 +15,7 @@ import { JobResult, buildResult, waitWithWatchdog } from './job';
 import { ANNOUNCE_SUBJECT, MIN_LEASE_MS, NODES_PREFIX, NODE_NAME_RE, nodeSubject } from './node';
 import { ActorRuntime } from './runtime';
 import { StageStatus } from './stage-logic';
-import { JobError, planJob } from './wire-stage';
+import { JobConfigError, JobError, planJob } from './wire-stage';
 
 export interface DistributedOptions {
   bus: Bus;
@@ -110,6 +110,8 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
   const wallStart = performance.now();
   const { policy, shape } = planJob(cfg);
   for (const n of o.nodes) if (!NODE_NAME_RE.test(n)) throw new JobError(`node name ${JSON.stringify(n)} does not match [A-Za-z0-9_-]+`);
+  const leaseMs = Math.max(MIN_LEASE_MS, Math.round(o.leaseMs ?? cfg.stallTimeoutMs));
+  if (!(leaseMs <= MAX_TIMER_MS)) throw new JobConfigError(`the lease (by default the stall timeout) is ${leaseMs} ms; it must be at most ${MAX_TIMER_MS} ms, the longest timer Node keeps`);
   const bus = o.bus;
   const timeout = o.nodeTimeoutMs ?? 20000;
   // This run's id: on every message of the job, so stages and the coordinator refuse what a
@@ -195,7 +197,6 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       clearInterval(pinger);
     }
     const pidOf = new Map(seen.map((r) => [r.name, Number(r.pid)]));
-    const leaseMs = Math.max(MIN_LEASE_MS, Math.round(o.leaseMs ?? cfg.stallTimeoutMs));
     used.forEach((n, i) => request(n, { verb: 'host', config: cfg, stages: blocks[i], leaseMs, launch }));
     const since = Date.now();
     // A node that answers nothing for a whole lease (its renewals included) is gone or hung;

@@ -30,7 +30,7 @@ import { LAUNCH_EXPECTED, LAUNCH_RE, launchField } from '../transport/envelope';
 import { PayloadTooLargeError } from '../transport/nats-bus';
 import { subject } from '../transport/subjects';
 import { checkSubject } from '../transport/local-bus';
-import { RealClock } from './clock';
+import { MAX_TIMER_MS, RealClock } from './clock';
 import { BatonEvent } from './events';
 import { answerJobClaims } from './job-claim';
 import { JobConfig, resolveConfig } from './config';
@@ -217,8 +217,8 @@ export class NodeAgent {
     if (new Set(stages).size !== stages.length) throw new Error(`host: stages must not repeat, got ${quoteValue(stages)}`);
     if (typeof req.config !== 'object' || req.config === null) throw new Error('host: missing config');
     const leaseMs = req.leaseMs;
-    if (leaseMs !== undefined && !(Number.isSafeInteger(leaseMs) && (leaseMs as number) >= MIN_LEASE_MS))
-      throw new Error(`host: leaseMs must be an integer >= ${MIN_LEASE_MS}, got ${quoteValue(leaseMs)}`);
+    if (leaseMs !== undefined && !(Number.isSafeInteger(leaseMs) && (leaseMs as number) >= MIN_LEASE_MS && (leaseMs as number) <= MAX_TIMER_MS))
+      throw new Error(`host: leaseMs must be an integer from ${MIN_LEASE_MS} to ${MAX_TIMER_MS}, got ${quoteValue(leaseMs)}`);
     const launch = req.launch;
     if (launch !== undefined && !(typeof launch === 'string' && LAUNCH_RE.test(launch)))
       throw new Error(`host: launch must be ${LAUNCH_EXPECTED}, got ${quoteValue(launch)}`);

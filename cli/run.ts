@@ -5,6 +5,7 @@
 import { ChildProcess, spawn } from 'child_process';
 import { randomBytes } from 'crypto';
 import * as path from 'path';
+import { MAX_TIMER_MS } from '../actors/clock';
 import { JobConfig } from '../actors/config';
 import { IterationRecord } from '../actors/coordinator';
 import { runDistributed } from '../actors/distributed-job';
@@ -35,7 +36,7 @@ const RUN_FLAGS: readonly FlagSpec[] = [
   { name: 'trace', type: 'string', metavar: 'FILE.json', help: 'write a Chrome trace (Perfetto) of the run (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.json)' },
   { name: 'gantt', type: 'string', metavar: 'FILE.svg', help: 'draw the pipeline Gantt chart (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.svg)' },
   { name: 'warmup-iterations', type: 'int', metavar: 'W', help: 'iterations run first and left out of the statistics (JIT, connections)', default: 1 },
-  { name: 'stall-timeout', type: 'int', metavar: 'MS', help: 'end with a deadlock error after this long without progress', default: 30000 },
+  { name: 'stall-timeout', type: 'int', metavar: 'MS', help: 'end with a deadlock error after this long without progress (at most 2147483647, the longest timer Node keeps); also the lease of the job on its node agents', default: 30000 },
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },
   { name: 'print-config', type: 'bool', help: 'print the resolved config and exit' },
   { name: 'help', type: 'bool', help: 'show this help' },
@@ -202,7 +203,8 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   const cfg: JobConfig = asyncStream({ ...jobConfigFromFlags(flags), stallTimeoutMs: flags.stallTimeout as number, warmupIterations: flags.warmupIterations as number });
   if (!Number.isInteger(cfg.warmupIterations) || cfg.warmupIterations < 0) throw new UsageError(`run: --warmup-iterations must be an integer >= 0, got ${cfg.warmupIterations}`);
   if (cfg.mode === 'async' && cfg.warmupIterations > 0) cfg.warmupIterations = 0;
-  if (!(cfg.stallTimeoutMs > 0)) throw new UsageError(`run: --stall-timeout must be positive, got ${cfg.stallTimeoutMs}`);
+  if (!(cfg.stallTimeoutMs > 0 && cfg.stallTimeoutMs <= MAX_TIMER_MS))
+    throw new UsageError(`run: --stall-timeout must be between 1 and ${MAX_TIMER_MS} ms (the longest timer Node keeps), got ${cfg.stallTimeoutMs}`);
   const setup: RunSetup = {
     transport: flags.transport as 'nats' | 'local',
     processes: flags.processes as 'per-stage' | 'single',

@@ -96,6 +96,7 @@ describe('the baton command', function () {
       [['train', '--seed', '-1'], /--seed must be an integer >= 0, got -1/],
       [['train', '--model', 'mlp', '--data', tiny], /the train split has \d+ characters, a sample needs 65/],
       [['run', '--transport', 'local', '--nodes', 'a'], /need --transport nats/],
+      [['run', '--stall-timeout', '2147483648'], /run: --stall-timeout must be between 1 and 2147483647 ms \(the longest timer Node keeps\), got 2147483648/],
       // Refused by the launcher itself, before it starts a nats-server or a stage process.
       [['run', '--profile', 'no-such-profile'], /^baton run: ProfileError: unknown profile/],
       [['run', '--policy', 'nope', '--stages', '2', '--microbatches', '2'], /^baton run: UnknownPolicyError/],

@@ -186,7 +186,11 @@ describe('the node agent', () => {
     assert.equal(replies.at(-1)?.verb, 'hosting', 'the name of a dropped job can be hosted again');
     request({ verb: 'host', reply: REPLY, config: config('x'), stages: [0], leaseMs: 10 });
     await settle();
-    assert.match(String(replies.at(-1)?.message), /leaseMs must be an integer >= 1000/);
+    assert.match(String(replies.at(-1)?.message), /leaseMs must be an integer from 1000 to 2147483647, got 10/);
+    // Node fires a timer of 2^31 ms or more after 1 ms: such a lease would end at once, over and over.
+    request({ verb: 'host', reply: REPLY, config: config('x'), stages: [0], leaseMs: 2 ** 31 });
+    await settle();
+    assert.match(String(replies.at(-1)?.message), /leaseMs must be an integer from 1000 to 2147483647, got 2147483648/);
     request({ verb: 'host', reply: REPLY, config: config('x'), stages: [0], launch: 'a.b' });
     await settle();
     assert.match(String(replies.at(-1)?.message), /launch must be a string of 1 to 64 of \[0-9A-Za-z_-\], got "a\.b"/);
@@ -254,6 +258,22 @@ describe('a launcher whose node answers finish with an error', () => {
       await assert.rejects(runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0, nodeTimeoutMs: 20000 }),
         (e: Error) => e.name === 'JobError' && /^node n1 could not finish job unfinished: Error: the dog ate it$/.test(e.message));
       assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
+    } finally {
+      await bus.close();
+    }
+  });
+});
+
+describe('a launcher given a stall timeout beyond Node\'s longest timer', () => {
+  it('refuses the job before it asks any node, rather than renew every millisecond', async () => {
+    const bus = new LocalBus();
+    let asked = 0;
+    bus.subscribe(nodeSubject('n1'), () => asked++);
+    const cfg = resolveConfig({ job: 'forever', stages: 2, microbatches: 2, stallTimeoutMs: 2 ** 31 });
+    try {
+      await assert.rejects(runDistributed(cfg, { bus, nodes: ['n1'] }),
+        (e: Error) => e.name === 'JobConfigError' && /the lease \(by default the stall timeout\) is 2147483648 ms; it must be at most 2147483647 ms/.test(e.message));
+      assert.equal(asked, 0);
     } finally {
       await bus.close();
     }
