@@ -139,6 +139,9 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     heard.set(r.name, Date.now());
     if (r.verb === 'failure') nodeFailed(new JobError(`on node ${r.name}, actor ${text(r.actor)} failed: ${text(r.message)}`));
     if (r.verb === 'leaving') nodeFailed(new JobError(`node ${r.name} left during the job (${text(r.reason)})`));
+    // Waiting out a lease would only blame a live node for a job it no longer has.
+    if (r.verb === 'error' && (r.request === 'renew' || r.request === 'status') && o.nodes.includes(r.name) && (r.error === 'JobNotHostedError' || r.error === 'LaunchMismatchError'))
+      nodeFailed(new JobError(`node ${r.name} no longer hosts job ${cfg.job}: ${text(r.message)}`));
     if (r.verb === 'renewed') return;
     replies.push(r);
   }));
@@ -245,6 +248,8 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       if (silent.length > 0) err.message += `\n  node(s) ${silent.join(', ')} answered but gave no status: ${st.filter((r) => silent.includes(String(r.name)) && r.verb === 'error').map((r) => quoteValue(r.message)).join('; ') || 'no reason given'}`;
       return err;
     });
+    // Renewals end here: an agent answers one that crosses finish with an error (the job is gone).
+    clearInterval(renewer);
     const finishAsked = replies.queue.length;
     used.forEach((n) => request(n, { verb: 'finish', job: cfg.job, launch }));
     // An error to finish (or one too big an answer left without a request) ends the wait: no finished will follow.

@@ -6,9 +6,11 @@
 //
 // Requests (CBOR maps, transport/codec.ts encodeValue):
 //   { verb: 'host', reply, config: JobConfig, stages: number[], leaseMs?, launch? }
-//                                                          -> { verb: 'hosting', name, pid, stages, launch } | { verb: 'error', … }
-//   { verb: 'renew', reply, job, launch? }                 -> { verb: 'renewed', job } while the job is hosted here
+//                                                          -> { verb: 'hosting', name, pid, stages, launch }
+// A request that fails is answered { verb: 'error', name, request, error: <its Error's name>, message }.
+//   { verb: 'renew', reply, job, launch? }                 -> { verb: 'renewed', job }
 //   { verb: 'status', reply, job, launch? }                -> { verb: 'status', name, statuses }
+//     (both answered with a JobNotHostedError for a job not, or no longer, hosted here)
 //   { verb: 'finish', reply, job, launch? }                -> { verb: 'finished', name, events: { [stage]: count } }
 //   { verb: 'abort', reply, job, launch? }                 -> the job's actors are stopped
 //   { verb: 'ping' }                                       -> a fresh hello on the announce subject
@@ -72,6 +74,11 @@ interface HostedJob {
 
 /** Shortest lease a launcher may ask for (renewals travel over the bus). */
 export const MIN_LEASE_MS = 1000;
+
+/** A renew or status for a job this agent does not host. */
+export class JobNotHostedError extends Error {
+  override name = 'JobNotHostedError';
+}
 
 /** A job request that carries another launch id than the hosted job's. */
 export class LaunchMismatchError extends Error {
@@ -148,7 +155,7 @@ export class NodeAgent {
       const verb = typeof req.verb === 'string' ? req.verb : quoteValue(req.verb);
       this.rejected++;
       this.log(`node ${this.name}: ${verb} failed: ${e.message}`);
-      this.reply(req.reply, { verb: 'error', request: verb, message: `${e.name}: ${e.message}` });
+      this.reply(req.reply, { verb: 'error', request: verb, error: e.name, message: `${e.name}: ${e.message}` });
     });
   }
 
@@ -184,10 +191,11 @@ export class NodeAgent {
     this.renew(name);
     switch (verb) {
       case 'renew':
-        // One for a job not (or no longer) hosted here is not worth an answer.
-        if (job) this.reply(req.reply, { verb: 'renewed', job: name });
+        if (!job && !this.starting.has(name)) throw new JobNotHostedError(`job ${name} is not hosted here (never, or no longer: finished, aborted, its lease ran out or this agent restarted)`);
+        this.reply(req.reply, { verb: 'renewed', job: name });
         return;
       case 'status': {
+        if (!job && !this.starting.has(name)) throw new JobNotHostedError(`job ${name} is not hosted here (never, or no longer: finished, aborted, its lease ran out or this agent restarted)`);
         const statuses: StageStatus[] = [];
         if (job) for (const a of job.stages.values()) statuses.push(await job.runtime.ask<StageActorMsg, StageStatus>(a, (reply) => ({ type: 'status', reply })));
         this.reply(req.reply, { verb: 'status', statuses });

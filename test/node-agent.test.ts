@@ -280,6 +280,37 @@ describe('a launcher given a stall timeout beyond Node\'s longest timer', () => 
   });
 });
 
+describe('a job its node no longer hosts', () => {
+  it('is named in the agent\'s error answer to renew and status', async () => {
+    const { replies, request } = agentOnLocalBus();
+    request({ verb: 'renew', reply: REPLY, job: 'gone' });
+    request({ verb: 'status', reply: REPLY, job: 'gone' });
+    await settle();
+    assert.deepEqual(replies.map((r) => [r.verb, r.request, r.error]), [['error', 'renew', 'JobNotHostedError'], ['error', 'status', 'JobNotHostedError']]);
+    for (const r of replies) assert.match(String(r.message), /^JobNotHostedError: job gone is not hosted here \(never, or no longer/);
+  });
+
+  it('fails its launcher at once, naming the node, instead of after a lease', async () => {
+    const bus = new LocalBus();
+    const agent = new NodeAgent({ name: 'n1', bus, log: () => {} });
+    agent.start();
+    // The agent drops the job soon after hosting it, as one that restarted would have.
+    bus.subscribe(nodeSubject('n1'), (_s, d) => {
+      const req = decodeValue(d) as Record<string, unknown>;
+      if (req.verb === 'host') setTimeout(() => bus.publish(nodeSubject('n1'), encodeValue({ verb: 'abort', job: 'dropped', launch: req.launch })), 100);
+    });
+    const cfg = resolveConfig({ job: 'dropped', stages: 2, microbatches: 8, iterations: 100, policy: 'bf', profile: 'uniform' });
+    const started = Date.now();
+    try {
+      await assert.rejects(runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0, leaseMs: 4000 }),
+        (e: Error) => e.name === 'JobError' && /^node n1 no longer hosts job dropped: JobNotHostedError: job dropped is not hosted here/.test(e.message));
+      assert.ok(Date.now() - started < 3000, `took ${Date.now() - started} ms`);
+    } finally {
+      await bus.close();
+    }
+  });
+});
+
 describe('a launcher and an agent that does not take the launch id', () => {
   it('fails at once, naming the agent, instead of stalling on reports it refuses', async () => {
     const bus = new LocalBus();
