@@ -14,14 +14,14 @@
 //   { verb: 'finish', reply, job, launch? }                -> { verb: 'finished', name, events: { [stage]: count } }
 //   { verb: 'abort', reply, job, launch? }                 -> the job's actors are stopped
 //   { verb: 'ping' }                                       -> a fresh hello on the announce subject
-//   { verb: 'exit' }                                       -> the agent stops
+//   { verb: 'exit' }                                       -> the agent stops, as on SIGTERM
 // renew, status, finish and abort act only when their launch is the hosted job's (a job
 // hosted without one takes any); otherwise they are answered with an error, so a stale
 // launcher cannot stop or collect a newer run of the same job name.
-// An agent that is stopped (SIGTERM, SIGINT) tells the launcher of each job it hosts:
+// An agent that is stopped (SIGTERM, SIGINT, exit) tells the launcher of each job it hosts:
 //   { verb: 'leaving', job, reason }
 // Malformed requests are answered with an error when they name a reply subject, and
-// counted and logged otherwise; nothing a peer sends can stop the agent. A job hosted
+// counted and logged otherwise; nothing a peer sends but exit can stop the agent. A job hosted
 // with a lease is dropped when no request naming it (the launcher renews every few
 // seconds) has come for leaseMs: a launcher that was killed leaves nothing behind.
 
@@ -172,7 +172,8 @@ export class NodeAgent {
       case 'abort':
         return this.jobRequest(req.verb, jobName(req.job), req);
       case 'exit':
-        for (const [name, job] of this.jobs) this.teardown(name, job);
+        this.log(`node ${this.name}: a peer asked this agent to exit; telling the launchers of its jobs and exiting`);
+        this.leave('a peer asked it to exit');
         this.sub?.unsubscribe();
         this.exitResolve();
         return;

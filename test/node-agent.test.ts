@@ -200,6 +200,19 @@ describe('the node agent', () => {
   });
 });
 
+describe('an exit request', () => {
+  it('stops the agent only after it has told the launchers of its jobs, and logs it', async () => {
+    const { agent, logs, replies, request } = agentOnLocalBus();
+    const config = resolveConfig({ job: 'left', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    request({ verb: 'host', reply: REPLY, config, stages: [0, 1] });
+    await until(() => replies.some((r) => r.verb === 'hosting'), 5000);
+    request({ verb: 'exit' });
+    await agent.exited;
+    assert.deepEqual(replies.filter((r) => r.verb === 'leaving'), [{ verb: 'leaving', job: 'left', reason: 'a peer asked it to exit', name: 'n1' }]);
+    assert.ok(logs.some((l) => /a peer asked this agent to exit/.test(l)), logs.join('\n'));
+  });
+});
+
 describe('job requests of another launch', () => {
   it('are refused with an error naming both launches, and leave the hosted job alone', async () => {
     const { bus, logs, replies, request } = agentOnLocalBus();
