@@ -45,7 +45,8 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   const stop = (why: string) => () => {
     stopping = true;
     agent.leave(why);
-    void bus.flush().catch(() => {}).finally(() => bus.close()).finally(() => process.exit(0));
+    // A server that stopped answering must not keep a stopped agent alive.
+    void withinMs(bus.flush().catch(() => {}), EXIT_FLUSH_MS).finally(() => withinMs(bus.close().catch(() => {}), EXIT_FLUSH_MS)).finally(() => process.exit(0));
   };
   process.once('SIGTERM', stop('SIGTERM'));
   process.once('SIGINT', stop('SIGINT'));
@@ -64,8 +65,20 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   // Our own close on a signal ends the connection too; the process is about to exit.
   if (stopping) return new Promise<number>(() => {});
   if (lost) throw new NatsBusError(`node ${name}: lost the connection to NATS at ${bus.url} (${lost.message}); the jobs it hosted are gone`);
-  await bus.close();
+  // Asked to exit: the launchers' leaving messages go out first, as on a signal.
+  await withinMs(bus.flush().catch(() => {}), EXIT_FLUSH_MS);
+  await withinMs(bus.close().catch(() => {}), EXIT_FLUSH_MS);
   return 0;
+}
+
+/** How long a stopping agent waits for its server to take its last messages, and then to close. */
+const EXIT_FLUSH_MS = 2000;
+
+/** `p`, or nothing once `ms` have passed. */
+function withinMs(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+  return Promise.race([p.then(() => {}), late]).finally(() => clearTimeout(timer));
 }
 
 /** Two agents of one name would both take the requests meant for one: the second refuses to start. */
