@@ -40,6 +40,8 @@ import { ActorRuntime, ActorRef } from './runtime';
 import { StageActorMsg } from './stage';
 import { StageStatus } from './stage-logic';
 import { StageCompute } from './compute';
+import { isModulePath } from '../policies/registry';
+import { isProfilePath } from '../models/profile';
 import { durationModelFor, loadTrainingBackend, planJob, wireStage } from './wire-stage';
 
 export const NODES_PREFIX = 'baton._nodes';
@@ -89,6 +91,14 @@ export interface NodeAgentOptions {
   name: string;
   bus: Bus;
   log?: (line: string) => void;
+  /** Load the policy modules and profile files a host request names (any peer on the bus
+   * can send one, so off by default: `baton node --allow-files`). */
+  allowFiles?: boolean;
+}
+
+/** A host request naming a file (policy module, profile) on an agent started without --allow-files. */
+export class FilesNotAllowedError extends Error {
+  override name = 'FilesNotAllowedError';
 }
 
 export class NodeAgent {
@@ -98,6 +108,7 @@ export class NodeAgent {
   /** Jobs between their host request and their wiring (the backend may be loading), with their launch id. */
   private readonly starting = new Map<string, { launch?: string }>();
   private readonly log: (line: string) => void;
+  private readonly allowFiles: boolean;
   private sub: Subscription | null = null;
   private exitResolve: () => void = () => {};
   readonly exited = new Promise<void>((r) => (this.exitResolve = r));
@@ -107,6 +118,7 @@ export class NodeAgent {
     this.name = o.name;
     this.bus = o.bus;
     this.log = o.log ?? (() => {});
+    this.allowFiles = o.allowFiles ?? false;
   }
 
   start(): void {
@@ -232,6 +244,7 @@ export class NodeAgent {
     if (launch !== undefined && !(typeof launch === 'string' && LAUNCH_RE.test(launch)))
       throw new Error(`host: launch must be ${LAUNCH_EXPECTED}, got ${quoteValue(launch)}`);
     const cfg: JobConfig = resolveConfig(req.config as Partial<JobConfig>);
+    if (!this.allowFiles) refuseFiles(cfg);
     const plan = planJob(cfg);
     if (this.jobs.has(cfg.job) || this.starting.has(cfg.job)) throw new Error(`job ${cfg.job} is already hosted here`);
     for (const s of stages as number[])
@@ -369,6 +382,16 @@ function isReplySubject(to: unknown): to is string {
   } catch {
     return false;
   }
+}
+
+/** A policy module is run and a profile file read on this machine: only with --allow-files. */
+function refuseFiles(cfg: JobConfig): void {
+  const files = [
+    ...(typeof cfg.policy === 'string' && isModulePath(cfg.policy) ? [`policy module ${quoteValue(cfg.policy)}`] : []),
+    ...(typeof cfg.profile === 'string' && isProfilePath(cfg.profile) ? [`profile file ${quoteValue(cfg.profile)}`] : []),
+  ];
+  if (files.length > 0)
+    throw new FilesNotAllowedError(`host: the job names ${files.join(' and ')}; this agent loads files a launcher names only when started with baton node --allow-files`);
 }
 
 function jobName(job: unknown): string {

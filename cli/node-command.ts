@@ -14,11 +14,12 @@ const NODE_FLAGS: readonly FlagSpec[] = [
   { name: 'quiet', type: 'bool', help: 'do not log hosting events' },
   { name: 'json', type: 'bool', help: 'print one JSON line when ready ({node, pid, nats}) and log as JSON lines' },
   { name: 'exit-with-stdin', type: 'bool', help: 'exit when stdin closes (baton run starts its stage processes so: they end with it, even if it is killed; their names, the job name with a random suffix, skip the check that no other node has the name)' },
+  { name: 'allow-files', type: 'bool', help: 'load the policy modules and profile files a launcher names; any peer on the NATS server can then name any file on this machine (without it, a job whose --policy or --profile is a file path is refused)' },
   { name: 'help', type: 'bool', help: 'show this help' },
 ];
 
 export const NODE_HELP = helpText('node', 'start a node agent that hosts stage actors for jobs over NATS',
-  'baton node --nats URL [--name NAME]', NODE_FLAGS);
+  'baton node --nats URL [--name NAME] [--allow-files]', NODE_FLAGS);
 
 export async function nodeCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags } = parseFlags(argv, NODE_FLAGS, 'node');
@@ -37,7 +38,7 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
     : (l: string) => process.stderr.write(`${l}\n`);
   // Stage processes a launcher starts have names of that launch's own; others ask first.
   if (!flags.exitWithStdin) await refuseTakenName(bus, name, bus.url);
-  const agent = new NodeAgent({ name, bus, log });
+  const agent = new NodeAgent({ name, bus, log, allowFiles: flags.allowFiles === true });
   agent.start();
   if (flags.json) out(JSON.stringify({ node: name, pid: process.pid, nats: bus.url, ready: true }));
   else log(`node ${name}: ready on ${bus.url} (pid ${process.pid})`);

@@ -12,6 +12,8 @@ import { runDistributed } from '../actors/distributed-job';
 import { JobResult, runJob, summarize } from '../actors/job';
 import { JobError, checkJob } from '../actors/wire-stage';
 import { NODE_NAME_RE } from '../actors/node';
+import { isProfilePath } from '../models/profile';
+import { isModulePath } from '../policies/registry';
 import { NatsBus } from '../transport/nats-bus';
 import { redactNatsUrl } from '../transport/nats-url';
 import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
@@ -66,13 +68,13 @@ interface SpawnedNodes {
   stop(): Promise<void>;
 }
 
-function spawnNodes(url: string, names: string[], nodeFlags: readonly string[]): SpawnedNodes {
+function spawnNodes(url: string, names: string[], nodeFlags: readonly string[], allowFiles: boolean): SpawnedNodes {
   let stopping = false;
   let died: (e: Error) => void = () => {};
   const diedPromise = new Promise<never>((_, reject) => (died = reject));
   diedPromise.catch(() => {});
   const children = names.map((name) => {
-    const child = spawn(process.execPath, [...nodeFlags, CLI_ENTRY, 'node', '--name', name, '--quiet', '--exit-with-stdin'],
+    const child = spawn(process.execPath, [...nodeFlags, CLI_ENTRY, 'node', '--name', name, '--quiet', '--exit-with-stdin', ...(allowFiles ? ['--allow-files'] : [])],
       { stdio: ['pipe', 'ignore', 'pipe'], env: { ...process.env, [NATS_URL_ENV]: url } });
     child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[${name}] ${d}`));
     child.once('exit', (code, signal) => {
@@ -170,7 +172,8 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     const suffix = randomBytes(4).toString('hex');
     const names = setup.nodes ?? Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`);
     interrupts = watchInterrupts();
-    if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags());
+    // Agents of our own may load the files this launcher's user named; built-in names need no files.
+    if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags(), isModulePath(cfg.policy) || isProfilePath(cfg.profile));
     // Core NATS keeps nothing that was in flight: once the launcher's connection drops, the
     // job has lost messages (a server of our own that died, a network cut), so it ends now.
     const dropped = bus.disconnected().then((e) => Promise.reject(new JobError(`${e.message}: messages in flight are lost, the job cannot complete`)));

@@ -261,6 +261,13 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     }
   });
 
+  it('lets the stage processes it starts load a profile file its user named (baton node --allow-files)', async () => {
+    const profile = path.join(__dirname, '..', '..', 'models', 'profiles', 'uniform.json');
+    const cfg = resolveConfig({ job: 'profilefile', stages: 2, microbatches: 4, policy: 'bf', profile });
+    const outcome = await runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
+    assert.equal(outcome.processes, 2);
+  });
+
   it('fails at once, saying so, when its NATS server goes away mid-job', async () => {
     const own = await startNatsServer();
     try {

@@ -1,4 +1,5 @@
 import { strict as assert } from 'assert';
+import * as path from 'path';
 import { resolveConfig } from '../actors/config';
 import { ANNOUNCE_SUBJECT, MIN_LEASE_MS, NODES_PREFIX, NodeAgent, nodeSubject } from '../actors/node';
 import { runDistributed } from '../actors/distributed-job';
@@ -210,6 +211,38 @@ describe('an exit request', () => {
     await agent.exited;
     assert.deepEqual(replies.filter((r) => r.verb === 'leaving'), [{ verb: 'leaving', job: 'left', reason: 'a peer asked it to exit', name: 'n1' }]);
     assert.ok(logs.some((l) => /a peer asked this agent to exit/.test(l)), logs.join('\n'));
+  });
+});
+
+describe('a host request naming a file on the agent\'s machine', () => {
+  const uniformFile = path.join(__dirname, '..', '..', 'models', 'profiles', 'uniform.json');
+
+  it('is refused, naming the file and --allow-files, by an agent started without it', async () => {
+    const { bus, replies, request } = agentOnLocalBus();
+    const subscriptions = bus.subscriptionCount;
+    const config = (policy: string, profile: string) => resolveConfig({ job: 'files', stages: 2, microbatches: 2, policy, profile });
+    request({ verb: 'host', reply: REPLY, config: config('./evil.js', 'uniform'), stages: [0] });
+    request({ verb: 'host', reply: REPLY, config: config('bf', '/etc/passwd'), stages: [0] });
+    request({ verb: 'host', reply: REPLY, config: config('/tmp/x/p', uniformFile), stages: [0] });
+    await settle();
+    assert.deepEqual(replies.map((r) => [r.verb, r.error]), Array(3).fill(['error', 'FilesNotAllowedError']));
+    assert.match(String(replies[0].message), /the job names policy module "\.\/evil\.js"; this agent loads files a launcher names only when started with baton node --allow-files/);
+    assert.match(String(replies[1].message), /the job names profile file "\/etc\/passwd"; this agent/);
+    assert.match(String(replies[2].message), /policy module "\/tmp\/x\/p" and profile file ".*uniform\.json"/);
+    assert.equal(bus.subscriptionCount, subscriptions, 'nothing was hosted');
+  });
+
+  it('is hosted by an agent started with --allow-files', async () => {
+    const bus = new LocalBus();
+    const replies: Record<string, unknown>[] = [];
+    bus.subscribe(REPLY, (_s, d) => replies.push(decodeValue(d) as Record<string, unknown>));
+    new NodeAgent({ name: 'n1', bus, log: () => {}, allowFiles: true }).start();
+    const config = resolveConfig({ job: 'files', stages: 2, microbatches: 2, policy: 'bf', profile: uniformFile });
+    bus.publish(nodeSubject('n1'), encodeValue({ verb: 'host', reply: REPLY, config, stages: [0, 1] }));
+    await settle();
+    assert.equal(replies.at(-1)?.verb, 'hosting', JSON.stringify(replies.at(-1)));
+    bus.publish(nodeSubject('n1'), encodeValue({ verb: 'abort', reply: REPLY, job: 'files' }));
+    await settle();
   });
 });
 
