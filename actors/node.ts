@@ -74,6 +74,11 @@ interface HostedJob {
   launch?: string;
 }
 
+interface StartingJob {
+  launch?: string;
+  aborted?: string;
+}
+
 /** Shortest lease a launcher may ask for (renewals travel over the bus). */
 export const MIN_LEASE_MS = 1000;
 
@@ -105,8 +110,9 @@ export class NodeAgent {
   readonly name: string;
   private readonly bus: Bus;
   private readonly jobs = new Map<string, HostedJob>();
-  /** Jobs between their host request and their wiring (the backend may be loading), with their launch id. */
-  private readonly starting = new Map<string, { launch?: string }>();
+  /** Jobs between their host request and their wiring (the backend may be loading), with
+   * their launch id and whether an abort (or exit) came meanwhile. */
+  private readonly starting = new Map<string, StartingJob>();
   private readonly log: (line: string) => void;
   private readonly allowFiles: boolean;
   private sub: Subscription | null = null;
@@ -186,6 +192,7 @@ export class NodeAgent {
       case 'exit':
         this.log(`node ${this.name}: a peer asked this agent to exit; telling the launchers of its jobs and exiting`);
         this.leave('a peer asked it to exit');
+        for (const starting of this.starting.values()) starting.aborted = 'this agent was asked to exit';
         this.sub?.unsubscribe();
         this.exitResolve();
         return;
@@ -222,10 +229,14 @@ export class NodeAgent {
         this.reply(req.reply, { verb: 'finished', events: Object.fromEntries(job.sent), failures: job.runtime.failures.map((f) => `${f.actor}: ${f.error.message}`), lostTrace: job.lostTrace });
         return;
       }
-      case 'abort':
+      case 'abort': {
+        // A job still loading its backend is refused when the load ends.
+        const starting = this.starting.get(name);
+        if (starting) starting.aborted = 'aborted';
         if (job) this.teardown(name, job);
         this.reply(req.reply, { verb: 'aborted', job: name });
         return;
+      }
     }
   }
 
@@ -250,12 +261,14 @@ export class NodeAgent {
     for (const s of stages as number[])
       if (s < 0 || s >= plan.shape.stages) throw new Error(`host: stage ${s} is outside 0..${plan.shape.stages - 1}`);
     const durations = durationModelFor(cfg, plan.shape);
-    this.starting.set(cfg.job, launchField(launch as string | undefined));
+    const starting: StartingJob = launchField(launch as string | undefined);
+    this.starting.set(cfg.job, starting);
     try {
       if (cfg.train) await loadTrainingBackend(cfg.train);
     } finally {
       this.starting.delete(cfg.job);
     }
+    if (starting.aborted) throw new Error(`job ${cfg.job} is not hosted: ${starting.aborted} while it was starting`);
     const runtime = new ActorRuntime(new RealClock(), `${this.name}-${cfg.job}`);
     runtime.onFailure = (f) => {
       this.log(`node ${this.name}: actor ${f.actor} failed: ${f.error.message}`);

@@ -163,6 +163,20 @@ describe('the node agent', () => {
     assert.equal(bus.subscriptionCount, subscriptions, 'nothing of the job is left');
   });
 
+  it('refuses to host a job aborted while its backend was loading, and leaves nothing of it', async () => {
+    const { bus, logs, replies, request } = agentOnLocalBus();
+    const subscriptions = bus.subscriptionCount;
+    const train = { ...TRAIN_DEFAULTS, model: 'mlp' as const, microbatchSize: 2, seq: 4, layers: 2, width: 8, totalIterations: 1, valBatches: 1 };
+    const config = resolveConfig({ job: 'cut', stages: 2, microbatches: 2, policy: 'bf', profile: 'train', train });
+    request({ verb: 'host', reply: REPLY, config, stages: [0, 1], launch: 'l1' });
+    request({ verb: 'abort', reply: REPLY, job: 'cut', launch: 'l1' });
+    await until(() => replies.length === 2, 60_000);
+    assert.deepEqual(replies.map((r) => r.verb), ['aborted', 'error']);
+    assert.match(String(replies[1].message), /job cut is not hosted: aborted while it was starting/);
+    assert.ok(logs.some((l) => /host failed: job cut is not hosted/.test(l)), logs.join('\n'));
+    assert.equal(bus.subscriptionCount, subscriptions, 'nothing of the job is left');
+  });
+
   it('drops a job whose launcher stops renewing its lease, and keeps one that is renewed', async () => {
     const { bus, logs, replies, request } = agentOnLocalBus();
     const subscriptions = bus.subscriptionCount;
