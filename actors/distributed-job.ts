@@ -15,7 +15,8 @@ import { JobResult, buildResult, waitWithWatchdog } from './job';
 import { ANNOUNCE_SUBJECT, MIN_LEASE_MS, NODES_PREFIX, NODE_NAME_RE, nodeSubject } from './node';
 import { ActorRuntime } from './runtime';
 import { StageStatus } from './stage-logic';
-import { JobConfigError, JobError, planJob } from './wire-stage';
+import { JobConfigError, JobError, NodeInputError, planJob } from './wire-stage';
+import { INPUT_ERROR_NAMES } from './input-errors';
 
 export interface DistributedOptions {
   bus: Bus;
@@ -213,7 +214,10 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       (rs) => rs.some((r) => r.verb === 'error') || used.every((n) => rs.some((r) => r.name === n && r.verb === 'hosting')), timeout,
       () => `nodes to host job ${cfg.job}`));
     const failed = hosted.find((r) => r.verb === 'error');
-    if (failed) throw new JobError(`node ${failed.name} refused to host: ${failed.message}`);
+    if (failed) {
+      const message = `node ${failed.name} refused to host: ${text(failed.message)}`;
+      throw typeof failed.error === 'string' && INPUT_ERROR_NAMES.has(failed.error) ? new NodeInputError(message) : new JobError(message);
+    }
     // An agent that did not take the launch id would send what this run's coordinator refuses.
     const unlaunched = hosted.filter((r) => r.verb === 'hosting' && r.launch !== launch).map((r) => peerText(r.name));
     if (unlaunched.length > 0) throw new JobError(`node(s) ${unlaunched.join(', ')} hosted the job without taking its launch id: an agent older than this launcher? Restart it from the same Baton`);

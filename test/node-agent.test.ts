@@ -3,6 +3,7 @@ import * as path from 'path';
 import { resolveConfig } from '../actors/config';
 import { ANNOUNCE_SUBJECT, MIN_LEASE_MS, NODES_PREFIX, NodeAgent, nodeSubject } from '../actors/node';
 import { runDistributed } from '../actors/distributed-job';
+import { exitCodeFor } from '../cli/main';
 import { JobNameTakenError, claimJob } from '../actors/job-claim';
 import { TRAIN_DEFAULTS } from '../models/train-config';
 import { decodeValue, encodeValue } from '../transport/codec';
@@ -365,6 +366,21 @@ describe('a job its node no longer hosts', () => {
       await assert.rejects(runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0, leaseMs: 4000 }),
         (e: Error) => e.name === 'JobError' && /^node n1 no longer hosts job dropped: JobNotHostedError: job dropped is not hosted here/.test(e.message));
       assert.ok(Date.now() - started < 3000, `took ${Date.now() - started} ms`);
+    } finally {
+      await bus.close();
+    }
+  });
+});
+
+describe('a node\'s refusal of the job\'s input', () => {
+  it('fails the launcher with a NodeInputError naming the node, which baton exits 2 for, as for the same error here', async () => {
+    const bus = new LocalBus();
+    new NodeAgent({ name: 'n1', bus, log: () => {} }).start();
+    // The profile is only checked on the nodes (with --nodes it may exist only there).
+    const cfg = resolveConfig({ job: 'badinput', stages: 2, microbatches: 2, policy: 'bf', profile: 'no-such-profile' });
+    try {
+      await assert.rejects(runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0 }), (e: Error) =>
+        e.name === 'NodeInputError' && /^node n1 refused to host: ProfileError: unknown profile "no-such-profile"/.test(e.message) && exitCodeFor(e) === 2);
     } finally {
       await bus.close();
     }
