@@ -37,7 +37,8 @@ export interface DistributedOptions {
 }
 
 export interface DistributedResult extends JobResult {
-  nodes: { name: string; pid: number; stages: number[] }[];
+  /** Each node's process: its pid and machine name (pids repeat across machines). */
+  nodes: { name: string; pid: number; host: string; stages: number[] }[];
 }
 
 type Reply = Record<string, unknown> & { verb: string; name: string };
@@ -201,6 +202,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       clearInterval(pinger);
     }
     const pidOf = new Map(seen.map((r) => [r.name, Number(r.pid)]));
+    const hostOf = new Map(seen.map((r) => [r.name, peerText(r.host, 200)]));
     used.forEach((n, i) => request(n, { verb: 'host', config: cfg, stages: blocks[i], leaseMs, launch }));
     const since = Date.now();
     // A node that answers nothing for a whole lease (its renewals included) is gone or hung;
@@ -219,6 +221,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       throw typeof failed.error === 'string' && INPUT_ERROR_NAMES.has(failed.error) ? new NodeInputError(message) : new JobError(message);
     }
     // An agent that did not take the launch id would send what this run's coordinator refuses.
+    for (const r of hosted) if (r.verb === 'hosting' && r.host !== undefined) hostOf.set(r.name, peerText(r.host, 200));
     const unlaunched = hosted.filter((r) => r.verb === 'hosting' && r.launch !== launch).map((r) => peerText(r.name));
     if (unlaunched.length > 0) throw new JobError(`node(s) ${unlaunched.join(', ')} hosted the job without taking its launch id: an agent older than this launcher? Restart it from the same Baton`);
     // The stages' new subscriptions must reach every server of a cluster before traffic starts.
@@ -278,7 +281,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     events.sort((a, b) => a.t - b.t);
     const result = buildResult({ cfg, shape, policy, records: records as unknown as IterationRecord[], events, clock: 'real', transport: bus.kind, wallStart, validate: true, sharedClock: false, coordinatorRejects: coordinator.rejects, launcherRejects: otherLaunch });
     completed = true;
-    return { ...result, nodes: used.map((n, i) => ({ name: n, pid: pidOf.get(n) ?? -1, stages: blocks[i] })) };
+    return { ...result, nodes: used.map((n, i) => ({ name: n, pid: pidOf.get(n) ?? -1, host: hostOf.get(n) ?? '?', stages: blocks[i] })) };
   } finally {
     over = true;
     clearInterval(renewer);

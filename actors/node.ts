@@ -6,7 +6,7 @@
 //
 // Requests (CBOR maps, transport/codec.ts encodeValue):
 //   { verb: 'host', reply, config: JobConfig, stages: number[], leaseMs?, launch? }
-//                                                          -> { verb: 'hosting', name, pid, stages, launch }
+//                                                          -> { verb: 'hosting', name, pid, host, stages, launch }
 // A request that fails is answered { verb: 'error', name, request, error: <its Error's name>, message }.
 //   { verb: 'renew', reply, job, launch? }                 -> { verb: 'renewed', job }
 //   { verb: 'status', reply, job, launch? }                -> { verb: 'status', name, statuses }
@@ -99,6 +99,8 @@ export interface NodeAgentOptions {
   /** Load the policy modules and profile files a host request names (any peer on the bus
    * can send one, so off by default: `baton node --allow-files`). */
   allowFiles?: boolean;
+  /** The machine name it reports (default os.hostname()): with its pid, what tells its process apart. */
+  host?: string;
 }
 
 /** A host request naming a file (policy module, profile) on an agent started without --allow-files. */
@@ -115,6 +117,7 @@ export class NodeAgent {
   private readonly starting = new Map<string, StartingJob>();
   private readonly log: (line: string) => void;
   private readonly allowFiles: boolean;
+  private readonly machine: string;
   private sub: Subscription | null = null;
   private exitResolve: () => void = () => {};
   readonly exited = new Promise<void>((r) => (this.exitResolve = r));
@@ -125,6 +128,7 @@ export class NodeAgent {
     this.bus = o.bus;
     this.log = o.log ?? (() => {});
     this.allowFiles = o.allowFiles ?? false;
+    this.machine = o.host ?? os.hostname();
   }
 
   start(): void {
@@ -133,7 +137,7 @@ export class NodeAgent {
   }
 
   announce(): void {
-    this.bus.publish(ANNOUNCE_SUBJECT, encodeValue({ verb: 'hello', name: this.name, pid: process.pid, host: os.hostname() }));
+    this.bus.publish(ANNOUNCE_SUBJECT, encodeValue({ verb: 'hello', name: this.name, pid: process.pid, host: this.machine }));
   }
 
   /** Answer on a request's reply subject; a subject a peer got wrong is logged, never thrown. */
@@ -294,11 +298,11 @@ export class NodeAgent {
       this.teardown(cfg.job, job);
       throw err;
     }
-    job.subs.push(answerJobClaims(this.bus, cfg.job, { node: this.name, pid: process.pid, host: os.hostname(), ...(job.leaseMs !== null ? { leaseMs: job.leaseMs } : {}) }));
+    job.subs.push(answerJobClaims(this.bus, cfg.job, { node: this.name, pid: process.pid, host: this.machine, ...(job.leaseMs !== null ? { leaseMs: job.leaseMs } : {}) }));
     this.jobs.set(cfg.job, job);
     this.renew(cfg.job);
     this.log(`node ${this.name}: hosting job ${cfg.job} stages ${stages.join(',')}${job.leaseMs !== null ? ` (lease ${job.leaseMs} ms)` : ''}`);
-    this.reply(req.reply, { verb: 'hosting', pid: process.pid, stages, job: cfg.job, ...launchField(job.launch) });
+    this.reply(req.reply, { verb: 'hosting', pid: process.pid, host: this.machine, stages, job: cfg.job, ...launchField(job.launch) });
   }
 
   private record(jobName: string, job: HostedJob, e: BatonEvent): void {

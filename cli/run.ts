@@ -180,7 +180,7 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     dropped.catch(() => {});
     const stop = Promise.race([interrupts.interrupted, dropped, ...(nodes ? [nodes.died] : [])]);
     const result = await runDistributed(cfg, { bus, nodes: names, onIteration: setup.onIteration, stop });
-    const pids = [...new Set(result.nodes.map((n) => n.pid))];
+    const pids = distinctProcesses(result.nodes).map((p) => p.pid);
     return { result, transport: 'nats', processes: pids.length, pids, natsUrl: url };
   } finally {
     if (nodes) await nodes.stop();
@@ -191,6 +191,13 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     const sig = interrupts?.signal();
     if (sig) endBySignal(sig);
   }
+}
+
+/** One entry per OS process the nodes ran in: agents on different machines can have the same pid. */
+export function distinctProcesses(nodes: readonly { pid: number; host: string }[]): { pid: number; host: string }[] {
+  const seen = new Map<string, { pid: number; host: string }>();
+  for (const n of nodes) seen.set(JSON.stringify([n.host, n.pid]), { pid: n.pid, host: n.host });
+  return [...seen.values()];
 }
 
 function summary(o: RunOutcome) {

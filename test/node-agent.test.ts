@@ -4,6 +4,7 @@ import { resolveConfig } from '../actors/config';
 import { ANNOUNCE_SUBJECT, MIN_LEASE_MS, NODES_PREFIX, NodeAgent, nodeSubject } from '../actors/node';
 import { runDistributed } from '../actors/distributed-job';
 import { exitCodeFor } from '../cli/main';
+import { distinctProcesses } from '../cli/run';
 import { JobNameTakenError, claimJob } from '../actors/job-claim';
 import { TRAIN_DEFAULTS } from '../models/train-config';
 import { decodeValue, encodeValue } from '../transport/codec';
@@ -381,6 +382,23 @@ describe('a node\'s refusal of the job\'s input', () => {
     try {
       await assert.rejects(runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0 }), (e: Error) =>
         e.name === 'NodeInputError' && /^node n1 refused to host: ProfileError: unknown profile "no-such-profile"/.test(e.message) && exitCodeFor(e) === 2);
+    } finally {
+      await bus.close();
+    }
+  });
+});
+
+describe('the processes of a job\'s nodes', () => {
+  it('are told apart by machine and pid, so two agents on two machines with one pid count twice', async () => {
+    const bus = new LocalBus();
+    // In one test process both agents have its pid; they report two machines.
+    for (const [name, host] of [['n1', 'machine-a'], ['n2', 'machine-b']]) new NodeAgent({ name, bus, log: () => {}, host }).start();
+    const cfg = resolveConfig({ job: 'twohosts', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    try {
+      const result = await runDistributed(cfg, { bus, nodes: ['n1', 'n2'], settleMs: 0 });
+      assert.deepEqual(result.nodes.map((n) => [n.name, n.host, n.pid]), [['n1', 'machine-a', process.pid], ['n2', 'machine-b', process.pid]]);
+      assert.deepEqual(distinctProcesses(result.nodes), [{ pid: process.pid, host: 'machine-a' }, { pid: process.pid, host: 'machine-b' }]);
+      assert.equal(distinctProcesses([...result.nodes, ...result.nodes]).length, 2);
     } finally {
       await bus.close();
     }
