@@ -36,6 +36,7 @@ import { MAX_TIMER_MS, RealClock } from './clock';
 import { BatonEvent } from './events';
 import { answerJobClaims } from './job-claim';
 import { JobConfig, resolveConfig } from './config';
+import { checkConfigShape } from './config-shape';
 import { ActorRuntime, ActorRef } from './runtime';
 import { StageActorMsg } from './stage';
 import { StageStatus } from './stage-logic';
@@ -251,14 +252,13 @@ export class NodeAgent {
     if (!Array.isArray(stages) || stages.length === 0 || !stages.every((s) => Number.isInteger(s)))
       throw new Error(`host: stages must be a non-empty list of integers, got ${quoteValue(stages)}`);
     if (new Set(stages).size !== stages.length) throw new Error(`host: stages must not repeat, got ${quoteValue(stages)}`);
-    if (typeof req.config !== 'object' || req.config === null) throw new Error('host: missing config');
     const leaseMs = req.leaseMs;
     if (leaseMs !== undefined && !(Number.isSafeInteger(leaseMs) && (leaseMs as number) >= MIN_LEASE_MS && (leaseMs as number) <= MAX_TIMER_MS))
       throw new Error(`host: leaseMs must be an integer from ${MIN_LEASE_MS} to ${MAX_TIMER_MS}, got ${quoteValue(leaseMs)}`);
     const launch = req.launch;
     if (launch !== undefined && !(typeof launch === 'string' && LAUNCH_RE.test(launch)))
       throw new Error(`host: launch must be ${LAUNCH_EXPECTED}, got ${quoteValue(launch)}`);
-    const cfg: JobConfig = resolveConfig(req.config as Partial<JobConfig>);
+    const cfg: JobConfig = resolveConfig(checkConfigShape(req.config));
     if (!this.allowFiles) refuseFiles(cfg);
     const plan = planJob(cfg);
     if (this.jobs.has(cfg.job) || this.starting.has(cfg.job)) throw new Error(`job ${cfg.job} is already hosted here`);

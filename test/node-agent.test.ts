@@ -165,6 +165,42 @@ describe('the node agent', () => {
     assert.equal(bus.subscriptionCount, subscriptions, 'nothing of the job is left');
   });
 
+  it('refuses a config that is not a map of JobConfig fields of their types, naming the field, and hosts nothing', async () => {
+    const { bus, replies, request } = agentOnLocalBus();
+    const subscriptions = bus.subscriptionCount;
+    const good = resolveConfig({ job: 'shape', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    const cases: [unknown, RegExp][] = [
+      [[1, 2], /config must be a map of JobConfig fields, got \[1,2\]/],
+      [undefined, /config must be a map of JobConfig fields, got undefined/],
+      [{ ...good, mode: 'weird' }, /config\.mode must be one of sync, async, got "weird"/],
+      [{ ...good, policy: {} }, /config\.policy must be a string, got \{\}/],
+      [{ ...good, profile: 123 }, /config\.profile must be a string, got 123/],
+      [{ ...good, mode: 'async', async: null }, /config\.async must be a map, got null/],
+      [{ ...good, jitter: 'huge' }, /config\.jitter must be one of none, compute, paper, got "huge"/],
+      [{ ...good, stages: '2' }, /config\.stages must be an integer >= 1, got "2"/],
+      [{ ...good, bufferLimit: 'deep' }, /config\.bufferLimit must be an integer >= 1 or "depth", got "deep"/],
+      [{ ...good, stallTimeoutMs: 2 ** 31 }, /config\.stallTimeoutMs must be a number of ms from 1 to 2147483647, got 2147483648/],
+      [{ ...good, extra: 1 }, /config: unknown field "extra"/],
+      [{ ...good, async: { ...good.async, lr: 'fast' } }, /config\.async\.lr must be a finite number, got "fast"/],
+      [{ ...good, train: { model: 'mlp' } }, /config\.train\.data is missing/],
+      [{ ...good, train: { ...TRAIN_DEFAULTS, model: 'rnn' } }, /config\.train\.model must be one of gpt, mlp, got "rnn"/],
+      [{ ...good, train: 5 }, /config\.train must be a map or null, got 5/],
+    ];
+    for (const [config] of cases) request({ verb: 'host', reply: REPLY, config, stages: [0] });
+    await settle();
+    assert.equal(replies.length, cases.length);
+    replies.forEach((r, i) => {
+      assert.equal(r.error, 'JobConfigError', JSON.stringify(r));
+      assert.match(String(r.message), cases[i][1]);
+    });
+    assert.equal(bus.subscriptionCount, subscriptions, 'nothing was hosted');
+    request({ verb: 'host', reply: REPLY, config: good, stages: [0] });
+    await settle();
+    assert.equal(replies.at(-1)?.verb, 'hosting', 'a config of the right shape is hosted');
+    request({ verb: 'abort', reply: REPLY, job: 'shape' });
+    await settle();
+  });
+
   it('refuses to host a job aborted while its backend was loading, and leaves nothing of it', async () => {
     const { bus, logs, replies, request } = agentOnLocalBus();
     const subscriptions = bus.subscriptionCount;
