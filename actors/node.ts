@@ -231,6 +231,7 @@ export class NodeAgent {
         this.flushTrace(name, job);
         await this.bus.flush();
         this.teardown(name, job);
+        this.log(`node ${this.name}: job ${name} finished; its stages are stopped`);
         this.reply(req.reply, { verb: 'finished', events: Object.fromEntries(job.sent), failures: job.runtime.failures.map((f) => `${f.actor}: ${f.error.message}`), lostTrace: job.lostTrace });
         return;
       }
@@ -239,6 +240,7 @@ export class NodeAgent {
         const starting = this.starting.get(name);
         if (starting) starting.aborted = 'aborted';
         if (job) this.teardown(name, job);
+        this.log(`node ${this.name}: job ${name} aborted${job ? '; its stages are stopped' : starting ? ' while it was starting; it will not be hosted' : ' (not hosted here)'}`);
         this.reply(req.reply, { verb: 'aborted', job: name });
         return;
       }

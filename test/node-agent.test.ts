@@ -73,7 +73,7 @@ describe('the node agent', () => {
   });
 
   it('answers claims of a job name while it hosts the job\'s stages, so a new run cannot share them', async () => {
-    const { bus, replies, request } = agentOnLocalBus();
+    const { bus, logs, replies, request } = agentOnLocalBus();
     const config = resolveConfig({ job: 'orphan', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
     request({ verb: 'host', reply: REPLY, config, stages: [0, 1], leaseMs: MIN_LEASE_MS });
     await until(() => replies.some((r) => r.verb === 'hosting'), 5000);
@@ -81,6 +81,7 @@ describe('the node agent', () => {
       new RegExp(`job orphan's stages are still hosted by node agent n1 \\(pid ${process.pid} on .*\\), left by a launcher that stopped without finishing; they are dropped once their launcher has not renewed them for ${MIN_LEASE_MS} ms`).test(e.message), 'refused while hosted');
     request({ verb: 'abort', reply: REPLY, job: 'orphan' });
     await until(() => replies.some((r) => r.verb === 'aborted'), 5000);
+    assert.ok(logs.some((l) => /^node n1: job orphan aborted; its stages are stopped$/.test(l)), logs.join('\n'));
     const release = await claimJob(bus, 'orphan', 20);
     release();
   });
@@ -212,6 +213,7 @@ describe('the node agent', () => {
     assert.deepEqual(replies.map((r) => r.verb), ['aborted', 'error']);
     assert.match(String(replies[1].message), /job cut is not hosted: aborted while it was starting/);
     assert.ok(logs.some((l) => /host failed: job cut is not hosted/.test(l)), logs.join('\n'));
+    assert.ok(logs.some((l) => /job cut aborted while it was starting; it will not be hosted/.test(l)), logs.join('\n'));
     assert.equal(bus.subscriptionCount, subscriptions, 'nothing of the job is left');
   });
 
@@ -325,12 +327,14 @@ describe('job requests of another launch', () => {
 
   it('do not come from a launcher: it sends its launch with every request, so its job runs to the end', async () => {
     const bus = new LocalBus();
-    const agent = new NodeAgent({ name: 'n1', bus, log: () => {} });
+    const logs: string[] = [];
+    const agent = new NodeAgent({ name: 'n1', bus, log: (l) => logs.push(l) });
     agent.start();
     const cfg = resolveConfig({ job: 'ownlaunch', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
     try {
       const result = await runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0 });
       assert.deepEqual(result.nodes.map((n) => n.name), ['n1']);
+      assert.ok(logs.some((l) => /^node n1: job ownlaunch finished; its stages are stopped$/.test(l)), logs.join('\n'));
     } finally {
       await bus.close();
     }
