@@ -7,7 +7,6 @@
 // Requests (CBOR maps, transport/codec.ts encodeValue):
 //   { verb: 'host', reply, config: JobConfig, stages: number[], leaseMs?, launch? }
 //                                                          -> { verb: 'hosting', name, pid, host, stages, launch }
-// A request that fails is answered { verb: 'error', name, request, error: <its Error's name>, message }.
 //   { verb: 'renew', reply, job, launch? }                 -> { verb: 'renewed', job }
 //   { verb: 'status', reply, job, launch? }                -> { verb: 'status', name, statuses }
 //     (both answered with a JobNotHostedError for a job not, or no longer, hosted here)
@@ -15,6 +14,7 @@
 //   { verb: 'abort', reply, job, launch? }                 -> the job's actors are stopped
 //   { verb: 'ping' }                                       -> a fresh hello on the announce subject
 //   { verb: 'exit' }                                       -> the agent stops, as on SIGTERM
+// A request that fails is answered { verb: 'error', name, request, error: <its Error's name>, message }.
 // renew, status, finish and abort act only when their launch is the hosted job's (a job
 // hosted without one takes any); otherwise they are answered with an error, so a stale
 // launcher cannot stop or collect a newer run of the same job name.
