@@ -17,6 +17,9 @@ export interface Clock {
   clearAll(): void;
 }
 
+/** The longest delay Node's timers take (2^31 − 1 ms, about 24.8 days): a longer one fires after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** How long before a deadline a real-clock timer stops sleeping and starts yielding. */
 const SPIN_MS = 0.5;
 /** Node's longest setTimeout; a longer one fires after 1 ms. */

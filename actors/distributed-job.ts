@@ -6,7 +6,7 @@
 import { newLaunchId } from '../transport/envelope';
 import { Bus, Subscription } from '../transport/bus';
 import { decodeValue, encodeValue, peerText, quoteValue } from '../transport/codec';
-import { RealClock } from './clock';
+import { MAX_TIMER_MS, RealClock } from './clock';
 import { IterationRecord, coordinate } from './coordinator';
 import { DeadlockError } from './deadlock';
 import { BatonEvent, EventSink, eventProblem } from './events';
@@ -15,7 +15,8 @@ import { JobResult, buildResult, waitWithWatchdog } from './job';
 import { ANNOUNCE_SUBJECT, MIN_LEASE_MS, NODES_PREFIX, NODE_NAME_RE, nodeSubject } from './node';
 import { ActorRuntime } from './runtime';
 import { StageStatus } from './stage-logic';
-import { JobError, planJob } from './wire-stage';
+import { JobConfigError, JobError, NodeInputError, planJob } from './wire-stage';
+import { INPUT_ERROR_NAMES } from './input-errors';
 
 export interface DistributedOptions {
   bus: Bus;
@@ -36,7 +37,8 @@ export interface DistributedOptions {
 }
 
 export interface DistributedResult extends JobResult {
-  nodes: { name: string; pid: number; stages: number[] }[];
+  /** Each node's process: its pid and machine name (pids repeat across machines). */
+  nodes: { name: string; pid: number; host: string; stages: number[] }[];
 }
 
 type Reply = Record<string, unknown> & { verb: string; name: string };
@@ -110,6 +112,8 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
   const wallStart = performance.now();
   const { policy, shape } = planJob(cfg);
   for (const n of o.nodes) if (!NODE_NAME_RE.test(n)) throw new JobError(`node name ${JSON.stringify(n)} does not match [A-Za-z0-9_-]+`);
+  const leaseMs = Math.max(MIN_LEASE_MS, Math.round(o.leaseMs ?? cfg.stallTimeoutMs));
+  if (!(leaseMs <= MAX_TIMER_MS)) throw new JobConfigError(`the lease (by default the stall timeout) is ${leaseMs} ms; it must be at most ${MAX_TIMER_MS} ms, the longest timer Node keeps`);
   const bus = o.bus;
   const timeout = o.nodeTimeoutMs ?? 20000;
   // This run's id: on every message of the job, so stages and the coordinator refuse what a
@@ -137,6 +141,9 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     heard.set(r.name, Date.now());
     if (r.verb === 'failure') nodeFailed(new JobError(`on node ${r.name}, actor ${text(r.actor)} failed: ${text(r.message)}`));
     if (r.verb === 'leaving') nodeFailed(new JobError(`node ${r.name} left during the job (${text(r.reason)})`));
+    // Waiting out a lease would only blame a live node for a job it no longer has.
+    if (r.verb === 'error' && (r.request === 'renew' || r.request === 'status') && o.nodes.includes(r.name) && (r.error === 'JobNotHostedError' || r.error === 'LaunchMismatchError'))
+      nodeFailed(new JobError(`node ${r.name} no longer hosts job ${cfg.job}: ${text(r.message)}`));
     if (r.verb === 'renewed') return;
     replies.push(r);
   }));
@@ -195,13 +202,13 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       clearInterval(pinger);
     }
     const pidOf = new Map(seen.map((r) => [r.name, Number(r.pid)]));
-    const leaseMs = Math.max(MIN_LEASE_MS, Math.round(o.leaseMs ?? cfg.stallTimeoutMs));
+    const hostOf = new Map(seen.map((r) => [r.name, peerText(r.host, 200)]));
     used.forEach((n, i) => request(n, { verb: 'host', config: cfg, stages: blocks[i], leaseMs, launch }));
     const since = Date.now();
     // A node that answers nothing for a whole lease (its renewals included) is gone or hung;
     // it would have dropped the job's stages by now anyway.
     renewer = setInterval(() => {
-      used.forEach((n) => request(n, { verb: 'renew', job: cfg.job }));
+      used.forEach((n) => request(n, { verb: 'renew', job: cfg.job, launch }));
       const silent = used.filter((n) => Date.now() - (heard.get(n) ?? since) > leaseMs);
       if (silent.length > 0) nodeFailed(new JobError(`node(s) ${silent.join(', ')} answered nothing for ${leaseMs} ms: gone or hung`));
     }, leaseMs / 4);
@@ -209,8 +216,12 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       (rs) => rs.some((r) => r.verb === 'error') || used.every((n) => rs.some((r) => r.name === n && r.verb === 'hosting')), timeout,
       () => `nodes to host job ${cfg.job}`));
     const failed = hosted.find((r) => r.verb === 'error');
-    if (failed) throw new JobError(`node ${failed.name} refused to host: ${failed.message}`);
+    if (failed) {
+      const message = `node ${failed.name} refused to host: ${text(failed.message)}`;
+      throw typeof failed.error === 'string' && INPUT_ERROR_NAMES.has(failed.error) ? new NodeInputError(message) : new JobError(message);
+    }
     // An agent that did not take the launch id would send what this run's coordinator refuses.
+    for (const r of hosted) if (r.verb === 'hosting' && r.host !== undefined) hostOf.set(r.name, peerText(r.host, 200));
     const unlaunched = hosted.filter((r) => r.verb === 'hosting' && r.launch !== launch).map((r) => peerText(r.name));
     if (unlaunched.length > 0) throw new JobError(`node(s) ${unlaunched.join(', ')} hosted the job without taking its launch id: an agent older than this launcher? Restart it from the same Baton`);
     // The stages' new subscriptions must reach every server of a cluster before traffic starts.
@@ -229,7 +240,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     coordinator.begin();
     await waitWithWatchdog(unlessFailed(finished), () => events.length, cfg.stallTimeoutMs, async () => {
       const asked = Date.now();
-      used.forEach((n) => request(n, { verb: 'status', job: cfg.job }));
+      used.forEach((n) => request(n, { verb: 'status', job: cfg.job, launch }));
       const answered = (rs: Reply[]) => used.filter((n) => rs.some((r) => r.name === n && r.verb === 'status'));
       const st = await replies.waitFor((rs) => answered(rs).length === used.length, 5000, () => 'stage statuses').catch(() => replies.queue);
       const statuses = st.filter((r) => r.verb === 'status').flatMap((r) => r.statuses as StageStatus[]);
@@ -244,8 +255,15 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       if (silent.length > 0) err.message += `\n  node(s) ${silent.join(', ')} answered but gave no status: ${st.filter((r) => silent.includes(String(r.name)) && r.verb === 'error').map((r) => quoteValue(r.message)).join('; ') || 'no reason given'}`;
       return err;
     });
-    used.forEach((n) => request(n, { verb: 'finish', job: cfg.job }));
-    const done = await unlessFailed(replies.waitFor((rs) => used.every((n) => rs.some((r) => r.name === n && r.verb === 'finished')), timeout, () => 'nodes to finish'));
+    // Renewals end here: an agent answers one that crosses finish with an error (the job is gone).
+    clearInterval(renewer);
+    const finishAsked = replies.queue.length;
+    used.forEach((n) => request(n, { verb: 'finish', job: cfg.job, launch }));
+    // An error to finish (or one too big an answer left without a request) ends the wait: no finished will follow.
+    const finishError = (rs: Reply[]) => rs.slice(finishAsked).find((r) => r.verb === 'error' && used.includes(r.name) && (r.request === 'finish' || r.request === undefined));
+    const done = await unlessFailed(replies.waitFor((rs) => finishError(rs) !== undefined || used.every((n) => rs.some((r) => r.name === n && r.verb === 'finished')), timeout, () => 'nodes to finish'));
+    const refusedFinish = finishError(done);
+    if (refusedFinish) throw new JobError(`node ${refusedFinish.name} could not finish job ${cfg.job}: ${text(refusedFinish.message)}`);
     const expected = new Map<number, number>();
     const failures: string[] = [];
     const lost: string[] = [];
@@ -263,7 +281,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     events.sort((a, b) => a.t - b.t);
     const result = buildResult({ cfg, shape, policy, records: records as unknown as IterationRecord[], events, clock: 'real', transport: bus.kind, wallStart, validate: true, sharedClock: false, coordinatorRejects: coordinator.rejects, launcherRejects: otherLaunch });
     completed = true;
-    return { ...result, nodes: used.map((n, i) => ({ name: n, pid: pidOf.get(n) ?? -1, stages: blocks[i] })) };
+    return { ...result, nodes: used.map((n, i) => ({ name: n, pid: pidOf.get(n) ?? -1, host: hostOf.get(n) ?? '?', stages: blocks[i] })) };
   } finally {
     over = true;
     clearInterval(renewer);
@@ -271,7 +289,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     hellos.close();
     // A node that refused to host (the job name is someone else's there) is left alone.
     const refused = new Set(replies.queue.filter((r) => r.verb === 'error' && r.request === 'host').map((r) => r.name));
-    if (!completed) used.filter((n) => !refused.has(n)).forEach((n) => request(n, { verb: 'abort', job: cfg.job }));
+    if (!completed) used.filter((n) => !refused.has(n)).forEach((n) => request(n, { verb: 'abort', job: cfg.job, launch }));
     for (const s of subs) s.unsubscribe();
     runtime.shutdown();
   }

@@ -6,17 +6,22 @@
 //
 // Requests (CBOR maps, transport/codec.ts encodeValue):
 //   { verb: 'host', reply, config: JobConfig, stages: number[], leaseMs?, launch? }
-//                                                                  -> { verb: 'hosting', name, pid, stages, launch } | { verb: 'error', … }
-//   { verb: 'renew', reply, job }                                  -> { verb: 'renewed', job } while the job is hosted here
-// An agent that is stopped (SIGTERM, SIGINT) tells the launcher of each job it hosts:
+//                                                          -> { verb: 'hosting', name, pid, host, stages, launch }
+//   { verb: 'renew', reply, job, launch? }                 -> { verb: 'renewed', job }
+//   { verb: 'status', reply, job, launch? }                -> { verb: 'status', name, statuses }
+//     (both answered with a JobNotHostedError for a job not, or no longer, hosted here)
+//   { verb: 'finish', reply, job, launch? }                -> { verb: 'finished', name, events: { [stage]: count } }
+//   { verb: 'abort', reply, job, launch? }                 -> the job's actors are stopped
+//   { verb: 'ping' }                                       -> a fresh hello on the announce subject
+//   { verb: 'exit' }                                       -> the agent stops, as on SIGTERM
+// A request that fails is answered { verb: 'error', name, request, error: <its Error's name>, message }.
+// renew, status, finish and abort act only when their launch is the hosted job's (a job
+// hosted without one takes any); otherwise they are answered with an error, so a stale
+// launcher cannot stop or collect a newer run of the same job name.
+// An agent that is stopped (SIGTERM, SIGINT, exit) tells the launcher of each job it hosts:
 //   { verb: 'leaving', job, reason }
-//   { verb: 'status', reply, job }                                 -> { verb: 'status', name, statuses }
-//   { verb: 'finish', reply, job }                                 -> { verb: 'finished', name, events: { [stage]: count } }
-//   { verb: 'abort', reply, job }                                  -> the job's actors are stopped
-//   { verb: 'ping' }                                               -> a fresh hello on the announce subject
-//   { verb: 'exit' }                                               -> the agent stops
 // Malformed requests are answered with an error when they name a reply subject, and
-// counted and logged otherwise; nothing a peer sends can stop the agent. A job hosted
+// counted and logged otherwise; nothing a peer sends but exit can stop the agent. A job hosted
 // with a lease is dropped when no request naming it (the launcher renews every few
 // seconds) has come for leaseMs: a launcher that was killed leaves nothing behind.
 
@@ -27,14 +32,17 @@ import { LAUNCH_EXPECTED, LAUNCH_RE, launchField } from '../transport/envelope';
 import { PayloadTooLargeError } from '../transport/nats-bus';
 import { subject } from '../transport/subjects';
 import { checkSubject } from '../transport/local-bus';
-import { RealClock } from './clock';
+import { MAX_TIMER_MS, RealClock } from './clock';
 import { BatonEvent } from './events';
 import { answerJobClaims } from './job-claim';
 import { JobConfig, resolveConfig } from './config';
+import { checkConfigShape } from './config-shape';
 import { ActorRuntime, ActorRef } from './runtime';
 import { StageActorMsg } from './stage';
 import { StageStatus } from './stage-logic';
 import { StageCompute } from './compute';
+import { isModulePath } from '../policies/registry';
+import { isProfilePath } from '../models/profile';
 import { durationModelFor, loadTrainingBackend, planJob, wireStage } from './wire-stage';
 
 export const NODES_PREFIX = 'baton._nodes';
@@ -67,22 +75,50 @@ interface HostedJob {
   launch?: string;
 }
 
+interface StartingJob {
+  launch?: string;
+  aborted?: string;
+}
+
 /** Shortest lease a launcher may ask for (renewals travel over the bus). */
 export const MIN_LEASE_MS = 1000;
+
+/** A renew or status for a job this agent does not host. */
+export class JobNotHostedError extends Error {
+  override name = 'JobNotHostedError';
+}
+
+/** A job request that carries another launch id than the hosted job's. */
+export class LaunchMismatchError extends Error {
+  override name = 'LaunchMismatchError';
+}
 
 export interface NodeAgentOptions {
   name: string;
   bus: Bus;
   log?: (line: string) => void;
+  /** Load the policy modules and profile files a host request names (any peer on the bus
+   * can send one, so off by default: `baton node --allow-files`). */
+  allowFiles?: boolean;
+  /** The machine name it reports (default os.hostname()): with its pid, what tells its process apart. */
+  host?: string;
+}
+
+/** A host request naming a file (policy module, profile) on an agent started without --allow-files. */
+export class FilesNotAllowedError extends Error {
+  override name = 'FilesNotAllowedError';
 }
 
 export class NodeAgent {
   readonly name: string;
   private readonly bus: Bus;
   private readonly jobs = new Map<string, HostedJob>();
-  /** Jobs between their host request and their wiring (the backend may be loading). */
-  private readonly starting = new Set<string>();
+  /** Jobs between their host request and their wiring (the backend may be loading), with
+   * their launch id and whether an abort (or exit) came meanwhile. */
+  private readonly starting = new Map<string, StartingJob>();
   private readonly log: (line: string) => void;
+  private readonly allowFiles: boolean;
+  private readonly machine: string;
   private sub: Subscription | null = null;
   private exitResolve: () => void = () => {};
   readonly exited = new Promise<void>((r) => (this.exitResolve = r));
@@ -92,6 +128,8 @@ export class NodeAgent {
     this.name = o.name;
     this.bus = o.bus;
     this.log = o.log ?? (() => {});
+    this.allowFiles = o.allowFiles ?? false;
+    this.machine = o.host ?? os.hostname();
   }
 
   start(): void {
@@ -100,7 +138,7 @@ export class NodeAgent {
   }
 
   announce(): void {
-    this.bus.publish(ANNOUNCE_SUBJECT, encodeValue({ verb: 'hello', name: this.name, pid: process.pid, host: os.hostname() }));
+    this.bus.publish(ANNOUNCE_SUBJECT, encodeValue({ verb: 'hello', name: this.name, pid: process.pid, host: this.machine }));
   }
 
   /** Answer on a request's reply subject; a subject a peer got wrong is logged, never thrown. */
@@ -140,55 +178,72 @@ export class NodeAgent {
       const verb = typeof req.verb === 'string' ? req.verb : quoteValue(req.verb);
       this.rejected++;
       this.log(`node ${this.name}: ${verb} failed: ${e.message}`);
-      this.reply(req.reply, { verb: 'error', request: verb, message: `${e.name}: ${e.message}` });
+      this.reply(req.reply, { verb: 'error', request: verb, error: e.name, message: `${e.name}: ${e.message}` });
     });
   }
 
   private async handle(req: Record<string, unknown>): Promise<void> {
-    if (req.verb !== 'host' && req.job !== undefined) this.renew(jobName(req.job));
     switch (req.verb) {
       case 'host':
         return this.host(req);
       case 'ping':
         this.announce();
         return;
-      case 'renew': {
-        // Renewed above; one for a job not (or no longer) hosted here is not worth an answer.
-        const name = jobName(req.job);
-        if (this.jobs.has(name)) this.reply(req.reply, { verb: 'renewed', job: name });
+      case 'renew':
+      case 'status':
+      case 'finish':
+      case 'abort':
+        return this.jobRequest(req.verb, jobName(req.job), req);
+      case 'exit':
+        this.log(`node ${this.name}: a peer asked this agent to exit; telling the launchers of its jobs and exiting`);
+        this.leave('a peer asked it to exit');
+        for (const starting of this.starting.values()) starting.aborted = 'this agent was asked to exit';
+        this.sub?.unsubscribe();
+        this.exitResolve();
         return;
-      }
+      default:
+        throw new Error(`unknown verb ${quoteValue(req.verb)} (expected host, ping, renew, status, finish, abort or exit)`);
+    }
+  }
+
+  /** A request about one job, acted on only when it carries the launch id the job was hosted with. */
+  private async jobRequest(verb: 'renew' | 'status' | 'finish' | 'abort', name: string, req: Record<string, unknown>): Promise<void> {
+    const job = this.jobs.get(name);
+    const launch = job ? job.launch : this.starting.get(name)?.launch;
+    // A stale launcher (or any peer) must not renew, stop or collect another launch's job.
+    if (launch !== undefined && req.launch !== launch)
+      throw new LaunchMismatchError(`job ${name} is hosted here for launch ${launch}, not for launch ${quoteValue(req.launch)}; ${verb} refused`);
+    this.renew(name);
+    switch (verb) {
+      case 'renew':
+        if (!job && !this.starting.has(name)) throw new JobNotHostedError(`job ${name} is not hosted here (never, or no longer: finished, aborted, its lease ran out or this agent restarted)`);
+        this.reply(req.reply, { verb: 'renewed', job: name });
+        return;
       case 'status': {
-        const job = this.jobs.get(jobName(req.job));
+        if (!job && !this.starting.has(name)) throw new JobNotHostedError(`job ${name} is not hosted here (never, or no longer: finished, aborted, its lease ran out or this agent restarted)`);
         const statuses: StageStatus[] = [];
         if (job) for (const a of job.stages.values()) statuses.push(await job.runtime.ask<StageActorMsg, StageStatus>(a, (reply) => ({ type: 'status', reply })));
         this.reply(req.reply, { verb: 'status', statuses });
         return;
       }
       case 'finish': {
-        const name = jobName(req.job);
-        const job = this.jobs.get(name);
         if (!job) throw new Error(`no job ${quoteValue(req.job)} is hosted here`);
         this.flushTrace(name, job);
         await this.bus.flush();
         this.teardown(name, job);
+        this.log(`node ${this.name}: job ${name} finished; its stages are stopped`);
         this.reply(req.reply, { verb: 'finished', events: Object.fromEntries(job.sent), failures: job.runtime.failures.map((f) => `${f.actor}: ${f.error.message}`), lostTrace: job.lostTrace });
         return;
       }
       case 'abort': {
-        const name = jobName(req.job);
-        const job = this.jobs.get(name);
+        // A job still loading its backend is refused when the load ends.
+        const starting = this.starting.get(name);
+        if (starting) starting.aborted = 'aborted';
         if (job) this.teardown(name, job);
+        this.log(`node ${this.name}: job ${name} aborted${job ? '; its stages are stopped' : starting ? ' while it was starting; it will not be hosted' : ' (not hosted here)'}`);
         this.reply(req.reply, { verb: 'aborted', job: name });
         return;
       }
-      case 'exit':
-        for (const [name, job] of this.jobs) this.teardown(name, job);
-        this.sub?.unsubscribe();
-        this.exitResolve();
-        return;
-      default:
-        throw new Error(`unknown verb ${quoteValue(req.verb)} (expected host, ping, renew, status, finish, abort or exit)`);
     }
   }
 
@@ -199,25 +254,27 @@ export class NodeAgent {
     if (!Array.isArray(stages) || stages.length === 0 || !stages.every((s) => Number.isInteger(s)))
       throw new Error(`host: stages must be a non-empty list of integers, got ${quoteValue(stages)}`);
     if (new Set(stages).size !== stages.length) throw new Error(`host: stages must not repeat, got ${quoteValue(stages)}`);
-    if (typeof req.config !== 'object' || req.config === null) throw new Error('host: missing config');
     const leaseMs = req.leaseMs;
-    if (leaseMs !== undefined && !(Number.isSafeInteger(leaseMs) && (leaseMs as number) >= MIN_LEASE_MS))
-      throw new Error(`host: leaseMs must be an integer >= ${MIN_LEASE_MS}, got ${quoteValue(leaseMs)}`);
+    if (leaseMs !== undefined && !(Number.isSafeInteger(leaseMs) && (leaseMs as number) >= MIN_LEASE_MS && (leaseMs as number) <= MAX_TIMER_MS))
+      throw new Error(`host: leaseMs must be an integer from ${MIN_LEASE_MS} to ${MAX_TIMER_MS}, got ${quoteValue(leaseMs)}`);
     const launch = req.launch;
     if (launch !== undefined && !(typeof launch === 'string' && LAUNCH_RE.test(launch)))
       throw new Error(`host: launch must be ${LAUNCH_EXPECTED}, got ${quoteValue(launch)}`);
-    const cfg: JobConfig = resolveConfig(req.config as Partial<JobConfig>);
+    const cfg: JobConfig = resolveConfig(checkConfigShape(req.config));
+    if (!this.allowFiles) refuseFiles(cfg);
     const plan = planJob(cfg);
     if (this.jobs.has(cfg.job) || this.starting.has(cfg.job)) throw new Error(`job ${cfg.job} is already hosted here`);
     for (const s of stages as number[])
       if (s < 0 || s >= plan.shape.stages) throw new Error(`host: stage ${s} is outside 0..${plan.shape.stages - 1}`);
     const durations = durationModelFor(cfg, plan.shape);
-    this.starting.add(cfg.job);
+    const starting: StartingJob = launchField(launch as string | undefined);
+    this.starting.set(cfg.job, starting);
     try {
       if (cfg.train) await loadTrainingBackend(cfg.train);
     } finally {
       this.starting.delete(cfg.job);
     }
+    if (starting.aborted) throw new Error(`job ${cfg.job} is not hosted: ${starting.aborted} while it was starting`);
     const runtime = new ActorRuntime(new RealClock(), `${this.name}-${cfg.job}`);
     runtime.onFailure = (f) => {
       this.log(`node ${this.name}: actor ${f.actor} failed: ${f.error.message}`);
@@ -243,11 +300,11 @@ export class NodeAgent {
       this.teardown(cfg.job, job);
       throw err;
     }
-    job.subs.push(answerJobClaims(this.bus, cfg.job, { node: this.name, pid: process.pid, host: os.hostname(), ...(job.leaseMs !== null ? { leaseMs: job.leaseMs } : {}) }));
+    job.subs.push(answerJobClaims(this.bus, cfg.job, { node: this.name, pid: process.pid, host: this.machine, ...(job.leaseMs !== null ? { leaseMs: job.leaseMs } : {}) }));
     this.jobs.set(cfg.job, job);
     this.renew(cfg.job);
     this.log(`node ${this.name}: hosting job ${cfg.job} stages ${stages.join(',')}${job.leaseMs !== null ? ` (lease ${job.leaseMs} ms)` : ''}`);
-    this.reply(req.reply, { verb: 'hosting', pid: process.pid, stages, job: cfg.job, ...launchField(job.launch) });
+    this.reply(req.reply, { verb: 'hosting', pid: process.pid, host: this.machine, stages, job: cfg.job, ...launchField(job.launch) });
   }
 
   private record(jobName: string, job: HostedJob, e: BatonEvent): void {
@@ -344,6 +401,16 @@ function isReplySubject(to: unknown): to is string {
   } catch {
     return false;
   }
+}
+
+/** A policy module is run and a profile file read on this machine: only with --allow-files. */
+function refuseFiles(cfg: JobConfig): void {
+  const files = [
+    ...(typeof cfg.policy === 'string' && isModulePath(cfg.policy) ? [`policy module ${quoteValue(cfg.policy)}`] : []),
+    ...(typeof cfg.profile === 'string' && isProfilePath(cfg.profile) ? [`profile file ${quoteValue(cfg.profile)}`] : []),
+  ];
+  if (files.length > 0)
+    throw new FilesNotAllowedError(`host: the job names ${files.join(' and ')}; this agent loads files a launcher names only when started with baton node --allow-files`);
 }
 
 function jobName(job: unknown): string {

@@ -31,6 +31,11 @@ export class JobError extends Error {
   }
 }
 
+/** A node agent refused the job's input (its config, policy, profile): bad input, as the same error would be here. */
+export class NodeInputError extends JobError {
+  override name = 'NodeInputError';
+}
+
 /** A job config that cannot run (its modes, sizes or policy do not go together): bad input. */
 export class JobConfigError extends JobError {
   override name = 'JobConfigError';

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The `baton` command.
 
+import { INPUT_ERROR_NAMES } from '../actors/input-errors';
 import { UsageError } from './args';
 
 type CommandRun = (argv: readonly string[], out: (s: string) => void) => Promise<number>;
@@ -17,7 +18,10 @@ const COMMANDS: Record<string, Command> = {
   tap: { summary: 'print the live decoded message flows of a job (like nats sub)', load: () => (require('./tap') as typeof import('./tap')).tapCommand },
 };
 
-const USAGE_ERRORS = new Set(['UsageError', 'ShapeError', 'UnknownPolicyError', 'ProfileError', 'BackpressureLimitError', 'PolicyModuleError', 'SubjectError', 'CheckpointError', 'CorpusError', 'ModelConfigError', 'PartitionError', 'BackendError', 'JobConfigError', 'JitterError', 'JobNameTakenError']);
+/** 2 for bad flags or input, 1 for a job that failed. */
+export function exitCodeFor(e: Error): number {
+  return e instanceof UsageError || INPUT_ERROR_NAMES.has(e.name) ? 2 : 1;
+}
 
 function usage(): string {
   const rows = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(8)} ${c.summary}`);
@@ -47,7 +51,7 @@ export async function main(argv: readonly string[], out: (s: string) => void = (
     const e = err as Error;
     process.stderr.write(`baton ${name}: ${e.name}: ${e.message}\n`);
     if (process.env.BATON_DEBUG && e.stack) process.stderr.write(`${e.stack}\n`);
-    return e instanceof UsageError || USAGE_ERRORS.has(e.name) ? 2 : 1;
+    return exitCodeFor(e);
   }
 }
 

@@ -14,11 +14,12 @@ const NODE_FLAGS: readonly FlagSpec[] = [
   { name: 'quiet', type: 'bool', help: 'do not log hosting events' },
   { name: 'json', type: 'bool', help: 'print one JSON line when ready ({node, pid, nats}) and log as JSON lines' },
   { name: 'exit-with-stdin', type: 'bool', help: 'exit when stdin closes (baton run starts its stage processes so: they end with it, even if it is killed; their names, the job name with a random suffix, skip the check that no other node has the name)' },
+  { name: 'allow-files', type: 'bool', help: 'load the policy modules and profile files a launcher names; any peer on the NATS server can then name any file on this machine (without it, a job whose --policy or --profile is a file path is refused)' },
   { name: 'help', type: 'bool', help: 'show this help' },
 ];
 
 export const NODE_HELP = helpText('node', 'start a node agent that hosts stage actors for jobs over NATS',
-  'baton node --nats URL [--name NAME]', NODE_FLAGS);
+  'baton node --nats URL [--name NAME] [--allow-files]', NODE_FLAGS);
 
 export async function nodeCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags } = parseFlags(argv, NODE_FLAGS, 'node');
@@ -37,7 +38,7 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
     : (l: string) => process.stderr.write(`${l}\n`);
   // Stage processes a launcher starts have names of that launch's own; others ask first.
   if (!flags.exitWithStdin) await refuseTakenName(bus, name, bus.url);
-  const agent = new NodeAgent({ name, bus, log });
+  const agent = new NodeAgent({ name, bus, log, allowFiles: flags.allowFiles === true });
   agent.start();
   if (flags.json) out(JSON.stringify({ node: name, pid: process.pid, nats: bus.url, ready: true }));
   else log(`node ${name}: ready on ${bus.url} (pid ${process.pid})`);
@@ -45,7 +46,8 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   const stop = (why: string) => () => {
     stopping = true;
     agent.leave(why);
-    void bus.flush().catch(() => {}).finally(() => bus.close()).finally(() => process.exit(0));
+    // A server that stopped answering must not keep a stopped agent alive.
+    void withinMs(bus.flush().catch(() => {}), EXIT_FLUSH_MS).finally(() => withinMs(bus.close().catch(() => {}), EXIT_FLUSH_MS)).finally(() => process.exit(0));
   };
   process.once('SIGTERM', stop('SIGTERM'));
   process.once('SIGINT', stop('SIGINT'));
@@ -64,8 +66,20 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   // Our own close on a signal ends the connection too; the process is about to exit.
   if (stopping) return new Promise<number>(() => {});
   if (lost) throw new NatsBusError(`node ${name}: lost the connection to NATS at ${bus.url} (${lost.message}); the jobs it hosted are gone`);
-  await bus.close();
+  // Asked to exit: the launchers' leaving messages go out first, as on a signal.
+  await withinMs(bus.flush().catch(() => {}), EXIT_FLUSH_MS);
+  await withinMs(bus.close().catch(() => {}), EXIT_FLUSH_MS);
   return 0;
+}
+
+/** How long a stopping agent waits for its server to take its last messages, and then to close. */
+const EXIT_FLUSH_MS = 2000;
+
+/** `p`, or nothing once `ms` have passed. */
+function withinMs(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+  return Promise.race([p.then(() => {}), late]).finally(() => clearTimeout(timer));
 }
 
 /** Two agents of one name would both take the requests meant for one: the second refuses to start. */

@@ -5,12 +5,15 @@
 import { ChildProcess, spawn } from 'child_process';
 import { randomBytes } from 'crypto';
 import * as path from 'path';
+import { MAX_TIMER_MS } from '../actors/clock';
 import { JobConfig } from '../actors/config';
 import { IterationRecord } from '../actors/coordinator';
 import { runDistributed } from '../actors/distributed-job';
 import { JobResult, runJob, summarize } from '../actors/job';
 import { JobError, checkJob } from '../actors/wire-stage';
 import { NODE_NAME_RE } from '../actors/node';
+import { isProfilePath } from '../models/profile';
+import { isModulePath } from '../policies/registry';
 import { NatsBus } from '../transport/nats-bus';
 import { redactNatsUrl } from '../transport/nats-url';
 import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
@@ -35,7 +38,7 @@ const RUN_FLAGS: readonly FlagSpec[] = [
   { name: 'trace', type: 'string', metavar: 'FILE.json', help: 'write a Chrome trace (Perfetto) of the run (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.json)' },
   { name: 'gantt', type: 'string', metavar: 'FILE.svg', help: 'draw the pipeline Gantt chart (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.svg)' },
   { name: 'warmup-iterations', type: 'int', metavar: 'W', help: 'iterations run first and left out of the statistics (JIT, connections)', default: 1 },
-  { name: 'stall-timeout', type: 'int', metavar: 'MS', help: 'end with a deadlock error after this long without progress', default: 30000 },
+  { name: 'stall-timeout', type: 'int', metavar: 'MS', help: 'end with a deadlock error after this long without progress (at most 2147483647, the longest timer Node keeps); also the lease of the job on its node agents', default: 30000 },
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },
   { name: 'print-config', type: 'bool', help: 'print the resolved config and exit' },
   { name: 'help', type: 'bool', help: 'show this help' },
@@ -65,13 +68,13 @@ interface SpawnedNodes {
   stop(): Promise<void>;
 }
 
-function spawnNodes(url: string, names: string[], nodeFlags: readonly string[]): SpawnedNodes {
+function spawnNodes(url: string, names: string[], nodeFlags: readonly string[], allowFiles: boolean): SpawnedNodes {
   let stopping = false;
   let died: (e: Error) => void = () => {};
   const diedPromise = new Promise<never>((_, reject) => (died = reject));
   diedPromise.catch(() => {});
   const children = names.map((name) => {
-    const child = spawn(process.execPath, [...nodeFlags, CLI_ENTRY, 'node', '--name', name, '--quiet', '--exit-with-stdin'],
+    const child = spawn(process.execPath, [...nodeFlags, CLI_ENTRY, 'node', '--name', name, '--quiet', '--exit-with-stdin', ...(allowFiles ? ['--allow-files'] : [])],
       { stdio: ['pipe', 'ignore', 'pipe'], env: { ...process.env, [NATS_URL_ENV]: url } });
     child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[${name}] ${d}`));
     child.once('exit', (code, signal) => {
@@ -169,14 +172,15 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     const suffix = randomBytes(4).toString('hex');
     const names = setup.nodes ?? Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`);
     interrupts = watchInterrupts();
-    if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags());
+    // Agents of our own may load the files this launcher's user named; built-in names need no files.
+    if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags(), isModulePath(cfg.policy) || isProfilePath(cfg.profile));
     // Core NATS keeps nothing that was in flight: once the launcher's connection drops, the
     // job has lost messages (a server of our own that died, a network cut), so it ends now.
     const dropped = bus.disconnected().then((e) => Promise.reject(new JobError(`${e.message}: messages in flight are lost, the job cannot complete`)));
     dropped.catch(() => {});
     const stop = Promise.race([interrupts.interrupted, dropped, ...(nodes ? [nodes.died] : [])]);
     const result = await runDistributed(cfg, { bus, nodes: names, onIteration: setup.onIteration, stop });
-    const pids = [...new Set(result.nodes.map((n) => n.pid))];
+    const pids = distinctProcesses(result.nodes).map((p) => p.pid);
     return { result, transport: 'nats', processes: pids.length, pids, natsUrl: url };
   } finally {
     if (nodes) await nodes.stop();
@@ -187,6 +191,13 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     const sig = interrupts?.signal();
     if (sig) endBySignal(sig);
   }
+}
+
+/** One entry per OS process the nodes ran in: agents on different machines can have the same pid. */
+export function distinctProcesses(nodes: readonly { pid: number; host: string }[]): { pid: number; host: string }[] {
+  const seen = new Map<string, { pid: number; host: string }>();
+  for (const n of nodes) seen.set(JSON.stringify([n.host, n.pid]), { pid: n.pid, host: n.host });
+  return [...seen.values()];
 }
 
 function summary(o: RunOutcome) {
@@ -202,7 +213,8 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   const cfg: JobConfig = asyncStream({ ...jobConfigFromFlags(flags), stallTimeoutMs: flags.stallTimeout as number, warmupIterations: flags.warmupIterations as number });
   if (!Number.isInteger(cfg.warmupIterations) || cfg.warmupIterations < 0) throw new UsageError(`run: --warmup-iterations must be an integer >= 0, got ${cfg.warmupIterations}`);
   if (cfg.mode === 'async' && cfg.warmupIterations > 0) cfg.warmupIterations = 0;
-  if (!(cfg.stallTimeoutMs > 0)) throw new UsageError(`run: --stall-timeout must be positive, got ${cfg.stallTimeoutMs}`);
+  if (!(cfg.stallTimeoutMs > 0 && cfg.stallTimeoutMs <= MAX_TIMER_MS))
+    throw new UsageError(`run: --stall-timeout must be between 1 and ${MAX_TIMER_MS} ms (the longest timer Node keeps), got ${cfg.stallTimeoutMs}`);
   const setup: RunSetup = {
     transport: flags.transport as 'nats' | 'local',
     processes: flags.processes as 'per-stage' | 'single',

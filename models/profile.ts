@@ -78,9 +78,14 @@ export function builtinProfilePath(name: string): string {
   return path.join(packageRoot(), 'models', 'profiles', `${name}.json`);
 }
 
+/** True when loadProfile would read `nameOrPath` as a file rather than as a built-in name. */
+export function isProfilePath(nameOrPath: string): boolean {
+  return nameOrPath.includes('/') || nameOrPath.includes(path.sep) || nameOrPath.endsWith('.json');
+}
+
 /** A built-in name (`uniform`, `llm`, `multimodal`) or a path to a profile JSON file. */
 export function loadProfile(nameOrPath: string): WorkloadProfile {
-  const looksLikePath = nameOrPath.includes('/') || nameOrPath.includes(path.sep) || nameOrPath.endsWith('.json');
+  const looksLikePath = isProfilePath(nameOrPath);
   if (!looksLikePath && !(BUILTIN_PROFILES as readonly string[]).includes(nameOrPath))
     throw new ProfileError(
       `unknown profile ${JSON.stringify(nameOrPath)}: built-ins are ${BUILTIN_PROFILES.join(', ')}; or give a path to a JSON file`);

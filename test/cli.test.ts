@@ -96,6 +96,7 @@ describe('the baton command', function () {
       [['train', '--seed', '-1'], /--seed must be an integer >= 0, got -1/],
       [['train', '--model', 'mlp', '--data', tiny], /the train split has \d+ characters, a sample needs 65/],
       [['run', '--transport', 'local', '--nodes', 'a'], /need --transport nats/],
+      [['run', '--stall-timeout', '2147483648'], /run: --stall-timeout must be between 1 and 2147483647 ms \(the longest timer Node keeps\), got 2147483648/],
       // Refused by the launcher itself, before it starts a nats-server or a stage process.
       [['run', '--profile', 'no-such-profile'], /^baton run: ProfileError: unknown profile/],
       [['run', '--policy', 'nope', '--stages', '2', '--microbatches', '2'], /^baton run: UnknownPolicyError/],
@@ -141,11 +142,11 @@ describe('the baton command', function () {
       [['sim', '--buffer-limit', '0'], /--buffer-limit must be a positive integer or depth, got "0"/],
       // A --nats that does not parse is a usage error naming the entry, and never shows a password.
       [['tap', '--job', 'j', '--nats', 'nats://127.0.0.1:99999'], /tap: --nats "nats:\/\/127\.0\.0\.1:99999" is not a URL \(expected nats:\/\/host:port\)/],
-      [['tap', '--job', 'j', '--nats', ''], /tap: --nats it names no server/],
+      [['tap', '--job', 'j', '--nats', ''], /tap: --nats "" names no server$/m],
       [['tap', '--job', 'j', '--nats', 'http://alice:s3cret@127.0.0.1:4222'], /tap: --nats entry 1: the scheme must be nats:\/\/ \(TLS is not supported\)/],
       [['tap', '--job', 'j', '--nats', 'tls://127.0.0.1:4222'], /tap: --nats "tls:\/\/127\.0\.0\.1:4222": the scheme must be nats:\/\/ \(TLS is not supported\)/],
       [['node', '--nats', 'a b'], /node: --nats "a b" is not a URL/],
-      [['run', '--nats', 'nats://127.0.0.1:4222,'], /run: --nats it names no server \(an empty entry\)/],
+      [['run', '--nats', 'nats://127.0.0.1:4222,'], /run: --nats entry 2 is empty$/m],
       [['train', '--model', 'mlp', '--transport', 'nats', '--nats', 'nats://[::1'], /train: --nats "nats:\/\/\[::1" is not a URL/],
     ];
     for (const [argv, re] of cases) {
@@ -194,6 +195,7 @@ describe('the baton command', function () {
       assert.equal(viaHelp.out, (await baton(c, '--help')).out, `baton help ${c} is baton ${c} --help`);
     }
     assert.match((await baton('node', '--help')).out, /\(default node-<pid>\)/);
+    assert.match((await baton('node', '--help')).out, /--allow-files +load the policy modules and profile files a launcher names; any peer on the NATS server can then name any file on this machine/);
   });
 
   it('loads TensorFlow.js only for commands that compute with it (a node agent starts without it)', () => {

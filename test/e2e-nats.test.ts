@@ -243,6 +243,31 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     }
   });
 
+  it('lets a node agent stopped with SIGTERM exit within seconds even while its server does not answer', async () => {
+    const own = await startNatsServer();
+    const agent = spawn(process.execPath, [CLI, 'node', '--nats', own.url, '--name', 'unheard', '--json'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    try {
+      await new Promise<void>((resolve) => agent.stdout!.once('data', () => resolve()));
+      process.kill(own.pid, 'SIGSTOP');
+      const exited = new Promise<number | null>((resolve) => agent.once('exit', (code) => resolve(code)));
+      const t0 = Date.now();
+      agent.kill('SIGTERM');
+      const code = await Promise.race([exited, new Promise<string>((resolve) => setTimeout(() => resolve('still running'), 8000))]);
+      assert.equal(code, 0, `after ${Date.now() - t0} ms`);
+    } finally {
+      process.kill(own.pid, 'SIGCONT');
+      agent.kill('SIGKILL');
+      await own.stop();
+    }
+  });
+
+  it('lets the stage processes it starts load a profile file its user named (baton node --allow-files)', async () => {
+    const profile = path.join(__dirname, '..', '..', 'models', 'profiles', 'uniform.json');
+    const cfg = resolveConfig({ job: 'profilefile', stages: 2, microbatches: 4, policy: 'bf', profile });
+    const outcome = await runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
+    assert.equal(outcome.processes, 2);
+  });
+
   it('fails at once, saying so, when its NATS server goes away mid-job', async () => {
     const own = await startNatsServer();
     try {

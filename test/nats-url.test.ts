@@ -14,9 +14,9 @@ describe('the --nats URL', () => {
 
   it('names what is wrong, never showing an entry that may hold credentials', () => {
     const cases: [string, RegExp][] = [
-      ['', /names no server/],
-      ['  ', /names no server/],
-      ['nats://a:1,,nats://b:2', /an empty entry/],
+      ['', /^"" names no server$/],
+      ['  ', /^"  " names no server$/],
+      ['nats://a:1,,nats://b:2', /^entry 2 is empty$/],
       ['nats://127.0.0.1:99999', /^"nats:\/\/127\.0\.0\.1:99999" is not a URL/],
       ['nats://[::1', /is not a URL/],
       ['a b', /^"a b" is not a URL/],

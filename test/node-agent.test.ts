@@ -1,7 +1,10 @@
 import { strict as assert } from 'assert';
+import * as path from 'path';
 import { resolveConfig } from '../actors/config';
 import { ANNOUNCE_SUBJECT, MIN_LEASE_MS, NODES_PREFIX, NodeAgent, nodeSubject } from '../actors/node';
 import { runDistributed } from '../actors/distributed-job';
+import { exitCodeFor } from '../cli/main';
+import { distinctProcesses } from '../cli/run';
 import { JobNameTakenError, claimJob } from '../actors/job-claim';
 import { TRAIN_DEFAULTS } from '../models/train-config';
 import { decodeValue, encodeValue } from '../transport/codec';
@@ -70,7 +73,7 @@ describe('the node agent', () => {
   });
 
   it('answers claims of a job name while it hosts the job\'s stages, so a new run cannot share them', async () => {
-    const { bus, replies, request } = agentOnLocalBus();
+    const { bus, logs, replies, request } = agentOnLocalBus();
     const config = resolveConfig({ job: 'orphan', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
     request({ verb: 'host', reply: REPLY, config, stages: [0, 1], leaseMs: MIN_LEASE_MS });
     await until(() => replies.some((r) => r.verb === 'hosting'), 5000);
@@ -78,6 +81,7 @@ describe('the node agent', () => {
       new RegExp(`job orphan's stages are still hosted by node agent n1 \\(pid ${process.pid} on .*\\), left by a launcher that stopped without finishing; they are dropped once their launcher has not renewed them for ${MIN_LEASE_MS} ms`).test(e.message), 'refused while hosted');
     request({ verb: 'abort', reply: REPLY, job: 'orphan' });
     await until(() => replies.some((r) => r.verb === 'aborted'), 5000);
+    assert.ok(logs.some((l) => /^node n1: job orphan aborted; its stages are stopped$/.test(l)), logs.join('\n'));
     const release = await claimJob(bus, 'orphan', 20);
     release();
   });
@@ -162,6 +166,57 @@ describe('the node agent', () => {
     assert.equal(bus.subscriptionCount, subscriptions, 'nothing of the job is left');
   });
 
+  it('refuses a config that is not a map of JobConfig fields of their types, naming the field, and hosts nothing', async () => {
+    const { bus, replies, request } = agentOnLocalBus();
+    const subscriptions = bus.subscriptionCount;
+    const good = resolveConfig({ job: 'shape', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    const cases: [unknown, RegExp][] = [
+      [[1, 2], /config must be a map of JobConfig fields, got \[1,2\]/],
+      [undefined, /config must be a map of JobConfig fields, got undefined/],
+      [{ ...good, mode: 'weird' }, /config\.mode must be one of sync, async, got "weird"/],
+      [{ ...good, policy: {} }, /config\.policy must be a string, got \{\}/],
+      [{ ...good, profile: 123 }, /config\.profile must be a string, got 123/],
+      [{ ...good, mode: 'async', async: null }, /config\.async must be a map, got null/],
+      [{ ...good, jitter: 'huge' }, /config\.jitter must be one of none, compute, paper, got "huge"/],
+      [{ ...good, stages: '2' }, /config\.stages must be an integer >= 1, got "2"/],
+      [{ ...good, bufferLimit: 'deep' }, /config\.bufferLimit must be an integer >= 1 or "depth", got "deep"/],
+      [{ ...good, stallTimeoutMs: 2 ** 31 }, /config\.stallTimeoutMs must be a number of ms from 1 to 2147483647, got 2147483648/],
+      [{ ...good, extra: 1 }, /config: unknown field "extra"/],
+      [{ ...good, async: { ...good.async, lr: 'fast' } }, /config\.async\.lr must be a finite number, got "fast"/],
+      [{ ...good, train: { model: 'mlp' } }, /config\.train\.data is missing/],
+      [{ ...good, train: { ...TRAIN_DEFAULTS, model: 'rnn' } }, /config\.train\.model must be one of gpt, mlp, got "rnn"/],
+      [{ ...good, train: 5 }, /config\.train must be a map or null, got 5/],
+    ];
+    for (const [config] of cases) request({ verb: 'host', reply: REPLY, config, stages: [0] });
+    await settle();
+    assert.equal(replies.length, cases.length);
+    replies.forEach((r, i) => {
+      assert.equal(r.error, 'JobConfigError', JSON.stringify(r));
+      assert.match(String(r.message), cases[i][1]);
+    });
+    assert.equal(bus.subscriptionCount, subscriptions, 'nothing was hosted');
+    request({ verb: 'host', reply: REPLY, config: good, stages: [0] });
+    await settle();
+    assert.equal(replies.at(-1)?.verb, 'hosting', 'a config of the right shape is hosted');
+    request({ verb: 'abort', reply: REPLY, job: 'shape' });
+    await settle();
+  });
+
+  it('refuses to host a job aborted while its backend was loading, and leaves nothing of it', async () => {
+    const { bus, logs, replies, request } = agentOnLocalBus();
+    const subscriptions = bus.subscriptionCount;
+    const train = { ...TRAIN_DEFAULTS, model: 'mlp' as const, microbatchSize: 2, seq: 4, layers: 2, width: 8, totalIterations: 1, valBatches: 1 };
+    const config = resolveConfig({ job: 'cut', stages: 2, microbatches: 2, policy: 'bf', profile: 'train', train });
+    request({ verb: 'host', reply: REPLY, config, stages: [0, 1], launch: 'l1' });
+    request({ verb: 'abort', reply: REPLY, job: 'cut', launch: 'l1' });
+    await until(() => replies.length === 2, 60_000);
+    assert.deepEqual(replies.map((r) => r.verb), ['aborted', 'error']);
+    assert.match(String(replies[1].message), /job cut is not hosted: aborted while it was starting/);
+    assert.ok(logs.some((l) => /host failed: job cut is not hosted/.test(l)), logs.join('\n'));
+    assert.ok(logs.some((l) => /job cut aborted while it was starting; it will not be hosted/.test(l)), logs.join('\n'));
+    assert.equal(bus.subscriptionCount, subscriptions, 'nothing of the job is left');
+  });
+
   it('drops a job whose launcher stops renewing its lease, and keeps one that is renewed', async () => {
     const { bus, logs, replies, request } = agentOnLocalBus();
     const subscriptions = bus.subscriptionCount;
@@ -186,13 +241,207 @@ describe('the node agent', () => {
     assert.equal(replies.at(-1)?.verb, 'hosting', 'the name of a dropped job can be hosted again');
     request({ verb: 'host', reply: REPLY, config: config('x'), stages: [0], leaseMs: 10 });
     await settle();
-    assert.match(String(replies.at(-1)?.message), /leaseMs must be an integer >= 1000/);
+    assert.match(String(replies.at(-1)?.message), /leaseMs must be an integer from 1000 to 2147483647, got 10/);
+    // Node fires a timer of 2^31 ms or more after 1 ms: such a lease would end at once, over and over.
+    request({ verb: 'host', reply: REPLY, config: config('x'), stages: [0], leaseMs: 2 ** 31 });
+    await settle();
+    assert.match(String(replies.at(-1)?.message), /leaseMs must be an integer from 1000 to 2147483647, got 2147483648/);
     request({ verb: 'host', reply: REPLY, config: config('x'), stages: [0], launch: 'a.b' });
     await settle();
     assert.match(String(replies.at(-1)?.message), /launch must be a string of 1 to 64 of \[0-9A-Za-z_-\], got "a\.b"/);
     for (const job of ['kept', 'dropped']) request({ verb: 'abort', reply: REPLY, job });
     await settle();
     assert.equal(bus.subscriptionCount, subscriptions);
+  });
+});
+
+describe('an exit request', () => {
+  it('stops the agent only after it has told the launchers of its jobs, and logs it', async () => {
+    const { agent, logs, replies, request } = agentOnLocalBus();
+    const config = resolveConfig({ job: 'left', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    request({ verb: 'host', reply: REPLY, config, stages: [0, 1] });
+    await until(() => replies.some((r) => r.verb === 'hosting'), 5000);
+    request({ verb: 'exit' });
+    await agent.exited;
+    assert.deepEqual(replies.filter((r) => r.verb === 'leaving'), [{ verb: 'leaving', job: 'left', reason: 'a peer asked it to exit', name: 'n1' }]);
+    assert.ok(logs.some((l) => /a peer asked this agent to exit/.test(l)), logs.join('\n'));
+  });
+});
+
+describe('a host request naming a file on the agent\'s machine', () => {
+  const uniformFile = path.join(__dirname, '..', '..', 'models', 'profiles', 'uniform.json');
+
+  it('is refused, naming the file and --allow-files, by an agent started without it', async () => {
+    const { bus, replies, request } = agentOnLocalBus();
+    const subscriptions = bus.subscriptionCount;
+    const config = (policy: string, profile: string) => resolveConfig({ job: 'files', stages: 2, microbatches: 2, policy, profile });
+    request({ verb: 'host', reply: REPLY, config: config('./evil.js', 'uniform'), stages: [0] });
+    request({ verb: 'host', reply: REPLY, config: config('bf', '/etc/passwd'), stages: [0] });
+    request({ verb: 'host', reply: REPLY, config: config('/tmp/x/p', uniformFile), stages: [0] });
+    await settle();
+    assert.deepEqual(replies.map((r) => [r.verb, r.error]), Array(3).fill(['error', 'FilesNotAllowedError']));
+    assert.match(String(replies[0].message), /the job names policy module "\.\/evil\.js"; this agent loads files a launcher names only when started with baton node --allow-files/);
+    assert.match(String(replies[1].message), /the job names profile file "\/etc\/passwd"; this agent/);
+    assert.match(String(replies[2].message), /policy module "\/tmp\/x\/p" and profile file ".*uniform\.json"/);
+    assert.equal(bus.subscriptionCount, subscriptions, 'nothing was hosted');
+  });
+
+  it('is hosted by an agent started with --allow-files', async () => {
+    const bus = new LocalBus();
+    const replies: Record<string, unknown>[] = [];
+    bus.subscribe(REPLY, (_s, d) => replies.push(decodeValue(d) as Record<string, unknown>));
+    new NodeAgent({ name: 'n1', bus, log: () => {}, allowFiles: true }).start();
+    const config = resolveConfig({ job: 'files', stages: 2, microbatches: 2, policy: 'bf', profile: uniformFile });
+    bus.publish(nodeSubject('n1'), encodeValue({ verb: 'host', reply: REPLY, config, stages: [0, 1] }));
+    await settle();
+    assert.equal(replies.at(-1)?.verb, 'hosting', JSON.stringify(replies.at(-1)));
+    bus.publish(nodeSubject('n1'), encodeValue({ verb: 'abort', reply: REPLY, job: 'files' }));
+    await settle();
+  });
+});
+
+describe('job requests of another launch', () => {
+  it('are refused with an error naming both launches, and leave the hosted job alone', async () => {
+    const { bus, logs, replies, request } = agentOnLocalBus();
+    const subscriptions = bus.subscriptionCount;
+    const config = resolveConfig({ job: 'again', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    request({ verb: 'host', reply: REPLY, config, stages: [0, 1], leaseMs: MIN_LEASE_MS, launch: 'new' });
+    await until(() => replies.some((r) => r.verb === 'hosting'), 5000);
+    for (const verb of ['abort', 'finish', 'status', 'renew']) request({ verb, reply: REPLY, job: 'again', launch: 'old' });
+    request({ verb: 'abort', reply: REPLY, job: 'again' });
+    await settle();
+    const refused = replies.filter((r) => r.verb === 'error');
+    assert.deepEqual(refused.map((r) => r.request), ['abort', 'finish', 'status', 'renew', 'abort']);
+    for (const r of refused.slice(0, 4)) assert.match(String(r.message), /LaunchMismatchError: job again is hosted here for launch new, not for launch "old"; \w+ refused/);
+    assert.match(String(refused[4].message), /not for launch undefined; abort refused/);
+    assert.ok(logs.some((l) => /abort failed: job again is hosted here for launch new/.test(l)), logs.join('\n'));
+    assert.equal(bus.subscriptionCount, subscriptions + 2 * 4 + 1, 'the job is still hosted');
+    // Requests of another launch do not keep the job's lease alive either.
+    const renew = setInterval(() => request({ verb: 'renew', job: 'again', launch: 'old' }), MIN_LEASE_MS / 4);
+    try {
+      await until(() => bus.subscriptionCount === subscriptions, 3 * MIN_LEASE_MS);
+    } finally {
+      clearInterval(renew);
+    }
+  });
+
+  it('do not come from a launcher: it sends its launch with every request, so its job runs to the end', async () => {
+    const bus = new LocalBus();
+    const logs: string[] = [];
+    const agent = new NodeAgent({ name: 'n1', bus, log: (l) => logs.push(l) });
+    agent.start();
+    const cfg = resolveConfig({ job: 'ownlaunch', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    try {
+      const result = await runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0 });
+      assert.deepEqual(result.nodes.map((n) => n.name), ['n1']);
+      assert.ok(logs.some((l) => /^node n1: job ownlaunch finished; its stages are stopped$/.test(l)), logs.join('\n'));
+    } finally {
+      await bus.close();
+    }
+  });
+});
+
+describe('a launcher whose node answers finish with an error', () => {
+  it('fails at once, naming the node and its message, instead of waiting out the node timeout', async () => {
+    // The agent's answer to finish replaced by an error, as an agent whose job went away sends.
+    class FinishRefusingBus extends LocalBus {
+      override publish(subject: string, data: Uint8Array): void {
+        const req = subject === nodeSubject('n1') ? (decodeValue(data) as Record<string, unknown>) : null;
+        if (req?.verb === 'finish') return super.publish(String(req.reply), encodeValue({ verb: 'error', name: 'n1', request: 'finish', message: 'Error: the dog ate it' }));
+        super.publish(subject, data);
+      }
+    }
+    const bus = new FinishRefusingBus();
+    const agent = new NodeAgent({ name: 'n1', bus, log: () => {} });
+    agent.start();
+    const cfg = resolveConfig({ job: 'unfinished', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    const started = Date.now();
+    try {
+      await assert.rejects(runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0, nodeTimeoutMs: 20000 }),
+        (e: Error) => e.name === 'JobError' && /^node n1 could not finish job unfinished: Error: the dog ate it$/.test(e.message));
+      assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
+    } finally {
+      await bus.close();
+    }
+  });
+});
+
+describe('a launcher given a stall timeout beyond Node\'s longest timer', () => {
+  it('refuses the job before it asks any node, rather than renew every millisecond', async () => {
+    const bus = new LocalBus();
+    let asked = 0;
+    bus.subscribe(nodeSubject('n1'), () => asked++);
+    const cfg = resolveConfig({ job: 'forever', stages: 2, microbatches: 2, stallTimeoutMs: 2 ** 31 });
+    try {
+      await assert.rejects(runDistributed(cfg, { bus, nodes: ['n1'] }),
+        (e: Error) => e.name === 'JobConfigError' && /the lease \(by default the stall timeout\) is 2147483648 ms; it must be at most 2147483647 ms/.test(e.message));
+      assert.equal(asked, 0);
+    } finally {
+      await bus.close();
+    }
+  });
+});
+
+describe('a job its node no longer hosts', () => {
+  it('is named in the agent\'s error answer to renew and status', async () => {
+    const { replies, request } = agentOnLocalBus();
+    request({ verb: 'renew', reply: REPLY, job: 'gone' });
+    request({ verb: 'status', reply: REPLY, job: 'gone' });
+    await settle();
+    assert.deepEqual(replies.map((r) => [r.verb, r.request, r.error]), [['error', 'renew', 'JobNotHostedError'], ['error', 'status', 'JobNotHostedError']]);
+    for (const r of replies) assert.match(String(r.message), /^JobNotHostedError: job gone is not hosted here \(never, or no longer/);
+  });
+
+  it('fails its launcher at once, naming the node, instead of after a lease', async () => {
+    const bus = new LocalBus();
+    const agent = new NodeAgent({ name: 'n1', bus, log: () => {} });
+    agent.start();
+    // The agent drops the job soon after hosting it, as one that restarted would have.
+    bus.subscribe(nodeSubject('n1'), (_s, d) => {
+      const req = decodeValue(d) as Record<string, unknown>;
+      if (req.verb === 'host') setTimeout(() => bus.publish(nodeSubject('n1'), encodeValue({ verb: 'abort', job: 'dropped', launch: req.launch })), 100);
+    });
+    const cfg = resolveConfig({ job: 'dropped', stages: 2, microbatches: 8, iterations: 100, policy: 'bf', profile: 'uniform' });
+    const started = Date.now();
+    try {
+      await assert.rejects(runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0, leaseMs: 4000 }),
+        (e: Error) => e.name === 'JobError' && /^node n1 no longer hosts job dropped: JobNotHostedError: job dropped is not hosted here/.test(e.message));
+      assert.ok(Date.now() - started < 3000, `took ${Date.now() - started} ms`);
+    } finally {
+      await bus.close();
+    }
+  });
+});
+
+describe('a node\'s refusal of the job\'s input', () => {
+  it('fails the launcher with a NodeInputError naming the node, which baton exits 2 for, as for the same error here', async () => {
+    const bus = new LocalBus();
+    new NodeAgent({ name: 'n1', bus, log: () => {} }).start();
+    // The profile is only checked on the nodes (with --nodes it may exist only there).
+    const cfg = resolveConfig({ job: 'badinput', stages: 2, microbatches: 2, policy: 'bf', profile: 'no-such-profile' });
+    try {
+      await assert.rejects(runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0 }), (e: Error) =>
+        e.name === 'NodeInputError' && /^node n1 refused to host: ProfileError: unknown profile "no-such-profile"/.test(e.message) && exitCodeFor(e) === 2);
+    } finally {
+      await bus.close();
+    }
+  });
+});
+
+describe('the processes of a job\'s nodes', () => {
+  it('are told apart by machine and pid, so two agents on two machines with one pid count twice', async () => {
+    const bus = new LocalBus();
+    // In one test process both agents have its pid; they report two machines.
+    for (const [name, host] of [['n1', 'machine-a'], ['n2', 'machine-b']]) new NodeAgent({ name, bus, log: () => {}, host }).start();
+    const cfg = resolveConfig({ job: 'twohosts', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    try {
+      const result = await runDistributed(cfg, { bus, nodes: ['n1', 'n2'], settleMs: 0 });
+      assert.deepEqual(result.nodes.map((n) => [n.name, n.host, n.pid]), [['n1', 'machine-a', process.pid], ['n2', 'machine-b', process.pid]]);
+      assert.deepEqual(distinctProcesses(result.nodes), [{ pid: process.pid, host: 'machine-a' }, { pid: process.pid, host: 'machine-b' }]);
+      assert.equal(distinctProcesses([...result.nodes, ...result.nodes]).length, 2);
+    } finally {
+      await bus.close();
+    }
   });
 });
 

@@ -24,7 +24,10 @@ function shown(entry: string, i: number, raw: string): string {
 /** The servers and credentials of a --nats value; throws Error naming what is wrong. */
 export function parseNatsUrl(raw: string): NatsTarget {
   const entries = raw.split(',').map((s) => s.trim());
-  if (raw.trim() === '' || entries.some((e) => e === '')) throw new Error('it names no server (an empty entry)');
+  // Messages name what is wrong first: natsFlag puts the flag's name before them.
+  if (raw.trim() === '') throw new Error(`${JSON.stringify(raw)} names no server`);
+  const empty = entries.indexOf('');
+  if (empty >= 0) throw new Error(`entry ${empty + 1} is empty`);
   const target: NatsTarget = { servers: [] };
   let credentials: string | null = null;
   entries.forEach((entry, i) => {
