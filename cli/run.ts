@@ -204,6 +204,9 @@ function summary(o: RunOutcome) {
   return { ...summarize(o.result), transport: o.transport, processes: o.processes, pids: o.pids };
 }
 
+/** Stage processes `run --processes per-stage` starts on this machine, at most (about 60 MB each). */
+export const MAX_LOCAL_STAGE_PROCESSES = 64;
+
 export async function runCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags, given } = parseFlags(argv, RUN_FLAGS, 'run');
   if (flags.help) {
@@ -212,7 +215,9 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   }
   const cfg: JobConfig = asyncStream({ ...jobConfigFromFlags(flags), stallTimeoutMs: flags.stallTimeout as number, warmupIterations: flags.warmupIterations as number });
   if (!Number.isInteger(cfg.warmupIterations) || cfg.warmupIterations < 0) throw new UsageError(`run: --warmup-iterations must be an integer >= 0, got ${cfg.warmupIterations}`);
-  if (cfg.mode === 'async' && cfg.warmupIterations > 0) cfg.warmupIterations = 0;
+  if (cfg.mode === 'async' && given.has('warmupIterations') && cfg.warmupIterations > 0)
+    throw new UsageError('run: asynchronous mode runs one stream of microbatches; it has no warm-up iteration (drop --warmup-iterations)');
+  if (cfg.mode === 'async') cfg.warmupIterations = 0;
   if (!(cfg.stallTimeoutMs > 0 && cfg.stallTimeoutMs <= MAX_TIMER_MS))
     throw new UsageError(`run: --stall-timeout must be between 1 and ${MAX_TIMER_MS} ms (the longest timer Node keeps), got ${cfg.stallTimeoutMs}`);
   const setup: RunSetup = {
@@ -230,35 +235,41 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   if (setup.nodes && !setup.natsUrl) throw new UsageError('run: --nodes needs --nats URL, the server those node agents joined (without it the run starts a private server no agent knows)');
   if (setup.nodes && setup.nodes.length > cfg.stages)
     throw new UsageError(`run: --nodes names ${setup.nodes.length} agents for ${cfg.stages} stages; each agent hosts at least one stage, so ${setup.nodes.slice(cfg.stages).join(',')} would get none`);
-  if (flags.printConfig) {
-    out(JSON.stringify({ ...cfg, ...setup, ...(setup.natsUrl !== undefined ? { natsUrl: redactNatsUrl(setup.natsUrl) } : {}) }, null, 2));
-    return 0;
-  }
-  const policies = (flags.compare as string[] | undefined) ?? [cfg.policy];
+  if (setup.transport === 'nats' && setup.processes === 'per-stage' && !setup.nodes && cfg.stages > MAX_LOCAL_STAGE_PROCESSES)
+    throw new UsageError(`run: --processes per-stage starts ${cfg.stages} stage processes on this machine (about 60 MB each); at most ${MAX_LOCAL_STAGE_PROCESSES}: use --processes single, or --nodes to spread them`);
+  const compare = flags.compare as string[] | undefined;
+  if (compare && given.has('policy')) throw new UsageError('run: --compare runs each policy it lists; give --policy or --compare, not both');
+  const policies = compare ?? [cfg.policy];
   // Each run of a comparison is its own job, so their messages never mix: J-0, J-1, ...
   const jobOf = (k: number) => (policies.length > 1 ? `${cfg.job}-${k}` : cfg.job);
   try {
     policies.forEach((_, k) => checkJobName(jobOf(k)));
   } catch (err) {
-    throw new UsageError(`run: --compare runs policy k as job ${cfg.job}-k; ${(err as Error).message}`);
+    throw new UsageError(policies.length > 1 ? `run: --compare runs policy k as job ${cfg.job}-k; ${(err as Error).message}` : `run: --job: ${(err as Error).message}`);
+  }
+  // Every policy of a comparison is checked before the first one runs (or is printed as runnable).
+  for (const policy of policies) checkJob({ ...cfg, policy }, { profileHere: !setup.nodes });
+  if (flags.printConfig) {
+    out(JSON.stringify({ ...cfg, ...setup, ...(setup.natsUrl !== undefined ? { natsUrl: redactNatsUrl(setup.natsUrl) } : {}) }, null, 2));
+    return 0;
   }
   checkTraceOutputs('run', flags.trace as string | undefined, flags.gantt as string | undefined, policies);
-  // Every policy of a comparison is checked before the first one runs.
-  for (const policy of policies) checkJob({ ...cfg, policy }, { profileHere: !setup.nodes });
   const outcomes: RunOutcome[] = [];
   for (const policy of policies) outcomes.push(await runOnce({ ...cfg, policy, job: jobOf(outcomes.length) }, setup));
   const written = writeComparedTraceFiles(outcomes.map((o) => o.result), flags.trace as string | undefined, flags.gantt as string | undefined);
   for (const o of outcomes) warnRejects('run', o.result);
   const rows = outcomes.map(summary);
+  const base = rows[0].makespan_ms;
+  const speedup = (ms: number) => (ms === base ? 1 : base / ms);
   if (flags.json) {
-    out(JSON.stringify(policies.length > 1 ? rows.map((r) => ({ ...r, speedup: rows[0].makespan_ms / r.makespan_ms })) : rows[0]));
+    // With --compare, always a list (one row per compared policy), as sim prints.
+    out(JSON.stringify(compare ? rows.map((r) => ({ ...r, speedup: speedup(r.makespan_ms) })) : rows[0]));
     return 0;
   }
-  const base = rows[0].makespan_ms;
   out(formatTable(
     ['policy', 'makespan ms', `speedup vs ${rows[0].policy}`, 'lower bound ms', 'efficiency', 'messages', 'processes'],
-    rows.map((r) => [r.policy, r.makespan_ms.toFixed(1), `${(base / r.makespan_ms).toFixed(2)}x`, r.lower_bound_ms.toFixed(1), r.efficiency.toFixed(3), String(r.messages), String(r.processes)]),
-    `real clock, transport=${rows[0].transport}, P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} seed=${cfg.seed} iterations=${cfg.iterations}`));
+    rows.map((r) => [r.policy, r.makespan_ms.toFixed(1), `${speedup(r.makespan_ms).toFixed(2)}x`, r.lower_bound_ms.toFixed(1), r.efficiency.toFixed(3), String(r.messages), String(r.processes)]),
+    `real clock, transport=${rows[0].transport}, P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations}`));
   for (const w of written) out(`wrote ${w}`);
   return 0;
 }

@@ -131,6 +131,11 @@ describe('the baton command', function () {
       [['sim', '--stages', '4', '--microbatches', '8', '--compare', 'bf,1f1b,interleaved-1f1b'], /^baton sim: ShapeError: interleaved-1f1b needs chunks >= 2/],
       [['sim', '--policy', 'nope', '--print-config'], /^baton sim: UnknownPolicyError: unknown policy "nope"/],
       [['sim', '--policy', 'fb', '--compare', 'bf,1f1b'], /sim: --compare runs each policy it lists; give --policy or --compare, not both/],
+      [['run', '--policy', 'fb', '--compare', 'bf,1f1b'], /run: --compare runs each policy it lists; give --policy or --compare, not both/],
+      [['run', '--policy', 'nope', '--print-config'], /^baton run: UnknownPolicyError: unknown policy "nope"/],
+      [['run', '--transport', 'local', '--job', 'a.b'], /^baton run: UsageError: run: --job: job name "a\.b" must be/],
+      [['run', '--stages', '65', '--microbatches', '2'], /run: --processes per-stage starts 65 stage processes on this machine .* at most 64: use --processes single, or --nodes/],
+      [['run', '--mode', 'async', '--warmup-iterations', '2'], /run: asynchronous mode runs one stream of microbatches; it has no warm-up iteration/],
       [['run', '--nodes', '*'], /--nodes: node names match \[A-Za-z0-9_-\]\+/],
       [['run', '--nodes', 'a,b,a'], /--nodes names a node twice/],
       [['run', '--nodes', 'a,b'], /run: --nodes needs --nats URL, the server those node agents joined/],
@@ -382,6 +387,13 @@ describe('the baton command', function () {
     };
     assert.deepEqual(await counts(), [2 * 8, 2 * 4, 2]);
     assert.deepEqual(await counts('--warmup-iterations', '0'), [2 * 8, 2 * 4, 2]);
+  });
+
+  it('prints a list for --compare, with one policy too, as sim does', async () => {
+    const r = await baton('run', '--transport', 'local', '--stages', '2', '--microbatches', '2', '--iterations', '1', '--compare', 'bf', '--json');
+    assert.equal(r.code, 0, r.err);
+    const rows = JSON.parse(r.out) as { policy: string; speedup: number }[];
+    assert.deepEqual(rows.map((x) => [x.policy, x.speedup]), [['bf', 1]]);
   });
 
   it('prints the resolved config', async () => {
