@@ -403,12 +403,22 @@ function isReplySubject(to: unknown): to is string {
   }
 }
 
-/** A policy module is run and a profile file read on this machine: only with --allow-files. */
-function refuseFiles(cfg: JobConfig): void {
-  const files = [
+/**
+ * The files on the hosting machine a job config names: a policy module (run), a profile
+ * file and a training corpus (read), a checkpoint directory (written, and read on resume).
+ */
+export function filesAJobNames(cfg: JobConfig): string[] {
+  return [
     ...(typeof cfg.policy === 'string' && isModulePath(cfg.policy) ? [`policy module ${quoteValue(cfg.policy)}`] : []),
     ...(typeof cfg.profile === 'string' && isProfilePath(cfg.profile) ? [`profile file ${quoteValue(cfg.profile)}`] : []),
+    ...(typeof cfg.train?.data === 'string' ? [`corpus file ${quoteValue(cfg.train.data)}`] : []),
+    ...(typeof cfg.train?.checkpoint === 'string' ? [`checkpoint directory ${quoteValue(cfg.train.checkpoint)}`] : []),
   ];
+}
+
+/** Files a launcher names are used on this machine only with --allow-files. */
+function refuseFiles(cfg: JobConfig): void {
+  const files = filesAJobNames(cfg);
   if (files.length > 0)
     throw new FilesNotAllowedError(`host: the job names ${files.join(' and ')}; this agent loads files a launcher names only when started with baton node --allow-files`);
 }

@@ -11,9 +11,7 @@ import { IterationRecord } from '../actors/coordinator';
 import { runDistributed } from '../actors/distributed-job';
 import { JobResult, runJob, summarize } from '../actors/job';
 import { JobError, checkJob } from '../actors/wire-stage';
-import { NODE_NAME_RE } from '../actors/node';
-import { isProfilePath } from '../models/profile';
-import { isModulePath } from '../policies/registry';
+import { NODE_NAME_RE, filesAJobNames } from '../actors/node';
 import { NatsBus } from '../transport/nats-bus';
 import { redactNatsUrl } from '../transport/nats-url';
 import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
@@ -173,7 +171,7 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     const names = setup.nodes ?? Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`);
     interrupts = watchInterrupts();
     // Agents of our own may load the files this launcher's user named; built-in names need no files.
-    if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags(), isModulePath(cfg.policy) || isProfilePath(cfg.profile));
+    if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags(), filesAJobNames(cfg).length > 0);
     // Core NATS keeps nothing that was in flight: once the launcher's connection drops, the
     // job has lost messages (a server of our own that died, a network cut), so it ends now.
     const dropped = bus.disconnected().then((e) => Promise.reject(new JobError(`${e.message}: messages in flight are lost, the job cannot complete`)));
