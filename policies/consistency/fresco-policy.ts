@@ -29,7 +29,8 @@
 
 import { ParamMap, lookup } from '../optim/params';
 import { Fresco, WeightLayout } from './fresco';
-import { ConsistencyError, ConsistencyPolicy, FlightLog, LayerInput, UpdateContext, WeightsContext } from './policy';
+import { CopyOnUpdate } from './copy-on-update';
+import { ConsistencyError, ConsistencyPolicy, LayerInput, UpdateContext, WeightsContext } from './policy';
 
 export interface LinearLayerSpec {
   /** Key of this layer in the layerInputs map given to forward(). */
@@ -53,11 +54,8 @@ export class FrescoPolicy implements ConsistencyPolicy {
   readonly name = 'fresco' as const;
   readonly fresco: Fresco;
   private readonly specs: readonly LinearLayerSpec[];
-  private readonly projected: ReadonlySet<string>;
-  private version = 0;
-  private readonly flight = new FlightLog();
-  /** By update count: the unprotected parameters' values then, while an in-flight mb's forward saw them. */
-  private readonly held = new Map<number, Map<string, Float32Array>>();
+  /** The unprotected parameters' values each in-flight microbatch's forward saw. */
+  private readonly held: CopyOnUpdate;
 
   constructor(opts: FrescoPolicyOptions) {
     this.fresco = new Fresco({ tau: opts.tau, alpha: opts.alpha });
@@ -68,7 +66,8 @@ export class FrescoPolicy implements ConsistencyPolicy {
       }
       this.fresco.addLayer(s.layer, s.dout, s.din, s.layout === 'augmented' || s.bias !== undefined);
     }
-    this.projected = new Set(opts.layers.flatMap((s) => (s.bias === undefined ? [s.weight] : [s.weight, s.bias])));
+    const projected = new Set(opts.layers.flatMap((s) => (s.bias === undefined ? [s.weight] : [s.weight, s.bias])));
+    this.held = new CopyOnUpdate('fresco', (name) => !projected.has(name));
   }
 
   weightsForForward(_mb: number, ctx: WeightsContext): ParamMap {
@@ -81,7 +80,7 @@ export class FrescoPolicy implements ConsistencyPolicy {
         throw new ConsistencyError(`fresco, forward of mb ${mb}: no input for layer "${s.layer}"; got [${[...layerInputs.keys()].join(', ')}]`);
       }
     }
-    this.flight.enter('fresco', mb, this.version);
+    this.held.enter(mb);
     for (const s of this.specs) {
       const input = layerInputs.get(s.layer) as LayerInput;
       this.fresco.onForward(s.layer, mb, input.x, input.n);
@@ -89,7 +88,7 @@ export class FrescoPolicy implements ConsistencyPolicy {
   }
 
   weightsForBackward(mb: number, ctx: WeightsContext): ParamMap {
-    const held = this.held.get(this.flight.since('fresco', mb, 'backward'));
+    const held = this.held.seenBy(mb);
     if (held === undefined) return ctx.params;
     const w = new Map(ctx.params);
     for (const [name, p] of held) w.set(name, p);
@@ -97,21 +96,12 @@ export class FrescoPolicy implements ConsistencyPolicy {
   }
 
   backward(mb: number): void {
-    const v = this.flight.leave('fresco', mb);
+    this.held.leave(mb);
     for (const s of this.specs) this.fresco.onBackward(s.layer, mb);
-    for (const other of this.flight.values()) if (other === v) return;
-    this.held.delete(v);
   }
 
   transformUpdate(updates: Map<string, Float32Array>, ctx: UpdateContext): void {
-    let needed = false;
-    for (const v of this.flight.values()) if (v === this.version) needed = true;
-    if (needed && !this.held.has(this.version)) {
-      const copy = new Map<string, Float32Array>();
-      for (const [name, p] of ctx.params) if (!this.projected.has(name)) copy.set(name, p.slice());
-      this.held.set(this.version, copy);
-    }
-    this.version += 1;
+    this.held.beforeUpdate(ctx.params);
     for (const s of this.specs) {
       const where = `fresco update of layer "${s.layer}"`;
       const cols = s.layout === 'augmented' ? s.din + 1 : s.din;
@@ -123,12 +113,10 @@ export class FrescoPolicy implements ConsistencyPolicy {
 
   /** Update counts whose unprotected parameters are held. */
   get versionsHeld(): number {
-    return this.held.size;
+    return this.held.versionsHeld;
   }
 
   extraStateBytes(): number {
-    let b = this.fresco.extraStateBytes();
-    for (const h of this.held.values()) for (const p of h.values()) b += p.byteLength;
-    return b;
+    return this.fresco.extraStateBytes() + this.held.bytes();
   }
 }

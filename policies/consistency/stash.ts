@@ -7,51 +7,38 @@
 // Does not model: vertical sync across stages (each stage stashes on its own).
 
 import { ParamMap } from '../optim/params';
-import { ConsistencyPolicy, FlightLog, LayerInput, UpdateContext, WeightsContext } from './policy';
+import { CopyOnUpdate } from './copy-on-update';
+import { ConsistencyPolicy, LayerInput, UpdateContext, WeightsContext } from './policy';
 
 export class WeightStash implements ConsistencyPolicy {
   readonly name = 'stash' as const;
-  private version = 0;
-  private readonly flight = new FlightLog();
-  private readonly snapshots = new Map<number, Map<string, Float32Array>>();
+  private readonly versions = new CopyOnUpdate('stash');
 
   weightsForForward(mb: number, ctx: WeightsContext): ParamMap {
-    this.flight.enter('stash', mb, this.version);
+    this.versions.enter(mb);
     return ctx.params;
   }
 
   forward(_mb: number, _inputs: ReadonlyMap<string, LayerInput>): void {}
 
   weightsForBackward(mb: number, ctx: WeightsContext): ParamMap {
-    const v = this.flight.since('stash', mb, 'backward');
-    return v === this.version ? ctx.params : (this.snapshots.get(v) as Map<string, Float32Array>);
+    return this.versions.seenBy(mb) ?? ctx.params;
   }
 
   backward(mb: number): void {
-    const v = this.flight.leave('stash', mb);
-    for (const other of this.flight.values()) if (other === v) return;
-    this.snapshots.delete(v);
+    this.versions.leave(mb);
   }
 
   transformUpdate(_updates: Map<string, Float32Array>, ctx: UpdateContext): void {
-    let needed = false;
-    for (const v of this.flight.values()) if (v === this.version) needed = true;
-    if (needed && !this.snapshots.has(this.version)) {
-      const copy = new Map<string, Float32Array>();
-      for (const [name, p] of ctx.params) copy.set(name, p.slice());
-      this.snapshots.set(this.version, copy);
-    }
-    this.version += 1;
+    this.versions.beforeUpdate(ctx.params);
   }
 
   /** Distinct weight versions held. */
   get versionsHeld(): number {
-    return this.snapshots.size;
+    return this.versions.versionsHeld;
   }
 
   extraStateBytes(): number {
-    let b = 0;
-    for (const s of this.snapshots.values()) for (const p of s.values()) b += p.byteLength;
-    return b;
+    return this.versions.bytes();
   }
 }
