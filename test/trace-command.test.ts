@@ -65,7 +65,7 @@ describe('baton trace', () => {
     assert.equal(c.code, 1);
     assert.match(c.out, /metadata\.stages must be an integer from 1 to 1024, got 1000000000/);
     assert.match(c.out, /metadata\.baton_events\[0\]: an event must be a map/);
-    assert.match(c.out, /metadata\.baton_events\[1\]: task-end event: field "mb" must be an integer from 0 to 999999/);
+    assert.match(c.out, /metadata\.baton_events\[1\]: task-end event: field "mb" must be an integer from 0 to 262143/);
     for (const sub of ['summary', 'gantt']) {
       const r = await call(sub, nullEvent, ...(sub === 'gantt' ? ['-o', path.join(dir, 'never.svg')] : []));
       assert.equal(r.code, 2);
@@ -94,7 +94,7 @@ describe('baton trace', () => {
       ['huge chunk', { traceEvents: [], metadata: { baton_events: [task({ chunk: 1e9 }), end({ chunk: 1e9 })] } }, /field "chunk" must be an integer from 0 to 63/],
       ['huge chunk in args', [X({ chunk: 1e9 })], /cannot be read as a Baton event: task-start event: field "chunk" must be an integer from 0 to 63/],
       // Once copied into the SVG as markup.
-      ['markup microbatch', [X({ microbatch: '<script>alert(1)</script>' })], /field "mb" must be an integer from 0 to 999999/],
+      ['markup microbatch', [X({ microbatch: '<script>alert(1)</script>' })], /field "mb" must be an integer from 0 to 262143/],
       ['fractional pid', [X({}, { pid: 1.5 })], /pid 1\.5.*field "stage" must be an integer from 0 to 1023/],
       ['string dst', [{ name: 'activation mb0 0→1', cat: 'activation', ph: 'X', ts: 0, dur: 5, pid: 0, tid: 1, args: { dst: 'x' } }], /send event: field "dst" must be an integer from -1 to 1023/],
       ['object title', { traceEvents: [], metadata: { title: { x: 1 } } }, /metadata\.title must be a string, got \{"x":1\}/],
