@@ -44,7 +44,7 @@ const JOB_FIELDS: Record<keyof JobConfig, Check | { nested: Record<string, Check
   jitterScale: (v) => (typeof v === 'number' && v >= 0 && Number.isFinite(v) ? null : 'a finite number >= 0'),
   bufferLimit: (v) => (v === 'depth' || (Number.isSafeInteger(v) && (v as number) >= 1) ? null : 'an integer >= 1 or "depth"'),
   seed: anyInteger, iterations: integer(1), warmupIterations: integer(0),
-  stallTimeoutMs: (v) => (typeof v === 'number' && v > 0 && v <= MAX_TIMER_MS ? null : `a number of ms from 1 to ${MAX_TIMER_MS}`),
+  stallTimeoutMs: (v) => (typeof v === 'number' && v >= 1 && v <= MAX_TIMER_MS ? null : `a number of ms from 1 to ${MAX_TIMER_MS}`),
   firstIteration: integer(0), train: { nested: TRAIN_FIELDS, nullable: true }, mode: oneOf(['sync', 'async']), async: { nested: ASYNC_FIELDS, nullable: false },
 };
 

@@ -405,14 +405,15 @@ function isReplySubject(to: unknown): to is string {
 
 /**
  * The files on the hosting machine a job config names: a policy module (run), a profile
- * file and a training corpus (read), a checkpoint directory (written, and read on resume).
+ * file, a training corpus and, when resuming, a checkpoint directory (read).
  */
 export function filesAJobNames(cfg: JobConfig): string[] {
   return [
     ...(typeof cfg.policy === 'string' && isModulePath(cfg.policy) ? [`policy module ${quoteValue(cfg.policy)}`] : []),
     ...(typeof cfg.profile === 'string' && isProfilePath(cfg.profile) ? [`profile file ${quoteValue(cfg.profile)}`] : []),
     ...(typeof cfg.train?.data === 'string' ? [`corpus file ${quoteValue(cfg.train.data)}`] : []),
-    ...(typeof cfg.train?.checkpoint === 'string' ? [`checkpoint directory ${quoteValue(cfg.train.checkpoint)}`] : []),
+    // Stages read a checkpoint only to resume (the launcher writes them).
+    ...(typeof cfg.train?.checkpoint === 'string' && cfg.train.startIteration > 0 ? [`checkpoint directory ${quoteValue(cfg.train.checkpoint)}`] : []),
   ];
 }
 

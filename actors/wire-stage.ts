@@ -57,8 +57,9 @@ export function planJob(cfg: JobConfig): { policy: HintPolicy; shape: PipelineSh
   policy.check(shape);
   if (!Number.isInteger(cfg.iterations) || cfg.iterations < 1) throw new JobConfigError(`iterations must be a positive integer, got ${cfg.iterations}`);
   const perIteration = shape.stages * shape.chunks * shape.microbatches;
-  if (perIteration * cfg.iterations > SHAPE_LIMITS.run)
-    throw new JobConfigError(`stages × chunks × microbatches × iterations must be at most ${SHAPE_LIMITS.run}, got ${perIteration} × ${cfg.iterations} = ${perIteration * cfg.iterations} (a run keeps an event per task)`);
+  const iterations = cfg.iterations + (Number.isSafeInteger(cfg.warmupIterations) ? cfg.warmupIterations : 0);
+  if (perIteration * iterations > SHAPE_LIMITS.run)
+    throw new JobConfigError(`stages × chunks × microbatches × iterations (warm-up included) must be at most ${SHAPE_LIMITS.run}, got ${perIteration} × ${iterations} = ${perIteration * iterations} (a run keeps an event per task)`);
   if (cfg.bufferLimit !== 'depth' && (!Number.isInteger(cfg.bufferLimit) || cfg.bufferLimit < 1))
     throw new JobConfigError(`buffer limit must be a positive integer or depth, got ${JSON.stringify(cfg.bufferLimit)}`);
   if (cfg.mode === 'async') {
@@ -89,6 +90,7 @@ const tfjsModules = () => ({
   backend: require('../models/backend') as typeof import('../models/backend'),
   sync: require('./training-compute') as typeof import('./training-compute'),
   async: require('./async-compute') as typeof import('./async-compute'),
+  config: require('../models/train-config') as typeof import('../models/train-config'),
 });
 
 /** Load the tfjs backend a training config asks for (once per process). */
@@ -98,6 +100,11 @@ export async function loadTrainingBackend(t: TrainConfig): Promise<string> {
 
 function computeFor(o: StageWiringOptions): StageCompute {
   const { runtime, cfg, plan, durations, stage: s } = o;
+  // Before any tensor exists: a config from the network must not make this process allocate without bound.
+  if (cfg.train) {
+    const { checkTrainSize, corpusFor, modelSpecFor } = tfjsModules().config;
+    checkTrainSize(cfg.train, modelSpecFor(cfg.train, corpusFor(cfg.train).vocabSize));
+  }
   const clock = runtime.clock;
   let real: StageCompute | null = null;
   if (cfg.mode === 'async') {

@@ -74,6 +74,9 @@ function curvesSvg(runs: Run[], title: string): string {
     `<text x="18" y="${H / 2}" font-size="13" transform="rotate(-90 18 ${H / 2})" text-anchor="middle">training loss (EMA 0.97)</text></svg>`;
 }
 
+/** The learning rate warms up over the first 20 updates (the stores count updates; `train --warmup` counts iterations of M). */
+const WARMUP_UPDATES = 20;
+
 export async function benchAsync(o: { updates?: number; data?: string; stages?: number[]; svg?: string } = {}) {
   const data = o.data ?? path.join(__dirname, '..', '..', '..', 'shared', 'data', 'tinyshakespeare.txt');
   if (!fs.existsSync(data)) throw new UsageError(`no corpus at ${data} (tinyshakespeare is not part of the repository): pass --data FILE, any UTF-8 text file`);
@@ -81,7 +84,7 @@ export async function benchAsync(o: { updates?: number; data?: string; stages?: 
   const updates = o.updates ?? 400;
   const M = 16;
   const iterations = Math.ceil(updates / M);
-  const t: TrainConfig = { ...TRAIN_DEFAULTS, model: 'mlp', data, microbatchSize: 32, seq: 16, layers: 8, width: 128, lr: 2e-3, warmup: 20, totalIterations: iterations, valBatches: 8, seed: 1 };
+  const t: TrainConfig = { ...TRAIN_DEFAULTS, model: 'mlp', data, microbatchSize: 32, seq: 16, layers: 8, width: 128, lr: 2e-3, totalIterations: iterations, valBatches: 8, seed: 1 };
   const runs: Run[] = [];
   for (const P of o.stages ?? [1, 2, 4, 8])
     for (const consistency of CONSISTENCY_POLICIES) {
@@ -89,7 +92,7 @@ export async function benchAsync(o: { updates?: number; data?: string; stages?: 
       const cfg = resolveConfig({
         job: `async-${P}-${consistency}`, stages: P, microbatches: M * iterations, iterations: 1, policy: '1f1b', profile: 'uniform',
         mode: 'async', train: t, stallTimeoutMs: 600000,
-        async: { ...ASYNC_DEFAULTS, consistency, lr: t.lr, warmup: t.warmup, totalUpdates: M * iterations, pipemareSteps: pipemareHorizon(M * iterations) },
+        async: { ...ASYNC_DEFAULTS, consistency, lr: t.lr, warmup: WARMUP_UPDATES, totalUpdates: M * iterations, pipemareSteps: pipemareHorizon(M * iterations) },
       });
       const r = await train(cfg, { transport: 'local', processes: 'single', clock: 'virtual' });
       const s = r.summary;

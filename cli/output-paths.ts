@@ -37,6 +37,20 @@ function danglingTarget(link: string, given: string, flag: string): string {
   throw new UsageError(`${flag} ${given}: a loop of symbolic links`);
 }
 
+/**
+ * One key per file a path would write: links followed (a link whose target does not exist
+ * yet too) and the directory's real path, so two spellings of one file compare equal.
+ */
+export function writtenFileKey(file: string): string {
+  let p = path.resolve(file);
+  for (let hops = 0; hops < 40 && isLink(p); hops++) p = path.resolve(path.dirname(p), fs.readlinkSync(p));
+  try {
+    return path.join(fs.realpathSync(path.dirname(p)), path.basename(p));
+  } catch {
+    return p;
+  }
+}
+
 function isLink(p: string): boolean {
   try {
     return fs.lstatSync(p).isSymbolicLink();
@@ -73,13 +87,16 @@ export function checkOutputFile(file: string, flag: string): void {
   }
 }
 
-export function checkOutputDir(dir: string, flag: string): void {
+/** Checks (or creates) an output directory; returns the directories it made, outermost first. */
+export function checkOutputDir(dir: string, flag: string): string[] {
   const abs = path.resolve(dir);
   if (fs.existsSync(abs)) {
     if (!fs.statSync(abs).isDirectory()) throw new UsageError(`${flag} ${dir}: exists and is not a directory`);
     if (!writable(abs) || !canCreateIn(abs)) throw new UsageError(`${flag} ${dir}: not writable`);
-    return;
+    return [];
   }
+  // A link to a directory that does not exist yet: the directory is made where it leads.
+  if (isLink(abs)) return checkOutputDir(danglingTarget(abs, dir, flag), flag);
   const up = existingAncestor(abs);
   if (!fs.statSync(up).isDirectory() || !writable(up)) throw new UsageError(`${flag} ${dir}: cannot be created (${up} is not a writable directory)`);
   // Permission bits do not tell everything (root may not create directories in /sys): try
@@ -100,5 +117,18 @@ export function checkOutputDir(dir: string, flag: string): void {
       } catch { /* leave it: the error below is the one to report */ }
     }
     throw new UsageError(`${flag} ${dir}: cannot be created: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  return made;
+}
+
+/** Removes, innermost first, the directories checkOutputDir made that are still empty. */
+export function removeMadeDirs(made: readonly string[]): void {
+  for (const d of [...made].reverse()) {
+    try {
+      if (fs.readdirSync(d).length > 0) return;
+      fs.rmdirSync(d);
+    } catch {
+      return; // leave it: the command's own error is the one to report
+    }
   }
 }

@@ -142,6 +142,12 @@ export interface RunOutcome {
 }
 
 /** One job on the real clock with the given transport and process layout. */
+/** Refuses more per-stage processes on this machine than MAX_LOCAL_STAGE_PROCESSES. */
+export function checkLocalProcesses(cfg: JobConfig, setup: RunSetup, command: string): void {
+  if (setup.transport === 'nats' && setup.processes === 'per-stage' && !setup.nodes && cfg.stages > MAX_LOCAL_STAGE_PROCESSES)
+    throw new UsageError(`${command}: --processes per-stage starts ${cfg.stages} stage processes on this machine (about 60 MB each); at most ${MAX_LOCAL_STAGE_PROCESSES}: use --processes single${command === 'run' ? ', or --nodes to spread them' : ''}`);
+}
+
 export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutcome> {
   // With --nodes the stages run elsewhere, and a profile file may exist only there.
   checkJob(cfg, { profileHere: !setup.nodes });
@@ -233,8 +239,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   if (setup.nodes && !setup.natsUrl) throw new UsageError('run: --nodes needs --nats URL, the server those node agents joined (without it the run starts a private server no agent knows)');
   if (setup.nodes && setup.nodes.length > cfg.stages)
     throw new UsageError(`run: --nodes names ${setup.nodes.length} agents for ${cfg.stages} stages; each agent hosts at least one stage, so ${setup.nodes.slice(cfg.stages).join(',')} would get none`);
-  if (setup.transport === 'nats' && setup.processes === 'per-stage' && !setup.nodes && cfg.stages > MAX_LOCAL_STAGE_PROCESSES)
-    throw new UsageError(`run: --processes per-stage starts ${cfg.stages} stage processes on this machine (about 60 MB each); at most ${MAX_LOCAL_STAGE_PROCESSES}: use --processes single, or --nodes to spread them`);
+  checkLocalProcesses(cfg, setup, 'run');
   const compare = flags.compare as string[] | undefined;
   if (compare && given.has('policy')) throw new UsageError('run: --compare runs each policy it lists; give --policy or --compare, not both');
   const policies = compare ?? [cfg.policy];

@@ -5,7 +5,7 @@ import * as path from 'path';
 import { JobResult, summarize } from '../actors/job';
 import { toChromeTrace, writeChromeTrace } from './trace/chrome';
 import { ganttSvg } from './trace/gantt';
-import { checkOutputFile } from './output-paths';
+import { checkOutputFile, writtenFileKey } from './output-paths';
 import { UsageError } from './args';
 
 /**
@@ -31,7 +31,7 @@ export function checkTraceOutputs(command: string, traceFile: string | undefined
   const seen = new Map<string, string>();
   const check = (file: string, flag: string) => {
     checkOutputFile(file, `${command}: ${flag}`);
-    const key = samePathKey(file);
+    const key = writtenFileKey(file);
     const other = seen.get(key);
     if (other !== undefined) throw new UsageError(`${command}: ${flag} ${file} is the file ${other} is written to as well; give them different paths`);
     seen.set(key, `${flag} ${file}`);
@@ -40,14 +40,6 @@ export function checkTraceOutputs(command: string, traceFile: string | undefined
   if (ganttFile) for (const f of comparedPaths(ganttFile, policies)) check(f, '--gantt');
 }
 
-/** One key per file: the real path of an existing file (links and `..` resolved), else the absolute path. */
-function samePathKey(file: string): string {
-  try {
-    return fs.realpathSync(file);
-  } catch {
-    return path.resolve(file);
-  }
-}
 
 /** Every compared run's trace and chart (comparedPaths says where); the files written, in order. */
 export function writeComparedTraceFiles(results: readonly JobResult[], traceFile?: string, ganttFile?: string): string[] {

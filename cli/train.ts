@@ -3,7 +3,6 @@
 // this launcher collects losses, the final parameters (for the checksum and the
 // validation loss) and writes checkpoints from the stages' reports.
 
-import * as fs from 'fs';
 import { resolveConfig, JobConfig } from '../actors/config';
 import { IterationRecord } from '../actors/coordinator';
 import { CheckpointError, CheckpointMeta, checkFiles, hasCheckpoint, checkResumable, corpusDigest, readCheckpointMeta, writeCheckpoint } from '../actors/checkpoint';
@@ -17,9 +16,9 @@ import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { natsFlag } from './nats-flag';
 import { BUFFER_LIMIT_FLAG, bufferLimitFromFlag } from './job-flags';
 import { warnRejects } from './rejects';
-import { runOnce } from './run';
+import { checkLocalProcesses, runOnce } from './run';
 import { STAGE_NODE_FLAGS_HELP } from './stage-node-flags';
-import { checkOutputDir } from './output-paths';
+import { checkOutputDir, removeMadeDirs } from './output-paths';
 
 export const TRAIN_FLAGS: readonly FlagSpec[] = [
   { name: 'model', type: 'string', help: 'model', choices: ['gpt', 'mlp'], default: TRAIN_DEFAULTS.model },
@@ -84,7 +83,7 @@ function positive(v: unknown, name: string): number {
   return v as number;
 }
 
-export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: JobConfig; setup: TrainSetup } {
+export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: JobConfig; setup: TrainSetup; madeDirs: string[] } {
   const total = positive(flags.iterations, 'iterations');
   let start = 0;
   let meta: CheckpointMeta | null = null;
@@ -144,8 +143,9 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: Jo
   // resumed run writes its checkpoints there too, so it must be writable as well.
   if (flags.checkpoint && !flags.resume && hasCheckpoint(String(flags.checkpoint)))
     throw new UsageError(`train: --checkpoint ${flags.checkpoint} already holds a checkpoint; add --resume to continue it, or give another directory (a new run would overwrite it)`);
-  if (flags.checkpoint) checkOutputDir(String(flags.checkpoint), 'train: --checkpoint');
-  return { cfg, setup: { transport: flags.transport as 'local' | 'nats', processes: flags.processes as 'per-stage' | 'single', natsUrl, clock: flags.clock as 'real' | 'virtual' } };
+  checkLocalProcesses(cfg, { transport: flags.transport as 'local' | 'nats', processes: flags.processes as 'per-stage' | 'single' }, 'train');
+  const madeDirs = flags.checkpoint ? checkOutputDir(String(flags.checkpoint), 'train: --checkpoint') : [];
+  return { cfg, setup: { transport: flags.transport as 'local' | 'nats', processes: flags.processes as 'per-stage' | 'single', natsUrl, clock: flags.clock as 'real' | 'virtual' }, madeDirs };
 }
 
 function snapshotsOf(rec: IterationRecord): StageSnapshot[] | null {
@@ -231,12 +231,6 @@ function savedAt(dir: string): string {
   }
 }
 
-function removeIfEmpty(dir: string): void {
-  try {
-    if (fs.readdirSync(dir).length === 0) fs.rmdirSync(dir);
-  } catch { /* leave it: the run's own error is the one to report */ }
-}
-
 export async function trainCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags, given } = parseFlags(argv, TRAIN_FLAGS, 'train');
   if (flags.help) {
@@ -246,22 +240,22 @@ export async function trainCommand(argv: readonly string[], out: (s: string) => 
   const asyncOnly = ['consistency', 'alpha', 'beta1'].filter((k) => given.has(k));
   if (flags.mode !== 'async' && asyncOnly.length > 0)
     throw new UsageError(`train: ${asyncOnly.map((k) => `--${k}`).join(', ')} set${asyncOnly.length === 1 ? 's' : ''} the asynchronous parameter stores; add --mode async`);
-  const made = flags.checkpoint !== undefined && !fs.existsSync(String(flags.checkpoint));
-  const { cfg, setup } = trainConfigsFromFlags(flags);
+  const { cfg, setup, madeDirs } = trainConfigsFromFlags(flags);
   const tty = !flags.json && process.stderr.isTTY;
   const progress = flags.json ? undefined : (line: string) => process.stderr.write(tty ? `\r${line}   ` : `${line}\n`);
   let r: TrainOutcome;
   try {
     r = await train(cfg, setup, progress);
   } catch (err) {
-    // Refused (backend, corpus, model size) or failed before its first checkpoint: the directory made for it goes.
-    if (made) removeIfEmpty(String(flags.checkpoint));
+    // Refused (backend, corpus, model size) or failed before its first checkpoint: the directories made for it go.
+    removeMadeDirs(madeDirs);
     throw err;
   }
   if (tty) process.stderr.write('\n');
   // A diverged run still reports what it did, then fails (JSON shows its non-finite losses as null).
   const diverged = (): number => {
     if (Number.isFinite(r.final_loss) && Number.isFinite(r.val_loss)) return 0;
+    removeMadeDirs(madeDirs); // diverged before its first checkpoint: nothing was kept
     process.stderr.write(`baton train: the loss is not finite (final ${r.final_loss}, validation ${r.val_loss}): the run diverged; lower --lr or raise --warmup\n`);
     return 1;
   };

@@ -144,7 +144,8 @@ export function readCorpusText(file: string): string {
   }
   if (bytes.length === 0) throw new CorpusError(`corpus file ${name} is empty`);
   try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+    // ignoreBOM: a byte-order mark stays in the text, as it always has (the corpus digest covers it).
+    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
   } catch {
     throw new CorpusError(`corpus file ${name} is not UTF-8 text at byte ${firstInvalidUtf8(bytes)}: Baton trains on the characters of a text file`);
   }

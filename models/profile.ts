@@ -183,7 +183,8 @@ export function parseProfile(json: unknown, source: string, name: string): Workl
   });
   const forwardMs = layers.reduce((t, l) => t + l.count * l.forwardMs, 0);
   if (forwardMs > PROFILE_LIMITS.forwardMs) fail('layers', `at most ${PROFILE_LIMITS.forwardMs} ms of forward time in all (count × forwardMs)`, `${forwardMs} ms`);
-  const largest = Math.max(communication.activationBytes, ...layers.map((l) => l.activationBytes ?? 0));
+  // What crosses a cut: the output of a split group (first and last groups never end a stage's slice).
+  const largest = Math.max(communication.activationBytes, ...layers.filter((l) => l.placement === 'split').map((l) => l.activationBytes ?? 0));
   const commMs = communication.latencyMs + largest / (communication.bandwidthGBps * 1e6);
   if (commMs > PROFILE_LIMITS.commMs)
     fail('communication', `at most ${PROFILE_LIMITS.commMs} ms per message before jitter (latencyMs + activationBytes / bandwidthGBps)`, `${commMs} ms for ${largest} bytes`);

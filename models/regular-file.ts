@@ -19,6 +19,25 @@ function kindOf(st: fs.Stats): string {
   return 'not a regular file';
 }
 
+/** Reads to the end, refusing more than `maxBytes`: a file's size may say 0 and still hold more (/proc). */
+function readAtMost(fd: number, maxBytes: number): Buffer {
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for (;;) {
+    const chunk = Buffer.allocUnsafe(Math.min(1 << 20, maxBytes + 1 - total));
+    let n: number;
+    try {
+      n = fs.readSync(fd, chunk, 0, chunk.length, null);
+    } catch (err) {
+      throw new RegularFileError(`cannot be read: ${(err as Error).message}`, 'unreadable', { cause: err });
+    }
+    if (n === 0) return Buffer.concat(chunks, total);
+    chunks.push(chunk.subarray(0, n));
+    total += n;
+    if (total > maxBytes) throw new RegularFileError(`holds more than the limit of ${maxBytes} bytes`, 'too-big');
+  }
+}
+
 /** The bytes of `file`, a regular file of at most `maxBytes`; messages start with "is ...", "does not exist", ... */
 export function readRegularFile(file: string, maxBytes: number): Buffer {
   let fd: number;
@@ -34,11 +53,7 @@ export function readRegularFile(file: string, maxBytes: number): Buffer {
     const st = fs.fstatSync(fd);
     if (!st.isFile()) throw new RegularFileError(`is ${kindOf(st)}, not a regular file`, 'not-regular');
     if (st.size > maxBytes) throw new RegularFileError(`has ${st.size} bytes, over the limit of ${maxBytes}`, 'too-big');
-    try {
-      return fs.readFileSync(fd);
-    } catch (err) {
-      throw new RegularFileError(`cannot be read: ${(err as Error).message}`, 'unreadable', { cause: err });
-    }
+    return readAtMost(fd, maxBytes);
   } finally {
     fs.closeSync(fd);
   }

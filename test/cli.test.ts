@@ -126,7 +126,7 @@ describe('the baton command', function () {
       [['run', '--compare', 'bf,1f1b', '--job', 'x'.repeat(127)], /run: --compare runs policy k as job x+-k; job name "x+\.\.\. must be a string .* of at most 128 characters/],
       [[], /baton: a command is required/],
       [['sim', '--microbatches', '100000000'], /ShapeError: chunks × microbatches .* must be at most 262144, got 100000000/],
-      [['sim', '--stages', '64', '--microbatches', '1024', '--iterations', '100'], /JobConfigError: stages × chunks × microbatches × iterations must be at most 2097152, got 65536 × 100 = 6553600/],
+      [['sim', '--stages', '64', '--microbatches', '1024', '--iterations', '100'], /JobConfigError: stages × chunks × microbatches × iterations \(warm-up included\) must be at most 2097152, got 65536 × 100 = 6553600/],
       [['run', '--compare', 'bf,bogus', '--stages', '2', '--microbatches', '2'], /^baton run: UnknownPolicyError: unknown policy "bogus"/],
       [['sim', '--stages', '4', '--microbatches', '8', '--compare', 'bf,1f1b,interleaved-1f1b'], /^baton sim: ShapeError: interleaved-1f1b needs chunks >= 2/],
       [['sim', '--policy', 'nope', '--print-config'], /^baton sim: UnknownPolicyError: unknown policy "nope"/],
@@ -135,6 +135,7 @@ describe('the baton command', function () {
       [['run', '--policy', 'nope', '--print-config'], /^baton run: UnknownPolicyError: unknown policy "nope"/],
       [['run', '--transport', 'local', '--job', 'a.b'], /^baton run: UsageError: run: --job: job name "a\.b" must be/],
       [['run', '--stages', '65', '--microbatches', '2'], /run: --processes per-stage starts 65 stage processes on this machine .* at most 64: use --processes single, or --nodes/],
+      [['run', '--stages', '8', '--microbatches', '256', '--iterations', '1', '--warmup-iterations', '2000', '--print-config'], /iterations \(warm-up included\) must be at most 2097152, got 2048 × 2001 = 4098048/],
       [['run', '--mode', 'async', '--warmup-iterations', '2'], /run: asynchronous mode runs one stream of microbatches; it has no warm-up iteration/],
       [['run', '--nodes', '*'], /--nodes: node names match \[A-Za-z0-9_-\]\+/],
       [['run', '--nodes', 'a,b,a'], /--nodes names a node twice/],
@@ -174,7 +175,8 @@ describe('the baton command', function () {
     assert.match(overwrite.err, /held already holds a checkpoint; add --resume to continue it, or give another directory/);
     // So does a refusal of what only the run itself checks (the backend, the model's shape).
     for (const bad of [['--backend', 'bogus'], ['--model', 'gpt', '--width', '30', '--heads', '4']]) {
-      const late = await baton('train', '--model', 'mlp', ...bad, '--checkpoint', never);
+      // Every level it made goes, not only the last.
+      const late = await baton('train', '--model', 'mlp', ...bad, '--checkpoint', path.join(never, 'deeper'));
       assert.equal(late.code, 2, late.err);
       assert.equal(fs.existsSync(never), false, `${bad.join(' ')} left ${never}`);
     }
@@ -258,6 +260,12 @@ describe('the baton command', function () {
       const same = await baton('sim', '--stages', '2', '--microbatches', '2', '--compare', 'bf,1f1b', '--trace', path.join(dir, 't.json'), '--gantt', path.join(dir, 't.1f1b.json'));
       assert.equal(same.code, 2);
       assert.match(same.err, /--gantt .*t\.1f1b\.json is the file --trace .*t\.1f1b\.json is written to as well/);
+      // The same file through a linked directory is the same file.
+      fs.mkdirSync(path.join(dir, 'd1'));
+      fs.symlinkSync(path.join(dir, 'd1'), path.join(dir, 'd2'));
+      const linked = await baton('sim', '--stages', '2', '--microbatches', '2', '--trace', path.join(dir, 'd1', 'x.out'), '--gantt', path.join(dir, 'd2', 'x.out'));
+      assert.equal(linked.code, 2);
+      assert.match(linked.err, /--gantt .*d2\/x\.out is the file --trace .*d1\/x\.out is written to as well/);
       // A profile of zero durations: two empty runs are equally fast, not NaN times faster.
       const zero = path.join(dir, 'zero.json');
       fs.writeFileSync(zero, JSON.stringify({ description: 'no work', depth: 'fixed', backwardRatio: 2, weightGradFraction: 0, communication: { latencyMs: 0, bandwidthGBps: 1, activationBytes: 0 }, layers: [{ name: 'b', count: 4, forwardMs: 0 }] }));

@@ -5,6 +5,7 @@ import * as path from 'path';
 import { loadBackend } from '../models/backend';
 import { Corpus, CorpusError, MAX_CORPUS_BYTES, loadCorpus, syntheticCorpus, syntheticText, toTensors } from '../models/data';
 import { execFileSync } from 'child_process';
+import { RegularFileError, readRegularFile } from '../models/regular-file';
 
 describe('data: corpora and batches', () => {
   const corpus = loadCorpus();
@@ -122,6 +123,10 @@ describe('data: corpora and batches', () => {
       assert.throws(() => loadCorpus('/dev/zero'), /"\/dev\/zero" is a device, not a regular file/);
       assert.throws(() => loadCorpus(dir), /is a directory, not a regular file/);
       assert.ok(MAX_CORPUS_BYTES >= 64 * 1024 * 1024, 'tinyshakespeare-sized corpora and far beyond');
+      // A file whose size says 0 may hold more (/proc): the limit holds while reading.
+      assert.equal(fs.statSync('/proc/self/status').size, 0);
+      assert.throws(() => readRegularFile('/proc/self/status', 16), (e: Error) => e instanceof RegularFileError && e.reason === 'too-big' && /holds more than the limit of 16 bytes/.test(e.message));
+      assert.match(readRegularFile('/proc/self/status', 1 << 20).toString(), /^Name:/);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

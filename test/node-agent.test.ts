@@ -283,13 +283,22 @@ describe('a host request naming a file on the agent\'s machine', () => {
     assert.match(String(replies[0].message), /the job names policy module "\.\/evil\.js"; this agent loads files a launcher names only when started with baton node --allow-files/);
     assert.match(String(replies[1].message), /the job names profile file "\/etc\/passwd"; this agent/);
     assert.match(String(replies[2].message), /policy module "\/tmp\/x\/p" and profile file ".*uniform\.json"/);
-    // A training job's corpus is read and its checkpoint directory written on the agent's machine too.
-    const train = { ...TRAIN_DEFAULTS, model: 'mlp' as const, data: '/etc/shadow', checkpoint: '/root/ck' };
+    // A training job's corpus is read on the agent's machine too, and so is its checkpoint when it resumes.
+    const train = { ...TRAIN_DEFAULTS, model: 'mlp' as const, data: '/etc/shadow', checkpoint: '/root/ck', startIteration: 2, totalIterations: 4 };
     request({ verb: 'host', reply: REPLY, config: resolveConfig({ job: 'files-t', stages: 2, microbatches: 2, train }), stages: [0] });
     await settle();
     assert.deepEqual([replies[3].verb, replies[3].error], ['error', 'FilesNotAllowedError']);
     assert.match(String(replies[3].message), /the job names corpus file "\/etc\/shadow" and checkpoint directory "\/root\/ck"; this agent/);
     assert.equal(bus.subscriptionCount, subscriptions, 'nothing was hosted');
+  });
+
+  it('is refused when its model is too large to build, before any tensor is made', async () => {
+    const { replies, request } = agentOnLocalBus();
+    const train = { ...TRAIN_DEFAULTS, model: 'gpt' as const, width: 30000, heads: 1 };
+    request({ verb: 'host', reply: REPLY, config: resolveConfig({ job: 'huge', stages: 2, microbatches: 2, profile: 'train', train }), stages: [0] });
+    await until(() => replies.length > 0, 20000);
+    assert.deepEqual([replies[0].verb, replies[0].error], ['error', 'ModelConfigError']);
+    assert.match(String(replies[0].message), /gpt config: \d+ parameters \(--layers \d+, --width 30000\), over the limit of 268435456/);
   });
 
   it('is hosted by an agent started with --allow-files', async () => {
