@@ -202,7 +202,7 @@ describe('the baton command', function () {
       assert.equal(viaHelp.out, (await baton(c, '--help')).out, `baton help ${c} is baton ${c} --help`);
     }
     assert.match((await baton('node', '--help')).out, /\(default node-<pid>\)/);
-    assert.match((await baton('node', '--help')).out, /--allow-files +use the files a launcher names \(policy modules, profile files, training corpus, checkpoint directory\); any peer on the NATS server can then name any file on this machine/);
+    assert.match((await baton('node', '--help')).out, /--allow-files +use the files a launcher names \(policy modules, profile files, training corpus, checkpoint to resume\); any peer on the NATS server can then name any file on this machine/);
   });
 
   it('loads TensorFlow.js only for commands that compute with it (a node agent starts without it)', () => {
