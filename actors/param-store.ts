@@ -119,6 +119,8 @@ function makePolicy(s: AsyncSettings, opt: NAdamW | null, inflight: number, dela
       if (!opt) throw new ParamStoreError('predict needs an optimizer');
       return new WeightPrediction({ delay, direction: (n, p, o) => opt.direction(n, p, o) });
     case 'fresco':
+      // With at most one in flight, none is in flight at an update: nothing to protect or hold.
+      if (inflight <= 1) return new NoConsistency();
       return new FrescoPolicy({ layers: frescoLayers(inputs ?? []), tau: Math.max(1, inflight - 1), alpha: s.alpha });
   }
 }
@@ -178,6 +180,11 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
         // Checked before anything changes: a refused gradient (missing, not finite) leaves the store as it was.
         if (updating) {
           if (!msg.grads) throw new ParamStoreError(`stage ${stage}: backward of microbatch ${msg.mb} came without gradients`);
+          for (const [name, p] of st.params as ParamMapF) {
+            const g = msg.grads.get(name);
+            if (g === undefined || g.length !== p.length)
+              throw new ParamStoreError(`stage ${stage}: backward of microbatch ${msg.mb}: ${g === undefined ? `no gradient for ${name}` : `gradient of ${name} has ${g.length} values, the parameter ${p.length}`}`);
+          }
           clipGradNorm(msg.grads, s.clip);
         }
         st.forwardStep.delete(msg.mb);

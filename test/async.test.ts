@@ -191,6 +191,27 @@ describe('asynchronous pipelines', function () {
       assert.ok(r.stage > 1e-2, `the stage output moved by only ${r.stage.toExponential(2)}`);
     });
 
+    it('refuses a backward whose gradients do not match the parameters before changing anything, and carries on', async () => {
+      const runtime = new ActorRuntime(new VirtualClock());
+      const module = asyncStageModule(1, shape, t);
+      const init = initialParams(module);
+      const store = spawnParamStore({ runtime, stage: 0, inflightBound: 2, settings: { ...ASYNC_DEFAULTS, consistency: 'stash' }, params: init.params, infos: init.infos });
+      await runtime.ask<StoreMsg, unknown>(store, (reply) => ({ type: 'weights', purpose: 'forward', mb: 0, reply }));
+      runtime.send(store, { type: 'forward-ran', mb: 0 });
+      const [first] = init.params.keys();
+      const short = new Map([...init.params].map(([n, p]) => [n, n === first ? p.slice(1) : p.map(() => 0.1)]));
+      runtime.send(store, { type: 'backward-ran', mb: 0, grads: short });
+      const stats = () => runtime.ask<StoreMsg, StoreStats>(store, (reply) => ({ type: 'stats', reply }));
+      assert.equal((await stats()).updates, 0);
+      assert.match(runtime.failures.map((f) => f.error.message).join('\n'), new RegExp(`gradient of ${first} has \\d+ values, the parameter \\d+`));
+      const grads = new Map([...init.params].map(([n, p]) => [n, p.map(() => 0.1)]));
+      runtime.send(store, { type: 'backward-ran', mb: 0, grads });
+      const after = await stats();
+      assert.deepEqual([after.updates, after.staleness.count], [1, 1], 'the microbatch was still in flight, and its good backward updated once');
+      module.dispose();
+      runtime.shutdown();
+    });
+
     it('fresco: each microbatch keeps ceil(k / (bound - 1)) directions per layer, as bound - 1 are in flight at an update', async () => {
       const runtime = new ActorRuntime(new VirtualClock());
       const module = asyncStageModule(1, shape, t);
@@ -238,6 +259,8 @@ describe('asynchronous pipelines', function () {
       const s = r.summary as ReturnType<typeof summarize>;
       assert.deepEqual(s.staleness?.map((x) => x.max), [3, 2, 1, 0]);
       bytes[consistency] = Math.max(...(s.extra_state_bytes ?? []));
+      // The last stage has one in flight at most: at an update none is, so FRESCO keeps nothing there.
+      if (consistency === 'fresco') assert.equal(s.extra_state_bytes?.[3], 0);
     }
     assert.equal(bytes.none, 0);
     assert.ok(bytes.stash > 0 && bytes.fresco > 0);

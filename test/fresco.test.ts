@@ -228,6 +228,42 @@ describe('FRESCO subspace math', () => {
     assert.deepEqual([...emb], [...embCopy]);
   });
 
+  it('hands each backward the unprojected parameters its forward saw, counts them, and frees them when the last microbatch that saw them is done', () => {
+    const din = 3, dout = 2, n = 2;
+    const pol = new FrescoPolicy({ tau: 2, alpha: 1, layers: [{ layer: 'fc', weight: 'k', bias: 'b', layout: 'in-out', dout, din }] });
+    const params = new Map([['k', new Float32Array(din * dout).fill(1)], ['b', new Float32Array(dout)], ['g', Float32Array.from([1, 2, 3, 4])]]);
+    const ctx = (step: number) => ({ params, step, lr: 1 });
+    const update = (step: number) => {
+      const delta = new Map([...params].map(([name, p]) => [name, new Float32Array(p.length).fill(0.5)]));
+      pol.transformUpdate(delta, ctx(step));
+      for (const [name, p] of params) p.forEach((_, i) => (p[i] += delta.get(name)![i]));
+    };
+    pol.forward(0, new Map([['fc', { x: rand(n * din, 90), n }]]));
+    pol.forward(1, new Map([['fc', { x: rand(n * din, 91), n }]]));
+    assert.equal(pol.versionsHeld, 0, 'nothing is copied before an update');
+    update(1); // both saw version 0: one copy of g
+    assert.equal(pol.versionsHeld, 1);
+    assert.equal(pol.extraStateBytes(), pol.fresco.extraStateBytes() + 4 * 4, 'the copy of g is counted');
+    pol.forward(2, new Map([['fc', { x: rand(n * din, 92), n }]]));
+    update(2); // mb 2 saw version 1: a second copy
+    assert.equal(pol.versionsHeld, 2);
+    assert.equal(pol.extraStateBytes(), pol.fresco.extraStateBytes() + 2 * 4 * 4);
+    for (const mb of [0, 1]) {
+      const w = pol.weightsForBackward(mb, ctx(2));
+      assert.deepEqual([...w.get('g')!], [1, 2, 3, 4], `mb ${mb} gets g as its forward saw it`);
+      assert.equal(w.get('k'), params.get('k'), 'and the current, projected linear weights');
+    }
+    assert.deepEqual([...pol.weightsForBackward(2, ctx(2)).get('g')!], [1.5, 2.5, 3.5, 4.5]);
+    pol.backward(1);
+    assert.equal(pol.versionsHeld, 2, 'mb 0 still needs version 0');
+    pol.backward(0);
+    assert.equal(pol.versionsHeld, 1);
+    pol.backward(2);
+    assert.equal(pol.versionsHeld, 0);
+    assert.deepEqual(pol.fresco.inFlight('fc'), []);
+    assert.equal(pol.extraStateBytes(), pol.fresco.extraStateBytes(), 'no copies counted once none is held');
+  });
+
   for (const layout of ['augmented', 'out-in', 'in-out'] as const) {
     for (const bias of [true, false]) {
       it(`projects ${bias ? 'a biased' : 'a bias-free'} ${layout} update in place as Δ̄(I − QQᵀ) with the full projector`, () => {

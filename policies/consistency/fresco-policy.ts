@@ -7,9 +7,10 @@
 // for every other parameter, the value its forward saw: those parameters are never
 // projected, and a norm's gain changed between F and B would change the input of every
 // linear layer after it, which is exactly what FRESCO protects. With them held, every
-// protected layer sees at the backward the input it saw at the forward (exactly, at full
-// budget), as with the stored activations of the paper's runs; the linear layers'
-// Jacobians are at the updated weights. The held values are copied on update, only
+// protected layer sees at the backward the input it saw at the forward (exactly when the
+// projection is: see fresco.ts), as with the stored activations of the paper's runs; the
+// linear layers' Jacobians are at the updated weights, the norms' and embeddings' (and
+// their own gradients) at the values the forward saw, as with weight stashing. The held values are copied on update, only
 // while an in-flight microbatch needs them, like weight stashing but of the unprotected
 // parameters only.
 //

@@ -11,8 +11,10 @@
 //   project(Δ, Q)             Δ' = Δ(I − QQᵀ), so Δ'X̄ ≈ 0 for the in-flight inputs;
 //   projectLayerUpdate(...)   the same, in place on the layer's own weight and bias
 //                             tensors in any of the three layouts (projectInPlace).
-// With k ≥ the rank of the in-flight X̄ the protection is exact: every in-flight mb
-// sees the same layer outputs at its backward as at its forward.
+// The protection is exact (every in-flight mb sees the same layer outputs at its backward
+// as at its forward) when each in-flight mb's X̄ has rank at most k1, so that its basis
+// spans it, and k covers the merged bases. A microbatch of more rows keeps only its k1
+// dominant directions; with fewer than τ in flight the unused share of k is not passed on.
 //
 // Memory (extraStateBytes): the per-microbatch bases of the microbatches in flight,
 // Σ over layers and in-flight mbs of d·min(k1, n, d)·4 bytes (Float32, k1 from the
