@@ -40,8 +40,6 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   if (!flags.exitWithStdin) await refuseTakenName(bus, name, bus.url);
   const agent = new NodeAgent({ name, bus, log, allowFiles: flags.allowFiles === true });
   agent.start();
-  if (flags.json) out(JSON.stringify({ node: name, pid: process.pid, nats: bus.url, ready: true }));
-  else log(`node ${name}: ready on ${bus.url} (pid ${process.pid})`);
   let stopping = false;
   const stop = (why: string) => () => {
     stopping = true;
@@ -49,8 +47,11 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
     // A server that stopped answering must not keep a stopped agent alive.
     void withinMs(bus.flush().catch(() => {}), EXIT_FLUSH_MS).finally(() => withinMs(bus.close().catch(() => {}), EXIT_FLUSH_MS)).finally(() => process.exit(0));
   };
+  // Before the ready line: whoever reads it may signal at once.
   process.once('SIGTERM', stop('SIGTERM'));
   process.once('SIGINT', stop('SIGINT'));
+  if (flags.json) out(JSON.stringify({ node: name, pid: process.pid, nats: bus.url, ready: true }));
+  else log(`node ${name}: ready on ${bus.url} (pid ${process.pid})`);
   if (flags.exitWithStdin) {
     // The launcher holds the other end of stdin; it closes when the launcher ends, however it ends.
     const gone = () => {
