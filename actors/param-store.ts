@@ -105,9 +105,13 @@ function frescoLayers(inputs: readonly CapturedLinearInput[]): LinearLayerSpec[]
  * their B not yet). An update follows a B, whose microbatch no longer needs protection,
  * so FRESCO protects at most `inflight` − 1 at an update: that is its τ (each microbatch
  * contributes ⌈k/τ⌉ directions, and the τ of them fill the rank budget k). PipeMare
- * damps and prediction looks ahead by `delay` updates.
+ * damps and prediction looks ahead by `delay` updates. With at most one in flight (the
+ * last stage under the default limit, every stage at P = 1), none is in flight at an
+ * update: every policy would leave the update and the weights as they are, so none
+ * keeps buffers for nothing.
  */
 function makePolicy(s: AsyncSettings, opt: NAdamW | null, inflight: number, delay: number, inputs?: readonly CapturedLinearInput[]): ConsistencyPolicy {
+  if (inflight <= 1) return new NoConsistency();
   switch (s.consistency) {
     case 'none':
       return new NoConsistency();
@@ -119,8 +123,6 @@ function makePolicy(s: AsyncSettings, opt: NAdamW | null, inflight: number, dela
       if (!opt) throw new ParamStoreError('predict needs an optimizer');
       return new WeightPrediction({ delay, direction: (n, p, o) => opt.direction(n, p, o) });
     case 'fresco':
-      // With at most one in flight, none is in flight at an update: nothing to protect or hold.
-      if (inflight <= 1) return new NoConsistency();
       return new FrescoPolicy({ layers: frescoLayers(inputs ?? []), tau: Math.max(1, inflight - 1), alpha: s.alpha });
   }
 }
