@@ -127,6 +127,18 @@ function makePolicy(s: AsyncSettings, opt: NAdamW | null, inflight: number, dela
   }
 }
 
+/** A backward's gradients, one per parameter of its size, clipped to norm `clip` (a non-finite norm throws). */
+function checkedGrads(stage: number, mb: number, params: ParamMapF, grads: ParamMapF | undefined, clip: number): ParamMapF {
+  if (!grads) throw new ParamStoreError(`stage ${stage}: backward of microbatch ${mb} came without gradients`);
+  for (const [name, p] of params) {
+    const g = grads.get(name);
+    if (g === undefined || g.length !== p.length)
+      throw new ParamStoreError(`stage ${stage}: backward of microbatch ${mb}: ${g === undefined ? `no gradient for ${name}` : `gradient of ${name} has ${g.length} values, the parameter ${p.length}`}`);
+  }
+  clipGradNorm(grads, clip);
+  return grads;
+}
+
 export interface ParamStoreWiring {
   runtime: ActorRuntime;
   stage: number;
@@ -178,26 +190,20 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
       case 'backward-ran': {
         const at = st.forwardStep.get(msg.mb);
         if (at === undefined) throw new ParamStoreError(`stage ${stage}: backward of microbatch ${msg.mb} without its forward`);
-        const updating = st.params !== null && st.optimizer !== null && st.policy !== null;
-        // Checked before anything changes: a refused gradient (missing, not finite) leaves the store as it was.
-        if (updating) {
-          if (!msg.grads) throw new ParamStoreError(`stage ${stage}: backward of microbatch ${msg.mb} came without gradients`);
-          for (const [name, p] of st.params as ParamMapF) {
-            const g = msg.grads.get(name);
-            if (g === undefined || g.length !== p.length)
-              throw new ParamStoreError(`stage ${stage}: backward of microbatch ${msg.mb}: ${g === undefined ? `no gradient for ${name}` : `gradient of ${name} has ${g.length} values, the parameter ${p.length}`}`);
-          }
-          clipGradNorm(msg.grads, s.clip);
-        }
+        // Checked (and clipped) before anything changes: a refused gradient leaves the store as it was.
+        const update = st.params && st.optimizer && st.policy
+          ? { params: st.params, optimizer: st.optimizer, policy: st.policy, grads: checkedGrads(stage, msg.mb, st.params, msg.grads, s.clip) }
+          : null;
         st.forwardStep.delete(msg.mb);
         st.staleness.push(st.step - at);
-        if (st.params && st.optimizer && st.policy && msg.grads) {
-          st.policy.backward(msg.mb);
+        if (update) {
+          const { params, optimizer, policy, grads } = update;
+          policy.backward(msg.mb);
           const lr = lrOf(st.step + 1);
-          const delta = st.optimizer.propose(st.params, msg.grads, lr);
-          st.policy.transformUpdate(delta, { params: st.params, step: st.step + 1, lr });
-          applyUpdates(st.params, delta);
-          st.peakExtraBytes = Math.max(st.peakExtraBytes, st.policy.extraStateBytes());
+          const delta = optimizer.propose(params, grads, lr);
+          policy.transformUpdate(delta, { params, step: st.step + 1, lr });
+          applyUpdates(params, delta);
+          st.peakExtraBytes = Math.max(st.peakExtraBytes, policy.extraStateBytes());
         }
         st.step++;
         return st;

@@ -71,3 +71,15 @@ export function jobConfigFromFlags(flags: ParsedFlags): JobConfig {
     mode: flags.mode as 'sync' | 'async',
   });
 }
+
+/** The policies `--compare` lists, or undefined without it; it replaces --policy, so the two together are refused. */
+export function comparedPolicies(flags: ParsedFlags, given: ReadonlySet<string>, command: string): string[] | undefined {
+  const compare = flags.compare as string[] | undefined;
+  if (compare && given.has('policy')) throw new UsageError(`${command}: --compare runs each policy it lists; give --policy or --compare, not both`);
+  return compare;
+}
+
+/** How much faster a makespan is than the first policy's (two empty runs, of a zero-duration profile, are equally fast). */
+export function speedupOver(base: number, ms: number): number {
+  return ms === base ? 1 : base / ms;
+}

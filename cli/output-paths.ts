@@ -29,12 +29,18 @@ function canCreateIn(dir: string): boolean {
 
 /** Where a symbolic link whose target does not exist leads (following chains), or a UsageError for a loop. */
 function danglingTarget(link: string, given: string, flag: string): string {
-  let p = link;
+  const end = linkEnd(link);
+  if (end === null) throw new UsageError(`${flag} ${given}: a loop of symbolic links`);
+  return end;
+}
+
+/** Where a chain of symbolic links from `p` ends (a path that is no link, existing or not), or null for a loop. */
+function linkEnd(p: string): string | null {
   for (let hops = 0; hops < 40; hops++) {
     if (!isLink(p)) return p;
     p = path.resolve(path.dirname(p), fs.readlinkSync(p));
   }
-  throw new UsageError(`${flag} ${given}: a loop of symbolic links`);
+  return null;
 }
 
 /**
@@ -42,8 +48,7 @@ function danglingTarget(link: string, given: string, flag: string): string {
  * yet too) and the directory's real path, so two spellings of one file compare equal.
  */
 export function writtenFileKey(file: string): string {
-  let p = path.resolve(file);
-  for (let hops = 0; hops < 40 && isLink(p); hops++) p = path.resolve(path.dirname(p), fs.readlinkSync(p));
+  const p = linkEnd(path.resolve(file)) ?? path.resolve(file);
   try {
     return path.join(fs.realpathSync(path.dirname(p)), path.basename(p));
   } catch {

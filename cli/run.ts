@@ -19,7 +19,7 @@ import { endBySignal, onProcessEnd } from '../transport/process-cleanup';
 import { checkJobName } from '../transport/subjects';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { NATS_URL_ENV, natsFlag } from './nats-flag';
-import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
+import { JOB_FLAGS, asyncStream, comparedPolicies, jobConfigFromFlags, speedupOver } from './job-flags';
 import { formatTable } from './table';
 import { warnRejects } from './rejects';
 import { claimJob } from '../actors/job-claim';
@@ -240,8 +240,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   if (setup.nodes && setup.nodes.length > cfg.stages)
     throw new UsageError(`run: --nodes names ${setup.nodes.length} agents for ${cfg.stages} stages; each agent hosts at least one stage, so ${setup.nodes.slice(cfg.stages).join(',')} would get none`);
   checkLocalProcesses(cfg, setup, 'run');
-  const compare = flags.compare as string[] | undefined;
-  if (compare && given.has('policy')) throw new UsageError('run: --compare runs each policy it lists; give --policy or --compare, not both');
+  const compare = comparedPolicies(flags, given, 'run');
   const policies = compare ?? [cfg.policy];
   // Each run of a comparison is its own job, so their messages never mix: J-0, J-1, ...
   const jobOf = (k: number) => (policies.length > 1 ? `${cfg.job}-${k}` : cfg.job);
@@ -263,7 +262,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   for (const o of outcomes) warnRejects('run', o.result);
   const rows = outcomes.map(summary);
   const base = rows[0].makespan_ms;
-  const speedup = (ms: number) => (ms === base ? 1 : base / ms);
+  const speedup = (ms: number) => speedupOver(base, ms);
   if (flags.json) {
     // With --compare, always a list (one row per compared policy), as sim prints.
     out(JSON.stringify(compare ? rows.map((r) => ({ ...r, speedup: speedup(r.makespan_ms) })) : rows[0]));

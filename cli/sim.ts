@@ -3,8 +3,8 @@
 import { JobResult, runJob, summarize } from '../actors/job';
 import { JobConfig } from '../actors/config';
 import { checkJob } from '../actors/wire-stage';
-import { FlagSpec, UsageError, helpText, parseFlags } from './args';
-import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
+import { FlagSpec, helpText, parseFlags } from './args';
+import { JOB_FLAGS, asyncStream, comparedPolicies, jobConfigFromFlags, speedupOver } from './job-flags';
 import { formatTable } from './table';
 import { checkTraceOutputs, writeComparedTraceFiles, writeTraceFiles } from './trace-output';
 
@@ -30,8 +30,7 @@ export function compareRows(results: JobResult[]) {
   const base = summarize(results[0]).makespan_ms;
   return results.map((r) => {
     const s = summarize(r);
-    // Two empty runs (a profile of zero durations) are equally fast.
-    return { ...s, speedup: s.makespan_ms === base ? 1 : base / s.makespan_ms };
+    return { ...s, speedup: speedupOver(base, s.makespan_ms) };
   });
 }
 
@@ -42,8 +41,7 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
     return 0;
   }
   const cfg = asyncStream(jobConfigFromFlags(flags));
-  const compare = flags.compare as string[] | undefined;
-  if (compare && given.has('policy')) throw new UsageError('sim: --compare runs each policy it lists; give --policy or --compare, not both');
+  const compare = comparedPolicies(flags, given, 'sim');
   // Every policy's config is checked before anything runs (or is printed as runnable).
   for (const policy of compare ?? [cfg.policy]) checkJob({ ...cfg, policy });
   if (flags.printConfig) {

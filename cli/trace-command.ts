@@ -5,6 +5,7 @@
 
 import * as fs from 'fs';
 import { jsonErrorLine } from '../models/json-error';
+import { RegularFileError, readAtMost } from '../models/regular-file';
 import { BatonEvent } from '../actors/events';
 import { SHAPE_LIMITS } from '../policies/task';
 import { checkOutputFile } from './output-paths';
@@ -52,19 +53,13 @@ export const MAX_TRACE_FILE_BYTES = 512 * 1024 * 1024 - 64;
 
 /** The file's text, reading at most `max` bytes (a pipe has no size to check first). */
 function readCapped(file: string, max: number, over: () => Error): string {
+  // Opened blocking, unlike readRegularFile: a pipe here has a writer (<(zcat t.json.gz)).
   const fd = fs.openSync(file, 'r');
   try {
-    const chunks: Buffer[] = [];
-    let total = 0;
-    for (;;) {
-      const chunk = Buffer.allocUnsafe(1 << 20);
-      const n = fs.readSync(fd, chunk, 0, chunk.length, null);
-      if (n === 0) break;
-      total += n;
-      if (total > max) throw over();
-      chunks.push(n === chunk.length ? chunk : chunk.subarray(0, n));
-    }
-    return Buffer.concat(chunks, total).toString('utf8');
+    return readAtMost(fd, max).toString('utf8');
+  } catch (e) {
+    if (e instanceof RegularFileError) throw e.reason === 'too-big' ? over() : e.cause ?? e;
+    throw e;
   } finally {
     fs.closeSync(fd);
   }

@@ -20,7 +20,7 @@ function kindOf(st: fs.Stats): string {
 }
 
 /** Reads to the end, refusing more than `maxBytes`: a file's size may say 0 and still hold more (/proc). */
-function readAtMost(fd: number, maxBytes: number): Buffer {
+export function readAtMost(fd: number, maxBytes: number): Buffer {
   const chunks: Buffer[] = [];
   let total = 0;
   for (;;) {
