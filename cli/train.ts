@@ -38,7 +38,7 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
   BUFFER_LIMIT_FLAG,
   { name: 'transport', type: 'string', help: 'message bus', choices: ['local', 'nats'], default: 'local' },
   { name: 'nats', type: 'string', metavar: 'URL', help: 'NATS server (default: start one)' },
-  { name: 'processes', type: 'string', help: 'with nats: one process per stage, or all in this one', choices: ['per-stage', 'single'], default: 'per-stage' },
+  { name: 'processes', type: 'string', help: 'with --transport nats: per-stage, one OS process per stage; single, all stages in this process', choices: ['per-stage', 'single'], default: 'per-stage' },
   { name: 'jitter', type: 'string', help: 'communication jitter injected by the senders', choices: ['none', 'paper'], default: 'none' },
   { name: 'jitter-seed', type: 'int', metavar: 'S', help: 'seed of the realized message delays only', default: 0 },
   { name: 'seed', type: 'int', metavar: 'S', help: 'seed of the model and the data', default: TRAIN_DEFAULTS.seed },
@@ -240,6 +240,9 @@ export async function trainCommand(argv: readonly string[], out: (s: string) => 
   const asyncOnly = ['consistency', 'alpha', 'beta1'].filter((k) => given.has(k));
   if (flags.mode !== 'async' && asyncOnly.length > 0)
     throw new UsageError(`train: ${asyncOnly.map((k) => `--${k}`).join(', ')} set${asyncOnly.length === 1 ? 's' : ''} the asynchronous parameter stores; add --mode async`);
+  // As in `baton run`: without NATS every stage runs in this process, whatever --processes asks.
+  if (flags.transport !== 'nats' && given.has('processes'))
+    throw new UsageError('train: --transport local runs every stage in this process; --processes needs --transport nats');
   const { cfg, setup, madeDirs } = trainConfigsFromFlags(flags);
   const tty = !flags.json && process.stderr.isTTY;
   const progress = flags.json ? undefined : (line: string) => process.stderr.write(tty ? `\r${line}   ` : `${line}\n`);

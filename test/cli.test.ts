@@ -141,6 +141,8 @@ describe('the baton command', function () {
       [['run', '--nodes', 'a,b,a'], /--nodes names a node twice/],
       [['run', '--nodes', 'a,b'], /run: --nodes needs --nats URL, the server those node agents joined/],
       [['run', '--transport', 'local', '--processes', 'per-stage'], /run: --transport local runs every stage in this process; --processes needs --transport nats/],
+      [['train', '--model', 'mlp', '--processes', 'per-stage'], /train: --transport local runs every stage in this process; --processes needs --transport nats/],
+      [['train', '--model', 'mlp', '--clock', 'virtual', '--processes', 'single'], /train: --transport local runs every stage in this process; --processes needs --transport nats/],
       [['sim', '--trace', '--json'], /sim: --trace needs a value \(FILE\.json\), got the flag "--json"; write --trace=VALUE/],
       [['train', '--model', 'mlp', '--consistency', 'fresco', '--alpha', '0.5'], /train: --consistency, --alpha set the asynchronous parameter stores; add --mode async/],
       [['tap', '--job', 'j', '--all'], /tap: --job J watches one job, --all every job; give one of them/],
