@@ -6,10 +6,10 @@ import { askAround } from '../transport/ask-around';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { Bus } from '../transport/bus';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
-import { NATS_URL_ENV, natsFlag } from './nats-flag';
+import { NATS_URL_ENV, NATS_URL_FORMS, natsFlag } from './nats-flag';
 
 const NODE_FLAGS: readonly FlagSpec[] = [
-  { name: 'nats', type: 'string', metavar: 'URL', help: `NATS server(s) to join (required, or ${NATS_URL_ENV} in the environment), e.g. nats://127.0.0.1:4222 or nats://user:pass@host:4222,host2:4222` },
+  { name: 'nats', type: 'string', metavar: 'URL', help: `NATS server(s) to join: ${NATS_URL_FORMS} (required, or ${NATS_URL_ENV} in the environment)` },
   { name: 'name', type: 'string', metavar: 'NAME', help: 'node name, unique among the nodes of a NATS system (default node-<pid>)' },
   { name: 'quiet', type: 'bool', help: 'do not log hosting events' },
   { name: 'json', type: 'bool', help: 'print one JSON line when ready ({node, pid, nats}) and log as JSON lines' },
@@ -19,7 +19,7 @@ const NODE_FLAGS: readonly FlagSpec[] = [
 ];
 
 export const NODE_HELP = helpText('node', 'start a node agent that hosts stage actors for jobs over NATS',
-  'baton node --nats URL [--name NAME] [--allow-files]', NODE_FLAGS);
+  'baton node --nats URL [--name NAME] [--allow-files] [--quiet] [--json]', NODE_FLAGS);
 
 export async function nodeCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags } = parseFlags(argv, NODE_FLAGS, 'node');

@@ -18,7 +18,7 @@ import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
 import { endBySignal, onProcessEnd } from '../transport/process-cleanup';
 import { checkJobName } from '../transport/subjects';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
-import { NATS_URL_ENV, natsFlag } from './nats-flag';
+import { NATS_URL_ENV, NATS_URL_FORMS, natsFlag } from './nats-flag';
 import { JOB_FLAGS, asyncStream, comparedPolicies, jobConfigFromFlags, speedupOver } from './job-flags';
 import { formatTable } from './table';
 import { warnRejects } from './rejects';
@@ -29,7 +29,7 @@ import { STAGE_NODE_FLAGS_HELP, stageNodeFlags } from './stage-node-flags';
 const RUN_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
   { name: 'transport', type: 'string', help: 'message bus', choices: ['nats', 'local'], default: 'nats' },
-  { name: 'nats', type: 'string', metavar: 'URL', help: 'NATS server to use (default: start a local nats-server on a free loopback port)' },
+  { name: 'nats', type: 'string', metavar: 'URL', help: `NATS server(s): ${NATS_URL_FORMS} (default: start a local nats-server on a free loopback port)` },
   { name: 'processes', type: 'string', help: 'per-stage: one OS process per stage; single: all stages in this process', choices: ['per-stage', 'single'], default: 'per-stage' },
   { name: 'nodes', type: 'list', metavar: 'N1,N2,…', help: 'use running node agents (baton node) instead of spawning them; stages are dealt in contiguous blocks' },
   { name: 'compare', type: 'list', metavar: 'P1,P2,…', help: 'run the same seed under each policy and compare (speedup over the first); the k-th policy (from 0) runs as job <job>-k, so tap --job <job>-k watches it' },

@@ -11,10 +11,10 @@ import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { checkJobName, jobWildcard, parseSubject } from '../transport/subjects';
 import { formatTask } from '../policies/task';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
-import { natsFlag } from './nats-flag';
+import { NATS_URL_FORMS, natsFlag } from './nats-flag';
 
 const TAP_FLAGS: readonly FlagSpec[] = [
-  { name: 'nats', type: 'string', metavar: 'URL', help: 'NATS server(s): host:port or nats://[user:pass@]host:port, comma-separated', default: 'nats://127.0.0.1:4222' },
+  { name: 'nats', type: 'string', metavar: 'URL', help: `NATS server(s): ${NATS_URL_FORMS}`, default: 'nats://127.0.0.1:4222' },
   { name: 'job', type: 'string', metavar: 'J', help: 'job to watch (required unless --all)' },
   { name: 'all', type: 'bool', help: 'watch every Baton subject (baton.>)' },
   { name: 'count', type: 'int', metavar: 'N', help: 'stop after N messages (0 = no limit)', default: 0 },

@@ -13,7 +13,7 @@ import { loadBackend } from '../models/backend';
 import { paramChecksum, validationLoss } from '../models/reference-train';
 import { TRAIN_DEFAULTS, TrainConfig, checkTrainSize, corpusFor, modelSpecFor, tokensPerMicrobatch } from '../models/train-config';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
-import { natsFlag } from './nats-flag';
+import { NATS_URL_FORMS, natsFlag } from './nats-flag';
 import { BUFFER_LIMIT_FLAG, bufferLimitFromFlag } from './job-flags';
 import { warnRejects } from './rejects';
 import { checkLocalProcesses, runOnce } from './run';
@@ -37,7 +37,7 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
   { name: 'policy', type: 'string', metavar: 'NAME', help: 'hint order or schedule (as for sim)', default: 'bf' },
   BUFFER_LIMIT_FLAG,
   { name: 'transport', type: 'string', help: 'message bus', choices: ['local', 'nats'], default: 'local' },
-  { name: 'nats', type: 'string', metavar: 'URL', help: 'NATS server (default: start one)' },
+  { name: 'nats', type: 'string', metavar: 'URL', help: `with --transport nats, the NATS server(s): ${NATS_URL_FORMS} (default: start a local nats-server on a free loopback port)` },
   { name: 'processes', type: 'string', help: 'with --transport nats: per-stage, one OS process per stage; single, all stages in this process', choices: ['per-stage', 'single'], default: 'per-stage' },
   { name: 'jitter', type: 'string', help: 'communication jitter injected by the senders', choices: ['none', 'paper'], default: 'none' },
   { name: 'jitter-seed', type: 'int', metavar: 'S', help: 'seed of the realized message delays only', default: 0 },
