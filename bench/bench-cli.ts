@@ -11,7 +11,7 @@ const COMMON: readonly FlagSpec[] = [
 
 export function benchMain(name: string, what: string, specs: readonly FlagSpec[], run: (flags: ParsedFlags) => Promise<string | object>): void {
   const all = [...specs, ...COMMON];
-  const usage = `npm run bench -- ${name} ${specs.map((s) => `[--${s.name}${s.type === 'bool' ? '' : ` ${s.metavar ?? s.type.toUpperCase()}`}]`).join(' ')} [--json]`;
+  const usage = ['npm run bench --', name, ...specs.map((s) => `[--${s.name}${s.type === 'bool' ? '' : ` ${s.metavar ?? s.type.toUpperCase()}`}]`), '[--json]'].join(' ');
   // The flag parser and help speak of `baton <command>`; a benchmark is run through npm.
   const npm = (s: string) => s.replace(/baton bench /g, 'npm run bench -- ');
   let flags: ParsedFlags;

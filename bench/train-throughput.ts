@@ -33,15 +33,18 @@ async function trainChild(t: TrainConfig, microbatches: number, iterations: numb
   return median(r.iterations.slice(1).map((x) => tokens / (x.makespan_ms / 1000)));
 }
 
+/** What the benchmark measures when a flag does not say otherwise. */
+export const TRAIN_BENCH_DEFAULTS = { rounds: 5, iterations: 5, layers: 8, microbatchSize: 16, bufferLimit: 3 } as const;
+
 export async function benchTrainThroughput(o: { rounds?: number; iterations?: number; layers?: number; microbatchSize?: number; bufferLimit?: number; ceiling?: boolean } = {}) {
-  const rounds = o.rounds ?? 5;
+  const rounds = o.rounds ?? TRAIN_BENCH_DEFAULTS.rounds;
   // At most 3 forwards in flight per stage: stage 0 holds three microbatches' activations,
   // not eight, and runs measurably faster (less memory traffic); one more than 1F1B's 2
   // lets it fill its wait for the first gradient with a forward.
-  const bufferLimit = o.bufferLimit ?? 3;
-  const iterations = o.iterations ?? 5;
+  const bufferLimit = o.bufferLimit ?? TRAIN_BENCH_DEFAULTS.bufferLimit;
+  const iterations = o.iterations ?? TRAIN_BENCH_DEFAULTS.iterations;
   const M = 8;
-  const t: TrainConfig = { ...TRAIN_DEFAULTS, model: 'gpt', microbatchSize: o.microbatchSize ?? 16, seq: 64, layers: o.layers ?? 8, width: 128, heads: 4, totalIterations: iterations, valBatches: 1 };
+  const t: TrainConfig = { ...TRAIN_DEFAULTS, model: 'gpt', microbatchSize: o.microbatchSize ?? TRAIN_BENCH_DEFAULTS.microbatchSize, seq: 64, layers: o.layers ?? TRAIN_BENCH_DEFAULTS.layers, width: 128, heads: 4, totalIterations: iterations, valBatches: 1 };
   const tokens = M * tokensPerMicrobatch(t);
   const rate = (makespans: number[]) => median(makespans.slice(1).map((ms) => tokens / (ms / 1000)));
   const cfg = (P: number, job: string) => resolveConfig({ job, stages: P, microbatches: M, iterations, policy: 'bf', profile: 'train', train: t, stallTimeoutMs: 600000, bufferLimit });
@@ -101,17 +104,19 @@ export function formatTrainThroughput(r: Awaited<ReturnType<typeof benchTrainThr
 
 if (require.main === module) {
   benchMain('train', "tokens/s of a 2-process pipeline over NATS against one process, alternating rounds, each stage's split of time, the machine's two-process ceiling", [
-    { name: 'rounds', type: 'int', metavar: 'R', help: 'alternating rounds', default: 5 },
-    { name: 'iterations', type: 'int', metavar: 'N', help: 'training iterations per measurement' },
-    { name: 'layers', type: 'int', metavar: 'L', help: 'model layers' },
-    { name: 'microbatch-size', type: 'int', metavar: 'B', help: 'samples per microbatch' },
-    { name: 'buffer-limit', type: 'int', metavar: 'N', help: 'forwards in flight per stage' },
+    { name: 'rounds', type: 'int', metavar: 'R', help: 'alternating rounds', default: TRAIN_BENCH_DEFAULTS.rounds },
+    { name: 'iterations', type: 'int', metavar: 'N', help: 'training iterations per measurement, at least 2 (the first is discarded; the ceiling runs at most 3)', default: TRAIN_BENCH_DEFAULTS.iterations },
+    { name: 'layers', type: 'int', metavar: 'L', help: 'model layers, at least 2', default: TRAIN_BENCH_DEFAULTS.layers },
+    { name: 'microbatch-size', type: 'int', metavar: 'B', help: 'samples per microbatch', default: TRAIN_BENCH_DEFAULTS.microbatchSize },
+    { name: 'buffer-limit', type: 'int', metavar: 'N', help: 'forwards in flight per stage', default: TRAIN_BENCH_DEFAULTS.bufferLimit },
     { name: 'no-ceiling', type: 'bool', help: 'skip the two-process ceiling measurement' },
   ], async (flags) => {
     const layers = positiveInt(flags, 'layers');
     if (layers !== undefined && layers < 2) throw new UsageError(`--layers must be at least 2 (the pipeline's 2 stages hold at least one block each), got ${layers}`);
+    const iterations = positiveInt(flags, 'iterations');
+    if (iterations !== undefined && iterations < 2) throw new UsageError(`--iterations must be at least 2 (the first of each measurement is discarded), got ${iterations}`);
     const r = await benchTrainThroughput({
-      rounds: positiveInt(flags, 'rounds'), iterations: positiveInt(flags, 'iterations'), layers,
+      rounds: positiveInt(flags, 'rounds'), iterations, layers,
       microbatchSize: positiveInt(flags, 'microbatch-size'), bufferLimit: positiveInt(flags, 'buffer-limit'), ceiling: !flags.noCeiling,
     });
     return flags.json ? r : formatTrainThroughput(r);

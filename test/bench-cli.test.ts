@@ -16,12 +16,16 @@ describe('the benchmarks\' command line', () => {
     const help = bench('bus', '--help');
     assert.equal(help.status, 0);
     assert.match(help.stdout, /Usage: npm run bench -- bus \[--mb MB\]/);
+    assert.match(bench('sim', '--help').stdout, /Usage: npm run bench -- sim \[--json\]\n/);
+    // Every flag with a default shows it.
+    assert.match(bench('train', '--help').stdout, /--iterations N +training iterations per measurement, at least 2 .*\(default 5\)\n +--layers L +model layers, at least 2 \(default 8\)/);
     for (const [argv, re] of [
       [['bus', '--mb', '0.1'], /--mb must be a size from 4 bytes to 48 MiB that is a whole number of float32 values, got 0\.1/],
       [['bus', '--messages', '0'], /--messages must be a positive integer, got 0/],
       [['bus', '--mb', 'abc'], /--mb must be a decimal number, got "abc"/],
       [['bus', '--mb', '0x10'], /--mb must be a decimal number, got "0x10"/],
       [['train', '--rounds', '-1'], /--rounds must be a positive integer, got -1/],
+      [['train', '--iterations', '1'], /--iterations must be at least 2 \(the first of each measurement is discarded\), got 1/],
       [['overhead', '--stages', '2,x'], /--stages must list integers from 2 to 64, got 2,x/],
       [['overhead', '--stages', '1'], /--stages must list integers from 2 to 64, got 1/],
       [['overhead', '--stages', '1e1'], /--stages must list integers from 2 to 64, got 1e1/],
