@@ -130,7 +130,7 @@ export function formatAsync(r: Awaited<ReturnType<typeof benchAsync>>): string {
 if (require.main === module) {
   benchMain('async', 'asynchronous training: consistency policies x P on tinyshakespeare, loss-curve SVG', [
     { name: 'updates', type: 'int', metavar: 'N', help: 'updates per run, rounded up to a multiple of 16 (the microbatches of one pass; default 400)' },
-    { name: 'data', type: 'string', metavar: 'FILE', help: 'the corpus (default ../shared/data/tinyshakespeare.txt)' },
+    { name: 'data', type: 'string', metavar: 'FILE', help: 'the corpus, any UTF-8 text file (default: ../shared/data/tinyshakespeare.txt beside this checkout, not part of the repository)' },
   ], async (flags) => {
     const data = flags.data as string | undefined;
     if (data !== undefined && !fs.existsSync(data)) throw new UsageError(`--data ${data}: no such file`);
