@@ -62,6 +62,10 @@ if (require.main === module) {
     process.stderr.write(`baton: cannot write to stdout: ${err.message}\n`);
     process.exit(1);
   });
+  // Nor is a reader of stderr that went away (`baton run --json 2>&1 >out.json | head -1`):
+  // the progress and warnings written there are dropped, and the command goes on to its
+  // result on stdout, instead of dying of the write error.
+  process.stderr.on('error', () => {});
   // Once the command is done, nothing of ours keeps the process alive; a handle a library
   // leaked must not either (nats.js leaves its socket open when a connect to something that
   // is not a NATS server times out), so a finished command that has not exited in 2 s does.

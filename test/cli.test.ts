@@ -224,6 +224,18 @@ describe('the baton command', function () {
     assert.equal(code, 0);
   });
 
+  it('goes on to its result when the reader of its stderr has gone', async function () {
+    this.timeout(60_000);
+    // Over NATS, run writes to stderr where its private server is before the job starts.
+    const child = spawn(process.execPath, [path.join(__dirname, '..', 'cli', 'main.js'), 'run', '--stages', '2', '--microbatches', '2', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stderr.destroy();
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    assert.equal(code, 0);
+    assert.equal(JSON.parse(out).tasks, 8);
+  });
+
   it('writes one trace and one chart per compared policy, the first at the given paths', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-compare-'));
     try {
