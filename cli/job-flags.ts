@@ -35,7 +35,7 @@ export const JOB_FLAGS: readonly FlagSpec[] = [
   { name: 'jitter-scale', type: 'number', metavar: 'X', help: 'multiply the jitter spreads by X', default: DEFAULTS.jitterScale },
   BUFFER_LIMIT_FLAG,
   { name: 'seed', type: 'int', metavar: 'S', help: 'seed of the realized durations', default: DEFAULTS.seed },
-  { name: 'iterations', type: 'int', metavar: 'I', help: 'iterations (each ends with a flush)', default: DEFAULTS.iterations },
+  { name: 'iterations', type: 'int', metavar: 'I', help: 'iterations (each ends with a flush; with --mode async, one stream of I x M microbatches)', default: DEFAULTS.iterations },
   { name: 'job', type: 'string', metavar: 'NAME', help: 'job name (the subject token baton.<job>.…)', default: DEFAULTS.job },
   { name: 'mode', type: 'string', help: 'sync: flush every iteration; async: update after every backward, no flush (M x I microbatches in one stream)', choices: ['sync', 'async'], default: 'sync' },
 ];

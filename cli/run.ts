@@ -35,7 +35,7 @@ const RUN_FLAGS: readonly FlagSpec[] = [
   { name: 'compare', type: 'list', metavar: 'P1,P2,…', help: 'run the same seed under each policy and compare (speedup over the first); the k-th policy (from 0) runs as job <job>-k, so tap --job <job>-k watches it' },
   { name: 'trace', type: 'string', metavar: 'FILE.json', help: 'write a Chrome trace (Perfetto) of the run (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.json)' },
   { name: 'gantt', type: 'string', metavar: 'FILE.svg', help: 'draw the pipeline Gantt chart (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.svg)' },
-  { name: 'warmup-iterations', type: 'int', metavar: 'W', help: 'iterations run first and left out of the statistics (JIT, connections)', default: 1 },
+  { name: 'warmup-iterations', type: 'int', metavar: 'W', help: 'iterations run first and left out of the statistics (JIT, connections); none with --mode async', default: 1 },
   { name: 'stall-timeout', type: 'int', metavar: 'MS', help: 'end with a deadlock error after this long without progress (at most 2147483647, the longest timer Node keeps); also the lease of the job on its node agents', default: 30000 },
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },
   { name: 'print-config', type: 'bool', help: 'print the resolved config and exit' },

@@ -33,7 +33,7 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
   { name: 'heads', type: 'int', metavar: 'H', help: 'attention heads (gpt)', default: TRAIN_DEFAULTS.heads },
   { name: 'lr', type: 'number', metavar: 'LR', help: 'peak learning rate (AdamW, warmup then cosine to 0.1x)', default: TRAIN_DEFAULTS.lr },
   { name: 'warmup', type: 'int', metavar: 'N', help: 'warmup iterations (async: N x M updates)', default: TRAIN_DEFAULTS.warmup },
-  { name: 'iterations', type: 'int', metavar: 'N', help: 'iterations (optimizer steps) of the whole run', default: 10 },
+  { name: 'iterations', type: 'int', metavar: 'N', help: 'iterations of the whole run (sync: one optimizer step each; async: M updates each)', default: 10 },
   { name: 'policy', type: 'string', metavar: 'NAME', help: 'hint order or schedule (as for sim)', default: 'bf' },
   BUFFER_LIMIT_FLAG,
   { name: 'transport', type: 'string', help: 'message bus', choices: ['local', 'nats'], default: 'local' },
