@@ -6,7 +6,7 @@ import { writeTraceFiles } from '../cli/trace-output';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { ChromeEvent, TID, batonEventsFromTrace, checkChromeTrace, toChromeTrace } from '../cli/trace/chrome';
+import { ChromeEvent, TID, batonEventsFromTrace, checkChromeTrace, commTid, isCommTid, toChromeTrace } from '../cli/trace/chrome';
 
 const run = async (c: Partial<JobConfig>) => (await runJob(resolveConfig({ stages: 4, microbatches: 8, jitter: 'paper', ...c }), { clock: 'virtual' })).events;
 const of = (events: readonly BatonEvent[], type: BatonEvent['type']) => events.filter((e) => e.type === type);
@@ -16,6 +16,58 @@ const valid = (): ChromeEvent[] => [
   { name: 'm', cat: 'activation', ph: 's', id: 1, ts: 10, pid: 0, tid: 1 },
   { name: 'm', cat: 'activation', ph: 'f', bp: 'e', id: 1, ts: 12, pid: 1, tid: 1 },
 ];
+
+/** Perfetto's time for a trace timestamp in microseconds: integer nanoseconds. */
+const perfettoNs = (us: number) => Math.round(us * 1000);
+
+interface Slice { name: string; start: number; end: number }
+
+/**
+ * Reads the complete and thread-instant events of each thread as Perfetto's slice stack
+ * does (sorted by ts, file order for ties): a slice is closed once the next one starts
+ * at or after its end (zero-length ones at one time stack), and one that starts inside
+ * an open slice but ends after it is dropped. Calls `visit` with each event and the
+ * slice stack of its thread; returns the names of the dropped slices.
+ */
+function perfettoStacks(events: readonly ChromeEvent[], visit: (e: ChromeEvent, stack: Slice[]) => void = () => {}): string[] {
+  const stacks = new Map<string, Slice[]>();
+  const dropped: string[] = [];
+  for (const e of [...events].filter((x) => x.ph !== 'M').sort((a, b) => a.ts - b.ts)) {
+    const key = `${e.pid}|${e.tid}`;
+    const stack = stacks.get(key) ?? [];
+    stacks.set(key, stack);
+    if (e.ph === 'X' || (e.ph === 'i' && e.s === 't')) {
+      const start = perfettoNs(e.ts);
+      const end = start + perfettoNs(e.dur ?? 0);
+      while (stack.length > 0) {
+        const top = stack[stack.length - 1];
+        if (top.end < start || (top.end === start && !(top.start === top.end && start === end))) stack.pop();
+        else break;
+      }
+      const top = stack[stack.length - 1];
+      if (top && start < top.end && end > top.end) {
+        dropped.push(`${e.name} (pid ${e.pid}, tid ${e.tid}) overlaps ${top.name}`);
+        continue;
+      }
+      stack.push({ name: e.name, start, end });
+    }
+    visit(e, stack);
+  }
+  return dropped;
+}
+
+const perfettoDrops = (events: readonly ChromeEvent[]) => perfettoStacks(events);
+
+/** For each flow start and end, whether the slice it binds to (the innermost open one on its thread) is its message's. */
+function flowBindings(events: readonly ChromeEvent[]): { flow: string; ok: boolean }[] {
+  const out: { flow: string; ok: boolean }[] = [];
+  perfettoStacks(events, (e, stack) => {
+    if (e.ph !== 's' && e.ph !== 'f') return;
+    const top = stack[stack.length - 1]?.name;
+    out.push({ flow: `${e.ph} ${e.name} bound to ${top}`, ok: top === (e.ph === 's' ? e.name : `arrive ${e.name}`) });
+  });
+  return out;
+}
 
 describe('Chrome trace of a Baton run', () => {
   let bf: BatonEvent[];
@@ -107,6 +159,48 @@ describe('Chrome trace of a Baton run', () => {
       return ev.filter((e) => e.type === 'task-end').reduce((a, e) => a + e.t, 0) - s;
     };
     assert.ok(Math.abs(busy(rebuilt) - busy(ofb)) < 1e-3);
+  });
+
+  it('puts every task boundary on one nanosecond grid: no task overlaps the next by a rounding', () => {
+    // Rounded apart, ts 1 ns + dur 1 ns would end F0 at 2 ns, after F1's start at 1 ns.
+    const ev: BatonEvent[] = [
+      { type: 'iteration-start', t: 0, stage: 0, iteration: 0 },
+      { type: 'task-start', t: 6e-7, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0, inflight: 1, backpressure: false },
+      { type: 'task-end', t: 1.2e-6, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0 },
+      { type: 'task-start', t: 1.2e-6, stage: 0, iteration: 0, kind: 'F', mb: 1, chunk: 0, inflight: 2, backpressure: false },
+      { type: 'task-end', t: 1, stage: 0, iteration: 0, kind: 'F', mb: 1, chunk: 0 },
+    ];
+    const trace = toChromeTrace(ev, { job: 'j', stages: 1 });
+    assert.deepEqual(perfettoDrops(trace.traceEvents), []);
+    const [f0, f1] = trace.traceEvents.filter((e) => e.ph === 'X');
+    assert.equal(Math.round((f0.ts + (f0.dur as number)) * 1000), Math.round(f1.ts * 1000));
+  });
+
+  it('leaves nothing for Perfetto to drop in a jittered run with slow messages, and binds every flow to its message', async () => {
+    const events = await run({ stages: 8, microbatches: 32, profile: 'llm', policy: 'bf' });
+    const trace = toChromeTrace(events, { job: 'j', stages: 8 });
+    assert.deepEqual(perfettoDrops(trace.traceEvents), []);
+    assert.deepEqual(flowBindings(trace.traceEvents).filter((b) => !b.ok), []);
+    assert.equal(trace.traceEvents.filter((e) => e.ph === 'X' && e.tid === TID.compute).length, of(events, 'task-start').length);
+    assert.equal(trace.traceEvents.filter((e) => e.ph === 'X' && isCommTid(e.tid)).length, of(events, 'send').length);
+  });
+
+  it('puts messages in flight at once on separate comm lanes of the sender', () => {
+    const msg = (t: number, mb: number, type: 'send' | 'receive'): BatonEvent => (type === 'send'
+      ? { type, t, stage: 0, iteration: 0, kind: 'activation', mb, chunk: 0, dst: 1, seq: mb, bytes: 8 }
+      : { type, t, stage: 1, iteration: 0, kind: 'activation', mb, chunk: 0, src: 0, seq: mb, bytes: 8, latency: 10 });
+    // mb0 is in flight from 0 to 10 ms, mb1 from 5 to 15, mb2 from 12 to 22 (lane 0 is free again).
+    const ev = [msg(0, 0, 'send'), msg(5, 1, 'send'), msg(10, 0, 'receive'), msg(12, 2, 'send'), msg(15, 1, 'receive'), msg(22, 2, 'receive')];
+    const trace = toChromeTrace(ev, { job: 'j', stages: 2 });
+    assert.deepEqual(checkChromeTrace(trace), []);
+    assert.deepEqual(perfettoDrops(trace.traceEvents), []);
+    assert.deepEqual(flowBindings(trace.traceEvents).map((b) => b.ok), [true, true, true, true, true, true]);
+    const comm = trace.traceEvents.filter((e) => e.ph === 'X');
+    assert.deepEqual(comm.map((e) => [e.name, e.tid]), [['activation mb0 0→1', TID.comm], ['activation mb1 0→1', commTid(1)], ['activation mb2 0→1', TID.comm]]);
+    const threads = trace.traceEvents.filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.pid === 0).map((e) => `${e.tid}:${(e.args as { name: string }).name}`);
+    assert.deepEqual(threads, ['0:compute', '1:comm', `${commTid(1)}:comm 2`, '2:waits']);
+    const { baton_events: _dropped, ...rest } = trace.metadata;
+    assert.equal(of(batonEventsFromTrace({ traceEvents: trace.traceEvents, metadata: rest }), 'send').length, 3, 'messages on every lane are read back');
   });
 
   it('refuses a task-end without its start, naming the stage and task', () => {

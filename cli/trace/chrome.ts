@@ -6,6 +6,12 @@
 // `metadata.baton_events` so `baton trace gantt|summary` can rebuild the run exactly.
 // It does not model clock skew between processes: each stage's times are used as
 // emitted, and a receive earlier than its send gives a zero-length message.
+//
+// Complete events on one thread must nest or be disjoint: Perfetto drops one that
+// starts inside another and ends after it. So every start and end is put on one
+// nanosecond grid before it is written (rounding ts and dur apart could make a task
+// end 1 ns after the next one starts), and messages in flight at the same time, which
+// do overlap, go on as many comm lanes (threads "comm", "comm 2", …) as they need.
 
 import * as fs from 'fs';
 import { BatonEvent, ReceiveEvent, SendEvent, TaskStartEvent, WaitEvent, eventProblem } from '../../actors/events';
@@ -40,7 +46,15 @@ export interface ChromeTrace {
 
 export const TID = { compute: 0, comm: 1, waits: 2 } as const;
 
-const us = (ms: number) => Math.round(ms * 1e6) / 1e3;
+/** The thread of a stage's comm lane `lane` (0 is TID.comm; further lanes come after the waits). */
+export function commTid(lane: number): number {
+  return lane === 0 ? TID.comm : TID.waits + lane;
+}
+
+/** Whether a thread of a Baton trace is one of the comm lanes. */
+export function isCommTid(tid: number): boolean {
+  return tid === TID.comm || tid > TID.waits;
+}
 
 export function taskName(kind: string, mb: number, chunk: number): string {
   return chunk === 0 ? `${kind}${mb}` : `${kind}${mb}@${chunk}`;
@@ -63,16 +77,11 @@ export function toChromeTrace(events: readonly BatonEvent[], meta: ChromeTraceMe
     origin = Math.min(origin, e.t);
     stages = Math.max(stages, e.stage + 1);
   }
-  const rel = (t: number) => us(t - origin);
+  // Integer nanoseconds since the origin: a start and the end before it meet exactly.
+  const ns = (t: number) => Math.round((t - origin) * 1e6);
+  const rel = (t: number) => ns(t) / 1e3;
+  const span = (from: number, to: number) => ({ ts: rel(from), dur: Math.max(0, ns(to) - ns(from)) / 1e3 });
   const out: ChromeEvent[] = [];
-  for (let s = 0; s < stages; s++) {
-    out.push({ name: 'process_name', ph: 'M', ts: 0, pid: s, tid: 0, args: { name: `stage ${s}` } });
-    out.push({ name: 'process_sort_index', ph: 'M', ts: 0, pid: s, tid: 0, args: { sort_index: s } });
-    for (const [name, tid] of Object.entries(TID)) {
-      out.push({ name: 'thread_name', ph: 'M', ts: 0, pid: s, tid, args: { name } });
-      out.push({ name: 'thread_sort_index', ph: 'M', ts: 0, pid: s, tid, args: { sort_index: tid } });
-    }
-  }
   const open = new Map<string, TaskStartEvent>();
   const sends = new Map<string, SendEvent[]>();
   const receives: ReceiveEvent[] = [];
@@ -89,7 +98,7 @@ export function toChromeTrace(events: readonly BatonEvent[], meta: ChromeTraceMe
         if (!start) throw new TraceBuildError(`stage ${e.stage}, iteration ${e.iteration}: task-end of ${taskName(e.kind, e.mb, e.chunk)} at ${e.t} ms without its task-start`);
         open.delete(key);
         out.push({
-          name: taskName(e.kind, e.mb, e.chunk), cat: e.kind, ph: 'X', ts: rel(start.t), dur: Math.max(0, us(e.t - start.t)), pid: e.stage, tid: TID.compute,
+          name: taskName(e.kind, e.mb, e.chunk), cat: e.kind, ph: 'X', ...span(start.t, e.t), pid: e.stage, tid: TID.compute,
           args: { iteration: e.iteration, microbatch: e.mb, chunk: e.chunk, inflight: start.inflight, backpressure: start.backpressure },
         });
         break;
@@ -105,7 +114,7 @@ export function toChromeTrace(events: readonly BatonEvent[], meta: ChromeTraceMe
         receives.push(e);
         break;
       case 'wait':
-        out.push({ name: e.reason, cat: 'wait', ph: 'X', ts: rel(e.t), dur: Math.max(0, us(e.ms)), pid: e.stage, tid: TID.waits, args: { iteration: e.iteration, ms: e.ms } });
+        out.push({ name: e.reason, cat: 'wait', ph: 'X', ...span(e.t, e.t + e.ms), pid: e.stage, tid: TID.waits, args: { iteration: e.iteration, ms: e.ms } });
         break;
       case 'reject':
         out.push({ name: `reject: ${e.reason}`, cat: 'reject', ph: 'i', s: 't', ts: rel(e.t), pid: e.stage, tid: TID.compute, args: { iteration: e.iteration, detail: e.detail } });
@@ -120,19 +129,46 @@ export function toChromeTrace(events: readonly BatonEvent[], meta: ChromeTraceMe
     const [first] = open.values();
     throw new TraceBuildError(`${open.size} task(s) started but never ended, e.g. stage ${first.stage}, iteration ${first.iteration}: ${taskName(first.kind, first.mb, first.chunk)} at ${first.t} ms`);
   }
+  const messages: { s: SendEvent; r: ReceiveEvent; lane: number }[] = [];
   for (const r of receives) {
     // Inputs from outside the pipeline (src < 0, the data feed) have no send to pair with.
-    const q = sends.get(messageKey(r.iteration, r.kind, r.mb, r.chunk, r.src, r.stage));
-    const s = q?.shift();
-    if (!s) continue;
+    const s = sends.get(messageKey(r.iteration, r.kind, r.mb, r.chunk, r.src, r.stage))?.shift();
+    if (s) messages.push({ s, r, lane: 0 });
+  }
+  // Each message takes the first lane of its sender that is free when it is sent (a
+  // message ending as another starts leaves the lane free, as Perfetto reads it).
+  const laneEnds = new Map<number, number[]>();
+  messages.sort((a, b) => a.s.t - b.s.t);
+  for (const m of messages) {
+    const ends = laneEnds.get(m.s.stage) ?? [];
+    laneEnds.set(m.s.stage, ends);
+    const start = ns(m.s.t);
+    const lane = ends.findIndex((end) => end <= start);
+    m.lane = lane < 0 ? ends.length : lane;
+    ends[m.lane] = Math.max(start, ns(m.r.t));
+  }
+  for (const { s, r, lane } of messages) {
     const id = ++flowId;
     const name = `${r.kind} mb${r.mb}${r.chunk === 0 ? '' : `@${r.chunk}`} ${s.stage}→${r.stage}`;
     const args = { iteration: r.iteration, microbatch: r.mb, chunk: r.chunk, src: s.stage, dst: r.stage, seq: s.seq, bytes: s.bytes, latency_ms: r.latency };
-    out.push({ name, cat: r.kind, ph: 'X', ts: rel(s.t), dur: Math.max(0, us(r.t - s.t)), pid: s.stage, tid: TID.comm, args });
-    out.push({ name, cat: r.kind, ph: 's', id, ts: rel(s.t), pid: s.stage, tid: TID.comm });
+    const tid = commTid(lane);
+    out.push({ name, cat: r.kind, ph: 'X', ...span(s.t, r.t), pid: s.stage, tid, args });
+    out.push({ name, cat: r.kind, ph: 's', id, ts: rel(s.t), pid: s.stage, tid });
     // The arrival marker gives the flow's end a slice to bind to on the receiver's track.
     out.push({ name: `arrive ${name}`, cat: r.kind, ph: 'i', s: 't', ts: rel(Math.max(r.t, s.t)), pid: r.stage, tid: TID.comm, args });
     out.push({ name, cat: r.kind, ph: 'f', bp: 'e', id, ts: rel(Math.max(r.t, s.t)), pid: r.stage, tid: TID.comm });
+  }
+  for (let s = 0; s < stages; s++) {
+    out.push({ name: 'process_name', ph: 'M', ts: 0, pid: s, tid: 0, args: { name: `stage ${s}` } });
+    out.push({ name: 'process_sort_index', ph: 'M', ts: 0, pid: s, tid: 0, args: { sort_index: s } });
+    const lanes = Math.max(1, laneEnds.get(s)?.length ?? 0);
+    const threads: [string, number][] = [['compute', TID.compute]];
+    for (let l = 0; l < lanes; l++) threads.push([l === 0 ? 'comm' : `comm ${l + 1}`, commTid(l)]);
+    threads.push(['waits', TID.waits]);
+    threads.forEach(([name, tid], i) => {
+      out.push({ name: 'thread_name', ph: 'M', ts: 0, pid: s, tid, args: { name } });
+      out.push({ name: 'thread_sort_index', ph: 'M', ts: 0, pid: s, tid, args: { sort_index: i } });
+    });
   }
   const rank = (e: ChromeEvent) => (e.ph === 'M' ? 0 : 1);
   out.sort((a, b) => rank(a) - rank(b) || a.ts - b.ts);
@@ -175,7 +211,7 @@ export function batonEventsFromTrace(trace: { traceEvents: readonly ChromeEvent[
       rebuilt.push({ type: 'task-end', t: end, ...base });
     } else if (e.tid === TID.waits) {
       rebuilt.push({ type: 'wait', t, stage: e.pid, iteration: a.iteration ?? 0, ms: end - t, reason: e.name as WaitEvent['reason'] });
-    } else if (e.tid === TID.comm) {
+    } else if (isCommTid(e.tid)) {
       const m = { iteration: a.iteration ?? 0, kind: e.cat ?? 'message', mb: a.microbatch ?? 0, chunk: a.chunk ?? 0, seq: a.seq ?? 0, bytes: a.bytes ?? 0 };
       rebuilt.push({ type: 'send', t, stage: a.src ?? e.pid, dst: a.dst ?? -1, ...m });
       // Without a destination there is no receiving stage to count it at.
