@@ -95,6 +95,12 @@ describe('pipeline Gantt chart (SVG)', () => {
     assert.equal(escapeXml(`'&'`), '&apos;&amp;&apos;');
   });
 
+  it('replaces characters XML cannot hold, so the SVG stays well-formed', () => {
+    const svg = ganttSvg(bf, { stages: 4, title: 'a\u0001b\u001bc\ufffed\ud800e\udc00f \ud83d\ude80\tg' });
+    assert.ok(svg.includes('>a\ufffdb\ufffdc\ufffdd\ufffde\ufffdf \ud83d\ude80\tg</text>'), 'a pair of surrogates and a tab stay');
+    assert.doesNotMatch(svg, /[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]/);
+  });
+
   it('picks axis steps of 1, 2 or 5 times a power of ten', () => {
     assert.deepEqual([tickStep(700), tickStep(80), tickStep(6834), tickStep(0.3)], [100, 10, 1000, 0.05]);
   });

@@ -28,8 +28,13 @@ export class GanttError extends Error {
   override name = 'GanttError';
 }
 
+/** `s` as XML text: markup escaped, and characters XML 1.0 cannot hold even as a
+ * reference (C0 controls other than tab and newlines, U+FFFE, U+FFFF, a lone surrogate)
+ * replaced by U+FFFD, so a title from a trace file cannot make the SVG unreadable. */
 export function escapeXml(s: string): string {
-  return s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' })[c] as string);
+  return s
+    .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '\ufffd')
+    .replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' })[c] as string);
 }
 
 /** Pair task-start with task-end into boxes; a task that starts twice before it ends, or
