@@ -12,6 +12,9 @@ import { checkJobName, jobWildcard, parseSubject } from '../transport/subjects';
 import { formatTask } from '../policies/task';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { NATS_URL_FORMS, natsFlag } from './nats-flag';
+import { printable } from './table';
+
+export { printable };
 
 const TAP_FLAGS: readonly FlagSpec[] = [
   { name: 'nats', type: 'string', metavar: 'URL', help: `NATS server(s): ${NATS_URL_FORMS}`, default: 'nats://127.0.0.1:4222' },
@@ -69,12 +72,6 @@ export function tapLine(subject: string, data: Uint8Array, now = monotonicNow())
   } catch (err) {
     return { subject, kind: 'malformed', bytes: data.byteLength, error: (err as Error).message };
   }
-}
-
-/** `s` with control characters (C0, DEL, C1) written as \uXXXX: what a peer put in a subject
- * or a field must not reach the terminal as escape sequences. */
-export function printable(s: string): string {
-  return s.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 export function formatTapLine(l: TapLine): string {

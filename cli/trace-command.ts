@@ -10,7 +10,7 @@ import { BatonEvent } from '../actors/events';
 import { SHAPE_LIMITS } from '../policies/task';
 import { checkOutputFile } from './output-paths';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
-import { formatTable } from './table';
+import { formatTable, printable } from './table';
 import { ChromeEvent, TraceContentError, batonEventsFromTrace, checkChromeTrace } from './trace/chrome';
 import { GanttError, ganttSvg, ganttTasks } from './trace/gantt';
 
@@ -194,8 +194,8 @@ async function check(argv: readonly string[], out: (s: string) => void): Promise
   }
   const count = Array.isArray(json) ? json.length : Array.isArray((json as LoadedTrace)?.traceEvents) ? (json as LoadedTrace).traceEvents.length : 0;
   if (flags.json) out(JSON.stringify({ file, valid: problems.length === 0, events: count, problems }));
-  else if (problems.length === 0) out(`${file}: valid trace, ${count} trace events`);
-  else out(`${file}: ${problems.length} problem${problems.length === 1 ? '' : 's'}\n${problems.slice(0, 50).map((p) => `  ${p}`).join('\n')}${problems.length > 50 ? `\n  … and ${problems.length - 50} more` : ''}`);
+  else if (problems.length === 0) out(`${printable(file)}: valid trace, ${count} trace events`);
+  else out(`${printable(file)}: ${problems.length} problem${problems.length === 1 ? '' : 's'}\n${problems.slice(0, 50).map((p) => `  ${printable(p)}`).join('\n')}${problems.length > 50 ? `\n  … and ${problems.length - 50} more` : ''}`);
   return problems.length === 0 ? 0 : 1;
 }
 
@@ -211,7 +211,7 @@ async function summary(argv: readonly string[], out: (s: string) => void): Promi
   if (flags.json) out(JSON.stringify(rows));
   else out(formatTable(['stage', 'tasks', 'busy ms', 'wait ms', 'sent', 'received'],
     rows.map((r) => [String(r.stage), String(r.tasks), r.busy_ms.toFixed(2), r.wait_ms.toFixed(2), String(r.sent), String(r.received)]),
-    `${trace.metadata?.job ? `job ${trace.metadata.job} · ` : ''}${rows.length} stages · ${events.length} runtime events`));
+    `${trace.metadata?.job ? `job ${printable(String(trace.metadata.job))} · ` : ''}${rows.length} stages · ${events.length} runtime events`));
   return 0;
 }
 
@@ -236,7 +236,8 @@ export async function traceCommand(argv: readonly string[], out: (s: string) => 
     return await run(rest, out);
   } catch (e) {
     const error = e as Error;
-    err(`baton trace ${sub}: ${error.name}: ${error.message}`);
+    // Messages quote the file (JSON.parse's quotes the text it choked on): no escapes reach the terminal.
+    err(`baton trace ${sub}: ${error.name}: ${printable(error.message)}`);
     const fileProblem = error instanceof TraceFileError || error instanceof TraceContentError || error instanceof GanttError;
     return error instanceof UsageError || fileProblem ? 2 : 1;
   }

@@ -151,6 +151,23 @@ describe('baton trace', () => {
     assert.equal((await call('summary', notJson)).err.trim().split('\n').length, 1, 'the error is one line');
   });
 
+  it('lets no control character of a file reach the terminal: its job name, or its text quoted by a JSON error', async () => {
+    const trace = JSON.parse(fs.readFileSync(file, 'utf8'));
+    trace.metadata.job = 'x\u001b[2J\u009b31m';
+    const evil = path.join(dir, 'evil.json');
+    fs.writeFileSync(evil, JSON.stringify(trace));
+    const summary = await call('summary', evil);
+    assert.equal(summary.code, 0, summary.err);
+    assert.match(summary.out, /^job x\\u001b\[2J\\u009b31m · 3 stages/);
+    fs.writeFileSync(evil, '{"traceEvents": \u001b[2J\u001b[31mred}');
+    const outs = [await call('summary', evil), await call('gantt', evil, '-o', path.join(dir, 'never.svg')), await call('check', evil)];
+    assert.deepEqual(outs.map((r) => r.code), [2, 2, 1]);
+    for (const r of outs) {
+      assert.match(r.out + r.err, /is not JSON: .*\\u001b\[2J/);
+      assert.doesNotMatch(r.out + r.err, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+    }
+  });
+
   it('refuses to write the chart over its own input', async () => {
     const copy = path.join(dir, 'self.json');
     fs.copyFileSync(file, copy);
