@@ -67,6 +67,20 @@ describe('pipeline Gantt chart (SVG)', () => {
     for (const label of ['F chunk 0', 'B chunk 1', 'W chunk 1', 'idle']) assert.ok(svg.includes(`>${label}</text>`), `legend has ${label}`);
   });
 
+  it('wraps the legend under the axis, inside the chart, however many chunks there are', async () => {
+    const svg = ganttSvg(await run({ policy: 'bfw', stages: 2, microbatches: 8, chunks: 8 }), { stages: 2 });
+    const [, width, height] = (svg.match(/viewBox="0 0 (\d+) (\d+)"/) as string[]).map(Number);
+    const axisY = Number((svg.match(/<line x1="64" y1="(\d+)"/) as string[])[1]);
+    const entries = [...svg.matchAll(/<rect [^>]*x="([-\d.]+)" y="([-\d.]+)" width="12" height="12"[^>]*\/>\n<text [^>]*>([^<]+)<\/text>/g)]
+      .map((m) => ({ x: Number(m[1]), y: Number(m[2]), end: Number(m[1]) + 16 + m[3].length * 7, text: m[3] }));
+    assert.equal(entries.length, 3 * 8 + 1, 'F, B and W of 8 chunks, and idle');
+    for (const e of entries) {
+      assert.ok(e.x >= 0 && e.end <= width, `${e.text} at x ${e.x}..${e.end} lies within the ${width} px width`);
+      assert.ok(e.y > axisY + 20 && e.y + 12 <= height, `${e.text} at y ${e.y} lies under the axis (${axisY}) and inside the ${height} px height`);
+    }
+    for (const a of entries) for (const b of entries) if (a !== b && a.y === b.y) assert.ok(a.end <= b.x || b.end <= a.x, `${a.text} and ${b.text} do not overlap`);
+  });
+
   it('marks each iteration and reports the makespan in the title', () => {
     const svg = ganttSvg(bf, { stages: 4, title: 'bf' });
     assert.equal((svg.match(/class="iteration"/g) ?? []).length, 2);

@@ -1,7 +1,7 @@
 // A pipeline Gantt chart as standalone SVG: one row per stage (stage 0 on top), a box
 // per task coloured by kind and shaded by chunk, idle time left as the row's grey
-// background, dashed lines where iterations begin, a time axis in ms, a legend and a
-// title. It draws tasks only; messages and waits are in the Chrome trace.
+// background, dashed lines where iterations begin, a time axis in ms, a legend under
+// it and a title. It draws tasks only; messages and waits are in the Chrome trace.
 
 import { BatonEvent, TaskStartEvent } from '../../actors/events';
 import { TaskKind } from '../../policies/task';
@@ -79,6 +79,8 @@ export function taskColor(kind: TaskKind, chunk: number, chunks: number): string
 
 const lightness = (chunk: number, chunks: number) => (chunks <= 1 ? 45 : 36 + (32 * chunk) / (chunks - 1));
 
+const LEGEND_ROW_PX = 18;
+
 const fmt = (ms: number) => (Math.abs(ms) >= 100 || Number.isInteger(ms) ? ms.toFixed(0) : ms.toPrecision(3).replace(/\.?0+$/, ''));
 
 export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): string {
@@ -108,7 +110,26 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
   const top = 64;
   const plotW = width - left - right;
   const plotH = stages * rowH;
-  const height = top + plotH + 64;
+  // Legend under the axis title, in as many rows as the width needs (a row of 3 kinds × V
+  // chunks ran off the chart's left edge at V = 8).
+  const kinds = (['F', 'B', 'W'] as TaskKind[]).filter((k) => tasks.some((t) => t.kind === k));
+  const legend: { color: string; text: string; x: number; row: number }[] = [];
+  const entries: [string, string][] = [];
+  for (const k of kinds) for (let c = 0; c < chunks; c++) entries.push([taskColor(k, c, chunks), chunks > 1 ? `${k} chunk ${c}` : k]);
+  entries.push(['#eceff1', 'idle']);
+  let lx = left;
+  let row = 0;
+  for (const [color, text] of entries) {
+    const w = text.length * 7 + 28;
+    if (lx > left && lx + w > width - right) {
+      lx = left;
+      row++;
+    }
+    legend.push({ color, text, x: lx, row });
+    lx += w;
+  }
+  const legendY = top + plotH + 50;
+  const height = legendY + (row + 1) * LEGEND_ROW_PX + 8;
   const x = (t: number) => left + ((t - t0) / span) * plotW;
   const fontSize = Math.min(12, rowH - 8);
 
@@ -168,17 +189,10 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
       parts.push(`<text x="${ix}" y="${top - 9}" font-size="10" fill="#b71c1c" text-anchor="start">iteration ${it}</text>`);
     }
 
-  // Legend, top right.
-  const kinds = (['F', 'B', 'W'] as TaskKind[]).filter((k) => tasks.some((t) => t.kind === k));
-  const legend: [string, string][] = [];
-  for (const k of kinds) for (let c = 0; c < chunks; c++) legend.push([taskColor(k, c, chunks), chunks > 1 ? `${k} chunk ${c}` : k]);
-  legend.push(['#eceff1', 'idle']);
-  let lx = width - right;
-  for (let i = legend.length - 1; i >= 0; i--) {
-    const [color, text] = legend[i];
-    lx -= text.length * 7 + 28;
-    parts.push(`<rect x="${lx.toFixed(1)}" y="30" width="12" height="12" fill="${color}" stroke="#90a4ae" stroke-width="0.5"/>`);
-    parts.push(`<text x="${(lx + 16).toFixed(1)}" y="40" font-size="11">${escapeXml(text)}</text>`);
+  for (const { color, text, x: ex, row: r } of legend) {
+    const y = legendY + r * LEGEND_ROW_PX;
+    parts.push(`<rect class="legend" x="${ex.toFixed(1)}" y="${y}" width="12" height="12" fill="${color}" stroke="#90a4ae" stroke-width="0.5"/>`);
+    parts.push(`<text x="${(ex + 16).toFixed(1)}" y="${y + 10}" font-size="11">${escapeXml(text)}</text>`);
   }
   parts.push('</svg>');
   return parts.join('\n');
