@@ -115,6 +115,18 @@ describe('pipeline Gantt chart (SVG)', () => {
     assert.doesNotMatch(svg, /[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]/);
   });
 
+  it('labels the axis with the right values when all tasks take no time', () => {
+    const ev: BatonEvent[] = [
+      { type: 'task-start', t: 5, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0, inflight: 1, backpressure: false },
+      { type: 'task-end', t: 5, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0 },
+    ];
+    const svg = ganttSvg(ev, { stages: 1 });
+    const ticks = [...svg.matchAll(/font-size="11" text-anchor="middle">([^<]+)<\/text>/g)].map((m) => Number(m[1]));
+    assert.ok(ticks.length >= 2);
+    assert.equal(ticks[0], 0);
+    ticks.slice(1).forEach((v, i) => assert.ok(v > ticks[i] && v <= 1.0001e-9, `tick ${v} follows ${ticks[i]} within the 1e-9 ms span`));
+  });
+
   it('picks axis steps of 1, 2 or 5 times a power of ten', () => {
     assert.deepEqual([tickStep(700), tickStep(80), tickStep(6834), tickStep(0.3)], [100, 10, 1000, 0.05]);
   });

@@ -81,7 +81,14 @@ const lightness = (chunk: number, chunks: number) => (chunks <= 1 ? 45 : 36 + (3
 
 const LEGEND_ROW_PX = 18;
 
-const fmt = (ms: number) => (Math.abs(ms) >= 100 || Number.isInteger(ms) ? ms.toFixed(0) : ms.toPrecision(3).replace(/\.?0+$/, ''));
+/** Milliseconds for a label: whole from 100 up, else 3 significant digits without trailing
+ * zeros (of the mantissa only: 2.00e-10 is 2e-10, not 2.00e-1). */
+const fmt = (ms: number) => {
+  if (Math.abs(ms) >= 100 || Number.isInteger(ms)) return ms.toFixed(0);
+  const [mantissa, exponent] = ms.toPrecision(3).split('e');
+  const short = mantissa.includes('.') ? mantissa.replace(/\.?0+$/, '') : mantissa;
+  return exponent === undefined ? short : `${short}e${exponent}`;
+};
 
 export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): string {
   if (!Number.isInteger(opts.stages) || opts.stages < 1) throw new GanttError(`ganttSvg: stages must be a positive integer, got ${JSON.stringify(opts.stages)}`);
