@@ -126,7 +126,8 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
   const received = new Map<number, number>();
   const subs: Subscription[] = [];
   const traceRejects: string[] = [];
-  /** Trace batches of another launch of this job name: not this run's events, so left out and counted. */
+  /** What came on the job's trace subjects that is not a trace batch of this launch (one of
+   * another launch of the job name, or anything a peer sent): left out and counted. */
   const otherLaunch: string[] = [];
   let nodeFailed: (e: Error) => void = () => {};
   const nodeFailure = new Promise<never>((_, reject) => (nodeFailed = reject));
@@ -152,15 +153,28 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     if (r && r.verb === 'hello') hellos.push(r);
   }));
   // The wildcard's last token is whatever a publisher chose: quoted wherever it is printed.
+  // Only a batch that carries this launch's id and is malformed fails the run (its trace
+  // would be incomplete); whatever else a peer puts on the subjects is counted and left out.
   subs.push(bus.subscribe(`baton.${cfg.job}.trace.*`, (subj, d) => {
     const where = quoteValue(subj, 200);
+    let v: { events?: unknown[]; launch?: unknown };
     try {
-      const v = decodeValue(d) as { events?: unknown[]; launch?: unknown } | null;
-      if (typeof v === 'object' && v !== null && !Array.isArray(v) && v.launch !== launch) {
-        otherLaunch.push(`${where}: trace batch of launch ${quoteValue(v.launch)}, this is launch ${launch}: left by an earlier run of the same job name?`);
+      const x = decodeValue(d);
+      if (typeof x !== 'object' || x === null || Array.isArray(x)) {
+        otherLaunch.push(`${where}: not a trace batch (a map with this run's launch id), got ${quoteValue(x)}`);
         return;
       }
-      if (!v || !Array.isArray(v.events)) throw new Error('trace batch without an events list');
+      v = x as typeof v;
+    } catch (err) {
+      otherLaunch.push(`${where}: not a trace batch: ${(err as Error).message}`);
+      return;
+    }
+    if (v.launch !== launch) {
+      otherLaunch.push(`${where}: trace batch of launch ${quoteValue(v.launch)}, this is launch ${launch}: left by an earlier run of the same job name?`);
+      return;
+    }
+    try {
+      if (!Array.isArray(v.events)) throw new Error('trace batch without an events list');
       const stage = subj.slice(subj.lastIndexOf('.') + 1);
       if (!/^(0|[1-9][0-9]*)$/.test(stage) || Number(stage) >= shape.stages) throw new Error(`trace subject of no stage of this job (0..${shape.stages - 1})`);
       v.events.forEach((x, i) => {

@@ -356,6 +356,31 @@ describe('job requests of another launch', () => {
   });
 });
 
+describe('a launcher that hears stray messages on its trace subjects', () => {
+  it('counts and names them as rejected, and completes: only a malformed batch of its own launch fails it', async () => {
+    const bus = new LocalBus();
+    const agent = new NodeAgent({ name: 'n1', bus, log: () => {} });
+    agent.start();
+    const cfg = resolveConfig({ job: 'stray', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    try {
+      const running = runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0 });
+      // Any peer can publish there: bytes that are no CBOR, a list, a map without a launch.
+      bus.publish('baton.stray.trace.0', new Uint8Array([0xff, 0x00]));
+      bus.publish('baton.stray.trace.1', encodeValue([1, 2]));
+      bus.publish('baton.stray.trace.0', encodeValue({ events: [1] }));
+      const result = await running;
+      const launcher = result.rejects.filter((r) => r.startsWith('launcher: '));
+      assert.equal(launcher.length, 3, result.rejects.join('\n'));
+      assert.match(launcher[0], /"baton\.stray\.trace\.0": not a trace batch: decodeValue: malformed CBOR/);
+      assert.match(launcher[1], /"baton\.stray\.trace\.1": not a trace batch \(a map with this run's launch id\), got \[1,2\]/);
+      assert.match(launcher[2], /trace batch of launch undefined/);
+      assert.ok(result.totals.rejected >= 3);
+    } finally {
+      await bus.close();
+    }
+  });
+});
+
 describe('a launcher whose node answers finish with an error', () => {
   it('fails at once, naming the node and its message, instead of waiting out the node timeout', async () => {
     // The agent's answer to finish replaced by an error, as an agent whose job went away sends.
