@@ -6,7 +6,7 @@ import { writeTraceFiles } from '../cli/trace-output';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { ChromeEvent, TID, batonEventsFromTrace, checkChromeTrace, commTid, isCommTid, toChromeTrace } from '../cli/trace/chrome';
+import { ChromeEvent, TID, batonEventsFromTrace, checkChromeTrace, commTid, isCommTid, toChromeTrace, writeChromeTrace } from '../cli/trace/chrome';
 
 const run = async (c: Partial<JobConfig>) => (await runJob(resolveConfig({ stages: 4, microbatches: 8, jitter: 'paper', ...c }), { clock: 'virtual' })).events;
 const of = (events: readonly BatonEvent[], type: BatonEvent['type']) => events.filter((e) => e.type === type);
@@ -206,6 +206,38 @@ describe('Chrome trace of a Baton run', () => {
   it('refuses a task-end without its start, naming the stage and task', () => {
     const ev: BatonEvent[] = [{ type: 'task-end', t: 3, stage: 1, iteration: 0, kind: 'B', mb: 2, chunk: 1 }];
     assert.throws(() => toChromeTrace(ev, { job: 'j', stages: 2 }), /stage 1, iteration 0: task-end of B2@1/);
+  });
+});
+
+describe('writing a trace file', () => {
+  it('writes what JSON.stringify would, and a trace too long for one string', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-trace-'));
+    try {
+      const file = path.join(dir, 't.json');
+      const small = toChromeTrace([
+        { type: 'task-start', t: 1, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0, inflight: 1, backpressure: false },
+        { type: 'task-end', t: 2, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0 },
+      ], { job: 'j', stages: 2, title: 'a "quoted" title', config: { policy: 'bf' } });
+      writeChromeTrace(file, small);
+      assert.equal(fs.readFileSync(file, 'utf8'), JSON.stringify(small));
+      // Nine events of 64 MiB of args: 576 MiB of JSON, over the longest string V8 makes.
+      const big = toChromeTrace([], { job: 'j', stages: 1 });
+      const event: ChromeEvent = { name: 'big', ph: 'i', ts: 0, pid: 0, tid: 0, args: { pad: 'x'.repeat(64 * 1024 * 1024) } };
+      big.traceEvents.push(...Array.from({ length: 9 }, () => event));
+      writeChromeTrace(file, big);
+      const size = fs.statSync(file).size;
+      assert.ok(size > 9 * 64 * 1024 * 1024, `${size} bytes`);
+      const fd = fs.openSync(file, 'r');
+      try {
+        const tail = Buffer.alloc(200);
+        fs.readSync(fd, tail, 0, 200, size - 200);
+        assert.match(tail.toString(), /"}}\],"displayTimeUnit":"ms","metadata":\{"job":"j","stages":1,"generator":"baton","time_origin_ms":0,"baton_events":\[\]\}\}$/);
+      } finally {
+        fs.closeSync(fd);
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
