@@ -67,6 +67,19 @@ describe('pipeline Gantt chart (SVG)', () => {
     for (const label of ['F chunk 0', 'B chunk 1', 'W chunk 1', 'idle']) assert.ok(svg.includes(`>${label}</text>`), `legend has ${label}`);
   });
 
+  it('labels iterations without covering one label with the next, inside the chart', async () => {
+    const svg = ganttSvg(await run({ policy: 'bf', stages: 4, microbatches: 4, iterations: 30 }), { stages: 4 });
+    assert.equal((svg.match(/class="iteration"/g) ?? []).length, 30, 'a line at every iteration');
+    const labels = [...svg.matchAll(/<text x="([-\d.]+)" y="\d+" font-size="10" fill="#b71c1c"[^>]*>([^<]+)<\/text>/g)].map((m) => ({ x: Number(m[1]), text: m[2] }));
+    assert.ok(labels.length >= 2, `${labels.length} labels`);
+    // At font-size 10 a character of Helvetica is at most 5.6 px wide.
+    labels.forEach((l, i) => {
+      assert.ok(l.x >= 0 && l.x + l.text.length * 5.6 <= 1200, `${l.text} at ${l.x} lies inside the chart`);
+      if (i > 0) assert.ok(labels[i - 1].x + labels[i - 1].text.length * 5.6 <= l.x, `${labels[i - 1].text} at ${labels[i - 1].x} ends before ${l.text} at ${l.x}`);
+    });
+    assert.match(svg, />iteration 0<\/text>|>0<\/text>/);
+  });
+
   it('wraps the legend under the axis, inside the chart, however many chunks there are', async () => {
     const svg = ganttSvg(await run({ policy: 'bfw', stages: 2, microbatches: 8, chunks: 8 }), { stages: 2 });
     const [, width, height] = (svg.match(/viewBox="0 0 (\d+) (\d+)"/) as string[]).map(Number);

@@ -80,6 +80,8 @@ export function taskColor(kind: TaskKind, chunk: number, chunks: number): string
 const lightness = (chunk: number, chunks: number) => (chunks <= 1 ? 45 : 36 + (32 * chunk) / (chunks - 1));
 
 const LEGEND_ROW_PX = 18;
+/** Width of a character of an iteration label (font-size 10), a little over Helvetica's widest digit. */
+const ITERATION_CHAR_PX = 6;
 
 /** Milliseconds for a label: whole from 100 up, else 3 significant digits without trailing
  * zeros (of the mantissa only: 2.00e-10 is 2e-10, not 2.00e-1). */
@@ -188,13 +190,24 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
       parts.push(`<text x="${(x0 + w / 2).toFixed(2)}" y="${y + h / 2 + fontSize * 0.36}" font-size="${fontSize}" text-anchor="middle" fill="${lightness(t.chunk, chunks) > 55 ? '#1a1a1a' : '#ffffff'}">${label}</text>`);
   }
 
-  // Iteration boundaries: where each iteration's first task starts.
-  if (iterations.length > 1 || events.some((e) => e.type === 'iteration-start'))
-    for (const it of iterations) {
-      const ix = x(iterStart.get(it) as number).toFixed(2);
+  // Iteration boundaries: where each iteration's first task starts. Labels say "iteration
+  // k" where every one fits before the next line, else just k; one that would cover the
+  // label before it is left out, and the last stays inside the chart.
+  if (iterations.length > 1 || events.some((e) => e.type === 'iteration-start')) {
+    const xs = iterations.map((it) => x(iterStart.get(it) as number));
+    const labelW = (text: string) => text.length * ITERATION_CHAR_PX;
+    const long = xs.every((ix, i) => i === xs.length - 1 || labelW(`iteration ${iterations[i]}`) + 4 <= xs[i + 1] - ix);
+    let free = -Infinity;
+    iterations.forEach((it, i) => {
+      const ix = xs[i].toFixed(2);
       parts.push(`<line class="iteration" x1="${ix}" y1="${top - 6}" x2="${ix}" y2="${axisY}" stroke="#b71c1c" stroke-width="1.2" stroke-dasharray="5,3"/>`);
-      parts.push(`<text x="${ix}" y="${top - 9}" font-size="10" fill="#b71c1c" text-anchor="start">iteration ${it}</text>`);
-    }
+      const text = long ? `iteration ${it}` : String(it);
+      const lx = Math.max(0, Math.min(xs[i], width - right - labelW(text)));
+      if (lx < free) return;
+      free = lx + labelW(text) + 4;
+      parts.push(`<text x="${lx.toFixed(2)}" y="${top - 9}" font-size="10" fill="#b71c1c" text-anchor="start">${text}</text>`);
+    });
+  }
 
   for (const { color, text, x: ex, row: r } of legend) {
     const y = legendY + r * LEGEND_ROW_PX;
