@@ -6,7 +6,7 @@ import { writeTraceFiles } from '../cli/trace-output';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { ChromeEvent, TID, batonEventsFromTrace, checkChromeTrace, commTid, isCommTid, toChromeTrace, writeChromeTrace } from '../cli/trace/chrome';
+import { ChromeEvent, TID, batonEventsFromTrace, checkChromeTrace, commTid, stagePid, toChromeTrace, writeChromeTrace } from '../cli/trace/chrome';
 
 const run = async (c: Partial<JobConfig>) => (await runJob(resolveConfig({ stages: 4, microbatches: 8, jitter: 'paper', ...c }), { clock: 'virtual' })).events;
 const of = (events: readonly BatonEvent[], type: BatonEvent['type']) => events.filter((e) => e.type === type);
@@ -98,7 +98,7 @@ describe('Chrome trace of a Baton run', () => {
     assert.equal(names.size, compute.length, 'no task appears twice');
     const origin = Math.min(...bf.map((e) => e.t));
     const end = bf.find((e) => e.type === 'task-end' && e.stage === 2 && e.mb === 5 && e.kind === 'B' && e.iteration === 1) as BatonEvent;
-    const box = compute.find((e) => e.pid === 2 && e.name === 'B5' && (e.args as { iteration: number }).iteration === 1) as ChromeEvent;
+    const box = compute.find((e) => e.pid === stagePid(2) && e.name === 'B5' && (e.args as { iteration: number }).iteration === 1) as ChromeEvent;
     assert.equal(box.cat, 'B');
     assert.ok(Math.abs((box.ts + (box.dur as number)) / 1000 - (end.t - origin)) < 1e-6, 'box ends at the task-end');
     assert.deepEqual(Object.keys(box.args as object).sort(), ['backpressure', 'chunk', 'inflight', 'iteration', 'microbatch']);
@@ -107,7 +107,7 @@ describe('Chrome trace of a Baton run', () => {
   it('names the processes after stages and the threads compute, comm and waits', () => {
     const meta = toChromeTrace(ofb, { job: 'j', stages: 4 }).traceEvents.filter((e) => e.ph === 'M');
     assert.deepEqual(meta.filter((e) => e.name === 'process_name').map((e) => (e.args as { name: string }).name), ['stage 0', 'stage 1', 'stage 2', 'stage 3']);
-    assert.deepEqual([...new Set(meta.filter((e) => e.name === 'thread_name').map((e) => `${e.tid}:${(e.args as { name: string }).name}`))], ['0:compute', '1:comm', '2:waits']);
+    assert.deepEqual([...new Set(meta.filter((e) => e.name === 'thread_name').map((e) => `${e.tid}:${(e.args as { name: string }).name}`))], ['1:compute', '2:comm', '3:waits']);
   });
 
   it('draws one comm event per message and pairs every flow start with a finish on the receiver', () => {
@@ -182,7 +182,7 @@ describe('Chrome trace of a Baton run', () => {
     assert.deepEqual(perfettoDrops(trace.traceEvents), []);
     assert.deepEqual(flowBindings(trace.traceEvents).filter((b) => !b.ok), []);
     assert.equal(trace.traceEvents.filter((e) => e.ph === 'X' && e.tid === TID.compute).length, of(events, 'task-start').length);
-    assert.equal(trace.traceEvents.filter((e) => e.ph === 'X' && isCommTid(e.tid)).length, of(events, 'send').length);
+    assert.equal(trace.traceEvents.filter((e) => e.ph === 'X' && e.cat !== 'wait' && e.tid !== TID.compute).length, of(events, 'send').length);
   });
 
   it('puts messages in flight at once on separate comm lanes of the sender', () => {
@@ -197,10 +197,28 @@ describe('Chrome trace of a Baton run', () => {
     assert.deepEqual(flowBindings(trace.traceEvents).map((b) => b.ok), [true, true, true, true, true, true]);
     const comm = trace.traceEvents.filter((e) => e.ph === 'X');
     assert.deepEqual(comm.map((e) => [e.name, e.tid]), [['activation mb0 0→1', TID.comm], ['activation mb1 0→1', commTid(1)], ['activation mb2 0→1', TID.comm]]);
-    const threads = trace.traceEvents.filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.pid === 0).map((e) => `${e.tid}:${(e.args as { name: string }).name}`);
-    assert.deepEqual(threads, ['0:compute', '1:comm', `${commTid(1)}:comm 2`, '2:waits']);
+    const threads = trace.traceEvents.filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.pid === stagePid(0)).map((e) => `${e.tid}:${(e.args as { name: string }).name}`);
+    assert.deepEqual(threads, ['1:compute', '2:comm', `${commTid(1)}:comm 2`, '3:waits']);
     const { baton_events: _dropped, ...rest } = trace.metadata;
     assert.equal(of(batonEventsFromTrace({ traceEvents: trace.traceEvents, metadata: rest }), 'send').length, 3, 'messages on every lane are read back');
+  });
+
+  it('uses no pid 0 or tid 0, which Perfetto reads as the idle process and its swapper thread', () => {
+    const trace = toChromeTrace(bf, { job: 'j', stages: 4 });
+    assert.deepEqual(trace.traceEvents.filter((e) => e.pid === 0 || e.tid === 0), []);
+    const names = trace.traceEvents.filter((e) => e.name === 'process_name').map((e) => `${e.pid}:${(e.args as { name: string }).name}`);
+    assert.deepEqual(names, ['1:stage 0', '2:stage 1', '3:stage 2', '4:stage 3']);
+  });
+
+  it('reads tasks, waits and messages back by process and thread names, in this numbering and the earlier one', () => {
+    const trace = toChromeTrace(ofb, { job: 'j', stages: 4 });
+    // Written before: stage s as pid s, threads 0 compute, 1 comm, 2 waits.
+    const earlier = trace.traceEvents.map((e) => ({ ...e, pid: e.pid - 1, tid: e.tid - 1 }));
+    for (const traceEvents of [trace.traceEvents, earlier]) {
+      const back = batonEventsFromTrace({ traceEvents });
+      for (const type of ['task-start', 'wait', 'send', 'receive'] as const)
+        assert.deepEqual(of(back, type).map((e) => e.stage).sort(), of(ofb, type).filter((e) => type !== 'receive' || (e as { src: number }).src >= 0).map((e) => e.stage).sort(), type);
+    }
   });
 
   it('refuses a task-end without its start, naming the stage and task', () => {

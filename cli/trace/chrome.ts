@@ -12,6 +12,12 @@
 // nanosecond grid before it is written (rounding ts and dur apart could make a task
 // end 1 ns after the next one starts), and messages in flight at the same time, which
 // do overlap, go on as many comm lanes (threads "comm", "comm 2", …) as they need.
+//
+// No event has pid 0 or tid 0: Perfetto reads them as the kernel's idle process and its
+// swapper thread. Stage s is pid s + 1; its threads are 1 (compute), 2 (comm), 3 (waits)
+// and 4, 5, … (further comm lanes). Reading a trace back goes by the process and thread
+// names, so traces written with the earlier numbering (stage s as pid s, tids 0, 1, 2)
+// read back the same.
 
 import * as fs from 'fs';
 import { BatonEvent, ReceiveEvent, SendEvent, TaskStartEvent, WaitEvent, eventProblem } from '../../actors/events';
@@ -44,17 +50,18 @@ export interface ChromeTrace {
   metadata: ChromeTraceMeta & { generator: 'baton'; time_origin_ms: number; baton_events: BatonEvent[] };
 }
 
-export const TID = { compute: 0, comm: 1, waits: 2 } as const;
+export const TID = { compute: 1, comm: 2, waits: 3 } as const;
+
+/** The process of a stage's tracks. */
+export function stagePid(stage: number): number {
+  return stage + 1;
+}
 
 /** The thread of a stage's comm lane `lane` (0 is TID.comm; further lanes come after the waits). */
 export function commTid(lane: number): number {
   return lane === 0 ? TID.comm : TID.waits + lane;
 }
 
-/** Whether a thread of a Baton trace is one of the comm lanes. */
-export function isCommTid(tid: number): boolean {
-  return tid === TID.comm || tid > TID.waits;
-}
 
 export function taskName(kind: string, mb: number, chunk: number): string {
   return chunk === 0 ? `${kind}${mb}` : `${kind}${mb}@${chunk}`;
@@ -90,7 +97,7 @@ export function toChromeTrace(events: readonly BatonEvent[], meta: ChromeTraceMe
     switch (e.type) {
       case 'task-start':
         open.set(`${e.stage}|${e.iteration}|${e.kind}|${e.mb}|${e.chunk}`, e);
-        out.push({ name: 'in-flight', ph: 'C', ts: rel(e.t), pid: e.stage, tid: TID.compute, args: { forwards: e.inflight } });
+        out.push({ name: 'in-flight', ph: 'C', ts: rel(e.t), pid: stagePid(e.stage), tid: TID.compute, args: { forwards: e.inflight } });
         break;
       case 'task-end': {
         const key = `${e.stage}|${e.iteration}|${e.kind}|${e.mb}|${e.chunk}`;
@@ -98,7 +105,7 @@ export function toChromeTrace(events: readonly BatonEvent[], meta: ChromeTraceMe
         if (!start) throw new TraceBuildError(`stage ${e.stage}, iteration ${e.iteration}: task-end of ${taskName(e.kind, e.mb, e.chunk)} at ${e.t} ms without its task-start`);
         open.delete(key);
         out.push({
-          name: taskName(e.kind, e.mb, e.chunk), cat: e.kind, ph: 'X', ...span(start.t, e.t), pid: e.stage, tid: TID.compute,
+          name: taskName(e.kind, e.mb, e.chunk), cat: e.kind, ph: 'X', ...span(start.t, e.t), pid: stagePid(e.stage), tid: TID.compute,
           args: { iteration: e.iteration, microbatch: e.mb, chunk: e.chunk, inflight: start.inflight, backpressure: start.backpressure },
         });
         break;
@@ -114,14 +121,14 @@ export function toChromeTrace(events: readonly BatonEvent[], meta: ChromeTraceMe
         receives.push(e);
         break;
       case 'wait':
-        out.push({ name: e.reason, cat: 'wait', ph: 'X', ...span(e.t, e.t + e.ms), pid: e.stage, tid: TID.waits, args: { iteration: e.iteration, ms: e.ms } });
+        out.push({ name: e.reason, cat: 'wait', ph: 'X', ...span(e.t, e.t + e.ms), pid: stagePid(e.stage), tid: TID.waits, args: { iteration: e.iteration, ms: e.ms } });
         break;
       case 'reject':
-        out.push({ name: `reject: ${e.reason}`, cat: 'reject', ph: 'i', s: 't', ts: rel(e.t), pid: e.stage, tid: TID.compute, args: { iteration: e.iteration, detail: e.detail } });
+        out.push({ name: `reject: ${e.reason}`, cat: 'reject', ph: 'i', s: 't', ts: rel(e.t), pid: stagePid(e.stage), tid: TID.compute, args: { iteration: e.iteration, detail: e.detail } });
         break;
       case 'iteration-start':
       case 'iteration-end':
-        out.push({ name: `${e.type} ${e.iteration}`, cat: 'iteration', ph: 'i', s: 'p', ts: rel(e.t), pid: e.stage, tid: TID.compute, args: { iteration: e.iteration } });
+        out.push({ name: `${e.type} ${e.iteration}`, cat: 'iteration', ph: 'i', s: 'p', ts: rel(e.t), pid: stagePid(e.stage), tid: TID.compute, args: { iteration: e.iteration } });
         break;
     }
   }
@@ -152,22 +159,23 @@ export function toChromeTrace(events: readonly BatonEvent[], meta: ChromeTraceMe
     const name = `${r.kind} mb${r.mb}${r.chunk === 0 ? '' : `@${r.chunk}`} ${s.stage}→${r.stage}`;
     const args = { iteration: r.iteration, microbatch: r.mb, chunk: r.chunk, src: s.stage, dst: r.stage, seq: s.seq, bytes: s.bytes, latency_ms: r.latency };
     const tid = commTid(lane);
-    out.push({ name, cat: r.kind, ph: 'X', ...span(s.t, r.t), pid: s.stage, tid, args });
-    out.push({ name, cat: r.kind, ph: 's', id, ts: rel(s.t), pid: s.stage, tid });
+    out.push({ name, cat: r.kind, ph: 'X', ...span(s.t, r.t), pid: stagePid(s.stage), tid, args });
+    out.push({ name, cat: r.kind, ph: 's', id, ts: rel(s.t), pid: stagePid(s.stage), tid });
     // The arrival marker gives the flow's end a slice to bind to on the receiver's track.
-    out.push({ name: `arrive ${name}`, cat: r.kind, ph: 'i', s: 't', ts: rel(Math.max(r.t, s.t)), pid: r.stage, tid: TID.comm, args });
-    out.push({ name, cat: r.kind, ph: 'f', bp: 'e', id, ts: rel(Math.max(r.t, s.t)), pid: r.stage, tid: TID.comm });
+    out.push({ name: `arrive ${name}`, cat: r.kind, ph: 'i', s: 't', ts: rel(Math.max(r.t, s.t)), pid: stagePid(r.stage), tid: TID.comm, args });
+    out.push({ name, cat: r.kind, ph: 'f', bp: 'e', id, ts: rel(Math.max(r.t, s.t)), pid: stagePid(r.stage), tid: TID.comm });
   }
   for (let s = 0; s < stages; s++) {
-    out.push({ name: 'process_name', ph: 'M', ts: 0, pid: s, tid: 0, args: { name: `stage ${s}` } });
-    out.push({ name: 'process_sort_index', ph: 'M', ts: 0, pid: s, tid: 0, args: { sort_index: s } });
+    const pid = stagePid(s);
+    out.push({ name: 'process_name', ph: 'M', ts: 0, pid, tid: TID.compute, args: { name: `stage ${s}` } });
+    out.push({ name: 'process_sort_index', ph: 'M', ts: 0, pid, tid: TID.compute, args: { sort_index: s } });
     const lanes = Math.max(1, laneEnds.get(s)?.length ?? 0);
     const threads: [string, number][] = [['compute', TID.compute]];
     for (let l = 0; l < lanes; l++) threads.push([l === 0 ? 'comm' : `comm ${l + 1}`, commTid(l)]);
     threads.push(['waits', TID.waits]);
     threads.forEach(([name, tid], i) => {
-      out.push({ name: 'thread_name', ph: 'M', ts: 0, pid: s, tid, args: { name } });
-      out.push({ name: 'thread_sort_index', ph: 'M', ts: 0, pid: s, tid, args: { sort_index: i } });
+      out.push({ name: 'thread_name', ph: 'M', ts: 0, pid, tid, args: { name } });
+      out.push({ name: 'thread_sort_index', ph: 'M', ts: 0, pid, tid, args: { sort_index: i } });
     });
   }
   const rank = (e: ChromeEvent) => (e.ph === 'M' ? 0 : 1);
@@ -221,6 +229,31 @@ export class TraceContentError extends Error {
   override name = 'TraceContentError';
 }
 
+type TrackRole = 'compute' | 'comm' | 'waits';
+/** The tracks of a trace without thread names: Baton's first numbering. */
+const UNNAMED_TRACKS: Record<number, TrackRole> = { 0: 'compute', 1: 'comm', 2: 'waits' };
+
+/** What each process and thread of a trace is, from its process_name ("stage s") and
+ * thread_name metadata; a process without a stage name is the stage of its pid. */
+function traceLayout(events: readonly ChromeEvent[]): { stage: (pid: number) => number; role: (pid: number, tid: number) => TrackRole | undefined } {
+  const stages = new Map<number, number>();
+  const roles = new Map<string, TrackRole>();
+  for (const e of events) {
+    if (e.ph !== 'M') continue;
+    const name = (e.args as { name?: unknown } | undefined)?.name;
+    if (typeof name !== 'string') continue;
+    const stage = e.name === 'process_name' ? /^stage (0|[1-9][0-9]{0,8})$/.exec(name) : null;
+    if (stage) stages.set(e.pid, Number(stage[1]));
+    const role = e.name === 'thread_name' ? /^(compute|comm|waits)(?: [0-9]+)?$/.exec(name) : null;
+    if (role && (role[1] === 'comm' || role[0] === role[1])) roles.set(`${e.pid}|${e.tid}`, role[1] as TrackRole);
+  }
+  const named = roles.size > 0;
+  return {
+    stage: (pid) => stages.get(pid) ?? pid,
+    role: (pid, tid) => (named ? roles.get(`${pid}|${tid}`) : Object.prototype.hasOwnProperty.call(UNNAMED_TRACKS, tid) ? UNNAMED_TRACKS[tid] : undefined),
+  };
+}
+
 /**
  * The Baton events behind a trace: the embedded copy when present (checkChromeTrace has
  * validated it), otherwise rebuilt from the complete events (tasks, waits, messages) and
@@ -232,23 +265,26 @@ export function batonEventsFromTrace(trace: { traceEvents: readonly ChromeEvent[
   const embedded = trace.metadata?.baton_events;
   if (Array.isArray(embedded)) return embedded as BatonEvent[];
   const events: BatonEvent[] = [];
+  const layout = traceLayout(trace.traceEvents);
   trace.traceEvents.forEach((e, i) => {
     if (e.ph !== 'X') return;
     const a = (e.args ?? {}) as Record<string, number>;
     const t = e.ts / 1000;
     const end = t + (e.dur ?? 0) / 1000;
     const rebuilt: BatonEvent[] = [];
-    if (e.tid === TID.compute && (e.cat === 'F' || e.cat === 'B' || e.cat === 'W')) {
-      const base = { stage: e.pid, iteration: a.iteration ?? 0, kind: e.cat as TaskKind, mb: a.microbatch ?? 0, chunk: a.chunk ?? 0 };
+    const role = layout.role(e.pid, e.tid);
+    const stage = layout.stage(e.pid);
+    if (role === 'compute' && (e.cat === 'F' || e.cat === 'B' || e.cat === 'W')) {
+      const base = { stage, iteration: a.iteration ?? 0, kind: e.cat as TaskKind, mb: a.microbatch ?? 0, chunk: a.chunk ?? 0 };
       rebuilt.push({ type: 'task-start', t, ...base, inflight: a.inflight ?? 0, backpressure: Boolean(a.backpressure) });
       rebuilt.push({ type: 'task-end', t: end, ...base });
-    } else if (e.tid === TID.waits) {
-      rebuilt.push({ type: 'wait', t, stage: e.pid, iteration: a.iteration ?? 0, ms: end - t, reason: e.name as WaitEvent['reason'] });
-    } else if (isCommTid(e.tid)) {
+    } else if (role === 'waits') {
+      rebuilt.push({ type: 'wait', t, stage, iteration: a.iteration ?? 0, ms: end - t, reason: e.name as WaitEvent['reason'] });
+    } else if (role === 'comm') {
       const m = { iteration: a.iteration ?? 0, kind: e.cat ?? 'message', mb: a.microbatch ?? 0, chunk: a.chunk ?? 0, seq: a.seq ?? 0, bytes: a.bytes ?? 0 };
-      rebuilt.push({ type: 'send', t, stage: a.src ?? e.pid, dst: a.dst ?? -1, ...m });
+      rebuilt.push({ type: 'send', t, stage: a.src ?? stage, dst: a.dst ?? -1, ...m });
       // Without a destination there is no receiving stage to count it at.
-      if (a.dst !== undefined) rebuilt.push({ type: 'receive', t: end, stage: a.dst, src: a.src ?? e.pid, latency: end - t, ...m });
+      if (a.dst !== undefined) rebuilt.push({ type: 'receive', t: end, stage: a.dst, src: a.src ?? stage, latency: end - t, ...m });
     }
     for (const r of rebuilt) {
       const problem = eventProblem(r);
