@@ -11,8 +11,9 @@
 import { HintPolicy, StageContext } from '../policies/hint';
 import {
   PipelineShape, Task, backwardSuccessor, forwardSuccessor, formatTask, isLossStage,
-  kindsOf, task, taskIndex,
+  kindsOf, task, taskIndex, taskProblem,
 } from '../policies/task';
+import { quoteValue } from '../transport/codec';
 import { TensorPayload } from '../transport/envelope';
 import { BatonEvent, ReceiveEvent } from './events';
 import { ReadySet } from './ready-set';
@@ -216,14 +217,20 @@ function arbitrate(s: StageState, now: number, fx: StageEffect[]): void {
   if (!it || s.running || it.remaining === 0) return;
   const { stage, policy, arbiter } = s.setup;
   const ctx = contextOf(s, it);
-  const { task: pick, backpressure } = arbiter(it.ready, it.memo, ctx);
-  if (pick === null) {
+  const { task: choice, backpressure } = arbiter(it.ready, it.memo, ctx);
+  if (choice === null) {
     if (it.idleSince === null) {
       it.idleSince = now;
       it.idleReason = backpressure ? 'backpressure' : policy.binding && it.ready.size > 0 ? 'binding' : 'nothing-ready';
     }
     return;
   }
+  // Checked before anything is looked up by it (an out-of-range task's index is another
+  // task's), and copied, so the policy's object is not the one the stage runs and records.
+  const problem = taskProblem(choice, s.setup.shape);
+  if (problem !== null)
+    throw new PolicyError(`stage ${stage}: policy ${policy.name} returned ${quoteValue(choice)}, which is not a task of this pipeline (${problem}); a policy returns a ready task or null to wait`);
+  const pick = task(choice.kind, choice.mb, choice.chunk);
   if (!it.ready.has(pick))
     throw new PolicyError(`stage ${stage}: policy ${policy.name} picked ${formatTask(pick)}, which is not ready (ready: ${[...it.ready.B, ...it.ready.F, ...it.ready.W].map(formatTask).join(' ') || 'none'})`);
   it.ready.remove(pick);

@@ -73,6 +73,23 @@ export function allTasks(shape: PipelineShape): Task[] {
   return out;
 }
 
+/**
+ * What keeps `x` from being a task of one stage of `shape` (a kind the shape has, a
+ * microbatch in 0..M-1, a chunk in 0..V-1), or null when it is one. A policy's pick is
+ * checked with this before anything is looked up by it: a dense index of an
+ * out-of-range task is another task's index.
+ */
+export function taskProblem(x: unknown, shape: PipelineShape): string | null {
+  if (typeof x !== 'object' || x === null) return 'not a task object';
+  const t = x as Record<string, unknown>;
+  const kinds = kindsOf(shape);
+  if (!(kinds as unknown[]).includes(t.kind)) return `kind must be ${kinds.join(', ')}`;
+  const inRange = (v: unknown, n: number) => Number.isInteger(v) && (v as number) >= 0 && (v as number) < n;
+  if (!inRange(t.mb, shape.microbatches)) return `mb must be an integer from 0 to ${shape.microbatches - 1}`;
+  if (!inRange(t.chunk, shape.chunks)) return `chunk must be an integer from 0 to ${shape.chunks - 1}`;
+  return null;
+}
+
 export function validateShape(shape: PipelineShape): void {
   const { stages, chunks, microbatches } = shape;
   const bad = (what: string, v: number) =>

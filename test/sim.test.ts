@@ -189,9 +189,15 @@ describe('simulation on the virtual clock (the real actors)', function () {
   });
 
   it('fails, naming the policy, when it picks a task that is not ready (not a deadlock)', async () => {
+    await withPolicyModule('wild', "choose(ready) { return ready.F.length > 0 ? { kind: 'B', mb: 1, chunk: 0 } : null; }", (file) =>
+      assert.rejects(sim({ stages: 2, microbatches: 2, policy: file }),
+        (e: Error) => e.name === 'JobError' && /actor stage-0 failed: stage 0: policy wild picked B1, which is not ready \(ready: F0\)/.test(e.message)));
+  });
+
+  it('fails, naming the policy, when it returns something that is not a task of the pipeline', async () => {
     await withPolicyModule('wild', "choose() { return { kind: 'F', mb: 999, chunk: 0 }; }", (file) =>
       assert.rejects(sim({ stages: 2, microbatches: 2, policy: file }),
-        (e: Error) => e.name === 'JobError' && /actor stage-0 failed: stage 0: policy wild picked F999, which is not ready/.test(e.message)));
+        (e: Error) => e.name === 'JobError' && /actor stage-0 failed: stage 0: policy wild returned \{"kind":"F","mb":999,"chunk":0\}, which is not a task of this pipeline \(mb must be an integer from 0 to 1\)/.test(e.message)));
   });
 
   it('finds dependency violations in a doctored trace', async () => {

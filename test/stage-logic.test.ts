@@ -1,8 +1,10 @@
 import { strict as assert } from 'assert';
 import { makeArbiter } from '../actors/job';
 import { StageEffect, StageMsg, initialStageState, stageStatus, stageStep } from '../actors/stage-logic';
+import { HintPolicy } from '../policies/hint';
+import { bf } from '../policies/hints';
 import { resolvePolicy } from '../policies/registry';
-import { PipelineShape, formatTask, task } from '../policies/task';
+import { PipelineShape, Task, formatTask, task } from '../policies/task';
 
 function stageOf(stage: number, shape: PipelineShape, policyName = 'bf', limit = 32) {
   const policy = resolvePolicy(policyName);
@@ -125,5 +127,35 @@ describe('stage logic (pure transitions)', () => {
     assert.equal(stageStatus(s).inflight, 2);
     assert.deepEqual(actions(stageStep(s, { type: 'grad', iteration: 0, mb: 1, chunk: 0 }, 3)), ['run B1']);
     assert.deepEqual(actions(stageStep(s, { type: 'done', iteration: 0, task: task('B', 1) }, 4)), ['run F2']);
+  });
+  describe('a policy\'s pick that is not a task of the pipeline', () => {
+    // P = 1, M = 2: F0 ran, so B0 is ready. F2 (microbatch 2 of 2) has B0's dense index.
+    const one: PipelineShape = { stages: 1, chunks: 1, microbatches: 2, splitBackward: false };
+    const picking = (pick: (ready: readonly Task[]) => unknown): HintPolicy => ({
+      ...bf, name: 'odd', choose: (ready) => (ready.B.length > 0 ? pick(ready.B) : ready.F[0] ?? null) as Task | null,
+    });
+    const afterF0 = (policy: HintPolicy) => {
+      const s = initialStageState({ stage: 0, shape: one, policy, arbiter: makeArbiter(policy, 32) });
+      stageStep(s, { type: 'start', iteration: 0 }, 0);
+      stageStep(s, { type: 'input', iteration: 0, mb: 0, chunk: 0 }, 0);
+      return () => stageStep(s, { type: 'done', iteration: 0, task: task('F', 0) }, 1);
+    };
+    const cases: [string, (ready: readonly Task[]) => unknown, RegExp][] = [
+      ['an out-of-range microbatch whose index is a ready task\'s', () => ({ kind: 'F', mb: 2, chunk: 0 }), /returned \{"kind":"F","mb":2,"chunk":0\}, which is not a task of this pipeline \(mb must be an integer from 0 to 1\)/],
+      ['undefined', () => undefined, /returned undefined, which is not a task of this pipeline \(not a task object\); a policy returns a ready task or null to wait/],
+      ['a kind the shape has not', (b) => ({ ...b[0], kind: 'W' }), /kind must be F, B/],
+      ['a microbatch given as text', (b) => ({ ...b[0], mb: '0' }), /mb must be an integer/],
+      ['a chunk out of range', (b) => ({ ...b[0], chunk: 1 }), /chunk must be an integer from 0 to 0/],
+    ];
+    for (const [what, pick, re] of cases)
+      it(`refuses ${what}, naming the stage and the policy, before it runs anything`, () =>
+        assert.throws(afterF0(picking(pick)), (e: Error) => e.name === 'PolicyError' && /^stage 0: policy odd returned /.test(e.message) && re.test(e.message)));
+
+    it('runs its own copy of a valid pick, so the policy changing its object later changes nothing', () => {
+      let given: { kind: string; mb: number; chunk: number } | undefined;
+      const fx = afterF0(picking((b) => (given = { ...b[0] })))();
+      given!.mb = 1;
+      assert.deepEqual(actions(fx), ['run B0']);
+    });
   });
 });
