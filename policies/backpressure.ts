@@ -26,7 +26,7 @@
 
 import { HintPolicy, ReadyView, StageContext } from './hint';
 import { readyViewOf } from './hints';
-import { PipelineShape, Task, formatTask, task } from './task';
+import { PipelineShape, Task, formatTask, task, taskProblem } from './task';
 
 export class BackpressureLimitError extends Error {
   override name = 'BackpressureLimitError';
@@ -129,6 +129,8 @@ export function inflightBound(policy: HintPolicy<any>, shape: PipelineShape, sta
   for (;;) {
     const next = policy.choose(view, memo, ctx);
     if (next === null) return peak;
+    const problem = taskProblem(next, shape);
+    if (problem !== null) throw new InflightBoundError(`${policy.name} at stage ${stage} returned something that is not a task of this pipeline (${problem})`);
     if (!view.has(next)) throw new InflightBoundError(`${policy.name} at stage ${stage} picked ${formatTask(next)}, which has run or whose predecessor at the stage has not`);
     ready.delete(key(next));
     ran.add(key(next));

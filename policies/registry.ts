@@ -11,6 +11,7 @@ import { fixedPolicy } from './fixed';
 import { HintPolicy } from './hint';
 import { bPriority, bf, bfw, fPriority, fb } from './hints';
 import { SCHEDULES } from './schedules/index';
+import { ShapeError } from './task';
 
 export class UnknownPolicyError extends Error {
   override name = 'UnknownPolicyError';
@@ -61,6 +62,33 @@ export function policyShapeProblems(value: unknown): string[] {
   return problems;
 }
 
+function thrown(err: unknown): string {
+  const text = err instanceof Error ? `${err.name}: ${err.message}` : `${typeof err} ${String(err)}`;
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
+}
+
+/**
+ * A module's policy whose members each name the module when they throw: `check` passes a
+ * ShapeError through (its refusal of the shape) and wraps anything else, and start, choose
+ * and advance, which run inside a stage, wrap every error, so the job's failure says which
+ * module and which member failed instead of a bare TypeError. The flags and the name are
+ * read once; `this` is the module's object, as when it is called directly.
+ */
+function guarded(modulePath: string, p: HintPolicy): HintPolicy {
+  const member = <A extends unknown[], R>(what: string, fn: (...args: A) => R) => (...args: A): R => {
+    try {
+      return fn.apply(p, args);
+    } catch (err) {
+      if (what === 'check' && err instanceof ShapeError) throw err;
+      throw new PolicyModuleError(modulePath, `${what} threw ${thrown(err)}`, { cause: err });
+    }
+  };
+  return {
+    name: p.name, binding: p.binding, splitBackward: p.splitBackward,
+    check: member('check', p.check), start: member('start', p.start), choose: member('choose', p.choose), advance: member('advance', p.advance),
+  };
+}
+
 function loadModule(name: string): HintPolicy {
   const file = path.resolve(name);
   let mod: Record<string, unknown>;
@@ -70,11 +98,18 @@ function loadModule(name: string): HintPolicy {
     // Node's message goes on with the require stack, line by line: keep its first line.
     throw new PolicyModuleError(name, `cannot load ${file}: ${(err as Error).message.split('\n')[0]}`, { cause: err });
   }
-  const candidate = mod?.default ?? mod?.policy;
+  let candidate: unknown;
+  let problems: string[];
+  try {
+    candidate = mod?.default ?? mod?.policy;
+    problems = candidate === undefined ? [] : policyShapeProblems(candidate);
+  } catch (err) {
+    // A getter of the module's exports threw.
+    throw new PolicyModuleError(name, `reading its export threw ${thrown(err)}`, { cause: err });
+  }
   if (candidate === undefined) throw new PolicyModuleError(name, `exports neither 'default' nor 'policy'`);
-  const problems = policyShapeProblems(candidate);
   if (problems.length > 0) throw new PolicyModuleError(name, `export is not a HintPolicy: ${problems.join('; ')}`);
-  return candidate as HintPolicy;
+  return guarded(name, candidate as HintPolicy);
 }
 
 export function resolvePolicy(name: string): HintPolicy {

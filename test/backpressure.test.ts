@@ -170,5 +170,13 @@ describe('backpressure', () => {
       const bad: HintPolicy<null> = { ...resolvePolicy('bf'), name: 'bad', binding: true, start: () => null, advance: () => null, choose: () => task('B', 0, 0) } as HintPolicy<null>;
       assert.throws(() => inflightBound(bad, shape(2, 4), 0, 1), /bad at stage 0 picked B0, which has run or whose predecessor at the stage has not/);
     });
+
+    it('a binding policy that returns something that is not a task of the pipeline is refused, naming it', () => {
+      for (const [pick, problem] of [[undefined, 'not a task object'], [task('F', 4, 0), 'mb must be an integer from 0 to 3'], [task('W', 0, 0), 'kind must be F, B']] as const) {
+        const bad = { ...resolvePolicy('bf'), name: 'bad', binding: true, start: () => null, advance: () => null, choose: () => pick } as unknown as HintPolicy<null>;
+        assert.throws(() => inflightBound(bad, shape(2, 4), 0, 1), (e: Error) =>
+          e.name === 'InflightBoundError' && e.message === `bad at stage 0 returned something that is not a task of this pipeline (${problem})`);
+      }
+    });
   });
 });

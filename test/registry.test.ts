@@ -87,6 +87,35 @@ describe('policy registry', () => {
       const broken = write('broken.js', 'throw new Error("boom at load");');
       assert.throws(() => resolvePolicy(broken), /boom at load/);
     });
+
+    it('refuses a module whose export throws when it is read, naming the module', () => {
+      const file = write('getter.js', `Object.defineProperty(exports, 'policy', { get() { throw new Error('boom in getter'); } });`);
+      assert.throws(() => resolvePolicy(file), (e: unknown) =>
+        e instanceof PolicyModuleError && e.message === `policy module ${JSON.stringify(file)}: reading its export threw Error: boom in getter`);
+    });
+
+    it('names the module and the member when one of its functions throws; a ShapeError from check passes as it is', () => {
+      const members = `name: 'thrower', binding: false, splitBackward: false,
+        start() { throw 'no memo'; }, choose(ready) { return ready.F[0].mb; }, advance() { throw new RangeError('far'); }`;
+      const file = write('thrower.js', `exports.policy = { ${members}, check(shape) { return shape.nothing.here; } };`);
+      const p = resolvePolicy(file);
+      const named = (member: string, what: string) => (e: unknown) =>
+        e instanceof PolicyModuleError && e.message === `policy module ${JSON.stringify(file)}: ${member} threw ${what}` && e.cause !== undefined;
+      assert.throws(() => p.check(shape(2, 4)), named('check', "TypeError: Cannot read properties of undefined (reading 'here')"));
+      assert.throws(() => p.start(ctx(shape(2, 4))), named('start', 'string no memo'));
+      assert.throws(() => p.choose(view(''), null, ctx(shape(2, 4))), named('choose', "TypeError: Cannot read properties of undefined (reading 'mb')"));
+      assert.throws(() => p.advance(null, parseTask('F0'), ctx(shape(2, 4))), named('advance', 'RangeError: far'));
+      const refusing = write('refusing.js', `const { ShapeError } = require(${JSON.stringify(path.resolve(__dirname, '../policies/task'))});
+        exports.policy = { ${members}, check() { throw new ShapeError('thrower needs M >= 8'); } };`);
+      assert.throws(() => resolvePolicy(refusing).check(shape(2, 4)), (e: unknown) => e instanceof ShapeError && e.message === 'thrower needs M >= 8');
+    });
+
+    it('calls the module\'s functions with its object as this', () => {
+      const file = write('self.js', `exports.policy = { name: 'self', binding: false, splitBackward: false, first: 'B',
+        check() {}, start() { return null; }, advance() { return null; },
+        choose(ready) { return ready[this.first][0] ?? ready.F[0] ?? null; } };`);
+      assert.equal(fmt(resolvePolicy(file).choose(view('F0 B1'), null, ctx(shape(2, 4)))), 'B1');
+    });
   });
 
   describe('fixed schedules in binding and hint mode', () => {
