@@ -92,6 +92,10 @@ export interface StageStatus {
   weightReady: string[];
   waitingFor: string[];
   idleSince: number | null;
+  /** Inputs and gradients held for an iteration this stage has not started (its start has not come). */
+  held: number;
+  /** The iteration those held arrivals belong to, null when none is held. */
+  heldIteration: number | null;
 }
 
 export function stageStatus(s: StageState): StageStatus {
@@ -121,6 +125,8 @@ export function stageStatus(s: StageState): StageStatus {
     weightReady: it ? it.ready.W.map(formatTask) : [],
     waitingFor,
     idleSince: it ? it.idleSince : null,
+    held: s.early.length,
+    heldIteration: s.early.length > 0 ? (s.early[0] as { iteration: number }).iteration : null,
   };
 }
 

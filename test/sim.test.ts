@@ -9,6 +9,9 @@ import { runJob, summarize } from '../actors/job';
 import { durationModelFor } from '../actors/wire-stage';
 import { validateRun } from '../actors/validate';
 import { policyNames } from '../policies/registry';
+import { Bus } from '../transport/bus';
+import { LocalBus } from '../transport/local-bus';
+import { subject } from '../transport/subjects';
 
 const sim = (c: Partial<JobConfig>) => runJob(resolveConfig(c), { clock: 'virtual' });
 
@@ -152,10 +155,33 @@ describe('simulation on the virtual clock (the real actors)', function () {
   });
 
   it('says why a stuck stage that waits for no input is stuck', () => {
-    const status = { stage: 1, iteration: 0, running: null, remaining: 3, inflight: 0, forwardReady: ['F2'], backwardReady: [], weightReady: [], waitingFor: [], idleSince: 0 };
+    const status = { stage: 1, iteration: 0, running: null, remaining: 3, inflight: 0, forwardReady: ['F2'], backwardReady: [], weightReady: [], waitingFor: [], idleSince: 0, held: 0, heldIteration: null };
     assert.match(describeDeadlock([status], 5), /stage 1, iteration 0: .*; waiting for no input: its policy picks none of its ready tasks/);
     assert.match(describeDeadlock([{ ...status, forwardReady: [] }], 5), /waiting for no input it knows of \(no start for this iteration\?\)/);
     assert.doesNotMatch(describeDeadlock([status], 5), /waiting for ;|waiting for $/m);
+  });
+
+  it('names a stage whose start never came as stuck, with the arrivals it holds for that iteration', async () => {
+    // The start of iteration 1 to stage 2 is lost: stages 1 and 3 wait on it, stage 2 holds their messages.
+    for (const [lost, iteration, before] of [[1, 1, 'iteration 0 finished'], [0, 0, 'none started yet']] as const) {
+      const inner = new LocalBus();
+      let starts = 0;
+      const bus: Bus = {
+        kind: inner.kind, maxMessageBytes: inner.maxMessageBytes,
+        publish: (subj, data) => (subj === subject('baton', 'control', 2) && starts++ === lost ? undefined : inner.publish(subj, data)),
+        subscribe: (subj, h) => inner.subscribe(subj, h), flush: () => inner.flush(), written: () => inner.written(), close: () => inner.close(),
+      };
+      try {
+        await assert.rejects(runJob(resolveConfig({ stages: 4, microbatches: 4, iterations: 2 }), { clock: 'virtual', bus }), (e: unknown) => {
+          assert.ok(e instanceof DeadlockError, String(e));
+          assert.match(e.message, /: 4 stage\(s\) idle with work left\n/);
+          assert.match(e.message, new RegExp(`\\n  stage 2: waiting for the start of iteration ${iteration}, ${before}; 4 input\\(s\\) and gradient\\(s\\) for it held\\n  stage 3, iteration ${iteration}: idle`));
+          return true;
+        });
+      } finally {
+        await inner.close();
+      }
+    }
   });
 
   /** Runs `use` with the path of a user policy module named `name` whose choose is `choose` (JS source). */
