@@ -1,6 +1,7 @@
 // Validation of a run from its event stream (pure): every task ran exactly once per
-// stage and iteration, a stage ran one task at a time, and no task started before its
-// dependencies — its inputs received, its producers finished. Errors say where.
+// stage and iteration, a stage ran one task at a time and began an iteration only after
+// it had ended the one before, and no task started before its dependencies — its inputs
+// (the data at the first virtual stage) received, its producers finished. Errors say where.
 
 import {
   PipelineShape, Task, allTasks, backwardPredecessor, forwardPredecessor, formatTask, isLossStage, task,
@@ -39,7 +40,7 @@ export function validateRun(events: readonly BatonEvent[], shape: PipelineShape,
       const map = e.type === 'task-start' ? starts : ends;
       if (map.has(k)) problems.push(`stage ${e.stage}, iteration ${e.iteration}: ${formatTask(e)} ${e.type === 'task-start' ? 'started' : 'ended'} twice`);
       else (map as Map<Key, BatonEvent>).set(k, e);
-    } else if (e.type === 'receive' && e.kind !== 'data') {
+    } else if (e.type === 'receive') {
       // The first arrival is the one the stage took; a later duplicate it rejected.
       const k = key(e.iteration, e.stage, e.kind, e.mb, e.chunk);
       const seen = recvs.get(k);
@@ -51,6 +52,9 @@ export function validateRun(events: readonly BatonEvent[], shape: PipelineShape,
   const expected = allTasks(shape);
   let expectedCount = 0;
   const first = opts.firstIteration ?? 0;
+  // Per stage, the last end of the iteration before: a stage's next iteration begins after
+  // its optimizer step, so after every task of the one before has ended there.
+  const endOfPrevious: (number | undefined)[] = new Array(shape.stages).fill(undefined);
   for (let it = first; it < first + iterations; it++) {
     for (let s = 0; s < shape.stages; s++) {
       const spans: { t: Task; start: number; end: number }[] = [];
@@ -68,6 +72,10 @@ export function validateRun(events: readonly BatonEvent[], shape: PipelineShape,
         problems.push(...dependencyProblems(t, s, it, st.t, shape, ends, { recvs, sends, shared }).map((p) => `${where}: ${p}`));
       }
       spans.sort((a, b) => a.start - b.start || a.end - b.end);
+      const previous = endOfPrevious[s];
+      if (spans.length > 0 && previous !== undefined && spans[0].start < previous - 1e-9)
+        problems.push(`stage ${s}, iteration ${it}: ${formatTask(spans[0].t)} started at ${spans[0].start}, before iteration ${it - 1} ended at this stage (${previous})`);
+      for (const x of spans) endOfPrevious[s] = Math.max(endOfPrevious[s] ?? -Infinity, x.end);
       for (let i = 1; i < spans.length; i++)
         if (spans[i].start < spans[i - 1].end - 1e-9)
           problems.push(`stage ${s}, iteration ${it}: ${formatTask(spans[i].t)} started at ${spans[i].start} while ${formatTask(spans[i - 1].t)} ran until ${spans[i - 1].end}`);
@@ -104,6 +112,12 @@ function dependencyProblems(
   if (t.kind === 'F') {
     const pred = forwardPredecessor(s, t.chunk, shape);
     if (pred) needMessage('activation', task('F', t.mb, pred.chunk), pred.stage);
+    else {
+      // The first virtual stage's input is the microbatch's data, from the coordinator.
+      const r = msgs.recvs.get(key(it, s, 'data', t.mb, t.chunk));
+      if (!r) out.push('started without receiving its data');
+      else if (r.t > start) out.push(`started at ${start} before its data arrived (${r.t})`);
+    }
   } else if (t.kind === 'B') {
     needEnd(task('F', t.mb, t.chunk), s, start, 'its forward');
     if (!isLossStage(s, t.chunk, shape)) {

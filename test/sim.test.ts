@@ -8,6 +8,7 @@ import { DeadlockError, describeDeadlock } from '../actors/deadlock';
 import { runJob, summarize } from '../actors/job';
 import { durationModelFor } from '../actors/wire-stage';
 import { validateRun } from '../actors/validate';
+import { BatonEvent } from '../actors/events';
 import { policyNames } from '../policies/registry';
 import { Bus } from '../transport/bus';
 import { LocalBus } from '../transport/local-bus';
@@ -234,5 +235,25 @@ describe('simulation on the virtual clock (the real actors)', function () {
     assert.ok(problems.some((p) => /stage 2, iteration 0, F1: started at 0 before its activation arrived/.test(p)), problems.join('\n'));
     const dropped = r.events.filter((e) => !(e.type === 'task-end' && e.stage === 0 && e.kind === 'B' && e.mb === 3));
     assert.ok(validateRun(dropped, r.shape, 1).some((p) => /stage 0, iteration 0, B3: never ended/.test(p)));
+  });
+
+  it('finds a first-stage forward that started before its data arrived, or without it', async () => {
+    const r = await sim({ stages: 3, microbatches: 4, policy: 'bf' });
+    const isData1 = (e: BatonEvent) => e.type === 'receive' && e.kind === 'data' && e.mb === 1;
+    const late = r.events.map((e) => (isData1(e) ? { ...e, t: 1000 } : e));
+    assert.ok(validateRun(late, r.shape, 1).some((p) => /^stage 0, iteration 0, F1: started at \d+ before its data arrived \(1000\)$/.test(p)), validateRun(late, r.shape, 1).join('\n'));
+    const missing = r.events.filter((e) => !isData1(e));
+    assert.deepEqual(validateRun(missing, r.shape, 1), ['stage 0, iteration 0, F1: started without receiving its data']);
+  });
+
+  it('finds a stage that began an iteration before it had ended the one before', async () => {
+    const r = await sim({ stages: 2, microbatches: 2, policy: 'bf', iterations: 2 });
+    assert.deepEqual(validateRun(r.events, r.shape, 2), []);
+    // Iteration 1 moved 50 ms earlier as a whole: each iteration is consistent in itself.
+    const early = r.events.map((e) => (e.iteration === 1 ? { ...e, t: e.t - 50 } : e));
+    const problems = validateRun(early, r.shape, 2);
+    assert.equal(problems.length, 2, problems.join('\n'));
+    assert.match(problems[0], /^stage 0, iteration 1: F0 started at \d+, before iteration 0 ended at this stage \(\d+\)$/);
+    assert.match(problems[1], /^stage 1, iteration 1: F0 started at \d+, before iteration 0 ended at this stage \(\d+\)$/);
   });
 });
