@@ -1,5 +1,6 @@
 // The ready buffers of one stage for one iteration, in the canonical order policies
 // expect (see policies/hint.ts): F by (chunk asc, mb asc), B and W by (chunk desc, mb asc).
+// The lists are this set's own (a policy reads them without a copy); their tasks are frozen.
 
 import { ReadyView } from '../policies/hint';
 import { PipelineShape, Task, taskIndex } from '../policies/task';
@@ -41,10 +42,13 @@ export class ReadySet implements ReadyView {
     return this.F.length + this.B.length + this.W.length;
   }
 
+  /** Adds `t`, frozen: the lists hand their tasks to policies, and a task a policy changed
+   * in place would no longer be the one its flag stands for. */
   add(t: Task): void {
     const i = taskIndex(t, this.shape);
     if (this.flags[i]) return;
     this.flags[i] = 1;
+    Object.freeze(t);
     if (t.kind === 'F') insertSorted(this.F, t, forwardOrder);
     else insertSorted(t.kind === 'B' ? this.B : this.W, t, backwardOrder);
   }

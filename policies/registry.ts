@@ -8,10 +8,10 @@
 
 import * as path from 'node:path';
 import { fixedPolicy } from './fixed';
-import { HintPolicy } from './hint';
+import { HintPolicy, ReadyView } from './hint';
 import { bPriority, bf, bfw, fPriority, fb } from './hints';
 import { SCHEDULES } from './schedules/index';
-import { ShapeError } from './task';
+import { ShapeError, Task } from './task';
 
 export class UnknownPolicyError extends Error {
   override name = 'UnknownPolicyError';
@@ -72,8 +72,24 @@ function thrown(err: unknown): string {
  * ShapeError through (its refusal of the shape) and wraps anything else, and start, choose
  * and advance, which run inside a stage, wrap every error, so the job's failure says which
  * module and which member failed instead of a bare TypeError. The flags and the name are
- * read once; `this` is the module's object, as when it is called directly.
+ * read once; `this` is the module's object, as when it is called directly. `choose` gets
+ * the ready view read-only: the lists are the stage's buffers, and a module that sorted
+ * one in place would reorder them for every later pick.
  */
+const READ_ONLY: ProxyHandler<readonly Task[]> = {
+  set: () => { throw new TypeError('the ready view is read-only (copy a list before sorting or changing it)'); },
+  deleteProperty: () => { throw new TypeError('the ready view is read-only (copy a list before sorting or changing it)'); },
+  defineProperty: () => { throw new TypeError('the ready view is read-only (copy a list before sorting or changing it)'); },
+};
+
+/** `ready` as a module's policy sees it: the stage's own lists, which it cannot change. */
+function readOnlyView(ready: ReadyView): ReadyView {
+  return {
+    F: new Proxy(ready.F, READ_ONLY), B: new Proxy(ready.B, READ_ONLY), W: new Proxy(ready.W, READ_ONLY),
+    has: (t) => ready.has(t),
+  };
+}
+
 function guarded(modulePath: string, p: HintPolicy): HintPolicy {
   const member = <A extends unknown[], R>(what: string, fn: (...args: A) => R) => (...args: A): R => {
     try {
@@ -83,9 +99,11 @@ function guarded(modulePath: string, p: HintPolicy): HintPolicy {
       throw new PolicyModuleError(modulePath, `${what} threw ${thrown(err)}`, { cause: err });
     }
   };
+  const choose = member('choose', p.choose);
   return {
     name: p.name, binding: p.binding, splitBackward: p.splitBackward,
-    check: member('check', p.check), start: member('start', p.start), choose: member('choose', p.choose), advance: member('advance', p.advance),
+    check: member('check', p.check), start: member('start', p.start), advance: member('advance', p.advance),
+    choose: (ready, memo, ctx) => choose(readOnlyView(ready), memo, ctx),
   };
 }
 

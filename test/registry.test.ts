@@ -2,6 +2,9 @@ import { strict as assert } from 'node:assert';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { makeArbiter } from '../actors/job';
+import { ReadySet } from '../actors/ready-set';
+import { initialStageState, stageStep } from '../actors/stage-logic';
 import { FixedMemo, ScheduleViolationError, remaining } from '../policies/fixed';
 import { HintPolicy, StageContext } from '../policies/hint';
 import { readyViewOf } from '../policies/hints';
@@ -108,6 +111,35 @@ describe('policy registry', () => {
       const refusing = write('refusing.js', `const { ShapeError } = require(${JSON.stringify(path.resolve(__dirname, '../policies/task'))});
         exports.policy = { ${members}, check() { throw new ShapeError('thrower needs M >= 8'); } };`);
       assert.throws(() => resolvePolicy(refusing).check(shape(2, 4)), (e: unknown) => e instanceof ShapeError && e.message === 'thrower needs M >= 8');
+    });
+
+    it('gives choose the ready buffers read-only: a module that sorts a list in place fails, naming itself, and the buffers keep their order', () => {
+      const file = write('sorting.js', `exports.policy = { name: 'sorting', binding: false, splitBackward: false,
+        check() {}, start() { return null; }, advance() { return null; },
+        choose(ready) { return ready.F.sort((a, b) => b.mb - a.mb)[0] ?? null; } };`);
+      const ready = new ReadySet(shape(2, 4));
+      for (const t of ['F0', 'F1', 'F2']) ready.add(parseTask(t));
+      assert.throws(() => resolvePolicy(file).choose(ready, null, ctx(shape(2, 4))), (e: unknown) =>
+        e instanceof PolicyModuleError && /choose threw TypeError: the ready view is read-only/.test(e.message));
+      assert.deepEqual(ready.F.map(formatTask), ['F0', 'F1', 'F2']);
+    });
+
+    it('cannot change a ready task in place: the stage runs every task as it was made ready', () => {
+      // Sloppy-mode code: an assignment to a frozen property does nothing (no error).
+      const file = write('renaming.js', `exports.policy = { name: 'renaming', binding: false, splitBackward: false,
+        check() {}, start() { return null; }, advance() { return null; },
+        choose(ready) { if (ready.F[1]) ready.F[1].mb = 2; return ready.B[0] ?? ready.F[0] ?? null; } };`);
+      const policy = resolvePolicy(file);
+      const one = { ...shape(1, 3), splitBackward: false };
+      const s = initialStageState({ stage: 0, shape: one, policy, arbiter: makeArbiter(policy, 32) });
+      for (let mb = 0; mb < 3; mb++) stageStep(s, { type: 'input', iteration: 0, mb, chunk: 0 }, 0);
+      let fx = stageStep(s, { type: 'start', iteration: 0 }, 0);
+      const ran: string[] = [];
+      for (let run = fx.find((f) => f.type === 'run'); run && run.type === 'run'; run = fx.find((f) => f.type === 'run')) {
+        ran.push(formatTask(run.task));
+        fx = stageStep(s, { type: 'done', iteration: 0, task: run.task }, 1);
+      }
+      assert.deepEqual(ran, ['F0', 'B0', 'F1', 'B1', 'F2', 'B2']);
     });
 
     it('calls the module\'s functions with its object as this', () => {
