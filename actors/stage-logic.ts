@@ -28,19 +28,31 @@ export interface StageSetup {
   readonly arbiter: Arbiter;
   /** The job's first iteration: its first start must be for it (default: any). */
   readonly firstIteration?: number;
+  /**
+   * Arbitrate only when asked ('arbitrate'), after a change asks for it ('arbitrate-later'):
+   * on the virtual clock the actor asks once everything due at this instant has been
+   * delivered, so a task's end and an input arriving at the same instant are seen
+   * together, as the hint order would rank them, not in the order the actors' messages
+   * happened to take (default: arbitrate at once).
+   */
+  readonly settleBeforeArbitration?: boolean;
 }
 
 export type StageMsg =
   | { readonly type: 'start'; readonly iteration: number }
   | { readonly type: 'input'; readonly iteration: number; readonly mb: number; readonly chunk: number; readonly tensors?: readonly TensorPayload[]; readonly receipt?: ReceiveEvent }
   | { readonly type: 'grad'; readonly iteration: number; readonly mb: number; readonly chunk: number; readonly tensors?: readonly TensorPayload[]; readonly receipt?: ReceiveEvent }
-  | { readonly type: 'done'; readonly iteration: number; readonly task: Task; readonly tensors?: readonly TensorPayload[] };
+  | { readonly type: 'done'; readonly iteration: number; readonly task: Task; readonly tensors?: readonly TensorPayload[] }
+  /** Arbitrate now (with settleBeforeArbitration, after an 'arbitrate-later'). */
+  | { readonly type: 'arbitrate' };
 
 export type StageEffect =
   | { readonly type: 'run'; readonly iteration: number; readonly task: Task }
   | { readonly type: 'send'; readonly iteration: number; readonly task: Task; readonly kind: 'activation' | 'gradient'; readonly dst: number; readonly dstChunk: number }
   | { readonly type: 'local'; readonly iteration: number; readonly task: Task; readonly kind: 'input' | 'grad'; readonly dstChunk: number }
   | { readonly type: 'finished'; readonly iteration: number; readonly peakInflight: number }
+  /** Send 'arbitrate' once what is due at this instant has arrived (settleBeforeArbitration). */
+  | { readonly type: 'arbitrate-later' }
   | { readonly type: 'event'; readonly event: BatonEvent };
 
 /** A peer's message the stage cannot take (rejected; the stage carries on). */
@@ -74,10 +86,12 @@ export interface StageState {
   /** Arrivals for iterations this stage has not started yet (possible over NATS). */
   early: StageMsg[];
   finished: number[];
+  /** An 'arbitrate-later' is out and its 'arbitrate' has not come. */
+  arbitrationAsked: boolean;
 }
 
 export function initialStageState(setup: StageSetup): StageState {
-  return { setup, current: null, running: null, inflight: 0, peakInflight: 0, early: [], finished: [] };
+  return { setup, current: null, running: null, inflight: 0, peakInflight: 0, early: [], finished: [], arbitrationAsked: false };
 }
 
 /** A snapshot for diagnostics (deadlock errors, status queries). */
@@ -297,6 +311,8 @@ export function stageStep(s: StageState, msg: StageMsg, now: number): StageEffec
       arrive(s, s.current, msg.type, msg.mb, msg.chunk);
       break;
     }
+    case 'arbitrate':
+      break;
     case 'done': {
       const r = s.running;
       if (!r || r.iteration !== msg.iteration || r.task.kind !== msg.task.kind || r.task.mb !== msg.task.mb || r.task.chunk !== msg.task.chunk)
@@ -306,6 +322,13 @@ export function stageStep(s: StageState, msg: StageMsg, now: number): StageEffec
       break;
     }
   }
-  arbitrate(s, now, fx);
+  if (!s.setup.settleBeforeArbitration) arbitrate(s, now, fx);
+  else if (msg.type === 'arbitrate') {
+    s.arbitrationAsked = false;
+    arbitrate(s, now, fx);
+  } else if (!s.arbitrationAsked && s.current && !s.running && s.current.remaining > 0) {
+    s.arbitrationAsked = true;
+    fx.push({ type: 'arbitrate-later' });
+  }
   return fx;
 }

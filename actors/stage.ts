@@ -59,7 +59,7 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
       msg.reply(stageStatus(state.logic));
       return state;
     }
-    const iteration = msg.iteration;
+    const iteration = msg.type === 'arbitrate' ? state.logic.current?.iteration ?? -1 : msg.iteration;
     const now = clock.now();
     const arrival = msg.type === 'input' || msg.type === 'grad' ? msg : null;
     let effects;
@@ -104,6 +104,10 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
         }
         case 'event':
           sink(fx.event);
+          break;
+        case 'arbitrate-later':
+          // A 0 ms timer fires once the virtual clock is quiet at this instant.
+          clock.setTimer(0, () => runtime.send(self, { type: 'arbitrate' }));
           break;
       }
     }

@@ -169,7 +169,7 @@ export function wireStage(o: StageWiringOptions): WiredStage {
   }
   const sender = spawnSender({ runtime, bus, job: cfg.job, stage: s, comm: durations, sink, launch: o.launch });
   const arbiter = makeArbiter(plan.policy, stageBufferLimit(cfg.bufferLimit, s, plan.shape.stages));
-  const stage = spawnStage({ stage: s, shape: plan.shape, policy: plan.policy, arbiter, firstIteration: cfg.firstIteration }, { runtime, compute, sender, sink, outboundWritten: () => bus.written() });
+  const stage = spawnStage({ stage: s, shape: plan.shape, policy: plan.policy, arbiter, firstIteration: cfg.firstIteration, settleBeforeArbitration: runtime.clock.kind === 'virtual' }, { runtime, compute, sender, sink, outboundWritten: () => bus.written() });
   const receiver = spawnReceiver({ runtime, job: cfg.job, stage: s, target: stage, sink, launch: o.launch });
   const subscriptions = STAGE_INBOX_KINDS.map((kind) =>
     bus.subscribe(subject(cfg.job, kind, s), (subj, data) => runtime.send(receiver, { type: 'bytes', subject: subj, data })));

@@ -12,7 +12,7 @@ function stageOf(stage: number, shape: PipelineShape, policyName = 'bf', limit =
 }
 
 const actions = (fx: StageEffect[]) => fx.filter((f) => f.type !== 'event').map((f) =>
-  f.type === 'run' ? `run ${formatTask(f.task)}` : f.type === 'send' ? `send ${f.kind} ${formatTask(f.task)}->${f.dst}` : `finished ${f.iteration}`);
+  f.type === 'run' ? `run ${formatTask(f.task)}` : f.type === 'send' ? `send ${f.kind} ${formatTask(f.task)}->${f.dst}` : f.type === 'arbitrate-later' ? 'arbitrate later' : `finished ${f.iteration}`);
 
 describe('stage logic (pure transitions)', () => {
   const shape: PipelineShape = { stages: 3, chunks: 1, microbatches: 2, splitBackward: false };
@@ -128,6 +128,21 @@ describe('stage logic (pure transitions)', () => {
     assert.deepEqual(actions(stageStep(s, { type: 'grad', iteration: 0, mb: 1, chunk: 0 }, 3)), ['run B1']);
     assert.deepEqual(actions(stageStep(s, { type: 'done', iteration: 0, task: task('B', 1) }, 4)), ['run F2']);
   });
+  it('with settleBeforeArbitration, asks once to arbitrate after a change and picks only when told, seeing every arrival of the instant', () => {
+    const policy = resolvePolicy('bf');
+    const s = initialStageState({ stage: 1, shape, policy, arbiter: makeArbiter(policy, 32), settleBeforeArbitration: true });
+    assert.deepEqual(actions(stageStep(s, { type: 'start', iteration: 0 }, 0)), ['arbitrate later']);
+    assert.deepEqual(actions(stageStep(s, { type: 'input', iteration: 0, mb: 0, chunk: 0 }, 0)), []);
+    assert.deepEqual(actions(stageStep(s, { type: 'arbitrate' }, 0)), ['run F0']);
+    // F0 ends as F1's input and B0's gradient arrive: one request, and then bf takes B0.
+    assert.deepEqual(actions(stageStep(s, { type: 'done', iteration: 0, task: task('F', 0) }, 5)), ['send activation F0->2', 'arbitrate later']);
+    assert.deepEqual(actions(stageStep(s, { type: 'input', iteration: 0, mb: 1, chunk: 0 }, 5)), []);
+    assert.deepEqual(actions(stageStep(s, { type: 'grad', iteration: 0, mb: 0, chunk: 0 }, 5)), []);
+    assert.deepEqual(actions(stageStep(s, { type: 'arbitrate' }, 5)), ['run B0']);
+    // While a task runs, arrivals ask for nothing.
+    assert.deepEqual(actions(stageStep(s, { type: 'grad', iteration: 0, mb: 1, chunk: 0 }, 6)), []);
+  });
+
   describe('a policy\'s pick that is not a task of the pipeline', () => {
     // P = 1, M = 2: F0 ran, so B0 is ready. F2 (microbatch 2 of 2) has B0's dense index.
     const one: PipelineShape = { stages: 1, chunks: 1, microbatches: 2, splitBackward: false };
