@@ -72,6 +72,8 @@ interface IterationState {
   readonly done: Uint8Array; // taskIndex -> ran
   readonly ready: ReadySet;
   remaining: number;
+  readonly ranOfMb: Uint32Array; // [mb] tasks that ran, of V * kinds
+  firstUnfinished: number; // lowest mb with a task not yet run
   memo: unknown;
   idleSince: number | null;
   idleReason: 'nothing-ready' | 'binding' | 'backpressure';
@@ -151,6 +153,7 @@ function contextOf(s: StageState, it: IterationState): StageContext {
     shape,
     done: (t: Task) => it.done[taskIndex(t, shape)] === 1,
     inflight: s.inflight,
+    firstUnfinished: it.firstUnfinished,
   };
 }
 
@@ -164,6 +167,8 @@ function startIteration(s: StageState, iteration: number, now: number, fx: Stage
     done: new Uint8Array(3 * n),
     ready: new ReadySet(shape),
     remaining: n * kindsOf(shape).length,
+    ranOfMb: new Uint32Array(shape.microbatches),
+    firstUnfinished: 0,
     memo: undefined,
     idleSince: now,
     idleReason: 'nothing-ready',
@@ -200,6 +205,9 @@ function complete(s: StageState, it: IterationState, t: Task, now: number, fx: S
   const { shape, stage } = s.setup;
   it.done[taskIndex(t, shape)] = 1;
   it.remaining--;
+  it.ranOfMb[t.mb]++;
+  const perMb = shape.chunks * kindsOf(shape).length;
+  while (it.firstUnfinished < shape.microbatches && it.ranOfMb[it.firstUnfinished] === perMb) it.firstUnfinished++;
   fx.push({ type: 'event', event: { type: 'task-end', t: now, stage, iteration: it.iteration, kind: t.kind, mb: t.mb, chunk: t.chunk } });
   const slot = t.chunk * shape.microbatches + t.mb;
   if (t.kind === 'F') {

@@ -45,10 +45,11 @@ export function inBackpressure(policy: HintPolicy<any>, ctx: StageContext, limit
   return !policy.binding && ctx.inflight >= limit;
 }
 
-/** The next task of the focused drain order at this stage, or null when all ran. */
+/** The next task of the focused drain order at this stage, or null when all ran. The scan
+ * starts at ctx.firstUnfinished: from 0 every drain step would cost O(M), O(M²) a run. */
 export function focusTarget(ctx: StageContext): Task | null {
   const { chunks: V, microbatches: M } = ctx.shape;
-  for (let j = 0; j < M; j++) {
+  for (let j = ctx.firstUnfinished ?? 0; j < M; j++) {
     for (let c = 0; c < V; c++) if (!ctx.done(task('F', j, c))) return task('F', j, c);
     for (let c = V - 1; c >= 0; c--) if (!ctx.done(task('B', j, c))) return task('B', j, c);
     if (ctx.shape.splitBackward)

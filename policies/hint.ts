@@ -27,6 +27,10 @@ export interface StageContext {
   done(t: Task): boolean;
   /** Forward tasks run here whose memory is not yet released (F done, B — or W when split — not done). */
   readonly inflight: number;
+  /** The lowest microbatch with a task not yet run here this iteration (M when every task
+   * ran). It only grows within an iteration, so a scan by microbatch may start there;
+   * absent means 0. */
+  readonly firstUnfinished?: number;
 }
 
 export interface HintPolicy<Memo = unknown> {

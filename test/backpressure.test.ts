@@ -76,6 +76,13 @@ describe('backpressure', () => {
       assert.equal(end.inflight, 2);
       assert.equal(fmt(focusTarget(end)), 'W1@1');
     });
+    it('starts its scan at the stage\'s first unfinished microbatch, so a drain step does not cost O(M)', () => {
+      const big = shape(2, 1000, 2);
+      let asked = 0;
+      const c: StageContext = { stage: 0, shape: big, inflight: 3, firstUnfinished: 998, done: (t) => (asked++, t.mb < 998 || (t.mb === 998 && t.kind === 'F')) };
+      assert.equal(fmt(focusTarget(c)), 'B998@1');
+      assert.ok(asked <= 4, `asked done() ${asked} times`);
+    });
   });
 
   describe('the wrapper', () => {

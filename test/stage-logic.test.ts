@@ -143,6 +143,22 @@ describe('stage logic (pure transitions)', () => {
     assert.deepEqual(actions(stageStep(s, { type: 'grad', iteration: 0, mb: 1, chunk: 0 }, 6)), []);
   });
 
+  it('tells the arbiter the first microbatch with a task left, which only grows within an iteration', () => {
+    const policy = resolvePolicy('bf');
+    const seen: (number | undefined)[] = [];
+    const arbiter = makeArbiter(policy, 32);
+    const one: PipelineShape = { stages: 1, chunks: 1, microbatches: 3, splitBackward: false };
+    const s = initialStageState({ stage: 0, shape: one, policy, arbiter: (ready, memo, ctx) => (seen.push(ctx.firstUnfinished), arbiter(ready, memo, ctx)) });
+    stageStep(s, { type: 'start', iteration: 0 }, 0);
+    let fx = [0, 1, 2].flatMap((mb) => stageStep(s, { type: 'input', iteration: 0, mb, chunk: 0 }, 0));
+    const ran: string[] = [];
+    for (let run = fx.find((f) => f.type === 'run'); run && run.type === 'run'; run = fx.find((f) => f.type === 'run')) {
+      ran.push(`${formatTask(run.task)}:${seen[seen.length - 1]}`);
+      fx = stageStep(s, { type: 'done', iteration: 0, task: run.task }, 1);
+    }
+    assert.deepEqual(ran, ['F0:0', 'B0:0', 'F1:1', 'B1:1', 'F2:2', 'B2:2']);
+  });
+
   describe('a policy\'s pick that is not a task of the pipeline', () => {
     // P = 1, M = 2: F0 ran, so B0 is ready. F2 (microbatch 2 of 2) has B0's dense index.
     const one: PipelineShape = { stages: 1, chunks: 1, microbatches: 2, splitBackward: false };
