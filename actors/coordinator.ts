@@ -9,6 +9,7 @@ import { ENVELOPE_VERSION, Envelope, launchField, launchText } from '../transpor
 import { encodeEnvelope } from '../transport/codec';
 import { subject } from '../transport/subjects';
 import { ActorRef, ActorRuntime } from './runtime';
+import { RejectTally, newRejectTally, tallyReject } from './reject-tally';
 
 export interface IterationRecord {
   iteration: number;
@@ -124,20 +125,17 @@ export interface CoordinatedJob {
   /** Resolves with the iteration records once every iteration has ended. */
   readonly done: Promise<IterationRecord[]>;
   /** Messages the coordinator refused (stray or malformed reports): how many, and the first ones. */
-  readonly rejects: { count: number; first: string[] };
+  readonly rejects: RejectTally;
   readonly unsubscribe: () => void;
   begin(): void;
 }
 
 /** A coordinator for one job, listening to the job's report subject. */
 export function coordinate(w: Omit<CoordinatorWiring, 'onDone' | 'onReject'>): CoordinatedJob {
-  const rejects = { count: 0, first: [] as string[] };
+  const rejects = newRejectTally();
   let finish: (r: IterationRecord[]) => void = () => {};
   const done = new Promise<IterationRecord[]>((resolve) => (finish = resolve));
-  const actor = spawnCoordinator({ ...w, onDone: finish, onReject: (d) => {
-    rejects.count++;
-    if (rejects.first.length < 20) rejects.first.push(d);
-  } });
+  const actor = spawnCoordinator({ ...w, onDone: finish, onReject: (d) => tallyReject(rejects, d) });
   const sub = w.bus.subscribe(subject(w.job, 'report'), (subj, data) => w.runtime.send(actor, { type: 'bytes', subject: subj, data }));
   return { done, rejects, unsubscribe: () => sub.unsubscribe(), begin: () => w.runtime.send(actor, { type: 'begin' }) };
 }

@@ -12,6 +12,7 @@ import { DeadlockError } from './deadlock';
 import { BatonEvent, EventSink, eventProblem } from './events';
 import { JobConfig } from './config';
 import { JobResult, buildResult, waitWithWatchdog } from './job';
+import { newRejectTally, tallyReject } from './reject-tally';
 import { ANNOUNCE_SUBJECT, MIN_LEASE_MS, NODES_PREFIX, NODE_NAME_RE, nodeSubject } from './node';
 import { ActorRuntime } from './runtime';
 import { StageStatus } from './stage-logic';
@@ -125,10 +126,10 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
   const events: BatonEvent[] = [];
   const received = new Map<number, number>();
   const subs: Subscription[] = [];
-  const traceRejects: string[] = [];
+  const traceRejects = newRejectTally();
   /** What came on the job's trace subjects that is not a trace batch of this launch (one of
    * another launch of the job name, or anything a peer sent): left out and counted. */
-  const otherLaunch: string[] = [];
+  const otherLaunch = newRejectTally();
   let nodeFailed: (e: Error) => void = () => {};
   const nodeFailure = new Promise<never>((_, reject) => (nodeFailed = reject));
   nodeFailure.catch(() => {});
@@ -161,16 +162,16 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     try {
       const x = decodeValue(d);
       if (typeof x !== 'object' || x === null || Array.isArray(x)) {
-        otherLaunch.push(`${where}: not a trace batch (a map with this run's launch id), got ${quoteValue(x)}`);
+        tallyReject(otherLaunch, `${where}: not a trace batch (a map with this run's launch id), got ${quoteValue(x)}`);
         return;
       }
       v = x as typeof v;
     } catch (err) {
-      otherLaunch.push(`${where}: not a trace batch: ${(err as Error).message}`);
+      tallyReject(otherLaunch, `${where}: not a trace batch: ${(err as Error).message}`);
       return;
     }
     if (v.launch !== launch) {
-      otherLaunch.push(`${where}: trace batch of launch ${quoteValue(v.launch)}, this is launch ${launch}: left by an earlier run of the same job name?`);
+      tallyReject(otherLaunch, `${where}: trace batch of launch ${quoteValue(v.launch)}, this is launch ${launch}: left by an earlier run of the same job name?`);
       return;
     }
     try {
@@ -180,7 +181,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       v.events.forEach((x, i) => {
         const problem = eventProblem(x) ?? (String((x as BatonEvent).stage) !== stage ? `an event of stage ${(x as BatonEvent).stage} on stage ${stage}'s subject` : null);
         if (problem) {
-          traceRejects.push(`${where}: event ${i}: ${problem}`);
+          tallyReject(traceRejects, `${where}: event ${i}: ${problem}`);
           return;
         }
         const e = x as BatonEvent;
@@ -189,7 +190,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
         for (const s of o.sinks ?? []) s(e);
       });
     } catch (err) {
-      traceRejects.push(`${where}: ${(err as Error).message}`);
+      tallyReject(traceRejects, `${where}: ${(err as Error).message}`);
     }
   }));
   const runtime = new ActorRuntime(new RealClock(), `launcher-${cfg.job}`);
@@ -291,7 +292,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     await unlessFailed(pollUntil(() => [...expected].every(([s, n]) => (received.get(s) ?? 0) >= n), timeout, () => over).catch(() => {
       throw new JobError(`trace incomplete: expected ${JSON.stringify(Object.fromEntries(expected))} events per stage, received ${JSON.stringify(Object.fromEntries(received))}`);
     }));
-    if (traceRejects.length > 0) throw new JobError(`malformed trace batches: ${traceRejects.slice(0, 3).join('; ')}`);
+    if (traceRejects.count > 0) throw new JobError(`malformed trace batches (${traceRejects.count} problems): ${traceRejects.first.slice(0, 3).join('; ')}`);
     events.sort((a, b) => a.t - b.t);
     const result = buildResult({ cfg, shape, policy, records: records as unknown as IterationRecord[], events, clock: 'real', transport: bus.kind, wallStart, validate: true, sharedClock: false, coordinatorRejects: coordinator.rejects, launcherRejects: otherLaunch });
     completed = true;

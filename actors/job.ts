@@ -14,6 +14,7 @@ import { newLaunchId } from '../transport/envelope';
 import { Clock, RealClock, VirtualClock } from './clock';
 import { StageCompute } from './compute';
 import { IterationRecord, coordinate } from './coordinator';
+import { RejectTally, newRejectTally } from './reject-tally';
 import { DeadlockError } from './deadlock';
 import { BatonEvent, EventSink } from './events';
 import { JobConfig } from './config';
@@ -203,9 +204,9 @@ export interface ResultParts {
   /** False when stages ran in different processes (different clocks). */
   sharedClock?: boolean;
   /** Messages the coordinator refused (not a report of this job's current iteration): counted as rejected. */
-  coordinatorRejects?: { readonly count: number; readonly first: readonly string[] };
+  coordinatorRejects?: RejectTally;
   /** Other messages the launcher refused (trace batches of another launch): counted as rejected. */
-  launcherRejects?: readonly string[];
+  launcherRejects?: RejectTally;
 }
 
 const MAX_REJECTS_KEPT = 20;
@@ -221,15 +222,15 @@ export function buildResult(p: ResultParts): JobResult {
   const iterations = measuredRecords.map((r) => iterationStats(r, p.events, p.shape.stages, lowerBound(p.shape, r.iteration, measured).bound));
   const measuredIterations = new Set(measuredRecords.map((r) => r.iteration));
   const t = totals(p.events, p.shape.stages, (it) => measuredIterations.has(it));
-  const coordinatorRejects = p.coordinatorRejects ?? { count: 0, first: [] };
-  const launcherRejects = p.launcherRejects ?? [];
+  const coordinatorRejects = p.coordinatorRejects ?? newRejectTally();
+  const launcherRejects = p.launcherRejects ?? newRejectTally();
   const rejects = [
-    ...[...coordinatorRejects.first.map((d) => `coordinator: ${d}`), ...launcherRejects.map((d) => `launcher: ${d}`)].slice(0, MAX_REJECTS_KEPT / 2),
+    ...[...coordinatorRejects.first.map((d) => `coordinator: ${d}`), ...launcherRejects.first.map((d) => `launcher: ${d}`)].slice(0, MAX_REJECTS_KEPT / 2),
     ...p.events.flatMap((e) => (e.type !== 'reject' ? [] : e.detail.startsWith(`stage ${e.stage}:`) ? [e.detail] : [`stage ${e.stage}: ${e.detail}`]))
       .slice(0, MAX_REJECTS_KEPT / 2),
   ];
   return {
     config: p.cfg, shape: p.shape, policy: p.policy, clock: p.clock, transport: p.transport, records: measuredRecords, iterations,
-    totals: { ...t, rejected: t.rejected + coordinatorRejects.count + launcherRejects.length }, events: p.events, wallMs: performance.now() - p.wallStart, rejects,
+    totals: { ...t, rejected: t.rejected + coordinatorRejects.count + launcherRejects.count }, events: p.events, wallMs: performance.now() - p.wallStart, rejects,
   };
 }

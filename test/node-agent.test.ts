@@ -10,6 +10,7 @@ import { TRAIN_DEFAULTS } from '../models/train-config';
 import { decodeValue, encodeValue } from '../transport/codec';
 import { LocalBus } from '../transport/local-bus';
 import { PayloadTooLargeError } from '../transport/nats-bus';
+import { MAX_REJECTS_DESCRIBED, newRejectTally, tallyReject } from '../actors/reject-tally';
 
 const REPLY = `${NODES_PREFIX}.reply.test`;
 
@@ -357,6 +358,14 @@ describe('job requests of another launch', () => {
 });
 
 describe('a launcher that hears stray messages on its trace subjects', () => {
+  it('tallies refusals: every one counted, only the first MAX_REJECTS_DESCRIBED kept', () => {
+    const t = newRejectTally();
+    for (let i = 0; i < 1000; i++) tallyReject(t, `junk ${i}`);
+    assert.equal(t.count, 1000);
+    assert.equal(t.first.length, MAX_REJECTS_DESCRIBED);
+    assert.equal(t.first[0], 'junk 0');
+  });
+
   it('counts and names them as rejected, and completes: only a malformed batch of its own launch fails it', async () => {
     const bus = new LocalBus();
     const agent = new NodeAgent({ name: 'n1', bus, log: () => {} });
@@ -375,6 +384,24 @@ describe('a launcher that hears stray messages on its trace subjects', () => {
       assert.match(launcher[1], /"baton\.stray\.trace\.1": not a trace batch \(a map with this run's launch id\), got \[1,2\]/);
       assert.match(launcher[2], /trace batch of launch undefined/);
       assert.ok(result.totals.rejected >= 3);
+    } finally {
+      await bus.close();
+    }
+  });
+
+  it('keeps a flood of them counted but only the first few described (its memory does not grow with the flood)', async () => {
+    const bus = new LocalBus();
+    const agent = new NodeAgent({ name: 'n1', bus, log: () => {} });
+    agent.start();
+    const cfg = resolveConfig({ job: 'flood', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    try {
+      const running = runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0 });
+      const junk = new Uint8Array([0xff, 0x00]);
+      for (let i = 0; i < 5000; i++) bus.publish('baton.flood.trace.0', junk);
+      const result = await running;
+      const launcher = result.rejects.filter((r) => r.startsWith('launcher: '));
+      assert.ok(launcher.length >= 1 && launcher.length <= MAX_REJECTS_DESCRIBED, `${launcher.length} described`);
+      assert.ok(result.totals.rejected >= 5000, `rejected ${result.totals.rejected}`);
     } finally {
       await bus.close();
     }
