@@ -107,6 +107,8 @@ describe('the baton command', function () {
       [['tap', '--job', 'j', '--timeout', '3000000'], /tap: --timeout must be between 0 and 2147483 seconds/],
       [['tap', '--job', 'j', '--count', '-1'], /tap: --count must be an integer >= 0, got -1/],
       [['tap', '--job', 'x'.repeat(200)], /job name "x+\.\.\. must be a string matching .* of at most 128 characters/],
+      [['run', '--job', '_nodes', '--stages', '2', '--microbatches', '2'], /job name "_nodes": names starting with _ are reserved for Baton's own subjects/],
+      [['tap', '--job', '_jobs'], /job name "_jobs": names starting with _ are reserved/],
       [['sim', '--stages', '2', '--microbatches', '2', '--trace', '/nonexistent/dir/t.json'], /sim: --trace \/nonexistent\/dir\/t\.json: directory \/nonexistent\/dir does not exist/],
       [['run', '--stages', '2', '--microbatches', '2', '--gantt', os.tmpdir()], /run: --gantt .*: is a directory; give a file path/],
       [['sim', '--stages', '2', '--microbatches', '2', '--trace', '/proc/baton-x.json'], /sim: --trace \/proc\/baton-x\.json: cannot be created: ENOENT/],
