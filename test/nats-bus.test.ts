@@ -154,6 +154,44 @@ describe('NatsBus over a real nats-server', function () {
     assert.match((errors[0] as Error).message, /"baton\.closed\.x".*3 bytes/);
   });
 
+  it('close() delivers what was published before it, even messages still queued in the socket', async () => {
+    const sub = await bus();
+    let got = 0;
+    sub.subscribe('baton.closing.x', () => { got++; });
+    await sub.flush();
+    const pub = await NatsBus.connect(server.url);
+    for (let i = 0; i < 20; i++) pub.publish('baton.closing.x', new Uint8Array(4 * 1024 * 1024));
+    await pub.close();
+    await until(() => got === 20, `20 messages published before close (got ${got})`, 10_000);
+  });
+
+  it('close() does not wait long for a server that stopped answering', async () => {
+    const own = await startNatsServer();
+    const b = await NatsBus.connect(own.url);
+    try {
+      process.kill(own.pid, 'SIGSTOP');
+      b.publish('baton.closing.y', new Uint8Array(16 * 1024 * 1024));
+      const t0 = Date.now();
+      await b.close();
+      assert.ok(Date.now() - t0 < 8000, `close took ${Date.now() - t0} ms`);
+    } finally {
+      process.kill(own.pid, 'SIGCONT');
+      await own.stop();
+    }
+  });
+
+  it('close() returns at once when the connection is down', async () => {
+    const own = await startNatsServer();
+    const b = await NatsBus.connect(own.url);
+    await own.stop();
+    await b.disconnected();
+    await new Promise((r) => setTimeout(r, 50));
+    b.publish('baton.closing.z', new Uint8Array(10));
+    const t0 = Date.now();
+    await b.close();
+    assert.ok(Date.now() - t0 < 1000, `close took ${Date.now() - t0} ms`);
+  });
+
   it('closed() resolves when the server goes away for good, so a watcher can report it', async () => {
     const own = await startNatsServer();
     const bus = await NatsBus.connect(own.url, { reconnect: false });

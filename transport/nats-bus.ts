@@ -20,6 +20,10 @@
 //   to the kernel: an empty write with a callback queued behind them on nats.js's
 //   socket, which the typed API does not expose; without it, a flush() round trip.
 //
+// - close() first waits, at most CLOSE_FLUSH_MS, for a flush: what was published before it
+//   reaches the server unless the connection is down (then it closes at once) or the server
+//   does not answer.
+//
 // - NATS core is at-most-once: a subscriber that falls more than the server's
 //   max_pending behind is cut off and messages are lost (seen here as `disconnects`).
 //
@@ -32,6 +36,9 @@ import type { Bus, BusHandler, Subscription } from './bus';
 import { checkSubject } from './local-bus';
 import { parseNatsUrl, redactNatsUrl } from './nats-url';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './codec';
+
+/** How long close() waits for a server that does not answer before it drops what is unsent. */
+const CLOSE_FLUSH_MS = 5000;
 
 export class PayloadTooLargeError extends Error {
   override name = 'PayloadTooLargeError';
@@ -76,6 +83,8 @@ export class NatsBus implements Bus {
   private commands = 0;
   private flushedUpTo = 0;
 
+  /** Between a disconnect and the reconnect. */
+  private down = false;
   private dropped: Promise<Error>;
   private drop: (e: Error) => void = () => {};
 
@@ -209,8 +218,19 @@ export class NatsBus implements Bus {
     return this.dropped;
   }
 
+  /**
+   * Closes the connection once the server has everything published before (a flush), or
+   * after CLOSE_FLUSH_MS without its answer: nats.js's own close() destroys the socket at
+   * once, which drops the messages still queued in it (a few big ones are).
+   */
   async close(): Promise<void> {
     if (this.connection.isClosed()) return;
+    // A connection that is down (reconnecting) has lost what it could not send: no wait.
+    if (this.down) return this.connection.close();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_FLUSH_MS)));
+    await Promise.race([this.flush().catch(() => {}), late]);
+    clearTimeout(timer);
     await this.connection.close();
   }
 
@@ -218,9 +238,11 @@ export class NatsBus implements Bus {
     try {
       for await (const s of this.connection.status()) {
         if (s.type === 'disconnect') {
+          this.down = true;
           this.disconnects++;
           this.drop(new NatsBusError(`lost the connection to NATS at ${this.url}`));
-        } else if (s.type === 'error') { this.transportErrors++; this.report(s.error, ''); }
+        } else if (s.type === 'reconnect') this.down = false;
+        else if (s.type === 'error') { this.transportErrors++; this.report(s.error, ''); }
       }
     } catch {
       // The status iterator ends with the connection; nothing to report.
