@@ -192,6 +192,22 @@ describe('NatsBus over a real nats-server', function () {
     assert.ok(Date.now() - t0 < 1000, `close took ${Date.now() - t0} ms`);
   });
 
+  it('keeps a subscriber whose thread a long compute task holds (over the server\'s default 10 s write deadline), and delivers to it afterwards', async function () {
+    this.timeout(60_000);
+    const [pub, sub] = [await bus(), await bus()];
+    let got = 0;
+    sub.subscribe('baton.busy.x', (_s, d) => { got += d.byteLength; });
+    await sub.flush();
+    pub.publish('baton.busy.x', new Uint8Array(8 * 1024 * 1024));
+    await pub.flush();
+    // The server now writes to a connection that does not read, as a stage process's in a task.
+    const until12s = Date.now() + 12_000;
+    while (Date.now() < until12s) { /* busy */ }
+    await until(() => got > 0 || sub.disconnects > 0, 'the message or a disconnect');
+    assert.equal(sub.disconnects, 0, 'cut off as a slow consumer');
+    assert.equal(got, 8 * 1024 * 1024);
+  });
+
   it('closed() resolves when the server goes away for good, so a watcher can report it', async () => {
     const own = await startNatsServer();
     const bus = await NatsBus.connect(own.url, { reconnect: false });

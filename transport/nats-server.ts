@@ -1,6 +1,7 @@
 // Starting and stopping a local nats-server (the Debian package `nats-server`, 2.9)
 // for the CLI, tests and benches: a generated config in a temp dir (loopback only,
-// max_payload raised for tensor messages, max_pending above it, optional cluster
+// max_payload raised for tensor messages, max_pending above it, a write deadline long
+// enough for a process busy in a compute task (WRITE_DEADLINE_S), optional cluster
 // block with routes so several servers form one cluster), readiness by TCP connect
 // plus the server's own "ready" log line, and a cleanup on exit, SIGINT and SIGTERM
 // (process-cleanup.ts) so no server outlives its parent. The child is unref'd: a
@@ -71,6 +72,15 @@ export interface NatsServerHandle {
 
 export const DEFAULT_MAX_PAYLOAD = 64 * 1024 * 1024;
 
+/**
+ * How long the server waits on a client that does not read before it cuts it off as a slow
+ * consumer (nats-server's default is 10 s). A stage process does not read while a compute
+ * task holds its thread, and a cut connection loses the microbatches sent to it, so the
+ * server waits for it as long as its pings do (every 2 minutes, 2 unanswered) and keeps up
+ * to max_pending bytes for it meanwhile.
+ */
+export const WRITE_DEADLINE_S = 300;
+
 /** Locate the nats-server binary, or throw telling how to install it. */
 export function findNatsServer(explicit?: string): string {
   const candidates = explicit ? [explicit] : [
@@ -115,6 +125,7 @@ function renderConfig(o: { port: number; name: string; maxPayload: number; maxPe
     `listen: "127.0.0.1:${o.port}"`,
     `max_payload: ${o.maxPayload}`,
     `max_pending: ${o.maxPending}`,
+    `write_deadline: "${WRITE_DEADLINE_S}s"`,
   ];
   if (o.monitorPort !== undefined) lines.push(`http: "127.0.0.1:${o.monitorPort}"`);
   if (o.auth) lines.push('authorization {', ...('token' in o.auth ? [`  token: ${JSON.stringify(o.auth.token)}`] : [`  user: ${JSON.stringify(o.auth.user)}`, `  password: ${JSON.stringify(o.auth.password)}`]), '}');
