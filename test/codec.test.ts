@@ -28,6 +28,13 @@ function rawHeader(): Record<string, unknown> {
   return { ...h, tensors: [] };
 }
 
+/** Index of the first occurrence of `seq` in `bytes`. */
+function indexOf(bytes: Uint8Array, seq: number[]): number {
+  const i = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).indexOf(Buffer.from(seq));
+  assert.ok(i >= 0, `no ${seq} in the message`);
+  return i;
+}
+
 function rejects(bytes: Uint8Array, reason: CodecErrorReason, quote?: RegExp, opts = {}): void {
   assert.throws(() => decodeEnvelope(bytes, opts), (err: unknown) => {
     assert.ok(err instanceof CodecError, `expected a CodecError, got ${String(err)}`);
@@ -177,6 +184,30 @@ describe('codec', () => {
       rejects(encodeValue({ ...rawHeader(), tensors: [{ dtype: 'int16', shape: [2, -1], data: new Int16Array(2) }] }), 'shape', /-1/);
       rejects(encodeValue({ ...rawHeader(), tensors: [{ dtype: 'int16', shape: [1.5], data: new Int16Array(2) }] }), 'shape', /1\.5/);
       rejects(encodeValue({ ...rawHeader(), tensors: [{ dtype: 'int16', shape: 'x', data: new Int16Array(2) }] }), 'shape', /"x"/);
+    });
+
+    it('rejects tensor data whose byte length is not a whole number of elements, wherever it sits', () => {
+      // A float32 [1] tensor whose byte string says 7 bytes: cbor-x alone made a view of 1 element and dropped 3 bytes.
+      const good = encodeEnvelope(envelope([tensor('float32', [1])]));
+      const at = indexOf(good, [0xd8, 85, 0x44]);
+      const lying = Uint8Array.of(...good.subarray(0, at), 0xd8, 85, 0x47, ...good.subarray(at + 3), 1, 2, 3);
+      for (let shift = 0; shift < 8; shift++) {
+        const host = new Uint8Array(lying.length + shift);
+        host.set(lying, shift);
+        rejects(host.subarray(shift), 'shape', /7 bytes/);
+      }
+    });
+
+    it('rejects a typed-array tag on anything but a byte string, and big-endian typed arrays', () => {
+      const good = encodeEnvelope(envelope([tensor('float32', [1])]));
+      const at = indexOf(good, [0xd8, 85, 0x44]);
+      const tagged = (item: number[]) => Uint8Array.of(...good.subarray(0, at), ...item);
+      // shape [1] -> [0], so an empty array would fit it
+      const shape0 = (b: Uint8Array) => { const i = indexOf(b, [0x65, ...Buffer.from('shape'), 0x81, 0x01]); b[i + 7] = 0; return b; };
+      rejects(shape0(tagged([0xd8, 85, 0x80])), 'dtype', /byte string/);
+      rejects(shape0(tagged([0xd8, 85, 0x61, 0x78])), 'dtype', /byte string/);
+      rejects(shape0(tagged([0xd8, 64, 0xa0])), 'dtype', /byte string/);
+      rejects(tagged([0xd8, 81, 0x44, 0x3f, 0x80, 0, 0]), 'dtype', /big-endian/);
     });
 
     it('answers any corruption of a valid message with a CodecError or a valid envelope, never another exception', () => {

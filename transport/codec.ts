@@ -65,9 +65,30 @@ const IS_LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 const cborOptions = { useRecords: false, mapsAsObjects: true, tagUint8Array: true };
 // cbor-x's typings describe its ESM entry; at run time require() gets the CommonJS build.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const { Encoder, Decoder } = require('cbor-x') as typeof CborX;
+const { Encoder, Decoder, addExtension } = require('cbor-x') as typeof CborX;
 const encoder = new Encoder(cborOptions);
 const decoder = new Decoder(cborOptions);
+
+// cbor-x's own typed-array tag decoders make a view of byteLength >> k elements, dropping a
+// peer's extra bytes, and an empty array of a tag on anything but a byte string. These take
+// their place (for this process's cbor-x: Baton is its only user): a whole number of
+// elements in a byte string, a view where aligned, a copy elsewhere. Big-endian tags,
+// which Baton never sends, are refused.
+for (const { ctor, tag } of Object.values(DTYPE_INFO)) {
+  const bpe = ctor.BYTES_PER_ELEMENT;
+  const decode = (bytes: unknown): AnyTypedArray => {
+    if (!(bytes instanceof Uint8Array)) throw new CodecError('dtype', `typed-array tag ${tag} (${ctor.name}) must tag a byte string, got ${quoteValue(bytes)}`);
+    if (bytes.byteLength % bpe !== 0) throw new CodecError('shape', `typed-array tag ${tag} (${ctor.name}) on ${bytes.byteLength} bytes, not a whole number of ${bpe}-byte elements`);
+    return bytes.byteOffset % bpe === 0
+      ? new ctor(bytes.buffer, bytes.byteOffset, bytes.byteLength / bpe)
+      : new ctor(Uint8Array.prototype.slice.call(bytes).buffer, 0, bytes.byteLength / bpe);
+  };
+  addExtension({ tag, decode } as unknown as Parameters<typeof addExtension>[0]);
+  if (bpe > 1) {
+    const bigEndian = (): never => { throw new CodecError('dtype', `typed-array tag ${tag - 4} (big-endian ${ctor.name}) is not Baton's: its tensors travel little-endian`); };
+    addExtension({ tag: tag - 4, decode: bigEndian } as unknown as Parameters<typeof addExtension>[0]);
+  }
+}
 
 const DIRECTIONS: readonly Direction[] = ['forward', 'backward', 'control'];
 const JOB_RE = /^[A-Za-z0-9_-]+$/;
@@ -196,6 +217,7 @@ function decodeRaw(bytes: Uint8Array, opts: CodecOptions, where: string): unknow
   try {
     return decoder.decode(bytes);
   } catch (err) {
+    if (err instanceof CodecError) throw new CodecError(err.reason, `${where}: ${err.message}`, { cause: err });
     const incomplete = (err as { incomplete?: boolean }).incomplete === true;
     const msg = err instanceof Error ? err.message : String(err);
     throw new CodecError(incomplete ? 'truncated' : 'malformed', `${where}: ${incomplete ? 'truncated' : 'malformed'} CBOR in a ${bytes.byteLength}-byte message (${msg})`, { cause: err });
