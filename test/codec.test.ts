@@ -28,6 +28,14 @@ function rawHeader(): Record<string, unknown> {
   return { ...h, tensors: [] };
 }
 
+/** A valid header (and no tensors) plus one more entry, `key` mapped to the CBOR item `itemHex`. */
+function withEntry(key: string, itemHex: string): Uint8Array {
+  const head = encodeValue(rawHeader()); // a map with a 16-bit count: b9 00 nn
+  assert.equal(head[0], 0xb9);
+  const keyItem = Buffer.concat([Buffer.of(0x60 + key.length), Buffer.from(key)]);
+  return Uint8Array.from(Buffer.concat([Buffer.of(0xb9, head[1], head[2] + 1), head.subarray(3), keyItem, Buffer.from(itemHex, 'hex')]));
+}
+
 /** Index of the first occurrence of `seq` in `bytes`. */
 function indexOf(bytes: Uint8Array, seq: number[]): number {
   const i = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).indexOf(Buffer.from(seq));
@@ -210,6 +218,21 @@ describe('codec', () => {
       rejects(tagged([0xd8, 81, 0x44, 0x3f, 0x80, 0, 0]), 'dtype', /big-endian/);
     });
 
+    it('rejects a body holding what no Baton peer sends: dates, big integers, sets, maps, regular expressions, shared or cyclic references', () => {
+      const text = (s: string) => Buffer.concat([Buffer.of(0x60 + s.length), Buffer.from(s)]).toString('hex');
+      const bodyWith = (itemHex: string) => withEntry('body', `a1${text('x')}${itemHex}`);
+      assert.deepEqual(decodeEnvelope(bodyWith('01')).body, { x: 1 });
+      rejects(bodyWith('c11a5f000000'), 'bad-field', /"body".*Date/);
+      rejects(bodyWith('1b0000000000000001'), 'bad-field', /"body".*bigint/);
+      rejects(bodyWith('c249010000000000000000'), 'bad-field', /"body".*bigint/);
+      rejects(bodyWith('d9010281a0'), 'bad-field', /"body".*Set/);
+      rejects(bodyWith('d90103a10102'), 'bad-field', /"body".*Map/);
+      rejects(bodyWith(`d81b82${text('RegExp')}${text('a+')}`), 'bad-field', /"body".*RegExp/);
+      rejects(bodyWith('d9ffff01'), 'bad-field', /"body".*Tag/);
+      rejects(withEntry('body', `d81ca1${text('self')}d81d00`), 'bad-field', /"body".*(shared|cyclic)/);
+      assert.throws(() => decodeValue(Buffer.from(`a1${text('when')}c11a5f000000`, 'hex')), (e: unknown) => e instanceof CodecError && /Date/.test(e.message));
+    });
+
     it('answers any corruption of a valid message with a CodecError or a valid envelope, never another exception', () => {
       const good = encodeEnvelope(envelope([tensor('float32', [2, 3]), tensor('int8', [3])], { body: { a: [1, 'x'] } }));
       let seed = 12345;
@@ -258,7 +281,7 @@ describe('codec', () => {
 
   describe('plain values', () => {
     it('round-trips a control map as a plain object', () => {
-      const v = { verb: 'ping', n: 3, list: [1, 'a', null], deep: { x: 1.25 } };
+      const v = { verb: 'ping', n: 3, list: [1, 'a', null], deep: { x: 1.25 }, t: Date.now(), big: 2 ** 40, f: new Float32Array([1.5]), u: new Uint8Array([7]), nan: NaN };
       assert.deepEqual(decodeValue(encodeValue(v)), v);
     });
 

@@ -204,9 +204,12 @@ export function encodeValue(value: unknown): Uint8Array {
   return encoder.encode(value);
 }
 
-/** Decode CBOR produced by encodeValue; maps come back as plain objects. */
+/** Decode CBOR produced by encodeValue; maps come back as plain objects. Refuses what is not plain data (plainDataProblem). */
 export function decodeValue(bytes: Uint8Array, opts: CodecOptions = {}): unknown {
-  return decodeRaw(bytes, opts, 'decodeValue');
+  const v = decodeRaw(bytes, opts, 'decodeValue');
+  const problem = plainDataProblem(v);
+  if (problem !== null) throw new CodecError('bad-field', `decodeValue: the value holds ${problem}, which no Baton peer sends`);
+  return v;
 }
 
 function decodeRaw(bytes: Uint8Array, opts: CodecOptions, where: string): unknown {
@@ -261,6 +264,8 @@ function checkHeader(o: Record<string, unknown>, where: string): Header {
   if (o.commMs !== undefined) h.commMs = field(o, 'commMs', where, isCommMs, COMM_MS_EXPECTED) as number;
   if (o.body !== undefined) {
     if (!isPlainObject(o.body)) throw new CodecError('bad-field', `${where}: field "body" must be a map, got ${quoteValue(o.body)}`);
+    const problem = plainDataProblem(o.body);
+    if (problem !== null) throw new CodecError('bad-field', `${where}: field "body" holds ${problem}, which no Baton peer sends`);
     h.body = o.body;
   }
   if (o.launch !== undefined) h.launch = field(o, 'launch', where, isLaunch, LAUNCH_EXPECTED) as string;
@@ -318,6 +323,32 @@ function readTensor(t: unknown, where: string): TensorPayload {
   checkShape(t.shape, dtype, arr.byteLength, where);
   return { dtype, shape: t.shape as number[], data: arr };
 }
+
+/**
+ * What makes `root` other than plain data, or null. Plain data is what Baton's messages hold:
+ * null, undefined, booleans, numbers, strings, arrays, plain maps and the tensor typed arrays
+ * (and Buffers), as a tree. Tags make cbor-x build dates, big integers, sets, maps, regular
+ * expressions, errors, unknown-tag wrappers and shared or cyclic references from a peer's bytes.
+ */
+function plainDataProblem(root: unknown): string | null {
+  const seen = new Set<object>();
+  const todo: unknown[] = [root];
+  while (todo.length > 0) {
+    const x = todo.pop();
+    if (x === null || x === undefined || typeof x === 'boolean' || typeof x === 'number' || typeof x === 'string') continue;
+    if (typeof x !== 'object') return `a ${typeof x}`;
+    if (seen.has(x)) return 'a shared or cyclic reference';
+    seen.add(x);
+    if (Array.isArray(x)) for (let i = 0; i < x.length; i++) todo.push(x[i]);
+    else if (ArrayBuffer.isView(x)) {
+      if (!(x instanceof Uint8Array) && !TENSOR_CTORS.has(x.constructor)) return `a ${x.constructor.name}`;
+    } else if (isPlainObject(x)) for (const k in x) todo.push(x[k]);
+    else return quoteValue(x);
+  }
+  return null;
+}
+
+const TENSOR_CTORS: ReadonlySet<unknown> = new Set(Object.values(DTYPE_INFO).map((i) => i.ctor));
 
 function isPlainObject(x: unknown): x is Record<string, unknown> {
   if (x === null || typeof x !== 'object' || Array.isArray(x)) return false;
