@@ -26,6 +26,7 @@ describe('the --nats URL', () => {
       ['nats://u:p@a:1,nats://v:q@b:2', /^entry 2: the servers of one --nats value must share their credentials/],
       ['nats://h:1/path', /no path, query or fragment/],
       ['nats://h:1?x=1', /no path, query or fragment/],
+      ['nats://alice:50%pass@h:1', /^entry 1: a % in the credentials must start an escape such as %25/],
     ];
     for (const [raw, re] of cases) {
       const p = natsUrlProblem(raw);

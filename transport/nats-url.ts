@@ -44,8 +44,14 @@ export function parseNatsUrl(raw: string): NatsTarget {
     if ((u.pathname !== '' && u.pathname !== '/') || u.search !== '' || u.hash !== '')
       throw new Error(`${shown(entry, i, raw)}: a server URL has no path, query or fragment`);
     target.servers.push(u.port ? `${u.hostname}:${u.port}` : u.hostname);
-    const user = decodeURIComponent(u.username);
-    const pass = decodeURIComponent(u.password);
+    let user: string;
+    let pass: string;
+    try {
+      user = decodeURIComponent(u.username);
+      pass = decodeURIComponent(u.password);
+    } catch {
+      throw new Error(`${shown(entry, i, raw)}: a % in the credentials must start an escape such as %25 (for %) or %40 (for @)`);
+    }
     if (user === '' && pass === '') return;
     const these = `${user}\u0000${pass}`;
     if (credentials !== null && credentials !== these) throw new Error(`${shown(entry, i, raw)}: the servers of one --nats value must share their credentials`);
