@@ -39,6 +39,15 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   // Stage processes a launcher starts have names of that launch's own; others ask first.
   if (!flags.exitWithStdin) await refuseTakenName(bus, name, bus.url);
   const agent = new NodeAgent({ name, bus, log, allowFiles: flags.allowFiles === true });
+  // Core NATS keeps nothing that was in flight: a dropped connection (a server cutting off a
+  // slow consumer, a network cut) has lost messages to the stages hosted here, so their jobs
+  // cannot complete. Once the client has reconnected (not before: nats.js drops what is
+  // published while it is down), their launchers hear so instead of waiting out their stall
+  // timeout, and the stages go.
+  bus.onReconnect = () => {
+    log(`node ${name}: its connection to NATS at ${bus.url} dropped and came back; dropping the jobs it hosted (messages to their stages were lost)`);
+    agent.leave(`its connection to NATS at ${bus.url} dropped: messages in flight to its stages were lost`);
+  };
   agent.start();
   let stopping = false;
   const stop = (why: string) => () => {

@@ -305,6 +305,42 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     }
   });
 
+  it('fails at once, naming the node, when a node agent\'s connection is cut (a slow consumer) and comes back: what was in flight to it is lost', async () => {
+    // A server that cuts a client at 2 MB pending; a stopped agent stops reading.
+    const own = await startNatsServer({ maxPayload: 1 << 20, maxPending: 2 << 20 });
+    const agents = ['cut1', 'cut2'].map((name) => spawn(process.execPath, [CLI, 'node', '--nats', own.url, '--name', name, '--json'], { stdio: ['ignore', 'pipe', 'ignore'] }));
+    const vandal = await NatsBus.connect(own.url);
+    try {
+      await Promise.all(agents.map((a) => new Promise<void>((resolve) => a.stdout!.once('data', () => resolve()))));
+      const cfg = resolveConfig({ job: 'cut', stages: 2, microbatches: 8, iterations: 1000, policy: 'bf', profile: 'uniform', stallTimeoutMs: 60_000 });
+      let resumed = 0;
+      let cut = false;
+      const run = runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: own.url, nodes: ['cut1', 'cut2'], onIteration: () => {
+        if (cut) return;
+        cut = true;
+        void (async () => {
+          process.kill(agents[1].pid!, 'SIGSTOP');
+          for (let i = 0; i < 64 && !/Slow Consumer/.test(own.log()); i++) {
+            vandal.publish('baton._nodes.cut2', new Uint8Array(1 << 20));
+            await vandal.flush();
+          }
+          process.kill(agents[1].pid!, 'SIGCONT');
+          resumed = Date.now();
+        })();
+      } });
+      await assert.rejects(run, (e: Error) => e.name === 'JobError' && /node cut2 left during the job \(its connection to NATS at nats:\/\/127\.0\.0\.1:\d+ dropped: messages in flight to its stages were lost\)/.test(e.message));
+      assert.match(own.log(), /Slow Consumer/);
+      assert.ok(resumed > 0 && Date.now() - resumed < 15_000, `noticed ${Date.now() - resumed} ms after the agent resumed`);
+    } finally {
+      for (const a of agents) {
+        try { process.kill(a.pid!, 'SIGCONT'); } catch { /* gone */ }
+        a.kill('SIGTERM');
+      }
+      await vandal.close();
+      await own.stop();
+    }
+  });
+
   it('fails naming the node, not as a deadlock, when a node agent of a --nodes run is killed mid-job', async () => {
     const agents = ['gone1', 'gone2'].map((name) => spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', name, '--json'], { stdio: ['ignore', 'pipe', 'ignore'] }));
     try {

@@ -63,6 +63,12 @@ export interface NatsBusOptions {
   timeoutMs?: number;
   /** Reconnect after losing the server (nats.js's default: 10 attempts, 2 s apart); default true. */
   reconnect?: boolean;
+  /**
+   * Called each time the client has reconnected after a drop. What was in flight then is
+   * lost, and so is what was published while it was down (nats.js clears its buffer when it
+   * dials again): this is when telling peers about the loss can work. Default: none.
+   */
+  onReconnect?: () => void;
 }
 
 export class NatsBus implements Bus {
@@ -79,6 +85,7 @@ export class NatsBus implements Bus {
   bytesIn = 0;
   disconnects = 0;
   onError: ((err: unknown, subject: string) => void) | undefined;
+  onReconnect: (() => void) | undefined;
   /** Commands sent to the server (publishes, subscribes, unsubscribes), and how many a completed flush covers. */
   private commands = 0;
   private flushedUpTo = 0;
@@ -94,6 +101,7 @@ export class NatsBus implements Bus {
   private constructor(readonly connection: NatsConnection, url: string, opts: NatsBusOptions) {
     this.url = redactNatsUrl(url);
     this.onError = opts.onError;
+    this.onReconnect = opts.onReconnect;
     this.dropped = new Promise<Error>((resolve) => (this.drop = resolve));
     void this.watchStatus();
     void this.closed().then((e) => this.drop(e ?? new NatsBusError(`the connection to NATS at ${this.url} closed`)));
@@ -212,7 +220,7 @@ export class NatsBus implements Bus {
   /**
    * Resolves the first time the connection drops (even if the client then reconnects) or
    * closes: core NATS does not keep what was in flight, so a job on this bus has lost
-   * messages by then.
+   * messages by then. `onReconnect` hears of every recovery from a drop.
    */
   disconnected(): Promise<Error> {
     return this.dropped;
@@ -241,8 +249,10 @@ export class NatsBus implements Bus {
           this.down = true;
           this.disconnects++;
           this.drop(new NatsBusError(`lost the connection to NATS at ${this.url}`));
-        } else if (s.type === 'reconnect') this.down = false;
-        else if (s.type === 'error') { this.transportErrors++; this.report(s.error, ''); }
+        } else if (s.type === 'reconnect') {
+          this.down = false;
+          try { this.onReconnect?.(); } catch (e) { this.report(e, ''); }
+        } else if (s.type === 'error') { this.transportErrors++; this.report(s.error, ''); }
       }
     } catch {
       // The status iterator ends with the connection; nothing to report.
