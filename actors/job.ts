@@ -54,6 +54,8 @@ export interface RunOptions {
   onIteration?: (r: IterationRecord) => void;
   /** Validate the run (default true). */
   validate?: boolean;
+  /** Rejects to end the job at once on the real clock, with its error (a bus that lost messages). */
+  stop?: Promise<never>;
 }
 
 export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResult> {
@@ -106,7 +108,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
       if (runtime.failures.length > 0) throw await failed.catch((e: Error) => e);
       if (!done) throw new DeadlockError(await statuses(), events.slice(-40), clock.now() - t0);
     } else {
-      await waitWithWatchdog(Promise.race([finished, failed]), () => events.length, cfg.stallTimeoutMs, async () =>
+      await waitWithWatchdog(Promise.race([finished, failed, ...(opts.stop ? [opts.stop] : [])]), () => events.length, cfg.stallTimeoutMs, async () =>
         new DeadlockError(await statuses(), events.slice(-40), clock.now() - t0));
     }
     if (runtime.failures.length > 0)

@@ -166,8 +166,12 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     bus = await NatsBus.connect(url, { name: `baton-run-${cfg.job}` });
     // A server of our own has no other jobs; a shared one may.
     if (!server) release = await claimJob(bus, cfg.job);
+    // Core NATS keeps nothing that was in flight: once the launcher's connection drops (a
+    // server of our own that died, a network cut), the job has lost messages, so it ends now.
+    const dropped = bus.disconnected().then((e) => Promise.reject(new JobError(`${e.message}: messages in flight are lost, the job cannot complete`)));
+    dropped.catch(() => {});
     if (setup.processes === 'single' && !setup.nodes) {
-      const result = await runJob(cfg, { clock: 'real', bus, onIteration: setup.onIteration });
+      const result = await runJob(cfg, { clock: 'real', bus, onIteration: setup.onIteration, stop: dropped });
       return { result, transport: 'nats', processes: 1, pids: [process.pid], natsUrl: url };
     }
     // The stage processes skip the check that no other agent has their name (it would cost
@@ -178,10 +182,6 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     interrupts = watchInterrupts();
     // Agents of our own may load the files this launcher's user named; built-in names need no files.
     if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags(), filesAJobNames(cfg).length > 0);
-    // Core NATS keeps nothing that was in flight: once the launcher's connection drops, the
-    // job has lost messages (a server of our own that died, a network cut), so it ends now.
-    const dropped = bus.disconnected().then((e) => Promise.reject(new JobError(`${e.message}: messages in flight are lost, the job cannot complete`)));
-    dropped.catch(() => {});
     const stop = Promise.race([interrupts.interrupted, dropped, ...(nodes ? [nodes.died] : [])]);
     const result = await runDistributed(cfg, { bus, nodes: names, onIteration: setup.onIteration, stop });
     const pids = distinctProcesses(result.nodes).map((p) => p.pid);

@@ -286,6 +286,24 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     }
   });
 
+  it('fails at once, saying so, when its NATS server goes away mid-job with every stage in the launcher (--processes single)', async () => {
+    const own = await startNatsServer();
+    try {
+      const cfg = resolveConfig({ job: 'serverdied1', stages: 2, microbatches: 8, iterations: 1000, policy: 'bf', profile: 'uniform', stallTimeoutMs: 60_000 });
+      let t0 = 0;
+      const run = runOnce(cfg, { transport: 'nats', processes: 'single', natsUrl: own.url, onIteration: () => {
+        if (!t0) {
+          t0 = Date.now();
+          process.kill(own.pid, 'SIGKILL');
+        }
+      } });
+      await assert.rejects(run, (e: Error) => e.name === 'JobError' && /lost the connection to NATS at nats:\/\/127\.0\.0\.1:\d+: messages in flight are lost/.test(e.message));
+      assert.ok(Date.now() - t0 < 5000, `noticed after ${Date.now() - t0} ms`);
+    } finally {
+      await own.stop();
+    }
+  });
+
   it('fails at once, naming it, when a node agent of a --nodes run is stopped mid-job', async () => {
     const agents = ['left1', 'left2'].map((name) => spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', name, '--json'], { stdio: ['ignore', 'pipe', 'ignore'] }));
     try {
