@@ -236,7 +236,7 @@ export class NatsBus implements Bus {
     // A connection that is down (reconnecting) has lost what it could not send: no wait.
     if (this.down) return this.connection.close();
     let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_FLUSH_MS)));
+    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_FLUSH_MS).unref()));
     await Promise.race([this.flush().catch(() => {}), late]);
     clearTimeout(timer);
     await this.connection.close();
