@@ -1,5 +1,5 @@
 import { strict as assert } from 'assert';
-import { BusClosedError, InvalidSubjectError, LocalBus, subjectMatches } from '../transport/local-bus';
+import { BusClosedError, InvalidSubjectError, LocalBus, MAX_SUBJECT_BYTES, subjectMatches } from '../transport/local-bus';
 
 const bytes = (...xs: number[]) => Uint8Array.from(xs);
 
@@ -126,6 +126,9 @@ describe('LocalBus', () => {
     assert.throws(() => bus.publish('a..b', bytes(0)), /"a\.\.b"/);
     assert.throws(() => bus.subscribe('a.>.b', () => undefined), /'>' must be the last token/);
     assert.throws(() => bus.subscribe('', () => undefined), InvalidSubjectError);
+    assert.doesNotThrow(() => bus.publish(`a.${'x'.repeat(MAX_SUBJECT_BYTES - 2)}`, bytes(0)));
+    assert.throws(() => bus.publish(`a.${'x'.repeat(MAX_SUBJECT_BYTES - 1)}`, bytes(0)), /longer than 1024 bytes/);
+    assert.throws(() => bus.subscribe(`a.${'é'.repeat(MAX_SUBJECT_BYTES / 2)}`, () => undefined), /longer than 1024 bytes/);
   });
 
   it('drops publishes after close and refuses new subscriptions', async () => {

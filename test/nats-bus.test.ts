@@ -7,6 +7,7 @@ import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
 import type { Envelope } from '../transport/envelope';
 import { NatsBus, NatsBusError, PayloadTooLargeError } from '../transport/nats-bus';
 import { NatsServerError, freePort, startNatsServer } from '../transport/nats-server';
+import { InvalidSubjectError } from '../transport/local-bus';
 import type { NatsServerHandle } from '../transport/nats-server';
 import { jobWildcard, subject } from '../transport/subjects';
 
@@ -142,6 +143,20 @@ describe('NatsBus over a real nats-server', function () {
       await b.close();
       await mon.stop();
     }
+  });
+
+  it('refuses a subject longer than MAX_SUBJECT_BYTES before the server sees it: a protocol line over 4 KB cost the connection, and what followed it', async () => {
+    const [pub, sub] = [await bus(), await bus()];
+    let got = 0;
+    sub.subscribe('baton.long.ok', () => { got++; });
+    await sub.flush();
+    const long = `baton._nodes.${'n'.repeat(5000)}`;
+    assert.throws(() => pub.publish(long, new Uint8Array(1)), (e: unknown) => e instanceof InvalidSubjectError && /longer than 1024 bytes/.test(e.message) && e.message.length < 300);
+    assert.throws(() => pub.subscribe(long, () => undefined), InvalidSubjectError);
+    pub.publish('baton.long.ok', new Uint8Array(1));
+    await pub.flush();
+    await until(() => got === 1, 'the message after the refused one');
+    assert.equal(pub.disconnects, 0);
   });
 
   it('counts a publish on a closed connection instead of throwing', async () => {

@@ -10,7 +10,7 @@
 // Not modelled: latency, bandwidth, queue groups, reply subjects, message loss.
 
 import type { Bus, BusHandler, Subscription } from './bus';
-import { DEFAULT_MAX_MESSAGE_BYTES } from './codec';
+import { DEFAULT_MAX_MESSAGE_BYTES, quoteValue } from './codec';
 
 export class InvalidSubjectError extends Error {
   override name = 'InvalidSubjectError';
@@ -20,9 +20,18 @@ export class BusClosedError extends Error {
   override name = 'BusClosedError';
 }
 
+/**
+ * Longest subject, in UTF-8 bytes. A NATS server drops the connection of a client whose
+ * protocol line (PUB or SUB with the subject) is over its max_control_line, 4 KB by default,
+ * losing what was in flight on it; Baton's own subjects are far shorter.
+ */
+export const MAX_SUBJECT_BYTES = 1024;
+
 /** Throw InvalidSubjectError unless `s` is a valid NATS subject (wildcards only where allowed). */
 export function checkSubject(s: string, allowWildcards: boolean): string {
-  if (typeof s !== 'string' || s.length === 0) throw new InvalidSubjectError(`subject ${JSON.stringify(s)} must be a non-empty string`);
+  if (typeof s !== 'string' || s.length === 0) throw new InvalidSubjectError(`subject ${quoteValue(s)} must be a non-empty string`);
+  if (s.length * 3 > MAX_SUBJECT_BYTES && Buffer.byteLength(s) > MAX_SUBJECT_BYTES)
+    throw new InvalidSubjectError(`subject ${quoteValue(s)} is longer than ${MAX_SUBJECT_BYTES} bytes`);
   const tokens = s.split('.');
   tokens.forEach((t, i) => {
     if (t.length === 0 || /\s/.test(t)) throw new InvalidSubjectError(`subject ${JSON.stringify(s)}: token ${i} ${JSON.stringify(t)} is empty or has whitespace`);
