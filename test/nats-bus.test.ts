@@ -6,7 +6,7 @@ import { join } from 'path';
 import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
 import type { Envelope } from '../transport/envelope';
 import { NatsBus, NatsBusError, PayloadTooLargeError } from '../transport/nats-bus';
-import { NatsServerError, freePort, startNatsServer } from '../transport/nats-server';
+import { NatsServerError, findNatsServer, freePort, startNatsServer } from '../transport/nats-server';
 import { InvalidSubjectError } from '../transport/local-bus';
 import type { NatsServerHandle } from '../transport/nats-server';
 import { jobWildcard, subject } from '../transport/subjects';
@@ -321,26 +321,43 @@ describe('startNatsServer', function () {
   });
 
   it('leaves no temp files once the server is up, still shows its log, and kills the server on stop', async () => {
-    const s = await startNatsServer();
-    const log = s.log();
-    assert.match(log, /Server is ready/);
-    const dir = /Using configuration file: (.*)\/nats\.conf/.exec(log)?.[1];
-    assert.ok(dir && !existsSync(dir), `temp dir ${dir} is gone while the server runs`);
-    await s.stop();
-    assert.equal(isAlive(s.pid), false);
-    assert.match(s.log(), /Server is ready/, 'the log is still there after stop');
+    const own = mkdtempSync(join(tmpdir(), 'baton-test-'));
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = own;
+    let s: NatsServerHandle;
+    try {
+      s = await startNatsServer();
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
+    }
+    try {
+      const log = s.log();
+      assert.match(log, /Server is ready/);
+      assert.deepEqual(readdirSync(own), [], 'no temp files while the server runs');
+      await s.stop();
+      assert.equal(isAlive(s.pid), false);
+      assert.match(s.log(), /Server is ready/, 'the log is still there after stop');
+    } finally {
+      await s.stop();
+      rmSync(own, { recursive: true, force: true });
+    }
   });
 
-  it('kills servers left running, and removes their temp dirs, when the parent process exits', async () => {
-    const script = `require(${JSON.stringify(join(__dirname, '../transport/nats-server.js'))}).startNatsServer().then((s) => {
-      console.log(JSON.stringify({ pid: s.pid, dir: /Using configuration file: (.*)\\/nats\\.conf/.exec(s.log())[1] }));
-      process.exit(0);
-    });`;
-    const { pid, dir } = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' })) as { pid: number; dir: string };
-    assert.ok(pid > 0);
-    assert.match(dir, /baton-nats-/);
-    await until(() => !isAlive(pid), `nats-server ${pid} to die with its parent`, 3000);
-    assert.equal(existsSync(dir), false);
+  it('kills servers left running, and leaves no temp files, when the parent process exits', async () => {
+    const own = mkdtempSync(join(tmpdir(), 'baton-test-'));
+    try {
+      const script = `require(${JSON.stringify(join(__dirname, '../transport/nats-server.js'))}).startNatsServer().then((s) => {
+        console.log(JSON.stringify({ pid: s.pid }));
+        process.exit(0);
+      });`;
+      const { pid } = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, TMPDIR: own } })) as { pid: number };
+      assert.ok(pid > 0);
+      await until(() => !isAlive(pid), `nats-server ${pid} to die with its parent`, 3000);
+      assert.deepEqual(readdirSync(own), []);
+    } finally {
+      rmSync(own, { recursive: true, force: true });
+    }
   });
 
   it('still removes the temp dir when the server cannot start', async () => {
@@ -354,23 +371,45 @@ describe('startNatsServer', function () {
     assert.deepEqual(readdirSync(tmpdir()).filter((f) => f.startsWith('baton-nats-') && !before.has(f)), []);
   });
 
+  it('leaves no temp files when its parent is killed with SIGKILL while the server starts', async function () {
+    if (!existsSync('/usr/bin/setpriv') && !existsSync('/bin/setpriv')) this.skip();
+    const tmp = mkdtempSync(join(tmpdir(), 'baton-test-'));
+    try {
+      // A server that takes 1.5 s to start: the parent dies meanwhile.
+      const slow = join(tmp, 'slow-nats-server');
+      writeFileSync(slow, `#!/bin/sh\nsleep 1.5\nexec ${findNatsServer()} "$@"\n`, { mode: 0o755 });
+      const own = join(tmp, 'tmp');
+      mkdirSync(own);
+      const script = `require(${JSON.stringify(join(__dirname, '../transport/nats-server.js'))}).startNatsServer({ binary: ${JSON.stringify(slow)} });
+        setTimeout(() => console.log('starting'), 500);`;
+      const parent = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TMPDIR: own } });
+      await new Promise<void>((resolve) => parent.stdout!.once('data', () => resolve()));
+      parent.kill('SIGKILL');
+      await new Promise((r) => setTimeout(r, 2500));
+      assert.deepEqual(readdirSync(own), [], 'the temp dir is gone');
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
   it('does not outlive a parent killed with SIGKILL (no cleanup runs), where setpriv is installed', async function () {
     if (!existsSync('/usr/bin/setpriv') && !existsSync('/bin/setpriv')) this.skip();
     const script = `require(${JSON.stringify(join(__dirname, '../transport/nats-server.js'))}).startNatsServer().then((s) => {
-      console.log(JSON.stringify({ pid: s.pid, dir: /Using configuration file: (.*)\\/nats\\.conf/.exec(s.log())[1] }));
+      console.log(JSON.stringify({ pid: s.pid }));
       setInterval(() => {}, 60000);
     });`;
-    const parent = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const own = mkdtempSync(join(tmpdir(), 'baton-test-'));
+    const parent = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TMPDIR: own } });
     const line = await new Promise<string>((resolve) => parent.stdout!.once('data', (d: Buffer) => resolve(d.toString())));
-    const { pid, dir } = JSON.parse(line) as { pid: number; dir: string };
+    const { pid } = JSON.parse(line) as { pid: number };
     assert.ok(isAlive(pid));
     parent.kill('SIGKILL');
     try {
       await until(() => !isAlive(pid), `nats-server ${pid} to die with its SIGKILLed parent`, 3000);
-      assert.equal(existsSync(dir), false, 'and no temp files are left');
+      assert.deepEqual(readdirSync(own), [], 'and no temp files are left');
     } finally {
       if (isAlive(pid)) process.kill(pid, 'SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
+      rmSync(own, { recursive: true, force: true });
     }
   });
 });

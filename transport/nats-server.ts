@@ -1,13 +1,15 @@
 // Starting and stopping a local nats-server (the Debian package `nats-server`, 2.9)
-// for the CLI, tests and benches: a generated config in a temp dir (loopback only,
+// for the CLI, tests and benches: a generated config (loopback only,
 // max_payload raised for tensor messages, max_pending above it, a write deadline long
 // enough for a process busy in a compute task (WRITE_DEADLINE_S), optional cluster
 // block with routes so several servers form one cluster), readiness by TCP connect
 // plus the server's own "ready" log line, and a cleanup on exit, SIGINT and SIGTERM
 // (process-cleanup.ts) so no server outlives its parent. The child is unref'd: a
-// forgotten server does not keep the parent alive, and the cleanup kills it. The temp
-// dir is removed as soon as the server is up, and the server gets a parent-death signal
-// where it can, so not even SIGKILL of the parent leaves a server or a file behind.
+// forgotten server does not keep the parent alive, and the cleanup kills it. The config
+// and the log are files in a temp dir that is removed as soon as the server is spawned
+// (it reads the config through a descriptor it inherits, /dev/fd/3), and the server
+// gets a parent-death signal where it can, so not even SIGKILL of the parent, during
+// the server's start or after it, leaves a server or a file behind.
 //
 // Not modelled: TLS, auth, JetStream, leaf nodes, gateways, non-loopback addresses.
 
@@ -160,6 +162,7 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   const forget = onProcessEnd(removeAll);
   let logFd = -1;
   let readFd = -1;
+  let confFd = -1;
   let child: ChildProcess;
   try {
     dir = mkdtempSync(join(tmpdir(), 'baton-nats-'));
@@ -168,17 +171,21 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     writeFileSync(confPath, renderConfig({
       port, name, maxPayload, maxPending, monitorPort, auth: opts.auth,
       cluster: clusterPort !== undefined ? { port: clusterPort, name: opts.clusterName ?? 'baton', routes } : undefined,
-    }));
+    }), { mode: 0o600 });
+    confFd = openSync(confPath, 'r');
     logFd = openSync(logPath, 'a');
-    // The log is read through a descriptor of our own: the files go once the server is up.
+    // The log is read through a descriptor of our own and written through the server's; the
+    // server reads its config through the descriptor it gets as fd 3. So the directory goes
+    // as soon as the server is spawned, not once it is up.
     readFd = openSync(logPath, 'r');
-    const [command, args] = dieWithParent(binary, ['-c', confPath]);
-    child = spawn(command, args, { stdio: ['ignore', logFd, logFd] });
+    const [command, args] = dieWithParent(binary, ['-c', '/dev/fd/3']);
+    child = spawn(command, args, { stdio: ['ignore', logFd, logFd, confFd] });
     spawned = child;
-    closeSync(logFd);
+    rmSync(dir, { recursive: true, force: true });
+    for (const fd of [logFd, confFd]) closeSync(fd);
   } catch (err) {
     // Nothing of a server that could not be set up outlives this call.
-    for (const fd of [logFd, readFd]) if (fd >= 0) try { closeSync(fd); } catch { /* already closed */ }
+    for (const fd of [logFd, readFd, confFd]) if (fd >= 0) try { closeSync(fd); } catch { /* already closed */ }
     removeAll();
     forget();
     throw err;
@@ -219,7 +226,6 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
       await exitPromise;
       clearTimeout(t);
     }
-    rmSync(dir, { recursive: true, force: true });
     closeLog();
     forget();
   };
@@ -242,10 +248,6 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     }
     await sleep(20);
   }
-  // The server has read its config and writes its log through its open descriptor: nothing
-  // needs the directory any more, so even a parent killed with SIGKILL leaves no files.
-  rmSync(dir, { recursive: true, force: true });
-
   const monitorUrl = monitorPort !== undefined ? `http://127.0.0.1:${monitorPort}` : undefined;
   return {
     url: `nats://127.0.0.1:${port}`,
