@@ -1,4 +1,5 @@
 import { strict as assert } from 'assert';
+import { spawnSync } from 'child_process';
 import { CodecError, DTYPES, decodeEnvelope, decodeValue, encodeEnvelope, encodeValue, quoteValue } from '../transport/codec';
 import type { CodecErrorReason } from '../transport/codec';
 import type { AnyTypedArray, DType, Envelope, TensorPayload } from '../transport/envelope';
@@ -265,6 +266,27 @@ describe('codec', () => {
   });
 
   describe('quoting bad values in errors', () => {
+    it('quotes a peer\'s cyclic or shared value at once (a 60-byte message with tags 28/29 once held decodeEnvelope for good)', () => {
+      // In a child process: without a bound, the quote never ends.
+      const script = `
+        const c = require(${JSON.stringify(require.resolve('../transport/codec'))});
+        const text = (s) => Buffer.concat([Buffer.of(0x60 + s.length), Buffer.from(s)]).toString('hex');
+        const cyclic = Buffer.from('a2' + text('v') + '01' + text('job') + 'd81c88' + 'd81d00'.repeat(8), 'hex');
+        const out = [];
+        try { c.decodeEnvelope(cyclic); } catch (e) { out.push(e.reason, e.message); }
+        const a = []; for (let i = 0; i < 8; i++) a.push(a);
+        const o = {}; for (let i = 0; i < 6; i++) o['k' + i] = o;
+        let dag = [1]; for (let i = 0; i < 40; i++) dag = Array(8).fill(dag);
+        out.push(c.quoteValue(a), c.quoteValue(o), c.quoteValue(dag));
+        console.log(JSON.stringify(out));`;
+      const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 });
+      assert.equal(r.signal, null, 'the child did not finish');
+      const [reason, message, ...quotes] = JSON.parse(r.stdout) as string[];
+      assert.equal(reason, 'bad-field');
+      assert.match(message, /"job"/);
+      for (const q of quotes) assert.ok(q.length <= 80, q);
+    });
+
     it('is short whatever a peer sent, and never throws', () => {
       const huge = '\u0001'.repeat(1_000_000);
       for (const x of [huge, Array.from({ length: 100_000 }, (_, i) => i), { toString: 1, valueOf: 2 }, Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`k${i}`, 'v'.repeat(1000)])), new Map(), 7n, null]) {
