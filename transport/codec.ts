@@ -72,13 +72,21 @@ const decoder = new Decoder(cborOptions);
 // cbor-x's own typed-array tag decoders make a view of byteLength >> k elements, dropping a
 // peer's extra bytes, and an empty array of a tag on anything but a byte string. These take
 // their place (for this process's cbor-x: Baton is its only user): a whole number of
-// elements in a byte string, a view where aligned, a copy elsewhere. Big-endian tags,
-// which Baton never sends, are refused.
+// elements in a byte string, a view where aligned, a copy elsewhere (and on a big-endian
+// host, values read out of the little-endian bytes). Big-endian tags, which Baton never
+// sends, are refused.
 for (const { ctor, tag } of Object.values(DTYPE_INFO)) {
   const bpe = ctor.BYTES_PER_ELEMENT;
+  const get = `get${ctor.name.slice(0, -'Array'.length)}` as 'getFloat32';
   const decode = (bytes: unknown): AnyTypedArray => {
     if (!(bytes instanceof Uint8Array)) throw new CodecError('dtype', `typed-array tag ${tag} (${ctor.name}) must tag a byte string, got ${quoteValue(bytes)}`);
     if (bytes.byteLength % bpe !== 0) throw new CodecError('shape', `typed-array tag ${tag} (${ctor.name}) on ${bytes.byteLength} bytes, not a whole number of ${bpe}-byte elements`);
+    if (!IS_LITTLE_ENDIAN && bpe > 1) {
+      const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      const out = new ctor(new ArrayBuffer(bytes.byteLength), 0, bytes.byteLength / bpe);
+      for (let i = 0; i < out.length; i++) out[i] = view[get](i * bpe, true);
+      return out;
+    }
     return bytes.byteOffset % bpe === 0
       ? new ctor(bytes.buffer, bytes.byteOffset, bytes.byteLength / bpe)
       : new ctor(Uint8Array.prototype.slice.call(bytes).buffer, 0, bytes.byteLength / bpe);
