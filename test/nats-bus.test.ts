@@ -6,7 +6,7 @@ import { join } from 'path';
 import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
 import type { Envelope } from '../transport/envelope';
 import { NatsBus, NatsBusError, PayloadTooLargeError } from '../transport/nats-bus';
-import { NatsServerError, findNatsServer, freePort, startNatsServer } from '../transport/nats-server';
+import { NatsServerError, findNatsServer, freePort, serverPorts, startNatsServer } from '../transport/nats-server';
 import { InvalidSubjectError } from '../transport/local-bus';
 import type { NatsServerHandle } from '../transport/nats-server';
 import { jobWildcard, subject } from '../transport/subjects';
@@ -289,6 +289,14 @@ describe('NatsBus over a real nats-server', function () {
 
 describe('startNatsServer', function () {
   this.timeout(20_000);
+
+  it('picks different free ports for the client, cluster and monitoring listeners (ports freed one after the other could be the same)', async function () {
+    this.timeout(120_000);
+    for (let i = 0; i < 10_000; i++) {
+      const { port, clusterPort, monitorPort } = await serverPorts({ cluster: true, monitor: true });
+      assert.equal(new Set([port, clusterPort, monitorPort]).size, 3, `ports ${port}, ${clusterPort}, ${monitorPort} (try ${i})`);
+    }
+  });
 
   it('says to install the Debian package when the binary is missing', async () => {
     await assert.rejects(startNatsServer({ binary: '/nonexistent/nats-server' }), (e: unknown) =>

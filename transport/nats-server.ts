@@ -99,16 +99,40 @@ export function findNatsServer(explicit?: string): string {
 }
 
 /** A port on 127.0.0.1 that was free a moment ago (bind port 0, read it, close). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
+export async function freePort(): Promise<number> {
+  return (await freePorts(1))[0];
+}
+
+/**
+ * `count` different ports on 127.0.0.1 that were free a moment ago: bound together, then
+ * closed. (Bound and closed one after the other, the kernel hands out the same port twice
+ * now and then.)
+ */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers = Array.from({ length: count }, () => createServer());
+  try {
+    return await Promise.all(servers.map((srv) => new Promise<number>((resolve, reject) => {
+      srv.once('error', reject);
+      srv.listen(0, '127.0.0.1', () => {
+        const addr = srv.address();
+        resolve(typeof addr === 'object' && addr ? addr.port : 0);
+      });
+    })));
+  } finally {
+    await Promise.all(servers.map((srv) => new Promise<void>((resolve) => (srv.listening ? srv.close(() => resolve()) : resolve()))));
+  }
+}
+
+/** The client, cluster and monitoring ports a server of these options listens on; the ones it picks all differ. */
+export async function serverPorts(opts: Pick<NatsServerOptions, 'port' | 'routes' | 'cluster' | 'clusterPort' | 'monitor'>): Promise<{ port: number; clusterPort?: number; monitorPort?: number }> {
+  const clustered = (opts.routes ?? []).length > 0 || opts.cluster === true || opts.clusterPort !== undefined;
+  const wanted = [opts.port === undefined, clustered && opts.clusterPort === undefined, opts.monitor === true];
+  const fresh = await freePorts(wanted.filter(Boolean).length);
+  const next = (): number => fresh.shift() as number;
+  const port = opts.port ?? next();
+  const clusterPort = clustered ? opts.clusterPort ?? next() : undefined;
+  const monitorPort = opts.monitor ? next() : undefined;
+  return { port, clusterPort, monitorPort };
 }
 
 function canConnect(port: number): Promise<boolean> {
@@ -144,12 +168,9 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   const maxPayload = opts.maxPayload ?? DEFAULT_MAX_PAYLOAD;
   const maxPending = opts.maxPending ?? 4 * maxPayload;
   if (maxPending <= maxPayload) throw new RangeError(`startNatsServer: maxPending ${maxPending} must exceed maxPayload ${maxPayload}`);
-  const port = opts.port ?? await freePort();
+  const { port, clusterPort, monitorPort } = await serverPorts(opts);
   const name = opts.name ?? `baton-${port}`;
   const routes = opts.routes ?? [];
-  const clustered = routes.length > 0 || opts.cluster === true || opts.clusterPort !== undefined;
-  const clusterPort = clustered ? opts.clusterPort ?? await freePort() : undefined;
-  const monitorPort = opts.monitor ? await freePort() : undefined;
 
   // The cleanup is registered before the directory exists: a Ctrl-C at any point from
   // here on removes it (and the server, once spawned).
