@@ -331,15 +331,15 @@ describe('startNatsServer', function () {
   it('leaves no temp files once the server is up, still shows its log, and kills the server on stop', async () => {
     const own = mkdtempSync(join(tmpdir(), 'baton-test-'));
     const saved = process.env.TMPDIR;
-    process.env.TMPDIR = own;
-    let s: NatsServerHandle;
+    let s: NatsServerHandle | undefined;
     try {
-      s = await startNatsServer();
-    } finally {
-      if (saved === undefined) delete process.env.TMPDIR;
-      else process.env.TMPDIR = saved;
-    }
-    try {
+      process.env.TMPDIR = own;
+      try {
+        s = await startNatsServer();
+      } finally {
+        if (saved === undefined) delete process.env.TMPDIR;
+        else process.env.TMPDIR = saved;
+      }
       const log = s.log();
       assert.match(log, /Server is ready/);
       assert.deepEqual(readdirSync(own), [], 'no temp files while the server runs');
@@ -347,7 +347,7 @@ describe('startNatsServer', function () {
       assert.equal(isAlive(s.pid), false);
       assert.match(s.log(), /Server is ready/, 'the log is still there after stop');
     } finally {
-      await s.stop();
+      await s?.stop();
       rmSync(own, { recursive: true, force: true });
     }
   });
