@@ -392,7 +392,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     await vandal.flush();
     try {
       await assert.rejects(runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url }),
-        (e: Error) => e.name === 'JobError' && /malformed trace batches: "baton\.badtrace\.trace\.0": event 0: unknown event type/.test(e.message) && /field "bytes" must be an integer/.test(e.message));
+        (e: Error) => e.name === 'JobError' && /malformed trace batches \(2 problems\): "baton\.badtrace\.trace\.0": event 0: unknown event type/.test(e.message) && /field "bytes" must be an integer/.test(e.message));
     } finally {
       await vandal.close();
     }
