@@ -268,41 +268,26 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     assert.equal(outcome.processes, 2);
   });
 
-  it('fails at once, saying so, when its NATS server goes away mid-job', async () => {
-    const own = await startNatsServer();
-    try {
-      const cfg = resolveConfig({ job: 'serverdied', stages: 2, microbatches: 8, iterations: 1000, policy: 'bf', profile: 'uniform' });
-      let t0 = 0;
-      const run = runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: own.url, onIteration: () => {
-        if (!t0) {
-          t0 = Date.now();
-          process.kill(own.pid, 'SIGKILL');
-        }
-      } });
-      await assert.rejects(run, (e: Error) => e.name === 'JobError' && /lost the connection to NATS at nats:\/\/127\.0\.0\.1:\d+: messages in flight are lost/.test(e.message));
-      assert.ok(Date.now() - t0 < 5000, `noticed after ${Date.now() - t0} ms`);
-    } finally {
-      await own.stop();
-    }
-  });
-
-  it('fails at once, saying so, when its NATS server goes away mid-job with every stage in the launcher (--processes single)', async () => {
-    const own = await startNatsServer();
-    try {
-      const cfg = resolveConfig({ job: 'serverdied1', stages: 2, microbatches: 8, iterations: 1000, policy: 'bf', profile: 'uniform', stallTimeoutMs: 60_000 });
-      let t0 = 0;
-      const run = runOnce(cfg, { transport: 'nats', processes: 'single', natsUrl: own.url, onIteration: () => {
-        if (!t0) {
-          t0 = Date.now();
-          process.kill(own.pid, 'SIGKILL');
-        }
-      } });
-      await assert.rejects(run, (e: Error) => e.name === 'JobError' && /lost the connection to NATS at nats:\/\/127\.0\.0\.1:\d+: messages in flight are lost/.test(e.message));
-      assert.ok(Date.now() - t0 < 5000, `noticed after ${Date.now() - t0} ms`);
-    } finally {
-      await own.stop();
-    }
-  });
+  // With the stage processes' connections and with every stage on the launcher's own.
+  for (const [processes, job, where] of [['per-stage', 'serverdied', ''], ['single', 'serverdied1', ' with every stage in the launcher (--processes single)']] as const) {
+    it(`fails at once, saying so, when its NATS server goes away mid-job${where}`, async () => {
+      const own = await startNatsServer();
+      try {
+        const cfg = resolveConfig({ job, stages: 2, microbatches: 8, iterations: 1000, policy: 'bf', profile: 'uniform', stallTimeoutMs: 60_000 });
+        let t0 = 0;
+        const run = runOnce(cfg, { transport: 'nats', processes, natsUrl: own.url, onIteration: () => {
+          if (!t0) {
+            t0 = Date.now();
+            process.kill(own.pid, 'SIGKILL');
+          }
+        } });
+        await assert.rejects(run, (e: Error) => e.name === 'JobError' && /lost the connection to NATS at nats:\/\/127\.0\.0\.1:\d+: messages in flight are lost/.test(e.message));
+        assert.ok(Date.now() - t0 < 5000, `noticed after ${Date.now() - t0} ms`);
+      } finally {
+        await own.stop();
+      }
+    });
+  }
 
   it('fails at once, naming it, when a node agent of a --nodes run is stopped mid-job', async () => {
     const agents = ['left1', 'left2'].map((name) => spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', name, '--json'], { stdio: ['ignore', 'pipe', 'ignore'] }));
