@@ -367,45 +367,42 @@ describe('a launcher that hears stray messages on its trace subjects', () => {
     assert.equal(t.first[0], 'junk 0');
   });
 
-  it('counts and names them as rejected, and completes: only a malformed batch of its own launch fails it', async () => {
+  /** A 2-stage job on one agent over the in-process bus, with `stray` published on its trace subjects meanwhile. */
+  async function runWithStrays(job: string, stray: (bus: LocalBus) => void) {
     const bus = new LocalBus();
     const agent = new NodeAgent({ name: 'n1', bus, log: () => {} });
     agent.start();
-    const cfg = resolveConfig({ job: 'stray', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
     try {
-      const running = runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0 });
+      const running = runDistributed(resolveConfig({ job, stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' }), { bus, nodes: ['n1'], settleMs: 0 });
+      stray(bus);
+      const result = await running;
+      return { result, launcher: result.rejects.filter((r) => r.startsWith('launcher: ')) };
+    } finally {
+      await bus.close();
+    }
+  }
+
+  it('counts and names them as rejected, and completes: only a malformed batch of its own launch fails it', async () => {
+    const { result, launcher } = await runWithStrays('stray', (bus) => {
       // Any peer can publish there: bytes that are no CBOR, a list, a map without a launch.
       bus.publish('baton.stray.trace.0', new Uint8Array([0xff, 0x00]));
       bus.publish('baton.stray.trace.1', encodeValue([1, 2]));
       bus.publish('baton.stray.trace.0', encodeValue({ events: [1] }));
-      const result = await running;
-      const launcher = result.rejects.filter((r) => r.startsWith('launcher: '));
-      assert.equal(launcher.length, 3, result.rejects.join('\n'));
-      assert.match(launcher[0], /"baton\.stray\.trace\.0": not a trace batch: decodeValue: malformed CBOR/);
-      assert.match(launcher[1], /"baton\.stray\.trace\.1": not a trace batch \(a map with this run's launch id\), got \[1,2\]/);
-      assert.match(launcher[2], /trace batch of launch undefined/);
-      assert.ok(result.totals.rejected >= 3);
-    } finally {
-      await bus.close();
-    }
+    });
+    assert.equal(launcher.length, 3, result.rejects.join('\n'));
+    assert.match(launcher[0], /"baton\.stray\.trace\.0": not a trace batch: decodeValue: malformed CBOR/);
+    assert.match(launcher[1], /"baton\.stray\.trace\.1": not a trace batch \(a map with this run's launch id\), got \[1,2\]/);
+    assert.match(launcher[2], /trace batch of launch undefined/);
+    assert.ok(result.totals.rejected >= 3);
   });
 
   it('keeps a flood of them counted but only the first few described (its memory does not grow with the flood)', async () => {
-    const bus = new LocalBus();
-    const agent = new NodeAgent({ name: 'n1', bus, log: () => {} });
-    agent.start();
-    const cfg = resolveConfig({ job: 'flood', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
-    try {
-      const running = runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0 });
-      const junk = new Uint8Array([0xff, 0x00]);
+    const junk = new Uint8Array([0xff, 0x00]);
+    const { result, launcher } = await runWithStrays('flood', (bus) => {
       for (let i = 0; i < 5000; i++) bus.publish('baton.flood.trace.0', junk);
-      const result = await running;
-      const launcher = result.rejects.filter((r) => r.startsWith('launcher: '));
-      assert.ok(launcher.length >= 1 && launcher.length <= MAX_REJECTS_DESCRIBED, `${launcher.length} described`);
-      assert.ok(result.totals.rejected >= 5000, `rejected ${result.totals.rejected}`);
-    } finally {
-      await bus.close();
-    }
+    });
+    assert.ok(launcher.length >= 1 && launcher.length <= MAX_REJECTS_DESCRIBED, `${launcher.length} described`);
+    assert.ok(result.totals.rejected >= 5000, `rejected ${result.totals.rejected}`);
   });
 });
 
