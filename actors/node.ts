@@ -31,7 +31,7 @@ import { decodeValue, encodeValue, quoteValue } from '../transport/codec';
 import { LAUNCH_EXPECTED, LAUNCH_RE, launchField } from '../transport/envelope';
 import { PayloadTooLargeError } from '../transport/nats-bus';
 import { subject } from '../transport/subjects';
-import { checkSubject } from '../transport/local-bus';
+import { MAX_SUBJECT_BYTES, checkSubject } from '../transport/local-bus';
 import { MAX_TIMER_MS, RealClock } from './clock';
 import { BatonEvent } from './events';
 import { answerJobClaims } from './job-claim';
@@ -51,6 +51,8 @@ export const nodeSubject = (name: string) => `${NODES_PREFIX}.${name}`;
 
 /** Node names are one subject token. */
 export const NODE_NAME_RE = /^[A-Za-z0-9_-]+$/;
+/** The longest node name: its subject, baton._nodes.<name>, must fit the bus's MAX_SUBJECT_BYTES. */
+export const MAX_NODE_NAME = MAX_SUBJECT_BYTES - `${NODES_PREFIX}.`.length;
 
 const TRACE_BATCH = 256;
 const TRACE_FLUSH_MS = 50;

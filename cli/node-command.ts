@@ -1,7 +1,7 @@
 // `baton node`: a node agent process that hosts stage actors on request.
 
 import * as os from 'os';
-import { ANNOUNCE_SUBJECT, NODE_NAME_RE, NodeAgent, nodeSubject } from '../actors/node';
+import { ANNOUNCE_SUBJECT, MAX_NODE_NAME, NODE_NAME_RE, NodeAgent, nodeSubject } from '../actors/node';
 import { askAround } from '../transport/ask-around';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { Bus } from '../transport/bus';
@@ -32,6 +32,7 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   const url = flags.nats !== undefined ? natsFlag(flags.nats, 'node') : natsFlag(fromEnv, 'node', NATS_URL_ENV);
   const name = flags.name === undefined ? `node-${process.pid}` : String(flags.name);
   if (!NODE_NAME_RE.test(name)) throw new UsageError(`node: --name must match [A-Za-z0-9_-]+, got ${JSON.stringify(name)}`);
+  if (name.length > MAX_NODE_NAME) throw new UsageError(`node: --name is ${name.length} characters, over the ${MAX_NODE_NAME} its subject (baton._nodes.<name>) has room for`);
   const bus = await NatsBus.connect(url, { name: `baton-node-${name}` });
   const log = flags.quiet ? () => {} : flags.json
     ? (l: string) => process.stderr.write(`${JSON.stringify({ node: name, log: l })}\n`)

@@ -11,7 +11,7 @@ import { IterationRecord } from '../actors/coordinator';
 import { runDistributed } from '../actors/distributed-job';
 import { JobResult, runJob, summarize } from '../actors/job';
 import { JobError, checkJob } from '../actors/wire-stage';
-import { NODE_NAME_RE, filesAJobNames } from '../actors/node';
+import { MAX_NODE_NAME, NODE_NAME_RE, filesAJobNames } from '../actors/node';
 import { NatsBus } from '../transport/nats-bus';
 import { redactNatsUrl } from '../transport/nats-url';
 import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
@@ -235,6 +235,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   if (setup.transport === 'local' && given.has('processes')) throw new UsageError('run: --transport local runs every stage in this process; --processes needs --transport nats');
   if (setup.nodes && setup.processes === 'single') throw new UsageError('run: --nodes runs the stages on those nodes; it takes no --processes single');
   for (const n of setup.nodes ?? []) if (!NODE_NAME_RE.test(n)) throw new UsageError(`run: --nodes: node names match [A-Za-z0-9_-]+ (as baton node --name), got ${JSON.stringify(n)}`);
+  for (const n of setup.nodes ?? []) if (n.length > MAX_NODE_NAME) throw new UsageError(`run: --nodes: a node name is at most ${MAX_NODE_NAME} characters (as baton node --name), got one of ${n.length}`);
   if (setup.nodes && new Set(setup.nodes).size !== setup.nodes.length) throw new UsageError(`run: --nodes names a node twice: ${setup.nodes.join(',')}`);
   if (setup.nodes && !setup.natsUrl) throw new UsageError('run: --nodes needs --nats URL, the server those node agents joined (without it the run starts a private server no agent knows)');
   if (setup.nodes && setup.nodes.length > cfg.stages)

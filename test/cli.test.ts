@@ -140,6 +140,9 @@ describe('the baton command', function () {
       [['run', '--stages', '8', '--microbatches', '256', '--iterations', '1', '--warmup-iterations', '2000', '--print-config'], /iterations \(warm-up included\) must be at most 2097152, got 2048 × 2001 = 4098048/],
       [['run', '--mode', 'async', '--warmup-iterations', '2'], /run: asynchronous mode runs one stream of microbatches; it has no warm-up iteration/],
       [['run', '--nodes', '*'], /--nodes: node names match \[A-Za-z0-9_-\]\+/],
+      // A name whose subject (baton._nodes.<name>) the bus would refuse is a bad flag, not a failed job.
+      [['run', '--nodes', 'n'.repeat(1100)], /run: --nodes: a node name is at most 1011 characters \(as baton node --name\), got one of 1100/],
+      [['node', '--nats', 'nats://127.0.0.1:1', '--name', 'n'.repeat(1100)], /node: --name is 1100 characters, over the 1011 its subject \(baton\._nodes\.<name>\) has room for/],
       [['run', '--nodes', 'a,b,a'], /--nodes names a node twice/],
       [['run', '--nodes', 'a,b'], /run: --nodes needs --nats URL, the server those node agents joined/],
       [['run', '--transport', 'local', '--processes', 'per-stage'], /run: --transport local runs every stage in this process; --processes needs --transport nats/],
