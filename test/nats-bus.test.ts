@@ -6,7 +6,11 @@ import { join } from 'path';
 import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
 import type { Envelope } from '../transport/envelope';
 import { NatsBus, NatsBusError, PayloadTooLargeError } from '../transport/nats-bus';
-import { NatsServerError, findNatsServer, freePort, serverPorts, startNatsServer } from '../transport/nats-server';
+import { NatsServerError, findNatsServer, freePort, freePorts, serverPorts, startNatsServer } from '../transport/nats-server';
+import type * as net from 'net';
+// The module object itself (an `import *` is a copy with getters), so a test can replace createServer.
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const netModule: { createServer: typeof net.createServer } = require('net');
 import { InvalidSubjectError } from '../transport/local-bus';
 import type { NatsServerHandle } from '../transport/nats-server';
 import { jobWildcard, subject } from '../transport/subjects';
@@ -296,6 +300,29 @@ describe('startNatsServer', function () {
       const { port, clusterPort, monitorPort } = await serverPorts({ cluster: true, monitor: true });
       assert.equal(new Set([port, clusterPort, monitorPort]).size, 3, `ports ${port}, ${clusterPort}, ${monitorPort} (try ${i})`);
     }
+  });
+
+  it('leaves no probe socket listening when one of them cannot listen', async () => {
+    const made: net.Server[] = [];
+    const real = netModule.createServer;
+    netModule.createServer = ((...args: Parameters<typeof net.createServer>) => {
+      const srv = real(...args);
+      made.push(srv);
+      // The first fails at once; the others bind a little later (as after a name lookup).
+      const listen = srv.listen.bind(srv) as (...a: unknown[]) => net.Server;
+      srv.listen = (made.length === 1
+        ? () => { process.nextTick(() => srv.emit('error', new Error('EMFILE (simulated)'))); return srv; }
+        : (...a: unknown[]) => { setTimeout(() => listen(...a), 10); return srv; }) as typeof srv.listen;
+      return srv;
+    }) as typeof net.createServer;
+    try {
+      await assert.rejects(freePorts(3), /EMFILE \(simulated\)/);
+    } finally {
+      netModule.createServer = real;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(made.length, 3);
+    assert.deepEqual(made.map((m) => m.listening), [false, false, false]);
   });
 
   it('says to install the Debian package when the binary is missing', async () => {

@@ -110,17 +110,19 @@ export async function freePort(): Promise<number> {
  */
 export async function freePorts(count: number): Promise<number[]> {
   const servers = Array.from({ length: count }, () => createServer());
-  try {
-    return await Promise.all(servers.map((srv) => new Promise<number>((resolve, reject) => {
-      srv.once('error', reject);
-      srv.listen(0, '127.0.0.1', () => {
-        const addr = srv.address();
-        resolve(typeof addr === 'object' && addr ? addr.port : 0);
-      });
-    })));
-  } finally {
-    await Promise.all(servers.map((srv) => new Promise<void>((resolve) => (srv.listening ? srv.close(() => resolve()) : resolve()))));
-  }
+  // Every listen settles before any socket is closed: one that failed must not leave the
+  // others listening (and the process alive) after this has returned.
+  const bound = await Promise.allSettled(servers.map((srv) => new Promise<number>((resolve, reject) => {
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      resolve(typeof addr === 'object' && addr ? addr.port : 0);
+    });
+  })));
+  await Promise.all(servers.map((srv) => new Promise<void>((resolve) => (srv.listening ? srv.close(() => resolve()) : resolve()))));
+  const failed = bound.find((b): b is PromiseRejectedResult => b.status === 'rejected');
+  if (failed) throw failed.reason;
+  return bound.map((b) => (b as PromiseFulfilledResult<number>).value);
 }
 
 /** The client, cluster and monitoring ports a server of these options listens on; the ones it picks all differ. */
