@@ -1,8 +1,8 @@
 import { strict as assert } from 'assert';
 import * as path from 'path';
-import { resolveConfig } from '../actors/config';
+import { JobConfig, resolveConfig } from '../actors/config';
 import { ANNOUNCE_SUBJECT, MIN_LEASE_MS, NODES_PREFIX, NodeAgent, nodeSubject } from '../actors/node';
-import { runDistributed } from '../actors/distributed-job';
+import { DistributedOptions, DistributedResult, runDistributed } from '../actors/distributed-job';
 import { exitCodeFor } from '../cli/main';
 import { distinctProcesses } from '../cli/run';
 import { JobNameTakenError, claimJob } from '../actors/job-claim';
@@ -29,6 +29,21 @@ function agentOnLocalBus() {
 }
 
 const settle = () => new Promise((r) => setTimeout(r, 20));
+
+/**
+ * `cfg` run by a launcher on `bus` with one silent agent, n1, hosting every stage;
+ * `meanwhile` runs once the launch has begun. The bus is closed after.
+ */
+async function runOnAgentN1(bus: LocalBus, cfg: JobConfig, opts: Partial<DistributedOptions> = {}, meanwhile?: () => void): Promise<DistributedResult> {
+  new NodeAgent({ name: 'n1', bus, log: () => {} }).start();
+  try {
+    const running = runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0, ...opts });
+    meanwhile?.();
+    return await running;
+  } finally {
+    await bus.close();
+  }
+}
 
 async function until(pred: () => boolean, ms: number): Promise<void> {
   const deadline = Date.now() + ms;
@@ -370,16 +385,8 @@ describe('a launcher that hears stray messages on its trace subjects', () => {
   /** A 2-stage job on one agent over the in-process bus, with `stray` published on its trace subjects meanwhile. */
   async function runWithStrays(job: string, stray: (bus: LocalBus) => void) {
     const bus = new LocalBus();
-    const agent = new NodeAgent({ name: 'n1', bus, log: () => {} });
-    agent.start();
-    try {
-      const running = runDistributed(resolveConfig({ job, stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' }), { bus, nodes: ['n1'], settleMs: 0 });
-      stray(bus);
-      const result = await running;
-      return { result, launcher: result.rejects.filter((r) => r.startsWith('launcher: ')) };
-    } finally {
-      await bus.close();
-    }
+    const result = await runOnAgentN1(bus, resolveConfig({ job, stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' }), {}, () => stray(bus));
+    return { result, launcher: result.rejects.filter((r) => r.startsWith('launcher: ')) };
   }
 
   it('counts and names them as rejected, and completes: only a malformed batch of its own launch fails it', async () => {
@@ -416,18 +423,11 @@ describe('a launcher whose node answers finish with an error', () => {
         super.publish(subject, data);
       }
     }
-    const bus = new FinishRefusingBus();
-    const agent = new NodeAgent({ name: 'n1', bus, log: () => {} });
-    agent.start();
     const cfg = resolveConfig({ job: 'unfinished', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
     const started = Date.now();
-    try {
-      await assert.rejects(runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0, nodeTimeoutMs: 20000 }),
-        (e: Error) => e.name === 'JobError' && /^node n1 could not finish job unfinished: Error: the dog ate it$/.test(e.message));
-      assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
-    } finally {
-      await bus.close();
-    }
+    await assert.rejects(runOnAgentN1(new FinishRefusingBus(), cfg, { nodeTimeoutMs: 20000 }),
+      (e: Error) => e.name === 'JobError' && /^node n1 could not finish job unfinished: Error: the dog ate it$/.test(e.message));
+    assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
   });
 });
 
@@ -459,8 +459,6 @@ describe('a job its node no longer hosts', () => {
 
   it('fails its launcher at once, naming the node, instead of after a lease', async () => {
     const bus = new LocalBus();
-    const agent = new NodeAgent({ name: 'n1', bus, log: () => {} });
-    agent.start();
     // The agent drops the job soon after hosting it, as one that restarted would have.
     bus.subscribe(nodeSubject('n1'), (_s, d) => {
       const req = decodeValue(d) as Record<string, unknown>;
@@ -468,28 +466,18 @@ describe('a job its node no longer hosts', () => {
     });
     const cfg = resolveConfig({ job: 'dropped', stages: 2, microbatches: 8, iterations: 100, policy: 'bf', profile: 'uniform' });
     const started = Date.now();
-    try {
-      await assert.rejects(runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0, leaseMs: 4000 }),
-        (e: Error) => e.name === 'JobError' && /^node n1 no longer hosts job dropped: JobNotHostedError: job dropped is not hosted here/.test(e.message));
-      assert.ok(Date.now() - started < 3000, `took ${Date.now() - started} ms`);
-    } finally {
-      await bus.close();
-    }
+    await assert.rejects(runOnAgentN1(bus, cfg, { leaseMs: 4000 }),
+      (e: Error) => e.name === 'JobError' && /^node n1 no longer hosts job dropped: JobNotHostedError: job dropped is not hosted here/.test(e.message));
+    assert.ok(Date.now() - started < 3000, `took ${Date.now() - started} ms`);
   });
 });
 
 describe('a node\'s refusal of the job\'s input', () => {
   it('fails the launcher with a NodeInputError naming the node, which baton exits 2 for, as for the same error here', async () => {
-    const bus = new LocalBus();
-    new NodeAgent({ name: 'n1', bus, log: () => {} }).start();
     // The profile is only checked on the nodes (with --nodes it may exist only there).
     const cfg = resolveConfig({ job: 'badinput', stages: 2, microbatches: 2, policy: 'bf', profile: 'no-such-profile' });
-    try {
-      await assert.rejects(runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0 }), (e: Error) =>
-        e.name === 'NodeInputError' && /^node n1 refused to host: ProfileError: unknown profile "no-such-profile"/.test(e.message) && exitCodeFor(e) === 2);
-    } finally {
-      await bus.close();
-    }
+    await assert.rejects(runOnAgentN1(new LocalBus(), cfg), (e: Error) =>
+      e.name === 'NodeInputError' && /^node n1 refused to host: ProfileError: unknown profile "no-such-profile"/.test(e.message) && exitCodeFor(e) === 2);
   });
 });
 
