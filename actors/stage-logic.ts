@@ -72,7 +72,8 @@ interface IterationState {
   readonly done: Uint8Array; // taskIndex -> ran
   readonly ready: ReadySet;
   remaining: number;
-  readonly ranOfMb: Uint32Array; // [mb] tasks that ran, of V * kinds
+  readonly ranOfMb: Uint32Array; // [mb] tasks that ran, of tasksPerMb
+  readonly tasksPerMb: number; // V * kinds
   firstUnfinished: number; // lowest mb with a task not yet run
   memo: unknown;
   idleSince: number | null;
@@ -168,6 +169,7 @@ function startIteration(s: StageState, iteration: number, now: number, fx: Stage
     ready: new ReadySet(shape),
     remaining: n * kindsOf(shape).length,
     ranOfMb: new Uint32Array(shape.microbatches),
+    tasksPerMb: shape.chunks * kindsOf(shape).length,
     firstUnfinished: 0,
     memo: undefined,
     idleSince: now,
@@ -206,8 +208,7 @@ function complete(s: StageState, it: IterationState, t: Task, now: number, fx: S
   it.done[taskIndex(t, shape)] = 1;
   it.remaining--;
   it.ranOfMb[t.mb]++;
-  const perMb = shape.chunks * kindsOf(shape).length;
-  while (it.firstUnfinished < shape.microbatches && it.ranOfMb[it.firstUnfinished] === perMb) it.firstUnfinished++;
+  while (it.firstUnfinished < shape.microbatches && it.ranOfMb[it.firstUnfinished] === it.tasksPerMb) it.firstUnfinished++;
   fx.push({ type: 'event', event: { type: 'task-end', t: now, stage, iteration: it.iteration, kind: t.kind, mb: t.mb, chunk: t.chunk } });
   const slot = t.chunk * shape.microbatches + t.mb;
   if (t.kind === 'F') {

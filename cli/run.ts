@@ -234,8 +234,10 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   if (setup.transport === 'local' && (setup.natsUrl || setup.nodes)) throw new UsageError('run: --nats and --nodes need --transport nats');
   if (setup.transport === 'local' && given.has('processes')) throw new UsageError('run: --transport local runs every stage in this process; --processes needs --transport nats');
   if (setup.nodes && setup.processes === 'single') throw new UsageError('run: --nodes runs the stages on those nodes; it takes no --processes single');
-  for (const n of setup.nodes ?? []) if (!NODE_NAME_RE.test(n)) throw new UsageError(`run: --nodes: node names match [A-Za-z0-9_-]+ (as baton node --name), got ${JSON.stringify(n)}`);
-  for (const n of setup.nodes ?? []) if (n.length > MAX_NODE_NAME) throw new UsageError(`run: --nodes: a node name is at most ${MAX_NODE_NAME} characters (as baton node --name), got one of ${n.length}`);
+  for (const n of setup.nodes ?? []) {
+    if (!NODE_NAME_RE.test(n)) throw new UsageError(`run: --nodes: node names match [A-Za-z0-9_-]+ (as baton node --name), got ${JSON.stringify(n)}`);
+    if (n.length > MAX_NODE_NAME) throw new UsageError(`run: --nodes: a node name is at most ${MAX_NODE_NAME} characters (as baton node --name), got one of ${n.length}`);
+  }
   if (setup.nodes && new Set(setup.nodes).size !== setup.nodes.length) throw new UsageError(`run: --nodes names a node twice: ${setup.nodes.join(',')}`);
   if (setup.nodes && !setup.natsUrl) throw new UsageError('run: --nodes needs --nats URL, the server those node agents joined (without it the run starts a private server no agent knows)');
   if (setup.nodes && setup.nodes.length > cfg.stages)

@@ -67,20 +67,10 @@ function thrown(err: unknown): string {
   return text.length > 200 ? `${text.slice(0, 200)}…` : text;
 }
 
-/**
- * A module's policy whose members each name the module when they throw: `check` passes a
- * ShapeError through (its refusal of the shape) and wraps anything else, and start, choose
- * and advance, which run inside a stage, wrap every error, so the job's failure says which
- * module and which member failed instead of a bare TypeError. The flags and the name are
- * read once; `this` is the module's object, as when it is called directly. `choose` gets
- * the ready view read-only: the lists are the stage's buffers, and a module that sorted
- * one in place would reorder them for every later pick.
- */
-const READ_ONLY: ProxyHandler<readonly Task[]> = {
-  set: () => { throw new TypeError('the ready view is read-only (copy a list before sorting or changing it)'); },
-  deleteProperty: () => { throw new TypeError('the ready view is read-only (copy a list before sorting or changing it)'); },
-  defineProperty: () => { throw new TypeError('the ready view is read-only (copy a list before sorting or changing it)'); },
+const refuseChange = (): never => {
+  throw new TypeError('the ready view is read-only (copy a list before sorting or changing it)');
 };
+const READ_ONLY: ProxyHandler<readonly Task[]> = { set: refuseChange, deleteProperty: refuseChange, defineProperty: refuseChange };
 
 /** `ready` as a module's policy sees it: the stage's own lists, which it cannot change. */
 function readOnlyView(ready: ReadyView): ReadyView {
@@ -90,6 +80,15 @@ function readOnlyView(ready: ReadyView): ReadyView {
   };
 }
 
+/**
+ * A module's policy whose members each name the module when they throw: `check` passes a
+ * ShapeError through (its refusal of the shape) and wraps anything else, and start, choose
+ * and advance, which run inside a stage, wrap every error, so the job's failure says which
+ * module and which member failed instead of a bare TypeError. The flags and the name are
+ * read once; `this` is the module's object, as when it is called directly. `choose` gets
+ * the ready view read-only: the lists are the stage's buffers, and a module that sorted
+ * one in place would reorder them for every later pick.
+ */
 function guarded(modulePath: string, p: HintPolicy): HintPolicy {
   const member = <A extends unknown[], R>(what: string, fn: (...args: A) => R) => (...args: A): R => {
     try {

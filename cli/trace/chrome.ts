@@ -62,7 +62,6 @@ export function commTid(lane: number): number {
   return lane === 0 ? TID.comm : TID.waits + lane;
 }
 
-
 export function taskName(kind: string, mb: number, chunk: number): string {
   return chunk === 0 ? `${kind}${mb}` : `${kind}${mb}@${chunk}`;
 }
