@@ -2,7 +2,7 @@ import { strict as assert } from 'assert';
 import * as path from 'path';
 import { JobConfig, resolveConfig } from '../actors/config';
 import { ANNOUNCE_SUBJECT, MIN_LEASE_MS, NODES_PREFIX, NodeAgent, nodeSubject } from '../actors/node';
-import { DistributedOptions, DistributedResult, runDistributed } from '../actors/distributed-job';
+import { DistributedOptions, DistributedResult, replyProblem, runDistributed } from '../actors/distributed-job';
 import { exitCodeFor } from '../cli/main';
 import { distinctProcesses } from '../cli/run';
 import { JobNameTakenError, claimJob } from '../actors/job-claim';
@@ -428,6 +428,36 @@ describe('a launcher whose node answers finish with an error', () => {
     await assert.rejects(runOnAgentN1(new FinishRefusingBus(), cfg, { nodeTimeoutMs: 20000 }),
       (e: Error) => e.name === 'JobError' && /^node n1 could not finish job unfinished: Error: the dog ate it$/.test(e.message));
     assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
+  });
+});
+
+describe('a launcher that hears malformed answers to finish and status', () => {
+  it('refuses them, counted, and completes with the node\'s own answer instead of failing with a TypeError', async () => {
+    // A malformed finished answer ahead of the agent's: no events, a number for failures, a string for lostTrace.
+    class MalformedFinishedBus extends LocalBus {
+      override publish(subject: string, data: Uint8Array): void {
+        const req = subject === nodeSubject('n1') ? (decodeValue(data) as Record<string, unknown>) : null;
+        if (req?.verb === 'finish')
+          for (const bad of [{}, { events: 5 }, { events: { 0: 'a' } }, { events: {}, failures: 7 }, { events: {}, lostTrace: 'x' }])
+            super.publish(String(req.reply), encodeValue({ verb: 'finished', name: 'n1', ...bad }));
+        super.publish(subject, data);
+      }
+    }
+    const result = await runOnAgentN1(new MalformedFinishedBus(), resolveConfig({ job: 'badfinish', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' }));
+    const refused = result.rejects.filter((r) => / a finished reply from node n1 refused: /.test(r));
+    assert.equal(refused.length, 5, result.rejects.join('\n'));
+    assert.match(refused[0], /its events must be a map of stage to count, got undefined$/);
+    assert.match(refused[3], /its failures must be a list of strings, got 7$/);
+    assert.ok(result.totals.rejected >= 5);
+  });
+
+  it('refuses a status answer whose statuses the deadlock report could not read', () => {
+    const status = { stage: 0, iteration: 0, running: null, remaining: 2, inflight: 1, forwardReady: ['F1'], backwardReady: [], weightReady: [], waitingFor: ['B0 (gradient)'], idleSince: 3.5, held: 0, heldIteration: null };
+    assert.equal(replyProblem({ verb: 'status', name: 'n1', statuses: [status] }), null);
+    assert.equal(replyProblem({ verb: 'status', name: 'n1', statuses: [{ ...status, held: undefined, heldIteration: undefined }] }), null);
+    assert.match(replyProblem({ verb: 'status', name: 'n1', statuses: 5 }) ?? '', /statuses must be a list, got 5/);
+    assert.match(replyProblem({ verb: 'status', name: 'n1', statuses: [null] }) ?? '', /a stage status must be a map, got null/);
+    assert.match(replyProblem({ verb: 'status', name: 'n1', statuses: [{ ...status, forwardReady: 'F1' }] }) ?? '', /forwardReady is "F1"/);
   });
 });
 
