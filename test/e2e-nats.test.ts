@@ -14,6 +14,7 @@ import { ENVELOPE_VERSION } from '../transport/envelope';
 import { NatsBus } from '../transport/nats-bus';
 import { startNatsServer } from '../transport/nats-server';
 import { natsServerForSuite } from './nats-server-fixture';
+import { FUZZ_SEED, Rng, malformed } from './fuzz-gen';
 
 const CLI = path.join(__dirname, '..', 'cli', 'main.js');
 
@@ -288,6 +289,47 @@ describe('end to end over a real nats-server, one OS process per stage', functio
       }
     });
   }
+
+  it('keeps a node agent process serving through malformed variants of every message on its subjects, and a job then completes', async () => {
+    // One agent process hosts both stages; a vandal hears everything and sends back
+    // malformed variants (test/fuzz-gen.ts) of what it heard, on the subject it heard it on.
+    const agent = spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', 'fuzzed', '--json'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const vandal = await NatsBus.connect(server().url);
+    const rng = new Rng(FUZZ_SEED);
+    const heard: { subject: string; data: Uint8Array }[] = [];
+    let sent = 0;
+    vandal.subscribe('baton.>', (subject, data) => {
+      if (heard.length < 500) heard.push({ subject, data: Uint8Array.from(data) });
+    });
+    const junk = setInterval(() => {
+      for (let k = 0; k < 10 && heard.length > 0; k++) {
+        const { subject, data } = rng.pick(heard);
+        const bytes = malformed(data, rng);
+        // Only what no Baton peer sends: a message that still decodes could be the job's own
+        // (or an agent's exit, abort or finish request, which it obeys).
+        try {
+          if (decodeValue(bytes) !== null) continue;
+        } catch { /* malformed: sent */ }
+        vandal.publish(subject, bytes);
+        sent++;
+      }
+    }, 5);
+    try {
+      await new Promise<void>((resolve) => agent.stdout!.once('data', () => resolve()));
+      for (const job of ['fuzzed1', 'fuzzed2']) {
+        const cfg = resolveConfig({ job, stages: 2, microbatches: 8, iterations: 3, policy: 'bf', profile: 'uniform' });
+        const o = await runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url, nodes: ['fuzzed'] });
+        assert.equal(summarize(o.result).tasks, 3 * 2 * 8 * 2);
+      }
+      assert.ok(sent > 100, `sent ${sent}`);
+      assert.equal(agent.exitCode, null, 'the agent process is still running');
+      assert.equal(vandal.errors, 0);
+    } finally {
+      clearInterval(junk);
+      await vandal.close();
+      agent.kill('SIGTERM');
+    }
+  });
 
   it('fails at once, naming it, when a node agent of a --nodes run is stopped mid-job', async () => {
     const agents = ['left1', 'left2'].map((name) => spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', name, '--json'], { stdio: ['ignore', 'pipe', 'ignore'] }));
