@@ -115,7 +115,8 @@ const EVENT_FIELDS: Record<BatonEvent['type'], FieldCheck[]> = {
 export function eventProblem(x: unknown): string | null {
   if (typeof x !== 'object' || x === null || Array.isArray(x)) return 'an event must be a map';
   const e = x as Record<string, unknown>;
-  const fields = Object.prototype.hasOwnProperty.call(EVENT_FIELDS, e.type as string) ? EVENT_FIELDS[e.type as BatonEvent['type']] : null;
+  // Only a string is looked up: a peer's list nested thousands deep would overflow the stack as a key.
+  const fields = typeof e.type === 'string' && Object.prototype.hasOwnProperty.call(EVENT_FIELDS, e.type) ? EVENT_FIELDS[e.type as BatonEvent['type']] : null;
   if (!fields) return `unknown event type ${typeof e.type === 'string' ? JSON.stringify(e.type.slice(0, 40)) : typeof e.type}`;
   const checks: FieldCheck[] = [['t', isTime, `a number from -${MAX_EVENT_TIME_MS} to ${MAX_EVENT_TIME_MS} (ms)`], ['stage', isInt(0, MAX_STAGE), `an integer from 0 to ${MAX_STAGE}`], ['iteration', isInt(-1), 'an integer >= -1'], ...fields];
   for (const [name, ok, expected, optional] of checks) {

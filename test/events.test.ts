@@ -43,4 +43,11 @@ describe('events from the wire', () => {
     ];
     for (const [x, re] of cases) assert.match(String(eventProblem(x)), re, JSON.stringify(x));
   });
+
+  it('names a type that is no string without converting it (a list nested 20000 deep would overflow the stack)', () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 20000; i++) deep = [deep];
+    assert.equal(eventProblem({ type: deep, t: 0, stage: 0, iteration: 0 }), 'unknown event type object');
+    assert.equal(eventProblem({ type: 5 }), 'unknown event type number');
+  });
 });
