@@ -256,7 +256,7 @@ function clone(x: unknown): unknown {
 function typeSwap(x: unknown, rng: Rng): unknown {
   if (typeof x === 'number') return rng.pick([String(x), [x], { v: x }, x + 0.5, -x - 1, x * 2 ** 40, NaN, -0, BigInt(Number.isFinite(x) ? Math.trunc(x) : 0)]);
   if (typeof x === 'string') return rng.pick([Number(x), x.length, [x], { [x]: x }, x + '.x', x.toUpperCase(), x.slice(1), Buffer.from(x)]);
-  if (Array.isArray(x)) return rng.pick([x.length, { ...x }, x.slice(1), [...x, ...x], [x], x.map(String)]);
+  if (Array.isArray(x)) return rng.pick([x.length, { ...x }, x.slice(1), [...x, ...x], [x], x.map((y) => (y !== null && typeof y === 'object' ? 'o' : String(y)))]);
   if (ArrayBuffer.isView(x)) return rng.pick([Array.from(x as Float32Array).slice(0, 8), new Float64Array(4), new Uint8Array(x.buffer, x.byteOffset, x.byteLength), new Int8Array(3), 'data', null]);
   if (x !== null && typeof x === 'object') return rng.pick([Object.values(x), Object.keys(x), JSON.stringify(Object.keys(x)), 0]);
   return oddValue(rng);
