@@ -10,6 +10,7 @@ import { encodeEnvelope } from '../transport/codec';
 import { subject } from '../transport/subjects';
 import { ActorRef, ActorRuntime } from './runtime';
 import { RejectTally, newRejectTally, tallyReject } from './reject-tally';
+import { reportBodyProblem } from './report-body';
 
 export interface IterationRecord {
   iteration: number;
@@ -40,6 +41,8 @@ export interface CoordinatorWiring {
   readonly onReject?: (detail: string) => void;
   /** The job's launch id: stamped on what the coordinator sends, required of the reports it takes. */
   readonly launch?: string;
+  /** The fields each stage's report must carry besides peakInflight (requiredReportFields). */
+  readonly reportFields?: (stage: number) => readonly string[];
 }
 
 interface CoordinatorState {
@@ -104,7 +107,13 @@ export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg>
       w.onReject?.(`${msg.subject}: duplicate report from stage ${e.src} for iteration ${e.iteration}`);
       return s;
     }
-    s.reports[e.src] = { ...(e.body ?? {}) };
+    const body = { ...(e.body ?? {}) };
+    const problem = reportBodyProblem(body, w.reportFields?.(e.src) ?? []);
+    if (problem) {
+      w.onReject?.(`${msg.subject}: report from stage ${e.src} for iteration ${e.iteration}: ${problem}`);
+      return s;
+    }
+    s.reports[e.src] = body;
     if (s.reports.every((r) => r !== null)) {
       const end = clock.now();
       const rec: IterationRecord = { iteration: s.iteration, start: s.start, end, makespan: end - s.start, reports: s.reports as Record<string, unknown>[] };

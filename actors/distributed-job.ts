@@ -18,6 +18,7 @@ import { ActorRuntime } from './runtime';
 import { StageStatus } from './stage-logic';
 import { JobConfigError, JobError, NodeInputError, planJob } from './wire-stage';
 import { INPUT_ERROR_NAMES } from './input-errors';
+import { requiredReportFields } from './report-body';
 
 export interface DistributedOptions {
   bus: Bus;
@@ -283,6 +284,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     const coordinator = coordinate({
       runtime, bus, job: cfg.job, stages: shape.stages, microbatches: shape.microbatches, iterations: cfg.warmupIterations + cfg.iterations,
       firstIteration: cfg.firstIteration, onIteration: o.onIteration, launch,
+      reportFields: (st) => requiredReportFields(cfg, st),
     });
     subs.push({ unsubscribe: coordinator.unsubscribe });
     let records: IterationRecord[] | null = null;

@@ -26,6 +26,7 @@ import { JobError, durationModelFor, loadTrainingBackend, planJob, wireStage } f
 export { JobError, makeArbiter, planJob } from './wire-stage';
 import { IterationStats, StageTotals, iterationStats, mean, totals } from './stats';
 import { ValidationError, validateRun } from './validate';
+import { requiredReportFields } from './report-body';
 
 export interface JobResult {
   config: JobConfig;
@@ -94,6 +95,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   const coordinator = coordinate({
     runtime, bus, job: cfg.job, stages: shape.stages, microbatches: shape.microbatches, iterations: cfg.warmupIterations + cfg.iterations,
     firstIteration: cfg.firstIteration, onIteration: opts.onIteration, launch,
+    reportFields: (st) => requiredReportFields(cfg, st),
   });
   const finished = coordinator.done.then((r) => {
     records = r;

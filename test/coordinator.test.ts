@@ -27,7 +27,7 @@ describe('coordinator', () => {
     bus.subscribe(`baton.${job}.data.*`, (_s, d) => { const e = decodeEnvelope(d); log.push(`data ${e.mb} it${e.iteration}`); });
     const c = coordinate({ runtime, bus, job, stages, microbatches, iterations: 2 });
     const report = (iteration: number, src: number): void => bus.publish(subject(job, 'report'), encodeEnvelope({
-      v: ENVELOPE_VERSION, job, kind: 'report', iteration, mb: -1, chunk: -1, dir: 'control', src, dst: -1, seq: 0, sentAt: 0, bytes: 0, tensors: [], body: {},
+      v: ENVELOPE_VERSION, job, kind: 'report', iteration, mb: -1, chunk: -1, dir: 'control', src, dst: -1, seq: 0, sentAt: 0, bytes: 0, tensors: [], body: { peakInflight: 0 },
     }));
     const startOf = (iteration: number): string[] => [
       `control 0 it${iteration}`, `data 0 it${iteration}`, 'written',
@@ -62,7 +62,7 @@ describe('coordinator', () => {
     bus.subscribe(`baton.${job}.>`, (subj, d) => { if (!subj.endsWith('.report')) launches.push(decodeEnvelope(d).launch); });
     const c = coordinate({ runtime, bus, job, stages: 2, microbatches: 2, iterations: 1, launch: 'abc123' });
     const report = (src: number, launch?: string): void => bus.publish(subject(job, 'report'), encodeEnvelope({
-      v: ENVELOPE_VERSION, job, kind: 'report', iteration: 0, mb: -1, chunk: -1, dir: 'control', src, dst: -1, seq: 0, sentAt: 0, bytes: 0, tensors: [], body: {},
+      v: ENVELOPE_VERSION, job, kind: 'report', iteration: 0, mb: -1, chunk: -1, dir: 'control', src, dst: -1, seq: 0, sentAt: 0, bytes: 0, tensors: [], body: { peakInflight: 0 },
       ...(launch !== undefined ? { launch } : {}),
     }));
     try {
@@ -77,6 +77,35 @@ describe('coordinator', () => {
       assert.equal(c.rejects.count, 2);
       assert.match(c.rejects.first[0], /report of launch zzz999 from stage 0, this is launch abc123/);
       assert.match(c.rejects.first[1], /report of launch \(none\) from stage 1/);
+    } finally {
+      c.unsubscribe();
+      runtime.shutdown();
+      await bus.close();
+    }
+  });
+
+  it("refuses, counted, a report whose body the launcher cannot read, and still takes the stage's own after it", async () => {
+    const bus = new LocalBus();
+    const runtime = new ActorRuntime(new RealClock(), 'coord-body');
+    const job = 'coordbody';
+    const c = coordinate({ runtime, bus, job, stages: 2, microbatches: 2, iterations: 1, reportFields: () => ['store'] });
+    const report = (src: number, body: Record<string, unknown>): void => bus.publish(subject(job, 'report'), encodeEnvelope({
+      v: ENVELOPE_VERSION, job, kind: 'report', iteration: 0, mb: -1, chunk: -1, dir: 'control', src, dst: -1, seq: 0, sentAt: 0, bytes: 0, tensors: [], body,
+    }));
+    const store = { updates: 2, inflightBound: 2, delay: 1, staleness: { mean: 0.5, max: 1, count: 2 }, stalenessByUpdate: [0, 1], extraStateBytes: 0, optimizerBytes: 64, consistency: 'fresco' };
+    try {
+      c.begin();
+      report(1, { peakInflight: 1, store: {} });
+      report(1, { peakInflight: 1 });
+      report(0, { peakInflight: -1, store });
+      report(0, { peakInflight: 2, store });
+      report(1, { peakInflight: 1, store });
+      const records = await c.done;
+      assert.deepEqual(records[0].reports, [{ peakInflight: 2, store }, { peakInflight: 1, store }]);
+      assert.equal(c.rejects.count, 3);
+      assert.match(c.rejects.first[0], /report from stage 1 for iteration 0: the report's store is not a map whose updates is a whole number ≥ 0/);
+      assert.match(c.rejects.first[1], /report from stage 1 for iteration 0: the report has no store/);
+      assert.match(c.rejects.first[2], /report from stage 0 for iteration 0: the report's peakInflight is not a whole number ≥ 0/);
     } finally {
       c.unsubscribe();
       runtime.shutdown();
