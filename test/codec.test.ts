@@ -1,6 +1,6 @@
 import { strict as assert } from 'assert';
 import { spawnSync } from 'child_process';
-import { CodecError, DTYPES, decodeEnvelope, decodeValue, encodeEnvelope, encodeValue, quoteValue } from '../transport/codec';
+import { CodecError, DTYPES, MAX_NESTING, decodeEnvelope, decodeValue, encodeEnvelope, encodeValue, quoteValue } from '../transport/codec';
 import type { CodecErrorReason } from '../transport/codec';
 import type { AnyTypedArray, DType, Envelope, TensorPayload } from '../transport/envelope';
 
@@ -232,6 +232,17 @@ describe('codec', () => {
       rejects(bodyWith('d9ffff01'), 'bad-field', /"body".*Tag/);
       rejects(withEntry('body', `d81ca1${text('self')}d81d00`), 'bad-field', /"body".*(shared|cyclic)/);
       assert.throws(() => decodeValue(Buffer.from(`a1${text('when')}c11a5f000000`, 'hex')), (e: unknown) => e instanceof CodecError && /Date/.test(e.message));
+    });
+
+    it('rejects a body nested deeper than MAX_NESTING and takes one exactly that deep', () => {
+      const nest = (levels: number) => '81'.repeat(levels) + '01';
+      const atLimit = decodeEnvelope(withEntry('body', `a1617a${nest(MAX_NESTING - 1)}`)).body as Record<string, unknown>;
+      let x: unknown = atLimit.z;
+      for (let i = 0; i < MAX_NESTING - 1; i++) x = (x as unknown[])[0];
+      assert.equal(x, 1);
+      rejects(withEntry('body', `a1617a${nest(MAX_NESTING)}`), 'bad-field', new RegExp(`"body".*nested over ${MAX_NESTING} deep`));
+      rejects(withEntry('body', `a1617a${nest(1000)}`), 'bad-field', /nested over/);
+      assert.throws(() => decodeValue(Buffer.from(nest(MAX_NESTING + 1), 'hex')), (e: unknown) => e instanceof CodecError && /nested over/.test(e.message));
     });
 
     it('answers any corruption of a valid message with a CodecError or a valid envelope, never another exception', () => {
