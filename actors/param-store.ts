@@ -217,7 +217,7 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
           updates: st.step,
           inflightBound: inflight,
           delay,
-          staleness: { mean: n ? st.staleness.reduce((a, b) => a + b, 0) / n : 0, max: n ? Math.max(...st.staleness) : 0, count: n },
+          staleness: { mean: n ? st.staleness.reduce((a, b) => a + b, 0) / n : 0, max: st.staleness.reduce((a, b) => Math.max(a, b), 0), count: n },
           stalenessByUpdate: [...st.staleness],
           extraStateBytes: st.peakExtraBytes,
           optimizerBytes: st.optimizer?.stateBytes() ?? 0,

@@ -29,6 +29,21 @@ describe('asynchronous pipelines', function () {
     }
   });
 
+  it('reports the staleness of a run longer than a call\'s argument limit (150,000 updates at one stage)', async () => {
+    const runtime = new ActorRuntime(new VirtualClock());
+    const store = spawnParamStore({ runtime, stage: 0, inflightBound: 2, settings: ASYNC_DEFAULTS, params: null, infos: [] });
+    const n = 150_000;
+    for (let mb = 0; mb < n; mb++) {
+      runtime.send(store, { type: 'forward-ran', mb });
+      if (mb > 0) runtime.send(store, { type: 'backward-ran', mb: mb - 1 });
+    }
+    runtime.send(store, { type: 'backward-ran', mb: n - 1 });
+    const st = await runtime.ask<StoreMsg, StoreStats>(store, (reply) => ({ type: 'stats', reply }), 10_000).catch((e: Error) => { throw new Error(`${e.message}; failures: ${runtime.failures.map((f) => f.error.message).join('; ')}`); });
+    runtime.shutdown();
+    assert.deepEqual(runtime.failures, []);
+    assert.deepEqual([st.updates, st.staleness.count, st.staleness.max, st.stalenessByUpdate.length], [n, n, 1, n]);
+  });
+
   it('runs readiness-first bf without a flush: out-of-order completion, every microbatch updates every stage once', async () => {
     const r = await asyncSim(4, 32, 'bf', { jitter: 'paper', seed: 3, bufferLimit: 4, profile: 'llm' });
     const s = summarize(r);
