@@ -324,8 +324,9 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     const lost: string[] = [];
     for (const r of done.filter((x) => x.verb === 'finished')) {
       for (const [s, n] of Object.entries(r.events as Record<string, number>)) expected.set(Number(s), n);
-      failures.push(...((r.failures as string[]) ?? []));
-      lost.push(...((r.lostTrace as string[] | undefined) ?? []).map((l) => `node ${r.name}: ${l}`));
+      // Loops, not push(...list): a peer's list may be longer than a call takes arguments.
+      for (const f of (r.failures as string[] | undefined) ?? []) failures.push(f);
+      for (const l of (r.lostTrace as string[] | undefined) ?? []) lost.push(`node ${r.name}: ${l}`);
     }
     if (failures.length > 0) throw new JobError(`actor failures on the nodes: ${failures.slice(0, 5).join('; ')}`);
     if (lost.length > 0) throw new JobError(`the trace is incomplete: ${lost.slice(0, 3).join('; ')}`);

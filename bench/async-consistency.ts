@@ -52,8 +52,9 @@ function curvesSvg(runs: Run[], title: string): string {
   const colors: Record<string, string> = { none: '#d62728', stash: '#1f77b4', pipemare: '#9467bd', predict: '#ff7f0e', fresco: '#2ca02c' };
   const dashes: Record<number, string> = { 1: '', 2: '2,2', 4: '6,3', 8: '10,4' };
   const all = runs.flatMap((r) => r.smoothed);
-  const lo = Math.min(...all), hi = Math.max(...all);
-  const n = Math.max(...runs.map((r) => r.smoothed.length));
+  // Reduced, not spread: a long run's curve has more points than a call takes arguments.
+  const lo = all.reduce((a, b) => Math.min(a, b), Infinity), hi = all.reduce((a, b) => Math.max(a, b), -Infinity);
+  const n = runs.reduce((a, r) => Math.max(a, r.smoothed.length), 0);
   const x = (i: number) => pad + ((W - 2 * pad) * i) / Math.max(1, n - 1);
   const y = (v: number) => H - pad - ((H - 2 * pad) * (v - lo)) / Math.max(1e-9, hi - lo);
   const lines = runs.map((r) => {

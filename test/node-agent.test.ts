@@ -451,6 +451,19 @@ describe('a launcher that hears malformed answers to finish and status', () => {
     assert.ok(result.totals.rejected >= 5);
   });
 
+  it('reads a well-formed finished answer with more failures than a call takes arguments, and fails the job with them', async () => {
+    class ManyFailuresBus extends LocalBus {
+      override publish(subject: string, data: Uint8Array): void {
+        const req = subject === nodeSubject('n1') ? (decodeValue(data) as Record<string, unknown>) : null;
+        if (req?.verb === 'finish')
+          super.publish(String(req.reply), encodeValue({ verb: 'finished', name: 'n1', events: {}, failures: new Array(300_000).fill('boom'), lostTrace: new Array(300_000).fill('gone') }));
+        super.publish(subject, data);
+      }
+    }
+    await assert.rejects(runOnAgentN1(new ManyFailuresBus(), resolveConfig({ job: 'manyfailures', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' })),
+      (e: Error) => e.name === 'JobError' && /^actor failures on the nodes: boom; boom; boom; boom; boom$/.test(e.message));
+  });
+
   it('refuses a status answer whose statuses the deadlock report could not read', () => {
     const status = { stage: 0, iteration: 0, running: null, remaining: 2, inflight: 1, forwardReady: ['F1'], backwardReady: [], weightReady: [], waitingFor: ['B0 (gradient)'], idleSince: 3.5, held: 0, heldIteration: null };
     assert.equal(replyProblem({ verb: 'status', name: 'n1', statuses: [status] }), null);
