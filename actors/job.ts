@@ -24,7 +24,7 @@ import { StageStatus } from './stage-logic';
 import { JobError, durationModelFor, loadTrainingBackend, planJob, wireStage } from './wire-stage';
 
 export { JobError, makeArbiter, planJob } from './wire-stage';
-import { IterationStats, StageTotals, iterationStats, mean, totals } from './stats';
+import { IterationStats, StageTotals, eventsByIteration, iterationStats, mean, totals } from './stats';
 import { ValidationError, validateRun } from './validate';
 import { requiredReportFields } from './report-body';
 
@@ -223,7 +223,8 @@ export function buildResult(p: ResultParts): JobResult {
     if (problems.length > 0) throw new ValidationError(problems);
   }
   const measuredRecords = p.records.slice(p.cfg.warmupIterations);
-  const iterations = measuredRecords.map((r) => iterationStats(r, p.events, p.shape.stages, lowerBound(p.shape, r.iteration, measured).bound));
+  const byIteration = eventsByIteration(p.events);
+  const iterations = measuredRecords.map((r) => iterationStats(r, byIteration.get(r.iteration) ?? [], p.shape.stages, lowerBound(p.shape, r.iteration, measured).bound));
   const measuredIterations = new Set(measuredRecords.map((r) => r.iteration));
   const t = totals(p.events, p.shape.stages, (it) => measuredIterations.has(it));
   const coordinatorRejects = p.coordinatorRejects ?? newRejectTally();

@@ -25,6 +25,17 @@ export interface StageTotals {
   rejected: number;
 }
 
+/** The events of each iteration, in their order: a run's statistics read each iteration's alone. */
+export function eventsByIteration(events: readonly BatonEvent[]): Map<number, BatonEvent[]> {
+  const out = new Map<number, BatonEvent[]>();
+  for (const e of events) {
+    const list = out.get(e.iteration);
+    if (list) list.push(e);
+    else out.set(e.iteration, [e]);
+  }
+  return out;
+}
+
 export function iterationStats(rec: IterationRecord, events: readonly BatonEvent[], stages: number, lowerBound: number): IterationStats {
   const busy = new Array<number>(stages).fill(0);
   const wait: Record<string, number>[] = Array.from({ length: stages }, () => ({}));
