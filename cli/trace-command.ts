@@ -223,9 +223,14 @@ const SUBCOMMANDS: Record<string, (argv: readonly string[], out: (s: string) => 
 export async function traceCommand(argv: readonly string[], out: (s: string) => void,
   err: (s: string) => void = (s) => process.stderr.write(`${s}\n`)): Promise<number> {
   const [sub, ...rest] = argv;
-  if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help') {
+  // Asked for, the help is the answer (stdout); a missing subcommand is a usage error (stderr), as a missing command is.
+  if (sub === '--help' || sub === '-h' || sub === 'help') {
     out(TRACE_HELP);
-    return sub === undefined ? 2 : 0;
+    return 0;
+  }
+  if (sub === undefined) {
+    err(`baton trace: a subcommand is required\n\n${TRACE_HELP.trimEnd()}`);
+    return 2;
   }
   const run = SUBCOMMANDS[sub];
   if (!run) {

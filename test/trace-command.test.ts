@@ -244,6 +244,10 @@ describe('baton trace', () => {
     const bad = await call('draw', file);
     assert.equal(bad.code, 2);
     assert.match(bad.err, /unknown subcommand "draw"/);
-    assert.equal((await call()).code, 2);
+    const none = await call();
+    assert.equal(none.code, 2);
+    // A usage error: nothing on stdout, where a script reading the answer would take the help for one.
+    assert.equal(none.out, '');
+    assert.match(none.err, /^baton trace: a subcommand is required\n\nbaton trace — /);
   });
 });
