@@ -30,8 +30,8 @@ function usage(): string {
 
 export async function main(argv: readonly string[], out: (s: string) => void = (s) => process.stdout.write(s.endsWith('\n') ? s : `${s}\n`)): Promise<number> {
   const [name, ...rest] = argv;
-  // `baton help run` is `baton run --help`.
-  if (name === 'help' && rest.length > 0) return main([rest[0], '--help'], out);
+  // `baton help run` is `baton run --help`, and `baton help trace gantt` is `baton trace gantt --help`.
+  if (name === 'help' && rest.length > 0) return main([...rest, '--help'], out);
   if (name === '--help' || name === '-h' || name === 'help') {
     out(usage());
     return 0;

@@ -208,6 +208,11 @@ describe('the baton command', function () {
       assert.equal(viaHelp.code, 0, `help ${c}`);
       assert.equal(viaHelp.out, (await baton(c, '--help')).out, `baton help ${c} is baton ${c} --help`);
     }
+    for (const sub of ['gantt', 'check', 'summary']) {
+      const viaHelp = await baton('help', 'trace', sub);
+      assert.equal(viaHelp.code, 0, `help trace ${sub}`);
+      assert.match(viaHelp.out, new RegExp(`^baton trace ${sub} — `), `baton help trace ${sub} is baton trace ${sub} --help`);
+    }
     assert.match((await baton('node', '--help')).out, /\(default node-<pid>\)/);
     assert.match((await baton('node', '--help')).out, /--allow-files +use the files a launcher names \(policy modules, profile files, training corpus, checkpoint to resume\); any peer on the NATS server can then name any file on this machine/);
   });
