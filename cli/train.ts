@@ -11,7 +11,7 @@ import { ASYNC_DEFAULTS, CONSISTENCY_POLICIES, ConsistencyName, pipemareHorizon 
 import { StageSnapshot } from '../actors/training-compute';
 import { loadBackend } from '../models/backend';
 import { paramChecksum, validationLoss } from '../models/reference-train';
-import { TRAIN_DEFAULTS, TrainConfig, checkTrainSize, corpusFor, modelSpecFor, tokensPerMicrobatch } from '../models/train-config';
+import { MAX_VAL_BATCHES, TRAIN_DEFAULTS, TrainConfig, checkTrainSize, corpusFor, modelSpecFor, tokensPerMicrobatch } from '../models/train-config';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { NATS_URL_FORMS, natsFlag } from './nats-flag';
 import { BUFFER_LIMIT_FLAG, bufferLimitFromFlag } from './job-flags';
@@ -46,7 +46,7 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
   { name: 'checkpoint', type: 'string', metavar: 'DIR', help: 'save a checkpoint here at the end (and every --checkpoint-every iterations)' },
   { name: 'checkpoint-every', type: 'int', metavar: 'N', help: 'iterations between checkpoints (0 = only at the end)', default: 0 },
   { name: 'resume', type: 'bool', help: 'continue from the checkpoint in --checkpoint DIR' },
-  { name: 'val-batches', type: 'int', metavar: 'N', help: 'validation microbatches evaluated at the end', default: TRAIN_DEFAULTS.valBatches },
+  { name: 'val-batches', type: 'int', metavar: 'N', help: `validation microbatches evaluated at the end (at most ${MAX_VAL_BATCHES})`, default: TRAIN_DEFAULTS.valBatches },
   { name: 'job', type: 'string', metavar: 'NAME', help: 'job name', default: 'train' },
   { name: 'mode', type: 'string', help: 'sync: AdamW step after all M (a flush); async: NAdamW update after every backward, no flush', choices: ['sync', 'async'], default: 'sync' },
   { name: 'consistency', type: 'string', help: 'async: how in-flight microbatches are kept consistent', choices: CONSISTENCY_POLICIES, default: 'none' },
@@ -112,6 +112,7 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): { cfg: Jo
     totalIterations: total,
     valBatches: positive(flags.valBatches, 'val-batches'),
   };
+  if (train.valBatches > MAX_VAL_BATCHES) throw new UsageError(`train: --val-batches must be at most ${MAX_VAL_BATCHES}, got ${train.valBatches}`);
   if (!(train.lr > 0)) throw new UsageError(`train: --lr must be positive, got ${train.lr}`);
   for (const [name, v] of [['warmup', train.warmup], ['seed', train.seed], ['jitter-seed', flags.jitterSeed], ['checkpoint-every', train.checkpointEvery]] as const)
     if (!Number.isInteger(v) || (v as number) < 0) throw new UsageError(`train: --${name} must be an integer >= 0, got ${v}`);

@@ -6,6 +6,7 @@ import { Batch, Corpus, loadCorpus, syntheticCorpus } from './data';
 import { ModelConfigError, gptSpec } from './gpt';
 import { mlpLmSpec } from './mlp-lm';
 import { ModelSpec } from './stage-module';
+import { SHAPE_LIMITS } from '../policies/task';
 
 export interface TrainConfig {
   /** gpt: char-level GPT; mlp: residual MLP language model. */
@@ -89,6 +90,10 @@ export function batchFor(t: TrainConfig, corpus: Corpus, split: 'train' | 'val',
 /** Bounds refused up front: beyond them tfjs's arrays fail with a bare RangeError or memory runs out. */
 export const MAX_MODEL_PARAMS = 2 ** 28;
 export const MAX_MICROBATCH_VALUES = 2 ** 26;
+/** Validation microbatches evaluated at the end, at most: as many as an iteration may have.
+ * They run after the training, one full-model forward each, so a typo beyond this would
+ * keep a finished run from reporting for days. */
+export const MAX_VAL_BATCHES = SHAPE_LIMITS.perStage;
 
 /**
  * Refuses a model or microbatch too large to train here, naming the flags: at most

@@ -123,6 +123,8 @@ describe('the baton command', function () {
       [['train', '--width', '100000', '--heads', '1'], /ModelConfigError: gpt config: \d+ parameters \(--layers 4, --width 100000\), over the limit of 268435456/],
       [['train', '--stages', '1', '--microbatch-size', '100000000'], /ModelConfigError: gpt config: a microbatch's activations are \d+ values \(--microbatch-size 100000000, .*over the limit of 67108864/],
       [['train', '--model', 'mlp', '--nats', 'nats://127.0.0.1:4222'], /train: --nats needs --transport nats/],
+      // Refused before the training: validation runs after it, and 10^8 batches would take days.
+      [['train', '--model', 'mlp', '--val-batches', '100000000'], /train: --val-batches must be at most 262144, got 100000000/],
       [['run', '--transport', 'nats', '--nodes', 'a', '--processes', 'single'], /run: --nodes runs the stages on those nodes; it takes no --processes single/],
       [['run', '--nats', 'nats://127.0.0.1:1', '--nodes', 'a,b,c', '--stages', '2'], /run: --nodes names 3 agents for 2 stages; each agent hosts at least one stage, so c would get none/],
       [['run', '--compare', 'bf,1f1b', '--job', 'x'.repeat(127)], /run: --compare runs policy k as job x+-k; job name "x+\.\.\. must be a string .* of at most 128 characters/],
