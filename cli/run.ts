@@ -141,13 +141,18 @@ export interface RunOutcome {
   natsUrl?: string;
 }
 
-/** One job on the real clock with the given transport and process layout. */
-/** Refuses more per-stage processes on this machine than MAX_LOCAL_STAGE_PROCESSES. */
+/**
+ * Refuses, before a nats-server or a stage process starts, stage processes on this machine
+ * that could not start: more than MAX_LOCAL_STAGE_PROCESSES, or BATON_STAGE_NODE_FLAGS that are not flags.
+ */
 export function checkLocalProcesses(cfg: JobConfig, setup: RunSetup, command: string): void {
-  if (setup.transport === 'nats' && setup.processes === 'per-stage' && !setup.nodes && cfg.stages > MAX_LOCAL_STAGE_PROCESSES)
+  if (setup.transport !== 'nats' || setup.processes !== 'per-stage' || setup.nodes) return;
+  if (cfg.stages > MAX_LOCAL_STAGE_PROCESSES)
     throw new UsageError(`${command}: --processes per-stage starts ${cfg.stages} stage processes on this machine (about 60 MB each); at most ${MAX_LOCAL_STAGE_PROCESSES}: use --processes single${command === 'run' ? ', or --nodes to spread them' : ''}`);
+  stageNodeFlags();
 }
 
+/** One job on the real clock with the given transport and process layout. */
 export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutcome> {
   // With --nodes the stages run elsewhere, and a profile file may exist only there.
   checkJob(cfg, { profileHere: !setup.nodes });

@@ -197,6 +197,22 @@ describe('the baton command', function () {
     assert.match(unknown.err, /unknown command "frobnicate"/);
   });
 
+  it('refuses BATON_STAGE_NODE_FLAGS that are not flags before it starts a nats-server or a stage process', async () => {
+    const saved = process.env.BATON_STAGE_NODE_FLAGS;
+    process.env.BATON_STAGE_NODE_FLAGS = '--max-old-space-size 100';
+    try {
+      for (const argv of [['run', '--stages', '2', '--microbatches', '2'], ['run', '--stages', '2', '--microbatches', '2', '--print-config'],
+        ['train', '--model', 'mlp', '--transport', 'nats', '--iterations', '1']]) {
+        const r = await baton(...argv);
+        assert.equal(r.code, 2, `${argv.join(' ')}: exit ${r.code}, stderr ${r.err}`);
+        assert.match(r.err, /^baton (run|train): UsageError: BATON_STAGE_NODE_FLAGS: every word must be a Node flag starting with -, got "100"/, argv.join(' '));
+      }
+    } finally {
+      if (saved === undefined) delete process.env.BATON_STAGE_NODE_FLAGS;
+      else process.env.BATON_STAGE_NODE_FLAGS = saved;
+    }
+  });
+
   it('answers --help for every command and lists them all', async () => {
     const top = await baton('--help');
     for (const c of ['sim', 'run', 'train', 'node', 'tap', 'trace']) {
