@@ -184,7 +184,10 @@ export async function train(cfg: JobConfig, setup: TrainSetup, progress?: (line:
       last = snaps;
       // A diverged run's parameters are not finite: the last good checkpoint stays.
       const finite = snaps.every((s) => Object.values(s.params).every((p) => p.every(Number.isFinite)));
-      if (t.checkpoint && !finite) process.stderr.write(`baton train: iteration ${rec.iteration + 1}: the parameters are not finite (the run diverged); no checkpoint written, ${t.checkpoint} keeps the last one\n`);
+      if (t.checkpoint && !finite) {
+        const kept = hasCheckpoint(t.checkpoint) ? `${t.checkpoint} keeps the last one` : `and ${t.checkpoint} holds none (the parameters were never finite at a checkpoint)`;
+        process.stderr.write(`baton train: iteration ${rec.iteration + 1}: the parameters are not finite (the run diverged); no checkpoint written, ${kept}\n`);
+      }
       else if (t.checkpoint) {
         const params = new Map(snaps.flatMap((s) => Object.entries(s.params)));
         writeCheckpoint(t.checkpoint, { nextIteration: rec.iteration + 1, stages: cfg.stages, chunks: cfg.chunks, checksum: paramChecksum(spec, params), corpus: corpusSha, backend, config: cfg }, snaps);

@@ -420,6 +420,18 @@ describe('the baton command', function () {
     assert.match(r.err, /baton train: the loss is not finite \(final NaN, validation NaN\): the run diverged; lower --lr/);
   });
 
+  it('train that diverges before its first checkpoint does not say the directory keeps one', async () => {
+    const dir = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'baton-cli-')), 'ckpt');
+    corpusDirs.push(path.dirname(dir));
+    const r = await baton('train', '--model', 'mlp', '--stages', '1', '--microbatches', '1', '--microbatch-size', '2', '--layers', '1', '--width', '8',
+      '--iterations', '30', '--val-batches', '1', '--lr', '1e30', '--warmup', '0', '--checkpoint', dir);
+    assert.equal(r.code, 1, r.err);
+    assert.doesNotMatch(r.err, /keeps the last one/);
+    assert.match(r.err, /no checkpoint written, and .*ckpt holds none/);
+    assert.match(r.out, /checkpoint: .*ckpt \(none written: the parameters were never finite\)/);
+    assert.equal(fs.existsSync(dir), false, 'the directory made for the run goes');
+  });
+
   it('reports the model seed as seed and the jitter seed as jitter_seed in train --json', async () => {
     const r = await baton('train', '--model', 'mlp', '--stages', '1', '--microbatches', '1', '--microbatch-size', '2', '--layers', '1', '--width', '8',
       '--iterations', '1', '--val-batches', '1', '--seed', '7', '--jitter-seed', '3', '--json');
