@@ -5,7 +5,8 @@
 import { FlagSpec, ParsedFlags, UsageError, helpText, parseFlags } from '../cli/args';
 
 const COMMON: readonly FlagSpec[] = [
-  { name: 'json', type: 'bool', help: 'print one JSON object' },
+  // npm prints its own lines (the script it runs, the build's) on stdout before the benchmark's.
+  { name: 'json', type: 'bool', help: 'print one JSON object (npm run -s bench -- … keeps npm\'s own lines off stdout)' },
   { name: 'help', type: 'bool', help: 'show this help' },
 ];
 

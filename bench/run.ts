@@ -22,7 +22,8 @@ const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
 
 function usage(): string {
   const rows = Object.entries(BENCHES).map(([name, b]) => `  ${name.padEnd(8)} ${b.flags ? `${b.flags}\n           ` : ''}${b.what}`);
-  return `usage: npm run bench -- <${Object.keys(BENCHES).join('|')}> [flags] [--json]\n\n${rows.join('\n')}`;
+  return `usage: npm run bench -- <${Object.keys(BENCHES).join('|')}> [flags] [--json]\n` +
+    `       (with --json, npm run -s bench -- …: npm otherwise prints its own lines on stdout before the JSON)\n\n${rows.join('\n')}`;
 }
 
 const [name, ...rest] = process.argv.slice(2);

@@ -17,6 +17,9 @@ describe('the benchmarks\' command line', () => {
     assert.equal(help.status, 0);
     assert.match(help.stdout, /Usage: npm run bench -- bus \[--mb MB\]/);
     assert.match(bench('sim', '--help').stdout, /Usage: npm run bench -- sim \[--json\]\n/);
+    // Through plain `npm run`, npm's own lines come first on stdout: the help says how to get the JSON alone.
+    assert.match(bench('sim', '--help').stdout, /--json +print one JSON object \(npm run -s bench -- … keeps npm's own lines off stdout\)/);
+    assert.match(bench('--help').stdout, /with --json, npm run -s bench -- …/);
     // Every flag with a default shows it.
     assert.match(bench('train', '--help').stdout, /--iterations N +training iterations per measurement, at least 2 .*\(default 5\)\n +--layers L +model layers, at least 2 \(default 8\)/);
     for (const [argv, re] of [
