@@ -12,7 +12,7 @@ const NODE_FLAGS: readonly FlagSpec[] = [
   { name: 'nats', type: 'string', metavar: 'URL', help: `NATS server(s) to join: ${NATS_URL_FORMS} (required, or ${NATS_URL_ENV} in the environment)` },
   { name: 'name', type: 'string', metavar: 'NAME', help: 'node name, unique among the nodes of a NATS system (default node-<pid>)' },
   { name: 'quiet', type: 'bool', help: 'do not log hosting events' },
-  { name: 'json', type: 'bool', help: 'print one JSON line when ready ({node, pid, nats}) and log as JSON lines' },
+  { name: 'json', type: 'bool', help: 'print one JSON line when ready ({node, pid, nats, ready: true}) and log as JSON lines on stderr' },
   { name: 'exit-with-stdin', type: 'bool', help: 'exit when stdin closes (baton run starts its stage processes so: they end with it, even if it is killed; their names, the job name with a random suffix, skip the check that no other node has the name)' },
   { name: 'allow-files', type: 'bool', help: 'use the files a launcher names (policy modules, profile files, training corpus, checkpoint to resume); any peer on the NATS server can then name any file on this machine (without it, such a job is refused)' },
   { name: 'help', type: 'bool', help: 'show this help' },

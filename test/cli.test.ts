@@ -232,6 +232,7 @@ describe('the baton command', function () {
       assert.match(viaHelp.out, new RegExp(`^baton trace ${sub} — `), `baton help trace ${sub} is baton trace ${sub} --help`);
     }
     assert.match((await baton('node', '--help')).out, /\(default node-<pid>\)/);
+    assert.match((await baton('node', '--help')).out, /--json +print one JSON line when ready \(\{node, pid, nats, ready: true\}\)/);
     assert.match((await baton('node', '--help')).out, /--allow-files +use the files a launcher names \(policy modules, profile files, training corpus, checkpoint to resume\); any peer on the NATS server can then name any file on this machine/);
   });
 

@@ -232,7 +232,9 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   it('refuses to start a second node agent of a name already in use', async () => {
     const first = spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', 'dupe', '--json'], { stdio: ['ignore', 'pipe', 'ignore'] });
     try {
-      await new Promise<void>((resolve) => first.stdout!.once('data', () => resolve()));
+      const ready = await new Promise<string>((resolve) => first.stdout!.once('data', (d: Buffer) => resolve(d.toString())));
+      // The line node --help describes.
+      assert.deepEqual(Object.keys(JSON.parse(ready) as object), ['node', 'pid', 'nats', 'ready']);
       const second = spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', 'dupe'], { stdio: ['ignore', 'ignore', 'pipe'] });
       let err = '';
       second.stderr!.on('data', (d: Buffer) => (err += d.toString()));
