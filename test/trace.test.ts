@@ -227,6 +227,27 @@ describe('Chrome trace of a Baton run', () => {
   });
 });
 
+describe('a trace of a timeline too long to read back', () => {
+  it('is refused before it is written, naming the time and what to lower, instead of written for baton trace to refuse', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-trace-'));
+    try {
+      // Within every profile limit: 10^7 ms forwards, backward 100 times that, one stage, 1024 microbatches: 10^12 ms and more.
+      const profile = path.join(dir, 'heavy.json');
+      fs.writeFileSync(profile, JSON.stringify({
+        description: 'heavy', depth: 'fixed', backwardRatio: 100, weightGradFraction: 0.5,
+        communication: { latencyMs: 0, bandwidthGBps: 1, activationBytes: 0 }, layers: [{ name: 'x', count: 1, forwardMs: 1e7 }],
+      }));
+      const r = await runJob(resolveConfig({ stages: 1, microbatches: 1024, profile }), { clock: 'virtual' });
+      const file = path.join(dir, 't.json');
+      assert.throws(() => writeTraceFiles(r, file), (e: Error) => e.name === 'TraceBuildError' &&
+        /the run's timeline reaches 1\.0\d\de\+12 ms, beyond the 1000000000000 ms \(about 31 years\) a trace holds/.test(e.message) && /--jitter-scale/.test(e.message));
+      assert.equal(fs.existsSync(file), false);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('writing a trace file', () => {
   it('writes what JSON.stringify would, and a trace too long for one string', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-trace-'));

@@ -20,7 +20,7 @@
 // read back the same.
 
 import * as fs from 'fs';
-import { BatonEvent, ReceiveEvent, SendEvent, TaskStartEvent, WaitEvent, eventProblem } from '../../actors/events';
+import { BatonEvent, MAX_EVENT_TIME_MS, ReceiveEvent, SendEvent, TaskStartEvent, WaitEvent, eventProblem } from '../../actors/events';
 import { SHAPE_LIMITS, TaskKind } from '../../policies/task';
 
 export interface ChromeEvent {
@@ -79,10 +79,16 @@ export function toChromeTrace(events: readonly BatonEvent[], meta: ChromeTraceMe
   if (!Number.isInteger(meta.stages) || meta.stages < 1) throw new TraceBuildError(`toChromeTrace: stages must be a positive integer, got ${JSON.stringify(meta.stages)}`);
   let origin = events.length === 0 ? 0 : Infinity;
   let stages = meta.stages;
+  let farthest = 0;
   for (const e of events) {
     origin = Math.min(origin, e.t);
     stages = Math.max(stages, e.stage + 1);
+    farthest = Math.max(farthest, Math.abs(e.t));
   }
+  // baton trace reads back only times it can hold (actors/events.ts): a virtual run of a heavy
+  // profile can go beyond them, and its trace would be written only to be refused.
+  if (farthest > MAX_EVENT_TIME_MS)
+    throw new TraceBuildError(`the run's timeline reaches ${farthest.toExponential(3)} ms, beyond the ${MAX_EVENT_TIME_MS} ms (about 31 years) a trace holds for baton trace to read back; lower the profile's durations, --jitter-scale or --microbatches`);
   // Integer nanoseconds since the origin: a start and the end before it meet exactly.
   const ns = (t: number) => Math.round((t - origin) * 1e6);
   const rel = (t: number) => ns(t) / 1e3;
