@@ -12,7 +12,11 @@ import { checkOutputFile } from './output-paths';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { formatTable, printable } from './table';
 import { ChromeEvent, TraceContentError, batonEventsFromTrace, checkChromeTrace } from './trace/chrome';
+
 import { GanttError, ganttSvg, ganttTasks } from './trace/gantt';
+
+/** Wider than any screen or browser's largest image many times over: a chart this wide is a typo. */
+const MAX_GANTT_WIDTH = 100_000;
 
 export class TraceFileError extends Error {
   override name = 'TraceFileError';
@@ -22,7 +26,7 @@ const HELP_FLAG: FlagSpec = { name: 'help', type: 'bool', help: 'show this help'
 const GANTT_FLAGS: readonly FlagSpec[] = [
   { name: 'output', type: 'string', metavar: 'FILE.svg', help: 'where to write the SVG (also -o)' },
   { name: 'title', type: 'string', metavar: 'T', help: 'chart title (default: the policy and job from the trace)' },
-  { name: 'width', type: 'int', metavar: 'PX', help: 'chart width in pixels, at least 300', default: 1200 },
+  { name: 'width', type: 'int', metavar: 'PX', help: `chart width in pixels, 300 to ${MAX_GANTT_WIDTH}`, default: 1200 },
   { name: 'json', type: 'bool', help: 'print what was written as JSON ({output, svg_bytes, tasks, stages, width})' },
   HELP_FLAG,
 ];
@@ -162,7 +166,7 @@ async function gantt(argv: readonly string[], out: (s: string) => void): Promise
   checkOutputFile(output, 'trace gantt: -o');
   if (sameFile(file, output)) throw new UsageError(`trace gantt: -o ${output} is the trace being read; give another file`);
   const width = flags.width as number;
-  if (width < 300) throw new UsageError(`trace gantt: --width must be at least 300 px, got ${width}`);
+  if (width < 300 || width > MAX_GANTT_WIDTH) throw new UsageError(`trace gantt: --width must be 300 to ${MAX_GANTT_WIDTH} px, got ${width}`);
   const trace = loadTrace(file);
   const events = batonEventsFromTrace(trace);
   const config = (trace.metadata?.config ?? {}) as Record<string, unknown>;

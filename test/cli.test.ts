@@ -158,7 +158,7 @@ describe('the baton command', function () {
       // A --nats that does not parse is a usage error naming the entry, and never shows a password.
       [['tap', '--job', 'j', '--nats', 'nats://127.0.0.1:99999'], /tap: --nats "nats:\/\/127\.0\.0\.1:99999" is not a URL \(expected nats:\/\/host:port\)/],
       [['tap', '--job', 'j', '--nats', ''], /tap: --nats "" names no server$/m],
-      [['tap', '--job', 'j', '--nats', 'http://alice:s3cret@127.0.0.1:4222'], /tap: --nats entry 1: the scheme must be nats:\/\/ \(TLS is not supported\)/],
+      [['tap', '--job', 'j', '--nats', 'http://alice:s3cret@127.0.0.1:4222'], /tap: --nats entry 1: the scheme must be nats:\/\/, not http:\/\/\n/],
       [['tap', '--job', 'j', '--nats', 'tls://127.0.0.1:4222'], /tap: --nats "tls:\/\/127\.0\.0\.1:4222": the scheme must be nats:\/\/ \(TLS is not supported\)/],
       [['node', '--nats', 'a b'], /node: --nats "a b" is not a URL/],
       [['run', '--nats', 'nats://127.0.0.1:4222,'], /run: --nats entry 2 is empty$/m],

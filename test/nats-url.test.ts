@@ -22,6 +22,7 @@ describe('the --nats URL', () => {
       ['a b', /^"a b" is not a URL/],
       ['tls://h:1', /the scheme must be nats:\/\/ \(TLS is not supported\)/],
       ['http://u:secret@h:1', /^entry 1: the scheme must be nats:\/\//],
+      ['bad://h:1', /^"bad:\/\/h:1": the scheme must be nats:\/\/, not bad:\/\/$/],
       ['nats://alice:pa,ss@h:1', /^entry 1 is not a URL/],
       ['nats://u:p@a:1,nats://v:q@b:2', /^entry 2: the servers of one --nats value must share their credentials/],
       ['nats://h:1/path', /no path, query or fragment/],

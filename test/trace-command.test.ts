@@ -202,7 +202,10 @@ describe('baton trace', () => {
     assert.equal((await call('gantt', file, '-o', 'x.svg', '--width', 'wide')).code, 2);
     const narrow = await call('gantt', file, '-o', 'x.svg', '--width', '100');
     assert.equal(narrow.code, 2);
-    assert.match(narrow.err, /--width must be at least 300 px, got 100/);
+    assert.match(narrow.err, /--width must be 300 to 100000 px, got 100/);
+    const wide = await call('gantt', file, '-o', 'x.svg', '--width', '9007199254740991');
+    assert.equal(wide.code, 2);
+    assert.match(wide.err, /--width must be 300 to 100000 px, got 9007199254740991/);
   });
 
   it('says what gantt wrote as JSON with --json', async () => {

@@ -33,7 +33,7 @@ export function parseNatsUrl(raw: string): NatsTarget {
   entries.forEach((entry, i) => {
     const scheme = SCHEME_RE.exec(entry)?.[0].toLowerCase();
     if (scheme !== undefined && scheme !== 'nats://')
-      throw new Error(`${shown(entry, i, raw)}: the scheme must be nats:// (TLS is not supported)`);
+      throw new Error(`${shown(entry, i, raw)}: the scheme must be nats://${scheme === 'tls://' ? ' (TLS is not supported)' : `, not ${scheme}`}`);
     let u: URL;
     try {
       u = new URL(scheme ? entry : `nats://${entry}`);
