@@ -12,7 +12,6 @@ import { checkOutputFile } from './output-paths';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { formatTable, printable } from './table';
 import { ChromeEvent, TraceContentError, batonEventsFromTrace, checkChromeTrace } from './trace/chrome';
-
 import { GanttError, ganttSvg, ganttTasks } from './trace/gantt';
 
 /** Wider than any screen or browser's largest image many times over: a chart this wide is a typo. */
