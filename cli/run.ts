@@ -216,6 +216,11 @@ function summary(o: RunOutcome) {
 /** Stage processes `run --processes per-stage` starts on this machine, at most (about 60 MB each). */
 export const MAX_LOCAL_STAGE_PROCESSES = 64;
 
+/** The resolved config as --print-config shows it, a NATS URL's credentials hidden. */
+export function configForPrint(cfg: JobConfig, setup: object & { natsUrl?: string }): string {
+  return JSON.stringify({ ...cfg, ...setup, ...(setup.natsUrl !== undefined ? { natsUrl: redactNatsUrl(setup.natsUrl) } : {}) }, null, 2);
+}
+
 export async function runCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags, given } = parseFlags(argv, RUN_FLAGS, 'run');
   if (flags.help) {
@@ -260,7 +265,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   // Every policy of a comparison is checked before the first one runs (or is printed as runnable).
   for (const policy of policies) checkJob({ ...cfg, policy }, { profileHere: !setup.nodes });
   if (flags.printConfig) {
-    out(JSON.stringify({ ...cfg, ...setup, ...(setup.natsUrl !== undefined ? { natsUrl: redactNatsUrl(setup.natsUrl) } : {}) }, null, 2));
+    out(configForPrint(cfg, setup));
     return 0;
   }
   checkTraceOutputs('run', flags.trace as string | undefined, flags.gantt as string | undefined, policies);

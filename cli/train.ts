@@ -16,7 +16,7 @@ import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { NATS_URL_FORMS, natsFlag } from './nats-flag';
 import { BUFFER_LIMIT_FLAG, bufferLimitFromFlag } from './job-flags';
 import { warnRejects } from './rejects';
-import { checkLocalProcesses, runOnce } from './run';
+import { checkLocalProcesses, configForPrint, runOnce } from './run';
 import { STAGE_NODE_FLAGS_HELP } from './stage-node-flags';
 import { checkOutputDir, removeMadeDirs } from './output-paths';
 
@@ -55,6 +55,7 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
   { name: 'beta1', type: 'number', metavar: 'B1', help: 'async: NAdamW beta1', default: ASYNC_DEFAULTS.beta1 },
   { name: 'clock', type: 'string', help: 'real: wall clock; virtual: real compute, but each task holds its stage for the profile\'s duration on a virtual clock (deterministic order)', choices: ['real', 'virtual'], default: 'real' },
   { name: 'profile', type: 'string', metavar: 'NAME|FILE', help: 'message timing (and task durations with --clock virtual)', default: 'train' },
+  { name: 'print-config', type: 'bool', help: 'print the resolved config and exit' },
   { name: 'json', type: 'bool', help: 'print one JSON object' },
   { name: 'help', type: 'bool', help: 'show this help' },
 ];
@@ -248,6 +249,11 @@ export async function trainCommand(argv: readonly string[], out: (s: string) => 
   if (flags.transport !== 'nats' && given.has('processes'))
     throw new UsageError('train: --transport local runs every stage in this process; --processes needs --transport nats');
   const { cfg, setup, madeDirs } = trainConfigsFromFlags(flags);
+  if (flags.printConfig) {
+    removeMadeDirs(madeDirs);
+    out(configForPrint(cfg, setup));
+    return 0;
+  }
   const tty = !flags.json && process.stderr.isTTY;
   const progress = flags.json ? undefined : (line: string) => process.stderr.write(tty ? `\r${line}   ` : `${line}\n`);
   let r: TrainOutcome;

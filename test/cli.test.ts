@@ -466,4 +466,16 @@ describe('the baton command', function () {
     assert.equal(cfg.policy, 'fb');
     assert.equal(cfg.bufferLimit, 32);
   });
+
+  it('prints train\'s resolved config, its NATS credentials hidden, and makes no checkpoint directory for it', async () => {
+    const dir = path.join(os.tmpdir(), `baton-printcfg-${process.pid}`);
+    const r = await baton('train', '--model', 'mlp', '--stages', '3', '--policy', '1f1b', '--checkpoint', dir,
+      '--transport', 'nats', '--nats', 'nats://alice:s3cret@127.0.0.1:4222', '--print-config');
+    assert.equal(r.code, 0, r.err);
+    const cfg = JSON.parse(r.out);
+    assert.deepEqual([cfg.stages, cfg.policy, cfg.train.model, cfg.train.checkpoint, cfg.transport], [3, '1f1b', 'mlp', dir, 'nats']);
+    assert.equal(cfg.natsUrl, 'nats://***@127.0.0.1:4222');
+    assert.ok(!r.out.includes('s3cret'));
+    assert.ok(!fs.existsSync(dir), `${dir} was made`);
+  });
 });
