@@ -29,7 +29,7 @@ function usage(): string {
 const [name, ...rest] = process.argv.slice(2);
 if (name === '--help' || name === '-h') {
   console.log(usage());
-} else if (!name || !(name in BENCHES)) {
+} else if (!name || !Object.hasOwn(BENCHES, name)) {
   console.error(`${name ? `unknown benchmark ${JSON.stringify(name)}` : 'which benchmark?'}\n${usage()}`);
   process.exitCode = 2;
 } else {

@@ -35,6 +35,10 @@ describe('the benchmarks\' command line', () => {
       [['sim', '--bogus'], /unknown flag --bogus \(see `npm run bench -- sim --help`\)/],
       [['async', '--data', '/nonexistent/corpus.txt'], /--data \/nonexistent\/corpus\.txt: no such file/],
       [['frobnicate'], /unknown benchmark "frobnicate"/],
+      // Names an object has from its prototype are no benchmarks either.
+      [['toString'], /unknown benchmark "toString"/],
+      [['constructor'], /unknown benchmark "constructor"/],
+      [['__proto__'], /unknown benchmark "__proto__"/],
     ] as const) {
       const r = bench(...argv);
       assert.equal(r.status, 2, `${argv.join(' ')}: ${r.stderr}`);
