@@ -3,8 +3,9 @@
 // -> subscribe + decodeEnvelope, with a float32 tensor of the same byte size. Both use
 // two connections (publisher, subscriber) to one local nats-server and the same
 // in-flight window, so the ratio b/a is the cost of Baton's codec and bus wrapper.
-// Reports medians over repeats (raw and Baton runs interleaved) and whether every
-// decoded tensor was a zero-copy view of the received message.
+// Reports medians over repeats (raw and Baton runs interleaved, which goes first
+// alternating from one repeat to the next, so a drift does not favour one side) and
+// whether every decoded tensor was a zero-copy view into the bytes of the received message.
 //
 // Run: node dist/bench/bus-throughput.js [--json] [--messages N] [--repeats R] [--mb S]
 // Not measured: latency, fan-out, cross-machine networks.
@@ -48,52 +49,91 @@ export interface BusThroughputResult {
 const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
 const round = (x: number) => Math.round(x * 10) / 10;
 
-/** Publish `n` messages with at most `window` in flight; resolves with the elapsed seconds. */
-async function pump(n: number, window: number, received: () => number, send: (i: number) => void): Promise<number> {
+/** How long a run waits for the next message before it fails (NATS core may drop messages). */
+export const STALL_MS = 30000;
+
+/**
+ * Publish `n` messages with at most `window` in flight; resolves with the elapsed seconds.
+ * Rejects when no message arrives for `stallMs` while some are due, instead of waiting forever.
+ */
+export async function pump(n: number, window: number, received: () => number, send: (i: number) => void, stallMs = STALL_MS): Promise<number> {
   const t0 = process.hrtime.bigint();
+  let seen = received();
+  let since = performance.now();
+  const wait = async (until: () => boolean) => {
+    while (!until()) {
+      await new Promise((r) => setImmediate(r));
+      const now = performance.now();
+      if (received() !== seen) [seen, since] = [received(), now];
+      else if (now - since > stallMs) throw new Error(`${received()} of ${n} messages received; none for ${stallMs} ms`);
+    }
+  };
   for (let i = 0; i < n; i++) {
-    while (i - received() >= window) await new Promise((r) => setImmediate(r));
+    await wait(() => i - received() < window);
     send(i);
   }
-  while (received() < n) await new Promise((r) => setImmediate(r));
+  await wait(() => received() >= n);
   return Number(process.hrtime.bigint() - t0) / 1e9;
 }
 
+/** True when `t` is a view into the bytes of `msg` (its buffer, within its range): no copy was made. */
+export function isViewInto(t: ArrayBufferView, msg: Uint8Array): boolean {
+  return t.buffer === msg.buffer && t.byteOffset >= msg.byteOffset && t.byteOffset + t.byteLength <= msg.byteOffset + msg.byteLength;
+}
+
+/** Which side runs first in repeat `r`: raw in even repeats, Baton in odd ones. */
+export function repeatOrder(r: number): readonly ['raw', 'baton'] | readonly ['baton', 'raw'] {
+  return r % 2 === 0 ? ['raw', 'baton'] as const : ['baton', 'raw'] as const;
+}
+
 async function rawRun(url: string, bytes: number, n: number, window: number): Promise<number> {
-  const [pub, sub] = [await connect({ servers: url }), await connect({ servers: url })];
-  let got = 0;
-  let gotBytes = 0;
-  sub.subscribe('bench.raw', { callback: (_e, m) => { got++; gotBytes += m.data.byteLength; } });
-  await sub.flush();
-  const payload = new Uint8Array(bytes).fill(7);
-  const s = await pump(n, window, () => got, () => pub.publish('bench.raw', payload));
-  if (gotBytes !== n * bytes) throw new Error(`raw run: received ${gotBytes} bytes, expected ${n * bytes}`);
-  await Promise.all([pub.close(), sub.close()]);
-  return (n * bytes) / 1e6 / s;
+  const pub = await connect({ servers: url });
+  const sub = await connect({ servers: url }).catch(async (e: unknown) => { await pub.close(); throw e; });
+  try {
+    let got = 0;
+    let gotBytes = 0;
+    sub.subscribe('bench.raw', { callback: (e, m) => { if (e) return; got++; gotBytes += m.data.byteLength; } });
+    await sub.flush();
+    const payload = new Uint8Array(bytes).fill(7);
+    const s = await pump(n, window, () => got, () => pub.publish('bench.raw', payload)).catch((e: Error) => { throw new Error(`raw run: ${e.message}`); });
+    if (gotBytes !== n * bytes) throw new Error(`raw run: received ${gotBytes} bytes, expected ${n * bytes}`);
+    return (n * bytes) / 1e6 / s;
+  } finally {
+    await Promise.all([pub.close(), sub.close()]);
+  }
 }
 
 async function batonRun(url: string, bytes: number, n: number, window: number, zc: { views: number; total: number }): Promise<number> {
-  const [pub, sub] = [await NatsBus.connect(url), await NatsBus.connect(url)];
-  const tensor = new Float32Array(bytes / 4).map((_, i) => i * 0.001);
-  let got = 0;
-  let badValue = 0;
-  sub.subscribe('baton.bench.activation.1', (_s, d) => {
-    const e = decodeEnvelope(d);
-    const t = e.tensors[0].data as Float32Array;
-    zc.total++;
-    if (t.buffer === d.buffer) zc.views++;
-    if (t[t.length - 1] !== tensor[tensor.length - 1]) badValue++;
-    got++;
-  });
-  await sub.flush();
-  const base: Omit<Envelope, 'seq' | 'mb'> = {
-    v: 1, job: 'bench', kind: 'activation', iteration: 0, chunk: 0, dir: 'forward', src: 0, dst: 1, sentAt: 0, bytes: 0,
-    tensors: [{ dtype: 'float32', shape: [tensor.length], data: tensor }],
-  };
-  const s = await pump(n, window, () => got, (i) => pub.publish('baton.bench.activation.1', encodeEnvelope({ ...base, seq: i, mb: i, sentAt: Date.now() })));
-  if (badValue > 0 || sub.errors > 0) throw new Error(`baton run: ${badValue} wrong tensors, ${sub.errors} handler errors`);
-  await Promise.all([pub.close(), sub.close()]);
-  return (n * bytes) / 1e6 / s;
+  const pub = await NatsBus.connect(url);
+  const sub = await NatsBus.connect(url).catch(async (e: unknown) => { await pub.close(); throw e; });
+  try {
+    const tensor = new Float32Array(bytes / 4).map((_, i) => i * 0.001);
+    let got = 0;
+    let badValue = 0;
+    sub.subscribe('baton.bench.activation.1', (_s, d) => {
+      // Counted as received even when decoding throws (NatsBus counts it in `errors`), so the run ends and says so.
+      try {
+        const e = decodeEnvelope(d);
+        const t = e.tensors[0].data as Float32Array;
+        zc.total++;
+        if (isViewInto(t, d)) zc.views++;
+        if (t[t.length - 1] !== tensor[tensor.length - 1]) badValue++;
+      } finally {
+        got++;
+      }
+    });
+    await sub.flush();
+    const base: Omit<Envelope, 'seq' | 'mb'> = {
+      v: 1, job: 'bench', kind: 'activation', iteration: 0, chunk: 0, dir: 'forward', src: 0, dst: 1, sentAt: 0, bytes: 0,
+      tensors: [{ dtype: 'float32', shape: [tensor.length], data: tensor }],
+    };
+    const s = await pump(n, window, () => got, (i) => pub.publish('baton.bench.activation.1', encodeEnvelope({ ...base, seq: i, mb: i, sentAt: Date.now() })))
+      .catch((e: Error) => { throw new Error(`baton run: ${e.message}`); });
+    if (badValue > 0 || sub.errors > 0) throw new Error(`baton run: ${badValue} wrong tensors, ${sub.errors} handler errors`);
+    return (n * bytes) / 1e6 / s;
+  } finally {
+    await Promise.all([pub.close(), sub.close()]);
+  }
 }
 
 export async function benchBusThroughput(opts: BusThroughputOptions = {}): Promise<BusThroughputResult> {
@@ -110,8 +150,10 @@ export async function benchBusThroughput(opts: BusThroughputOptions = {}): Promi
     const raw: number[] = [];
     const baton: number[] = [];
     for (let r = 0; r < repeats; r++) {
-      raw.push(await rawRun(server.url, bytes, n, window));
-      baton.push(await batonRun(server.url, bytes, n, window, zc));
+      for (const side of repeatOrder(r)) {
+        if (side === 'raw') raw.push(await rawRun(server.url, bytes, n, window));
+        else baton.push(await batonRun(server.url, bytes, n, window, zc));
+      }
     }
     const rawMBps = median(raw);
     const batonMBps = median(baton);
