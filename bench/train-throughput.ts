@@ -4,20 +4,23 @@
 // trained by a 2-stage pipeline over NATS (one OS process per stage, M=8) against one
 // process training the same model (a single stage, no pipeline) with the same backend.
 // This machine's speed drifts by tens of percent over minutes, so the two setups
-// alternate for R rounds; each round gives a ratio, and the figure is the median
-// ratio. Within a run, the first iteration (tier-up of the wasm code) is discarded.
+// alternate for R rounds (one process first in even rounds, the pipeline first in odd
+// ones, so a drift within a round favours neither); each round gives a ratio, and the
+// figure is the median ratio. Within a run, the first iteration (tier-up of the wasm code) is discarded.
 // Also the split of each stage's time between compute, waiting, messaging and idle, and
 // (unless --no-ceiling) the machine's ceiling for two processes: two independent
 // one-process trainings of the same model run at the same time, in each round. Their
-// summed tokens/s over one alone is what two processes can get on this machine at all
-// (they share caches and memory bandwidth); a 2-stage pipeline gets less by its bubble.
+// summed tokens/s over one such training alone (the same child process, measured in the
+// same round, before or after the pair in alternate rounds) is what two processes can get
+// on this machine at all (they share caches and memory bandwidth); a 2-stage pipeline
+// gets less by its bubble.
 
 import { resolveConfig } from '../actors/config';
 import { median } from '../actors/stats';
 import { formatTable } from '../cli/table';
 import { loadBackend } from '../models/backend';
 import { TRAIN_DEFAULTS, TrainConfig, tokensPerMicrobatch } from '../models/train-config';
-import { CLI_ENTRY, runOnce } from '../cli/run';
+import { CLI_ENTRY, RunOutcome, runOnce } from '../cli/run';
 import { IterationStats, iterationStats } from '../actors/stats';
 import { childJson } from './child-json';
 import { benchMain, positiveInt } from './bench-cli';
@@ -31,6 +34,11 @@ async function trainChild(t: TrainConfig, microbatches: number, iterations: numb
   if (!r || !Array.isArray(r.iterations)) throw new Error('baton train printed no run statistics');
   const tokens = microbatches * tokensPerMicrobatch(t);
   return median(r.iterations.slice(1).map((x) => tokens / (x.makespan_ms / 1000)));
+}
+
+/** Which setup runs first in round `r`: one process in even rounds, the pipeline in odd ones. */
+export function roundOrder(r: number): readonly ['single', 'pipeline'] | readonly ['pipeline', 'single'] {
+  return r % 2 === 0 ? ['single', 'pipeline'] as const : ['pipeline', 'single'] as const;
 }
 
 /** What the benchmark measures when a flag does not say otherwise. */
@@ -49,19 +57,29 @@ export async function benchTrainThroughput(o: { rounds?: number; iterations?: nu
   const rate = (makespans: number[]) => median(makespans.slice(1).map((ms) => tokens / (ms / 1000)));
   const cfg = (P: number, job: string) => resolveConfig({ job, stages: P, microbatches: M, iterations, policy: 'bf', profile: 'train', train: t, stallTimeoutMs: 600000, bufferLimit });
 
-  const perRound: { single: number; pipeline: number; ratio: number; twoSingles?: number; ceiling?: number }[] = [];
+  const perRound: { single: number; pipeline: number; ratio: number; oneChild?: number; twoSingles?: number; ceiling?: number }[] = [];
   const stats: IterationStats[] = [];
   let processes = 0;
   for (let r = 0; r < rounds; r++) {
-    const single = await runOnce(cfg(1, `tput1r${r}`), { transport: 'local', processes: 'single' });
-    const piped = await runOnce(cfg(2, `tput2r${r}`), { transport: 'nats', processes: 'per-stage' });
+    let single: RunOutcome | undefined;
+    let piped: RunOutcome | undefined;
+    for (const side of roundOrder(r)) {
+      if (side === 'single') single = await runOnce(cfg(1, `tput1r${r}`), { transport: 'local', processes: 'single' });
+      else piped = await runOnce(cfg(2, `tput2r${r}`), { transport: 'nats', processes: 'per-stage' });
+    }
+    if (!single || !piped) throw new Error('unreachable: a round measures both setups');
     const singleRate = rate(single.result.records.map((x) => x.makespan));
     const pipedRate = rate(piped.result.records.map((x) => x.makespan));
     const round: (typeof perRound)[number] = { single: singleRate, pipeline: pipedRate, ratio: pipedRate / singleRate };
     if (o.ceiling !== false) {
-      const both = await Promise.all([trainChild(t, M, Math.min(iterations, 3)), trainChild(t, M, Math.min(iterations, 3))]);
+      // Both sides of the ceiling are the same `baton train` child (fresh process, same
+      // iterations), not the in-process run above: one alone, and two at once.
+      const child = () => trainChild(t, M, Math.min(iterations, 3));
+      const pair = () => Promise.all([child(), child()]);
+      const [alone, both] = r % 2 === 0 ? [await child(), await pair()] : await pair().then(async (b) => [await child(), b] as const);
+      round.oneChild = alone;
       round.twoSingles = both[0] + both[1];
-      round.ceiling = round.twoSingles / singleRate;
+      round.ceiling = round.twoSingles / round.oneChild;
     }
     perRound.push(round);
     stats.push(...piped.result.records.slice(1).map((x) => iterationStats(x, piped.result.events, 2, 0)));
@@ -91,14 +109,14 @@ export async function benchTrainThroughput(o: { rounds?: number; iterations?: nu
 export function formatTrainThroughput(r: Awaited<ReturnType<typeof benchTrainThroughput>>): string {
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
   const withCeiling = r.ceiling !== null;
-  const rounds = formatTable(['round', '1 process tokens/s', `P=2 over NATS (${r.processes} processes) tokens/s`, 'ratio', ...(withCeiling ? ['2 independent processes tokens/s', 'ceiling'] : [])],
+  const rounds = formatTable(['round', '1 process tokens/s', `P=2 over NATS (${r.processes} processes) tokens/s`, 'ratio', ...(withCeiling ? ['1 child process tokens/s', '2 at once tokens/s', 'ceiling'] : [])],
     r.rounds_detail.map((x, i) => [String(i + 1), x.single.toFixed(0), x.pipeline.toFixed(0), `${x.ratio.toFixed(2)}x`,
-      ...(withCeiling ? [x.twoSingles!.toFixed(0), `${x.ceiling!.toFixed(2)}x`] : [])]),
+      ...(withCeiling ? [x.oneChild!.toFixed(0), x.twoSingles!.toFixed(0), `${x.ceiling!.toFixed(2)}x`] : [])]),
     `backend ${r.backend}; ${r.model}; M=${r.microbatches}; bf, buffer limit ${r.buffer_limit}; ${r.rounds} alternating rounds of ${r.iterations} iterations, first of each discarded`);
   const split = formatTable(['stage', 'compute', 'waiting', 'messaging', 'idle'], r.split.map((s) =>
     [String(s.stage), pct(s.compute), pct(s.waiting), pct(s.messaging), pct(s.idle)]),
   'share of each pipeline stage\'s time (all measured iterations; idle = before its first task or after its last)');
-  const ceiling = withCeiling ? `\nceiling: two independent one-process trainings at once give ${r.ceiling!.toFixed(2)}x one alone (median); the pipeline reaches ${(100 * r.of_ceiling!).toFixed(0)}% of its round's ceiling (median)` : '';
+  const ceiling = withCeiling ? `\nceiling: two independent one-process trainings (child processes) at once give ${r.ceiling!.toFixed(2)}x one such child alone (median); the pipeline reaches ${(100 * r.of_ceiling!).toFixed(0)}% of its round's ceiling (median)` : '';
   return `${rounds}\nmedian: 1 process ${r.single_tokens_per_s.toFixed(0)} tokens/s, pipeline ${r.pipeline_tokens_per_s.toFixed(0)} tokens/s; ratio ${r.speedup.toFixed(2)}x (median of the rounds' ratios; ratio of the medians ${(r.pipeline_tokens_per_s / r.single_tokens_per_s).toFixed(2)}x)${ceiling}\n\n${split}`;
 }
 
