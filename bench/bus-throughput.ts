@@ -168,6 +168,17 @@ export async function benchBusThroughput(opts: BusThroughputOptions = {}): Promi
   }
 }
 
+/** The table: message size in MiB as given (not rounded to one decimal), MB/s of 1e6 bytes. */
+export function formatBusThroughput(r: BusThroughputResult): string {
+  return [
+    `bus throughput, ${r.messages} × ${+(r.messageBytes / 1048576).toPrecision(6)} MiB float32 messages, median of ${r.repeats}:`,
+    `  raw nats.js              ${r.rawMBps.toFixed(1)} MB/s   runs ${r.rawRunsMBps.join(', ')}`,
+    `  Baton codec + NatsBus    ${r.batonMBps.toFixed(1)} MB/s   runs ${r.batonRunsMBps.join(', ')}`,
+    `  ratio ${r.ratio.toFixed(3)} (target >= ${r.target})${r.ratio >= r.target ? '' : '  BELOW TARGET'}`,
+    `  zero-copy decode: ${r.zeroCopyDecode ? 'yes' : `no (${(r.zeroCopyFraction * 100).toFixed(1)}% of messages)`}`,
+  ].join('\n');
+}
+
 if (require.main === module) {
   benchMain('bus', "tensor messages through Baton's codec + NATS bus against raw nats.js, zero-copy decode", [
     { name: 'mb', type: 'number', metavar: 'MB', help: 'message size in MiB (a float32 tensor: a multiple of 4 bytes)', default: 4 },
@@ -178,12 +189,6 @@ if (require.main === module) {
     const bytes = Math.round(mb * 1024 * 1024);
     if (!(mb > 0 && mb <= 48) || bytes % 4 !== 0) throw new UsageError(`--mb must be a size from 4 bytes to 48 MiB that is a whole number of float32 values, got ${mb}`);
     const r = await benchBusThroughput({ messages: positiveInt(flags, 'messages'), repeats: positiveInt(flags, 'repeats'), messageBytes: bytes });
-    return flags.json ? r : [
-      `bus throughput, ${r.messages} × ${(r.messageBytes / 1048576).toFixed(1)} MiB float32 messages, median of ${r.repeats}:`,
-      `  raw nats.js              ${r.rawMBps.toFixed(1)} MB/s   runs ${r.rawRunsMBps.join(', ')}`,
-      `  Baton codec + NatsBus    ${r.batonMBps.toFixed(1)} MB/s   runs ${r.batonRunsMBps.join(', ')}`,
-      `  ratio ${r.ratio.toFixed(3)} (target >= ${r.target})${r.ratio >= r.target ? '' : '  BELOW TARGET'}`,
-      `  zero-copy decode: ${r.zeroCopyDecode ? 'yes' : `no (${(r.zeroCopyFraction * 100).toFixed(1)}% of messages)`}`,
-    ].join('\n');
+    return flags.json ? r : formatBusThroughput(r);
   });
 }

@@ -1,5 +1,5 @@
 import { strict as assert } from 'assert';
-import { benchBusThroughput, isViewInto, pump, repeatOrder } from '../bench/bus-throughput';
+import { benchBusThroughput, formatBusThroughput, isViewInto, pump, repeatOrder } from '../bench/bus-throughput';
 import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
 
 describe('the bus benchmark', function () {
@@ -45,5 +45,7 @@ describe('the bus benchmark', function () {
     assert.ok(r.rawMBps > 0 && r.batonMBps > 0);
     assert.equal(r.zeroCopyDecode, true);
     assert.equal(r.zeroCopyFraction, 1);
+    assert.match(formatBusThroughput(r), /^bus throughput, 6 × 0\.0625 MiB float32 messages, median of 2:/);
+    assert.match(formatBusThroughput({ ...r, messageBytes: 256 * 1024 }), / × 0\.25 MiB /);
   });
 });
