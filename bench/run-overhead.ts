@@ -98,6 +98,8 @@ export async function benchRunOverhead(o: { stages?: number[]; rounds?: number; 
   const rounds = o.rounds ?? 5;
   const M = o.microbatches ?? 32;
   for (const P of stages) if (!Number.isInteger(P) || P < 2) throw new Error(`--stages: each P must be an integer >= 2, got ${P}`);
+  // A depth listed twice would be measured twice a round into the same figures (2R runs under "medians of R rounds").
+  if (new Set(stages).size !== stages.length) throw new Error(`--stages: each P once, got ${stages.join(',')}`);
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds must be a positive integer, got ${rounds}`);
   if (!Number.isInteger(M) || M < 1) throw new Error(`--microbatches must be a positive integer, got ${M}`);
   const realtime = o.realtime !== false && realtimeAllowed();
@@ -129,8 +131,9 @@ export async function benchRunOverhead(o: { stages?: number[]; rounds?: number; 
       over_floor_ms: { median: median(over), min: Math.min(...over), max: Math.max(...over) },
     };
   };
+  const { F, B } = uniformCosts();
   return {
-    microbatches: M, rounds, realtime_measured: realtime,
+    microbatches: M, rounds, realtime_measured: realtime, forward_ms: F, backward_ms: B,
     stages: stages.map((P) => ({ stages: P, ideal_ms: runs[P].normal.baton[0].ideal_ms, normal: summarize(runs[P].normal)!, realtime: summarize(runs[P].realtime) })),
   };
 }
@@ -141,7 +144,7 @@ export function formatRunOverhead(r: Awaited<ReturnType<typeof benchRunOverhead>
   const rows = r.stages.map((s) => [String(s.stages), s.ideal_ms.toFixed(0), s.normal.median_ms.toFixed(1), pct(s.normal.median_overhead),
     ...(r.realtime_measured ? [s.realtime!.median_ms.toFixed(1), pct(s.realtime!.median_overhead)] : [])]);
   const table = formatTable(['P', 'ideal ms', 'makespan ms', 'overhead', ...(r.realtime_measured ? ['chrt -r 1 ms', 'overhead'] : [])], rows,
-    `uniform F=10 B=20, no jitter, bf, M=${r.microbatches}, one process per stage over NATS; medians of ${r.rounds} rounds${r.realtime_measured ? ', default and real-time class alternating' : ' (real-time class not permitted here, or --no-realtime)'}`);
+    `uniform F=${r.forward_ms} B=${r.backward_ms}, no jitter, bf, M=${r.microbatches}, one process per stage over NATS; medians of ${r.rounds} rounds${r.realtime_measured ? ', default and real-time class alternating' : ' (real-time class not permitted here, or --no-realtime)'}`);
   const byClass = (s: (typeof r.stages)[number]) => [['default', s.normal], ...(s.realtime ? [['chrt -r 1', s.realtime] as const] : [])] as [string, NonNullable<typeof s.realtime>][];
   const floor = formatTable(['P', 'class', 'floor ms', 'overhead', 'Baton - floor ms', 'least', 'most'],
     r.stages.flatMap((s) => byClass(s).map(([name, x]) => [String(s.stages), name, x.floor.median_ms.toFixed(1), pct(x.floor.median_overhead),
@@ -170,6 +173,7 @@ if (require.main === module) {
       const given = flags.stages as string[];
       if (given.some((p) => !/^\d+$/.test(p) || Number(p) < 2 || Number(p) > 64)) throw new UsageError(`--stages must list integers from 2 to 64, got ${given.join(',')}`);
       const stages = given.map(Number);
+      if (new Set(stages).size !== stages.length) throw new UsageError(`--stages must list each depth once, got ${given.join(',')}`);
       const r = await benchRunOverhead({ stages, rounds: positiveInt(flags, 'rounds'), microbatches: positiveInt(flags, 'microbatches'), realtime: !flags.noRealtime });
       return flags.json ? r : formatRunOverhead(r);
     });

@@ -32,6 +32,7 @@ describe('the benchmarks\' command line', () => {
       [['overhead', '--stages', '2,x'], /--stages must list integers from 2 to 64, got 2,x/],
       [['overhead', '--stages', '1'], /--stages must list integers from 2 to 64, got 1/],
       [['overhead', '--stages', '1e1'], /--stages must list integers from 2 to 64, got 1e1/],
+      [['overhead', '--stages', '2,4,2'], /--stages must list each depth once, got 2,4,2/],
       [['sim', '--bogus'], /unknown flag --bogus \(see `npm run bench -- sim --help`\)/],
       [['async', '--data', '/nonexistent/corpus.txt'], /--data \/nonexistent\/corpus\.txt: no such file/],
       [['frobnicate'], /unknown benchmark "frobnicate"/],

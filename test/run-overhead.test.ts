@@ -2,7 +2,7 @@ import { strict as assert } from 'assert';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { criticalPathSplit } from '../bench/run-overhead';
+import { criticalPathSplit, formatRunOverhead } from '../bench/run-overhead';
 import { runBarePipeline } from '../bench/bare-pipeline';
 import { resolveConfig } from '../actors/config';
 import { runJob } from '../actors/job';
@@ -73,5 +73,14 @@ describe('the overhead benchmark\'s no-Baton floor', function () {
   it('refuses a shape it cannot run', async () => {
     await assert.rejects(runBarePipeline({ P: 0, M: 4, F: 5, B: 10, iterations: 1, warmup: 0 }), /P must be a positive integer/);
     await assert.rejects(runBarePipeline({ P: 2, M: 4, F: Number.NaN, B: 10, iterations: 1, warmup: 0 }), /F must be a finite number/);
+  });
+});
+
+describe('the overhead benchmark\'s table', () => {
+  it('names the task durations the ideal was computed from, not fixed ones', () => {
+    const parts = { start: 0, fill: 0, last_stage: 0, drain: 0, report: 0 };
+    const x = { makespans_ms: [100], median_ms: 100, median_overhead: 0.1, parts_ms: parts, floor: { makespans_ms: [95], median_ms: 95, median_overhead: 0.05 }, over_floor_ms: { median: 5, min: 5, max: 5 } };
+    const text = formatRunOverhead({ microbatches: 2, rounds: 1, realtime_measured: false, forward_ms: 5, backward_ms: 10, stages: [{ stages: 2, ideal_ms: 45, normal: x, realtime: null }] });
+    assert.match(text, /uniform F=5 B=10, no jitter, bf, M=2/);
   });
 });
