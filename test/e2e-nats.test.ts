@@ -221,12 +221,23 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   });
 
   it('refuses a second job of the same name on a shared server, and the first one completes', async () => {
-    const cfg = resolveConfig({ job: 'twin', stages: 2, microbatches: 8, iterations: 3, policy: 'bf', profile: 'uniform' });
-    const first = runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
-    await new Promise((r) => setTimeout(r, 1500));
-    await assert.rejects(runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url }),
-      (e: Error) => e.name === 'JobNameTakenError' && /job twin is already running/.test(e.message));
-    assert.equal(summarize((await first).result).tasks, 3 * 2 * 8 * 2);
+    // The second launch waits for the first one's activations (its stages are up and running),
+    // not for a fixed time, which a fast machine outran: the first job had ended and freed its name.
+    const cfg = resolveConfig({ job: 'twin', stages: 2, microbatches: 8, iterations: 6, policy: 'bf', profile: 'uniform' });
+    const watch = await NatsBus.connect(server().url);
+    let running: () => void = () => {};
+    const started = new Promise<void>((r) => (running = r));
+    watch.subscribe('baton.twin.activation.>', () => running());
+    await watch.flush();
+    try {
+      const first = runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
+      await Promise.race([started, first]);
+      await assert.rejects(runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url }),
+        (e: Error) => e.name === 'JobNameTakenError' && /job twin is already running/.test(e.message));
+      assert.equal(summarize((await first).result).tasks, 6 * 2 * 8 * 2);
+    } finally {
+      await watch.close();
+    }
   });
 
   it('refuses to start a second node agent of a name already in use', async () => {
