@@ -14,6 +14,7 @@ import { jsonErrorLine } from '../models/json-error';
 import { TrainConfig } from '../models/train-config';
 import { decodeValue, encodeValue } from '../transport/codec';
 import { StageSnapshot } from './training-compute';
+import { snapshotProblem } from './report-body';
 import { RegularFileError, readRegularFile } from '../models/regular-file';
 
 export class CheckpointError extends Error {
@@ -148,11 +149,6 @@ export function checkFiles(dir: string, meta: CheckpointMeta, o: { corpus: strin
   if (sum !== meta.checksum) throw new CheckpointError(`${dir}: the parameters in the stage files hash to ${sum.slice(0, 16)}, meta.json says ${meta.checksum.slice(0, 16)}`);
 }
 
-function asFloat32(v: unknown, where: string): Float32Array {
-  if (v instanceof Float32Array) return v;
-  throw new CheckpointError(`${where}: expected a float32 array`);
-}
-
 function decodeSnapshot(bytes: Uint8Array, file: string): StageSnapshot {
   let v: { params?: Record<string, unknown>; optimizer?: unknown[] };
   try {
@@ -160,10 +156,9 @@ function decodeSnapshot(bytes: Uint8Array, file: string): StageSnapshot {
   } catch (err) {
     throw new CheckpointError(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
   }
-  if (!v || typeof v.params !== 'object' || v.params === null || !Array.isArray(v.optimizer)) throw new CheckpointError(`${file}: not a stage snapshot`);
-  const params: Record<string, Float32Array> = {};
-  for (const [k, x] of Object.entries(v.params)) params[k] = asFloat32(x, `${file}: parameter ${k}`);
-  return { params, optimizer: v.optimizer as StageSnapshot['optimizer'] };
+  const problem = snapshotProblem(v);
+  if (problem) throw new CheckpointError(`${file}: not a stage snapshot (${problem})`);
+  return { params: v.params as StageSnapshot['params'], optimizer: v.optimizer as StageSnapshot['optimizer'] };
 }
 
 /** The snapshot a stage resumes from, or undefined for a fresh start. */

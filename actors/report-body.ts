@@ -24,10 +24,16 @@ const fields = (spec: Record<string, Check>): Check => (v) => {
   return null;
 };
 
-const SNAPSHOT: Check = (v) => {
-  if (!isMap(v) || !isMap(v.params) || !Array.isArray(v.optimizer)) return 'a map of params (a map) and optimizer (a list)';
-  for (const [k, p] of Object.entries(v.params)) if (!(p instanceof Float32Array)) return `a snapshot whose parameter ${JSON.stringify(k.slice(0, 80))} is not a float32 array`;
+/** What keeps `v` from being a stage snapshot (a report's, or a checkpoint's stage file), or null. */
+export function snapshotProblem(v: unknown): string | null {
+  if (!isMap(v) || !isMap(v.params) || !Array.isArray(v.optimizer)) return 'not a map of params (a map) and optimizer (a list)';
+  for (const [k, p] of Object.entries(v.params)) if (!(p instanceof Float32Array)) return `parameter ${JSON.stringify(k.slice(0, 80))} is not a float32 array`;
   return null;
+}
+
+const SNAPSHOT: Check = (v) => {
+  const problem = snapshotProblem(v);
+  return problem && `a stage snapshot (${problem})`;
 };
 
 const FIELDS: Record<string, Check> = {

@@ -28,7 +28,7 @@ describe('report bodies', () => {
       [{ peakInflight: 1, loss: '2.5' }, [], /loss is not a number/],
       [{ peakInflight: 1, losses: 7 }, [], /losses is not a list of numbers/],
       [{ peakInflight: 1, snapshot: { params: { w: [1, 2] }, optimizer: [] } }, [], /parameter "w" is not a float32 array/],
-      [{ peakInflight: 1, snapshot: { params: {} } }, [], /snapshot is not a map of params \(a map\) and optimizer \(a list\)/],
+      [{ peakInflight: 1, snapshot: { params: {} } }, [], /snapshot is not a stage snapshot \(not a map of params \(a map\) and optimizer \(a list\)\)/],
       [{ peakInflight: 1, step: -1 }, [], /step is not a whole number/],
     ];
     for (const [body, required, want] of cases) assert.match(String(reportBodyProblem(body, required)), want, JSON.stringify(body));
