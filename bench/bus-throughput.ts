@@ -16,6 +16,7 @@ import type { Envelope } from '../transport/envelope';
 import { NatsBus } from '../transport/nats-bus';
 import { startNatsServer } from '../transport/nats-server';
 import { benchMain, positiveInt } from './bench-cli';
+import { inTurn } from './in-turn';
 import { UsageError } from '../cli/args';
 
 export interface BusThroughputOptions {
@@ -82,8 +83,8 @@ export function isViewInto(t: ArrayBufferView, msg: Uint8Array): boolean {
 }
 
 /** Which side runs first in repeat `r`: raw in even repeats, Baton in odd ones. */
-export function repeatOrder(r: number): readonly ['raw', 'baton'] | readonly ['baton', 'raw'] {
-  return r % 2 === 0 ? ['raw', 'baton'] as const : ['baton', 'raw'] as const;
+export function repeatOrder(r: number): readonly ('raw' | 'baton')[] {
+  return inTurn(['raw', 'baton'] as const, r);
 }
 
 async function rawRun(url: string, bytes: number, n: number, window: number): Promise<number> {

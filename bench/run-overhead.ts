@@ -27,6 +27,7 @@ import { runOnce } from '../cli/run';
 import { loadProfile } from '../models/profile';
 import { benchMain, positiveInt } from './bench-cli';
 import { UsageError } from '../cli/args';
+import { inTurn } from './in-turn';
 import { FLOOR_FLAG } from './bare-pipeline';
 
 export interface OverheadParts { start: number; fill: number; last_stage: number; drain: number; report: number }
@@ -99,7 +100,7 @@ export async function benchRunOverhead(o: { stages?: number[]; rounds?: number; 
   const M = o.microbatches ?? 32;
   for (const P of stages) if (!Number.isInteger(P) || P < 2) throw new Error(`--stages: each P must be an integer >= 2, got ${P}`);
   // A depth listed twice would be measured twice a round into the same figures (2R runs under "medians of R rounds").
-  if (new Set(stages).size !== stages.length) throw new Error(`--stages: each P once, got ${stages.join(',')}`);
+  if (new Set(stages).size !== stages.length) throw new UsageError(`--stages must list each depth once, got ${stages.join(',')}`);
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds must be a positive integer, got ${rounds}`);
   if (!Number.isInteger(M) || M < 1) throw new Error(`--microbatches must be a positive integer, got ${M}`);
   const realtime = o.realtime !== false && realtimeAllowed();
@@ -114,7 +115,7 @@ export async function benchRunOverhead(o: { stages?: number[]; rounds?: number; 
         async () => runs[P][c].baton.push(await measureInChild(P, M, c === 'realtime')),
         async () => runs[P][c].floor.push((await measureFloorInChild(P, M, c === 'realtime')).makespan_ms),
       ]);
-      for (const step of r % 2 === 0 ? steps : [...steps].reverse()) await step();
+      for (const step of inTurn(steps, r)) await step();
     }
   }
   const summarize = (m: { baton: Measurement[]; floor: number[] }) => {
@@ -173,7 +174,6 @@ if (require.main === module) {
       const given = flags.stages as string[];
       if (given.some((p) => !/^\d+$/.test(p) || Number(p) < 2 || Number(p) > 64)) throw new UsageError(`--stages must list integers from 2 to 64, got ${given.join(',')}`);
       const stages = given.map(Number);
-      if (new Set(stages).size !== stages.length) throw new UsageError(`--stages must list each depth once, got ${given.join(',')}`);
       const r = await benchRunOverhead({ stages, rounds: positiveInt(flags, 'rounds'), microbatches: positiveInt(flags, 'microbatches'), realtime: !flags.noRealtime });
       return flags.json ? r : formatRunOverhead(r);
     });

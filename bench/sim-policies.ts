@@ -13,6 +13,7 @@ import { median } from '../actors/stats';
 import { resolvePolicy } from '../policies/registry';
 import { PipelineShape, task } from '../policies/task';
 import { formatTable } from '../cli/table';
+import { inTurn } from './in-turn';
 import { benchMain } from './bench-cli';
 
 const POLICIES = ['1f1b', 'bf', 'fb', 'b-priority', 'f-priority', 'gpipe', 'zb-h1', 'bfw'];
@@ -61,7 +62,7 @@ export function arbiterCosts(policies: readonly string[], shape: PipelineShape, 
   for (const p of policies) arbiterCostUs(p, shape, Math.ceil(decisions / 10));
   const runs: Record<string, number[]> = Object.fromEntries(policies.map((p) => [p, []]));
   for (let r = 0; r < repeats; r++)
-    for (const p of r % 2 === 0 ? policies : [...policies].reverse()) runs[p].push(arbiterCostUs(p, shape, decisions));
+    for (const p of inTurn(policies, r)) runs[p].push(arbiterCostUs(p, shape, decisions));
   return { median: Object.fromEntries(policies.map((p) => [p, median(runs[p])])), runs };
 }
 

@@ -24,6 +24,7 @@ import { CLI_ENTRY, RunOutcome, runOnce } from '../cli/run';
 import { IterationStats, iterationStats } from '../actors/stats';
 import { childJson } from './child-json';
 import { benchMain, positiveInt } from './bench-cli';
+import { inTurn } from './in-turn';
 import { UsageError } from '../cli/args';
 
 /** tokens/s of one `baton train` child process (one stage), first iteration discarded. */
@@ -37,8 +38,8 @@ async function trainChild(t: TrainConfig, microbatches: number, iterations: numb
 }
 
 /** Which setup runs first in round `r`: one process in even rounds, the pipeline in odd ones. */
-export function roundOrder(r: number): readonly ['single', 'pipeline'] | readonly ['pipeline', 'single'] {
-  return r % 2 === 0 ? ['single', 'pipeline'] as const : ['pipeline', 'single'] as const;
+export function roundOrder(r: number): readonly ('single' | 'pipeline')[] {
+  return inTurn(['single', 'pipeline'] as const, r);
 }
 
 /** What the benchmark measures when a flag does not say otherwise. */
