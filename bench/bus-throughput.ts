@@ -17,6 +17,7 @@ import { NatsBus } from '../transport/nats-bus';
 import { startNatsServer } from '../transport/nats-server';
 import { benchMain, positiveInt } from './bench-cli';
 import { inTurn } from './in-turn';
+import { median } from '../actors/stats';
 import { UsageError } from '../cli/args';
 
 export interface BusThroughputOptions {
@@ -47,7 +48,6 @@ export interface BusThroughputResult {
   batonRunsMBps: number[];
 }
 
-const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
 const round = (x: number) => Math.round(x * 10) / 10;
 
 /** How long a run waits for the next message before it fails (NATS core may drop messages). */
