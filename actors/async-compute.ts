@@ -16,7 +16,14 @@ import { ParamMapF, StoreMsg } from './param-store';
 import { ActorRef, ActorRuntime } from './runtime';
 import { fromPayload, paramInfos, readFloat32, toPayload } from '../models/tensor-io';
 import { ParamInfo } from '../policies/optim/params';
-import { MESSAGE_ALLOWANCE, TrainingComputeError, checkReceived, hiddenShapeFor, stageModules, tensorMessageBytes } from './training-compute';
+import {
+  MESSAGE_ALLOWANCE,
+  TrainingComputeError,
+  checkReceived,
+  hiddenShapeFor,
+  stageModules,
+  tensorMessageBytes,
+} from './training-compute';
 
 const key = (mb: number) => `${mb}`;
 
@@ -43,8 +50,12 @@ export class AsyncTrainingCompute implements StageCompute {
   private readonly losses: number[] = [];
 
   constructor(
-    private readonly runtime: ActorRuntime, private readonly stage: number, private readonly shape: PipelineShape,
-    private readonly train: TrainConfig, private readonly module: StageModule, private readonly store: ActorRef<StoreMsg>,
+    private readonly runtime: ActorRuntime,
+    private readonly stage: number,
+    private readonly shape: PipelineShape,
+    private readonly train: TrainConfig,
+    private readonly module: StageModule,
+    private readonly store: ActorRef<StoreMsg>,
   ) {
     this.corpus = corpusFor(train);
     this.hidden = hiddenShapeFor(train, this.corpus.vocabSize);
@@ -63,14 +74,24 @@ export class AsyncTrainingCompute implements StageCompute {
     ];
   }
 
-  accept(_iteration: number, kind: 'input' | 'grad', mb: number, _chunk: number, tensors: readonly TensorPayload[]): void {
+  accept(
+    _iteration: number,
+    kind: 'input' | 'grad',
+    mb: number,
+    _chunk: number,
+    tensors: readonly TensorPayload[],
+  ): void {
     const map = kind === 'input' ? this.received : this.grads;
     map.get(key(mb))?.dispose();
     map.set(key(mb), fromPayload(tensors[0]));
   }
 
   private async weights(purpose: 'forward' | 'backward', mb: number): Promise<tf.Tensor[]> {
-    const w = await this.runtime.ask<StoreMsg, ReadonlyMap<string, Float32Array> | null>(this.store, (reply) => ({ type: 'weights', purpose, mb, reply }), 60000);
+    const w = await this.runtime.ask<StoreMsg, ReadonlyMap<string, Float32Array> | null>(
+      this.store,
+      (reply) => ({ type: 'weights', purpose, mb, reply }),
+      60000,
+    );
     if (!w) throw new TrainingComputeError(`stage ${this.stage}: the parameter store holds no parameters`);
     const vars = this.module.params();
     return this.names.map((n, i) => {
@@ -86,9 +107,14 @@ export class AsyncTrainingCompute implements StageCompute {
   }
 
   private async forward(iteration: number, t: Task): Promise<TensorPayload[]> {
-    const x = this.stage === 0
-      ? tf.tensor(batchFor(this.train, this.corpus, 'train', iteration, t.mb).inputs, [this.train.microbatchSize, this.train.seq], 'int32')
-      : this.take(this.received, t.mb, 'input activation');
+    const x =
+      this.stage === 0
+        ? tf.tensor(
+            batchFor(this.train, this.corpus, 'train', iteration, t.mb).inputs,
+            [this.train.microbatchSize, this.train.seq],
+            'int32',
+          )
+        : this.take(this.received, t.mb, 'input activation');
     this.saved.set(key(t.mb), x);
     const w = await this.weights('forward', t.mb);
     const names = new Map(w.map((tensor, i) => [tensor.id, this.names[i]]));
@@ -127,8 +153,15 @@ export class AsyncTrainingCompute implements StageCompute {
 
   async endIteration(): Promise<Record<string, unknown>> {
     const stats = await storeStats(this.runtime, this.store);
-    const params = await this.runtime.ask<StoreMsg, ParamMapF>(this.store, (reply) => ({ type: 'params', reply }), 60000);
-    const body: Record<string, unknown> = { store: stats, snapshot: { params: Object.fromEntries(params), optimizer: [] } };
+    const params = await this.runtime.ask<StoreMsg, ParamMapF>(
+      this.store,
+      (reply) => ({ type: 'params', reply }),
+      60000,
+    );
+    const body: Record<string, unknown> = {
+      store: stats,
+      snapshot: { params: Object.fromEntries(params), optimizer: [] },
+    };
     if (this.losses.length > 0) body.losses = this.losses;
     return body;
   }

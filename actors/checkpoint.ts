@@ -67,7 +67,8 @@ export function writeCheckpoint(dir: string, meta: Omit<CheckpointMeta, 'files'>
   fs.writeFileSync(`${metaPath(dir)}.tmp`, JSON.stringify({ ...meta, files }, null, 2));
   fs.renameSync(`${metaPath(dir)}.tmp`, metaPath(dir));
   // Only now is the previous checkpoint's set of files no longer the one meta names.
-  for (const f of fs.readdirSync(dir)) if (STAGE_FILE_RE.test(f) && !(f in files)) fs.rmSync(path.join(dir, f), { force: true });
+  for (const f of fs.readdirSync(dir))
+    if (STAGE_FILE_RE.test(f) && !(f in files)) fs.rmSync(path.join(dir, f), { force: true });
 }
 
 export function readCheckpointMeta(dir: string): CheckpointMeta {
@@ -88,13 +89,30 @@ export function readCheckpointMeta(dir: string): CheckpointMeta {
   if (!Number.isInteger(m.nextIteration) || m.nextIteration < 0 || typeof m.checksum !== 'string')
     throw new CheckpointError(`${metaPath(dir)}: malformed (nextIteration ${JSON.stringify(m.nextIteration)})`);
   if (typeof m.corpus !== 'string' || typeof m.files !== 'object' || m.files === null)
-    throw new CheckpointError(`${metaPath(dir)}: no corpus or stage-file digests (written by an older Baton?); it cannot be checked, so it is not resumed`);
+    throw new CheckpointError(
+      `${metaPath(dir)}: no corpus or stage-file digests (written by an older Baton?); it cannot be checked, so it is not resumed`,
+    );
   return m;
 }
 
 /** Settings a resumed run must share with the saved one to continue it exactly. */
-const SAME = ['model', 'seq', 'layers', 'width', 'microbatchSize', 'seed', 'lr', 'warmup', 'weightDecay', 'totalIterations'] as const;
-const FLAG_OF: Record<string, string> = { microbatchSize: 'microbatch-size', weightDecay: 'weight decay', totalIterations: 'iterations' };
+const SAME = [
+  'model',
+  'seq',
+  'layers',
+  'width',
+  'microbatchSize',
+  'seed',
+  'lr',
+  'warmup',
+  'weightDecay',
+  'totalIterations',
+] as const;
+const FLAG_OF: Record<string, string> = {
+  microbatchSize: 'microbatch-size',
+  weightDecay: 'weight decay',
+  totalIterations: 'iterations',
+};
 
 /**
  * Refuse to resume `dir` into a run that would not continue it exactly (stages, chunks,
@@ -102,12 +120,17 @@ const FLAG_OF: Record<string, string> = { microbatchSize: 'microbatch-size', wei
  * is --iterations), naming each difference, before any stage loads it. The corpus is
  * compared by content (the same file may be named by another path), in checkFiles.
  */
-export function checkResumable(dir: string, meta: CheckpointMeta, want: { stages: number; chunks: number; microbatches: number; train: TrainConfig }): void {
+export function checkResumable(
+  dir: string,
+  meta: CheckpointMeta,
+  want: { stages: number; chunks: number; microbatches: number; train: TrainConfig },
+): void {
   const saved = (meta.config ?? {}) as { microbatches?: unknown; train?: Record<string, unknown> };
   const diffs: string[] = [];
   if (meta.stages !== want.stages) diffs.push(`stages ${meta.stages} (asked ${want.stages})`);
   if (meta.chunks !== want.chunks) diffs.push(`chunks ${meta.chunks} (asked ${want.chunks})`);
-  if (saved.microbatches !== want.microbatches) diffs.push(`microbatches ${JSON.stringify(saved.microbatches)} (asked ${want.microbatches})`);
+  if (saved.microbatches !== want.microbatches)
+    diffs.push(`microbatches ${JSON.stringify(saved.microbatches)} (asked ${want.microbatches})`);
   const keys: readonly string[] = want.train.model === 'gpt' ? [...SAME, 'heads'] : SAME;
   for (const k of keys) {
     const had = saved.train?.[k];
@@ -115,7 +138,9 @@ export function checkResumable(dir: string, meta: CheckpointMeta, want: { stages
     if (had !== asked) diffs.push(`${FLAG_OF[k] ?? k} ${JSON.stringify(had)} (asked ${JSON.stringify(asked)})`);
   }
   if (diffs.length > 0)
-    throw new CheckpointError(`cannot resume ${JSON.stringify(dir)} with these settings: it was saved with ${diffs.join(', ')}; a resumed run continues the saved one exactly, so give its settings`);
+    throw new CheckpointError(
+      `cannot resume ${JSON.stringify(dir)} with these settings: it was saved with ${diffs.join(', ')}; a resumed run continues the saved one exactly, so give its settings`,
+    );
 }
 
 /**
@@ -125,18 +150,31 @@ export function checkResumable(dir: string, meta: CheckpointMeta, want: { stages
  * nextIteration steps, and the parameters hash to meta's checksum (`checksumOf` hashes
  * them in the model's order).
  */
-export function checkFiles(dir: string, meta: CheckpointMeta, o: { corpus: string; checksumOf: (params: Map<string, Float32Array>) => string }): void {
-  if (o.corpus !== meta.corpus) throw new CheckpointError(`cannot resume ${JSON.stringify(dir)}: it was trained on another corpus (sha256 ${meta.corpus.slice(0, 12)}…, this one ${o.corpus.slice(0, 12)}…)`);
+export function checkFiles(
+  dir: string,
+  meta: CheckpointMeta,
+  o: { corpus: string; checksumOf: (params: Map<string, Float32Array>) => string },
+): void {
+  if (o.corpus !== meta.corpus)
+    throw new CheckpointError(
+      `cannot resume ${JSON.stringify(dir)}: it was trained on another corpus (sha256 ${meta.corpus.slice(0, 12)}…, this one ${o.corpus.slice(0, 12)}…)`,
+    );
   const params = new Map<string, Float32Array>();
   for (let s = 0; s < meta.stages; s++) {
     const file = stagePath(dir, s, meta.nextIteration);
     const name = path.basename(file);
     const bytes = readStageFile(file);
-    if (meta.files[name] !== sha256(bytes)) throw new CheckpointError(`${file} is not the file meta.json was written with (its sha256 differs): an interrupted write, or a file from another checkpoint`);
+    if (meta.files[name] !== sha256(bytes))
+      throw new CheckpointError(
+        `${file} is not the file meta.json was written with (its sha256 differs): an interrupted write, or a file from another checkpoint`,
+      );
     const snap = decodeSnapshot(bytes, file);
     for (const [i, st] of snap.optimizer.entries()) {
       const step = (st as { step?: unknown } | undefined)?.step;
-      if (step !== meta.nextIteration) throw new CheckpointError(`${file}: chunk ${i}'s optimizer took ${JSON.stringify(step)} steps, but meta.json says the run is at iteration ${meta.nextIteration}`);
+      if (step !== meta.nextIteration)
+        throw new CheckpointError(
+          `${file}: chunk ${i}'s optimizer took ${JSON.stringify(step)} steps, but meta.json says the run is at iteration ${meta.nextIteration}`,
+        );
     }
     for (const [k, p] of Object.entries(snap.params)) params.set(k, p);
   }
@@ -144,9 +182,15 @@ export function checkFiles(dir: string, meta: CheckpointMeta, o: { corpus: strin
   try {
     sum = o.checksumOf(params);
   } catch (err) {
-    throw new CheckpointError(`${dir}: the stage files do not hold this model's parameters (${(err as Error).message})`, { cause: err });
+    throw new CheckpointError(
+      `${dir}: the stage files do not hold this model's parameters (${(err as Error).message})`,
+      { cause: err },
+    );
   }
-  if (sum !== meta.checksum) throw new CheckpointError(`${dir}: the parameters in the stage files hash to ${sum.slice(0, 16)}, meta.json says ${meta.checksum.slice(0, 16)}`);
+  if (sum !== meta.checksum)
+    throw new CheckpointError(
+      `${dir}: the parameters in the stage files hash to ${sum.slice(0, 16)}, meta.json says ${meta.checksum.slice(0, 16)}`,
+    );
 }
 
 function decodeSnapshot(bytes: Uint8Array, file: string): StageSnapshot {

@@ -113,7 +113,8 @@ export class VirtualClock implements Clock {
   }
 
   setTimer(ms: number, fire: () => void): TimerHandle {
-    if (!(ms >= 0) || !Number.isFinite(ms)) throw new ClockError(`timer duration must be a finite number >= 0, got ${ms}`);
+    if (!(ms >= 0) || !Number.isFinite(ms))
+      throw new ClockError(`timer duration must be a finite number >= 0, got ${ms}`);
     const id = this.nextId++;
     this.live.add(id);
     heapPush(this.heap, { at: this.t + ms, seq: this.seq++, id, fire });

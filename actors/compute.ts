@@ -22,7 +22,13 @@ export interface StageCompute {
    */
   checkArrival?(kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[]): void;
   /** Tensors that arrived with an activation ('input') or a gradient ('grad'), after checkArrival. */
-  accept?(iteration: number, kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[]): void;
+  accept?(
+    iteration: number,
+    kind: 'input' | 'grad',
+    mb: number,
+    chunk: number,
+    tensors: readonly TensorPayload[],
+  ): void;
   /**
    * The largest messages this stage will send (a tensor message, the final parameter
    * snapshot in its report), estimated from the model's shapes, so a job whose messages
@@ -49,9 +55,15 @@ export function remainingMs(clock: Clock, ms: number, startedAt: number | undefi
 
 export class EmulatedCompute implements StageCompute {
   readonly kind = 'emulated';
-  constructor(private readonly clock: Clock, private readonly stage: number, private readonly durations: TaskDurations) {}
+  constructor(
+    private readonly clock: Clock,
+    private readonly stage: number,
+    private readonly durations: TaskDurations,
+  ) {}
 
   run(iteration: number, t: Task, done: () => void, startedAt?: number): void {
-    this.clock.setTimer(remainingMs(this.clock, this.durations.compute(iteration, this.stage, t), startedAt), () => done());
+    this.clock.setTimer(remainingMs(this.clock, this.durations.compute(iteration, this.stage, t), startedAt), () =>
+      done(),
+    );
   }
 }

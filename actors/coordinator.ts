@@ -22,8 +22,7 @@ export interface IterationRecord {
 }
 
 export type CoordinatorMsg =
-  | { readonly type: 'begin' }
-  | { readonly type: 'bytes'; readonly subject: string; readonly data: Uint8Array };
+  { readonly type: 'begin' } | { readonly type: 'bytes'; readonly subject: string; readonly data: Uint8Array };
 
 export interface CoordinatorWiring {
   readonly runtime: ActorRuntime;
@@ -61,13 +60,44 @@ export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg>
   const begin = async (s: CoordinatorState): Promise<void> => {
     s.start = clock.now();
     s.reports = new Array(stages).fill(null);
-    const base = { v: ENVELOPE_VERSION, job, iteration: s.iteration, src: -1, sentAt: s.start, tensors: [], ...launchField(w.launch) };
-    const control = (st: number): void => bus.publish(subject(job, 'control', st), encodeEnvelope({
-      ...base, kind: 'control', mb: -1, chunk: -1, dir: 'control', dst: st, seq: s.seq++, bytes: 0, body: { verb: 'start' },
-    }));
-    const data = (mb: number): void => bus.publish(subject(job, 'data', 0), encodeEnvelope({
-      ...base, kind: 'data', mb, chunk: 0, dir: 'forward', dst: 0, seq: s.seq++, bytes: w.dataBytes ?? 0,
-    }));
+    const base = {
+      v: ENVELOPE_VERSION,
+      job,
+      iteration: s.iteration,
+      src: -1,
+      sentAt: s.start,
+      tensors: [],
+      ...launchField(w.launch),
+    };
+    const control = (st: number): void =>
+      bus.publish(
+        subject(job, 'control', st),
+        encodeEnvelope({
+          ...base,
+          kind: 'control',
+          mb: -1,
+          chunk: -1,
+          dir: 'control',
+          dst: st,
+          seq: s.seq++,
+          bytes: 0,
+          body: { verb: 'start' },
+        }),
+      );
+    const data = (mb: number): void =>
+      bus.publish(
+        subject(job, 'data', 0),
+        encodeEnvelope({
+          ...base,
+          kind: 'data',
+          mb,
+          chunk: 0,
+          dir: 'forward',
+          dst: 0,
+          seq: s.seq++,
+          bytes: w.dataBytes ?? 0,
+        }),
+      );
     // Stage 0 can start on its start message and the first microbatch: send those on
     // their own, before encoding the rest (the other stages need theirs only later).
     control(0);
@@ -92,15 +122,21 @@ export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg>
       return s;
     }
     if (e.kind !== 'report' || e.job !== job || !Number.isInteger(e.src) || e.src < 0 || e.src >= stages) {
-      w.onReject?.(`${msg.subject}: not a report of this job (kind ${quoteValue(e.kind)}, job ${e.job}, stage ${e.src})`);
+      w.onReject?.(
+        `${msg.subject}: not a report of this job (kind ${quoteValue(e.kind)}, job ${e.job}, stage ${e.src})`,
+      );
       return s;
     }
     if (w.launch !== undefined && e.launch !== w.launch) {
-      w.onReject?.(`${msg.subject}: report of launch ${launchText(e.launch)} from stage ${e.src}, this is launch ${w.launch}: left by an earlier run of the same job name?`);
+      w.onReject?.(
+        `${msg.subject}: report of launch ${launchText(e.launch)} from stage ${e.src}, this is launch ${w.launch}: left by an earlier run of the same job name?`,
+      );
       return s;
     }
     if (s.finished || e.iteration !== s.iteration) {
-      w.onReject?.(`${msg.subject}: report for iteration ${e.iteration} from stage ${e.src} while at iteration ${s.iteration}`);
+      w.onReject?.(
+        `${msg.subject}: report for iteration ${e.iteration} from stage ${e.src} while at iteration ${s.iteration}`,
+      );
       return s;
     }
     if (s.reports[e.src] !== null) {
@@ -116,7 +152,13 @@ export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg>
     s.reports[e.src] = body;
     if (s.reports.every((r) => r !== null)) {
       const end = clock.now();
-      const rec: IterationRecord = { iteration: s.iteration, start: s.start, end, makespan: end - s.start, reports: s.reports as Record<string, unknown>[] };
+      const rec: IterationRecord = {
+        iteration: s.iteration,
+        start: s.start,
+        end,
+        makespan: end - s.start,
+        reports: s.reports as Record<string, unknown>[],
+      };
       s.records.push(rec);
       w.onIteration?.(rec);
       s.iteration++;
@@ -145,6 +187,8 @@ export function coordinate(w: Omit<CoordinatorWiring, 'onDone' | 'onReject'>): C
   let finish: (r: IterationRecord[]) => void = () => {};
   const done = new Promise<IterationRecord[]>((resolve) => (finish = resolve));
   const actor = spawnCoordinator({ ...w, onDone: finish, onReject: (d) => tallyReject(rejects, d) });
-  const sub = w.bus.subscribe(subject(w.job, 'report'), (subj, data) => w.runtime.send(actor, { type: 'bytes', subject: subj, data }));
+  const sub = w.bus.subscribe(subject(w.job, 'report'), (subj, data) =>
+    w.runtime.send(actor, { type: 'bytes', subject: subj, data }),
+  );
   return { done, rejects, unsubscribe: () => sub.unsubscribe(), begin: () => w.runtime.send(actor, { type: 'begin' }) };
 }

@@ -20,14 +20,19 @@ export async function storeStats(runtime: ActorRuntime, store: ActorRef<StoreMsg
 export class AsyncEmulatedCompute implements StageCompute {
   readonly kind = 'emulated-async';
   constructor(
-    private readonly runtime: ActorRuntime, private readonly stage: number,
-    private readonly durations: TaskDurations, private readonly store: ActorRef<StoreMsg>,
+    private readonly runtime: ActorRuntime,
+    private readonly stage: number,
+    private readonly durations: TaskDurations,
+    private readonly store: ActorRef<StoreMsg>,
   ) {}
 
   run(iteration: number, t: Task, done: () => void, startedAt?: number): void {
     const clock = this.runtime.clock;
     clock.setTimer(remainingMs(clock, this.durations.compute(iteration, this.stage, t), startedAt), () => {
-      this.runtime.send(this.store, t.kind === 'F' ? { type: 'forward-ran', mb: t.mb } : { type: 'backward-ran', mb: t.mb });
+      this.runtime.send(
+        this.store,
+        t.kind === 'F' ? { type: 'forward-ran', mb: t.mb } : { type: 'backward-ran', mb: t.mb },
+      );
       done();
     });
   }
@@ -40,7 +45,12 @@ export class AsyncEmulatedCompute implements StageCompute {
 /** Real compute that holds its stage for the emulated duration afterwards (virtual-clock training). */
 export class TimedCompute implements StageCompute {
   readonly kind: string;
-  constructor(private readonly inner: StageCompute, private readonly clock: Clock, private readonly stage: number, private readonly durations: TaskDurations) {
+  constructor(
+    private readonly inner: StageCompute,
+    private readonly clock: Clock,
+    private readonly stage: number,
+    private readonly durations: TaskDurations,
+  ) {
     this.kind = `${inner.kind}+timed`;
     if (inner.checkArrival) this.checkArrival = inner.checkArrival.bind(inner);
     if (inner.accept) this.accept = inner.accept.bind(inner);
@@ -55,6 +65,8 @@ export class TimedCompute implements StageCompute {
   largestMessages?: StageCompute['largestMessages'];
 
   run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void): void {
-    this.inner.run(iteration, t, (out) => this.clock.setTimer(this.durations.compute(iteration, this.stage, t), () => done(out)));
+    this.inner.run(iteration, t, (out) =>
+      this.clock.setTimer(this.durations.compute(iteration, this.stage, t), () => done(out)),
+    );
   }
 }

@@ -70,13 +70,17 @@ export interface IterationEvent extends Base {
   readonly type: 'iteration-start' | 'iteration-end';
 }
 
-export type BatonEvent = TaskStartEvent | TaskEndEvent | SendEvent | ReceiveEvent | WaitEvent | RejectEvent | IterationEvent;
+export type BatonEvent =
+  TaskStartEvent | TaskEndEvent | SendEvent | ReceiveEvent | WaitEvent | RejectEvent | IterationEvent;
 
 export type EventSink = (e: BatonEvent) => void;
 
 const TASK_KINDS = new Set(['F', 'B', 'W']);
 const WAIT_REASONS = new Set(['nothing-ready', 'binding', 'backpressure', 'tp-defer']);
-const isInt = (min: number, max = Number.MAX_SAFE_INTEGER) => (x: unknown) => Number.isSafeInteger(x) && (x as number) >= min && (x as number) <= max;
+const isInt =
+  (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  (x: unknown) =>
+    Number.isSafeInteger(x) && (x as number) >= min && (x as number) <= max;
 const isFinite = (x: unknown) => typeof x === 'number' && Number.isFinite(x);
 /** Event times are ms on a monotonic or virtual clock; this bound (about 31 years) keeps
  * spans and sums of them finite for everything that reads events back. */
@@ -90,19 +94,35 @@ const isString = (x: unknown) => typeof x === 'string';
 const isBoolean = (x: unknown) => typeof x === 'boolean';
 type FieldCheck = readonly [name: string, ok: (x: unknown) => boolean, expected: string, optional?: boolean];
 const TASK_FIELDS: FieldCheck[] = [
-  ['kind', (x) => TASK_KINDS.has(x as string), 'F, B or W'], ['mb', isInt(0, MAX_MB), `an integer from 0 to ${MAX_MB}`], ['chunk', isInt(0, MAX_CHUNK), `an integer from 0 to ${MAX_CHUNK}`],
+  ['kind', (x) => TASK_KINDS.has(x as string), 'F, B or W'],
+  ['mb', isInt(0, MAX_MB), `an integer from 0 to ${MAX_MB}`],
+  ['chunk', isInt(0, MAX_CHUNK), `an integer from 0 to ${MAX_CHUNK}`],
 ];
 const MESSAGE_FIELDS: FieldCheck[] = [
-  ['kind', isString, 'a string'], ['mb', isInt(-1, MAX_MB), `an integer from -1 to ${MAX_MB}`], ['chunk', isInt(-1, MAX_CHUNK), `an integer from -1 to ${MAX_CHUNK}`],
-  ['seq', isInt(0), 'an integer >= 0'], ['bytes', isInt(0), 'an integer >= 0'], ['cpuMs', isFinite, 'a finite number', true],
+  ['kind', isString, 'a string'],
+  ['mb', isInt(-1, MAX_MB), `an integer from -1 to ${MAX_MB}`],
+  ['chunk', isInt(-1, MAX_CHUNK), `an integer from -1 to ${MAX_CHUNK}`],
+  ['seq', isInt(0), 'an integer >= 0'],
+  ['bytes', isInt(0), 'an integer >= 0'],
+  ['cpuMs', isFinite, 'a finite number', true],
 ];
 const EVENT_FIELDS: Record<BatonEvent['type'], FieldCheck[]> = {
   'task-start': [...TASK_FIELDS, ['inflight', isInt(0), 'an integer >= 0'], ['backpressure', isBoolean, 'a boolean']],
   'task-end': TASK_FIELDS,
   send: [...MESSAGE_FIELDS, ['dst', isInt(-1, MAX_STAGE), `an integer from -1 to ${MAX_STAGE}`]],
-  receive: [...MESSAGE_FIELDS, ['src', isInt(-1, MAX_STAGE), `an integer from -1 to ${MAX_STAGE}`], ['latency', isTime, `a number from -${MAX_EVENT_TIME_MS} to ${MAX_EVENT_TIME_MS}`]],
-  wait: [['ms', (x) => isTime(x) && (x as number) >= 0, `a number from 0 to ${MAX_EVENT_TIME_MS}`], ['reason', (x) => WAIT_REASONS.has(x as string), [...WAIT_REASONS].join(', ')]],
-  reject: [['reason', isString, 'a string'], ['detail', isString, 'a string']],
+  receive: [
+    ...MESSAGE_FIELDS,
+    ['src', isInt(-1, MAX_STAGE), `an integer from -1 to ${MAX_STAGE}`],
+    ['latency', isTime, `a number from -${MAX_EVENT_TIME_MS} to ${MAX_EVENT_TIME_MS}`],
+  ],
+  wait: [
+    ['ms', (x) => isTime(x) && (x as number) >= 0, `a number from 0 to ${MAX_EVENT_TIME_MS}`],
+    ['reason', (x) => WAIT_REASONS.has(x as string), [...WAIT_REASONS].join(', ')],
+  ],
+  reject: [
+    ['reason', isString, 'a string'],
+    ['detail', isString, 'a string'],
+  ],
   'iteration-start': [],
   'iteration-end': [],
 };
@@ -116,9 +136,18 @@ export function eventProblem(x: unknown): string | null {
   if (typeof x !== 'object' || x === null || Array.isArray(x)) return 'an event must be a map';
   const e = x as Record<string, unknown>;
   // Only a string is looked up: a peer's list nested thousands deep would overflow the stack as a key.
-  const fields = typeof e.type === 'string' && Object.prototype.hasOwnProperty.call(EVENT_FIELDS, e.type) ? EVENT_FIELDS[e.type as BatonEvent['type']] : null;
-  if (!fields) return `unknown event type ${typeof e.type === 'string' ? JSON.stringify(e.type.slice(0, 40)) : typeof e.type}`;
-  const checks: FieldCheck[] = [['t', isTime, `a number from -${MAX_EVENT_TIME_MS} to ${MAX_EVENT_TIME_MS} (ms)`], ['stage', isInt(0, MAX_STAGE), `an integer from 0 to ${MAX_STAGE}`], ['iteration', isInt(-1), 'an integer >= -1'], ...fields];
+  const fields =
+    typeof e.type === 'string' && Object.prototype.hasOwnProperty.call(EVENT_FIELDS, e.type)
+      ? EVENT_FIELDS[e.type as BatonEvent['type']]
+      : null;
+  if (!fields)
+    return `unknown event type ${typeof e.type === 'string' ? JSON.stringify(e.type.slice(0, 40)) : typeof e.type}`;
+  const checks: FieldCheck[] = [
+    ['t', isTime, `a number from -${MAX_EVENT_TIME_MS} to ${MAX_EVENT_TIME_MS} (ms)`],
+    ['stage', isInt(0, MAX_STAGE), `an integer from 0 to ${MAX_STAGE}`],
+    ['iteration', isInt(-1), 'an integer >= -1'],
+    ...fields,
+  ];
   for (const [name, ok, expected, optional] of checks) {
     if (e[name] === undefined && optional) continue;
     if (!ok(e[name])) return `${e.type} event: field "${name}" must be ${expected}`;

@@ -33,7 +33,10 @@ export async function claimJob(bus: Bus, job: string, waitMs = 300): Promise<() 
   let others: Record<string, unknown>[];
   try {
     others = await askAround(bus, {
-      listen: inbox, ask: `${JOBS_PREFIX}.${job}`, question: { reply: inbox, token }, waitMs,
+      listen: inbox,
+      ask: `${JOBS_PREFIX}.${job}`,
+      question: { reply: inbox, token },
+      waitMs,
       pick: (a) => (a.token !== token ? a : null),
     });
   } catch (err) {
@@ -45,9 +48,16 @@ export async function claimJob(bus: Bus, job: string, waitMs = 300): Promise<() 
     // A launcher's answer first: it names the run that holds the name.
     const o = others.find((a) => a.node === undefined) ?? others[0];
     // The answer is a peer's: none of its values is trusted to print.
-    if (o.node === undefined) throw new JobNameTakenError(`job ${job} is already running on this NATS system (launcher pid ${peerText(o.pid)} on ${peerText(o.host)}); give this run another --job NAME`);
-    const lease = Number.isSafeInteger(o.leaseMs) ? `; they are dropped once their launcher has not renewed them for ${o.leaseMs as number} ms` : '';
-    throw new JobNameTakenError(`job ${job}'s stages are still hosted by node agent ${peerText(o.node)} (pid ${peerText(o.pid)} on ${peerText(o.host)}), left by a launcher that stopped without finishing${lease}; wait, or give this run another --job NAME`);
+    if (o.node === undefined)
+      throw new JobNameTakenError(
+        `job ${job} is already running on this NATS system (launcher pid ${peerText(o.pid)} on ${peerText(o.host)}); give this run another --job NAME`,
+      );
+    const lease = Number.isSafeInteger(o.leaseMs)
+      ? `; they are dropped once their launcher has not renewed them for ${o.leaseMs as number} ms`
+      : '';
+    throw new JobNameTakenError(
+      `job ${job}'s stages are still hosted by node agent ${peerText(o.node)} (pid ${peerText(o.pid)} on ${peerText(o.host)}), left by a launcher that stopped without finishing${lease}; wait, or give this run another --job NAME`,
+    );
   }
   return () => claim.unsubscribe();
 }
@@ -60,7 +70,15 @@ export function answerJobClaims(bus: Bus, job: string, me: Record<string, unknow
   return bus.subscribe(`${JOBS_PREFIX}.${job}`, (_s, d) => {
     try {
       const q = decodeValue(d) as { reply?: unknown; token?: unknown };
-      if (q && typeof q.reply === 'string' && (me.token === undefined || q.token !== me.token) && CLAIM_REPLY_RE.test(q.reply)) bus.publish(q.reply, encodeValue(me));
-    } catch { /* not a question */ }
+      if (
+        q &&
+        typeof q.reply === 'string' &&
+        (me.token === undefined || q.token !== me.token) &&
+        CLAIM_REPLY_RE.test(q.reply)
+      )
+        bus.publish(q.reply, encodeValue(me));
+    } catch {
+      /* not a question */
+    }
   });
 }

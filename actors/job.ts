@@ -74,15 +74,28 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   const launch = bus.kind === 'local' ? undefined : newLaunchId();
   const events: BatonEvent[] = [];
   const extra = opts.sinks ?? [];
-  const sink: EventSink = extra.length === 0 ? (e) => events.push(e) : (e) => {
-    events.push(e);
-    for (const s of extra) s(e);
-  };
+  const sink: EventSink =
+    extra.length === 0
+      ? (e) => events.push(e)
+      : (e) => {
+          events.push(e);
+          for (const s of extra) s(e);
+        };
   const stages: ActorRef<StageActorMsg>[] = [];
   const subs: Subscription[] = [];
   const computes: StageCompute[] = [];
   for (let s = 0; s < shape.stages; s++) {
-    const w = wireStage({ runtime, bus, cfg, plan: { policy, shape }, durations, stage: s, sink, computeFor: opts.computeFor, launch });
+    const w = wireStage({
+      runtime,
+      bus,
+      cfg,
+      plan: { policy, shape },
+      durations,
+      stage: s,
+      sink,
+      computeFor: opts.computeFor,
+      launch,
+    });
     subs.push(...w.subscriptions);
     stages.push(w.stage);
     computes.push(w.compute);
@@ -93,8 +106,15 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   failed.catch(() => {});
   runtime.onFailure = (f) => fail(new JobError(`actor ${f.actor} failed: ${f.error.message}`, { cause: f.error }));
   const coordinator = coordinate({
-    runtime, bus, job: cfg.job, stages: shape.stages, microbatches: shape.microbatches, iterations: cfg.warmupIterations + cfg.iterations,
-    firstIteration: cfg.firstIteration, onIteration: opts.onIteration, launch,
+    runtime,
+    bus,
+    job: cfg.job,
+    stages: shape.stages,
+    microbatches: shape.microbatches,
+    iterations: cfg.warmupIterations + cfg.iterations,
+    firstIteration: cfg.firstIteration,
+    onIteration: opts.onIteration,
+    launch,
     reportFields: (st) => requiredReportFields(cfg, st),
   });
   const finished = coordinator.done.then((r) => {
@@ -102,7 +122,8 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   });
   subs.push({ unsubscribe: coordinator.unsubscribe });
 
-  const statuses = () => Promise.all(stages.map((a) => runtime.ask<StageActorMsg, StageStatus>(a, (reply) => ({ type: 'status', reply }))));
+  const statuses = () =>
+    Promise.all(stages.map((a) => runtime.ask<StageActorMsg, StageStatus>(a, (reply) => ({ type: 'status', reply }))));
   try {
     coordinator.begin();
     if (clock instanceof VirtualClock) {
@@ -110,12 +131,33 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
       if (runtime.failures.length > 0) throw await failed.catch((e: Error) => e);
       if (!done) throw new DeadlockError(await statuses(), events.slice(-40), clock.now() - t0);
     } else {
-      await waitWithWatchdog(Promise.race([finished, failed, ...(opts.stop ? [opts.stop] : [])]), () => events.length, cfg.stallTimeoutMs, async () =>
-        new DeadlockError(await statuses(), events.slice(-40), clock.now() - t0));
+      await waitWithWatchdog(
+        Promise.race([finished, failed, ...(opts.stop ? [opts.stop] : [])]),
+        () => events.length,
+        cfg.stallTimeoutMs,
+        async () => new DeadlockError(await statuses(), events.slice(-40), clock.now() - t0),
+      );
     }
     if (runtime.failures.length > 0)
-      throw new JobError(`actor failures: ${runtime.failures.slice(0, 5).map((f) => `${f.actor}: ${f.error.message}`).join('; ')}`, { cause: runtime.failures[0].error });
-    return buildResult({ cfg, shape, policy, records: records as unknown as IterationRecord[], events, clock: clock.kind, transport: bus.kind, wallStart, validate: opts.validate !== false, coordinatorRejects: coordinator.rejects });
+      throw new JobError(
+        `actor failures: ${runtime.failures
+          .slice(0, 5)
+          .map((f) => `${f.actor}: ${f.error.message}`)
+          .join('; ')}`,
+        { cause: runtime.failures[0].error },
+      );
+    return buildResult({
+      cfg,
+      shape,
+      policy,
+      records: records as unknown as IterationRecord[],
+      events,
+      clock: clock.kind,
+      transport: bus.kind,
+      wallStart,
+      validate: opts.validate !== false,
+      coordinatorRejects: coordinator.rejects,
+    });
   } finally {
     for (const s of subs) s.unsubscribe();
     runtime.shutdown();
@@ -124,21 +166,29 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   }
 }
 
-export async function waitWithWatchdog(done: Promise<void>, progress: () => number, stallMs: number, onStall: () => Promise<Error>): Promise<void> {
+export async function waitWithWatchdog(
+  done: Promise<void>,
+  progress: () => number,
+  stallMs: number,
+  onStall: () => Promise<Error>,
+): Promise<void> {
   let last = progress();
   let lastChange = performance.now();
   let timer: NodeJS.Timeout | undefined;
   const stalled = new Promise<never>((_, reject) => {
-    timer = setInterval(() => {
-      const p = progress();
-      if (p !== last) {
-        last = p;
-        lastChange = performance.now();
-      } else if (performance.now() - lastChange > stallMs) {
-        clearInterval(timer);
-        onStall().then(reject, reject);
-      }
-    }, Math.min(1000, Math.max(50, stallMs / 10)));
+    timer = setInterval(
+      () => {
+        const p = progress();
+        if (p !== last) {
+          last = p;
+          lastChange = performance.now();
+        } else if (performance.now() - lastChange > stallMs) {
+          clearInterval(timer);
+          onStall().then(reject, reject);
+        }
+      },
+      Math.min(1000, Math.max(50, stallMs / 10)),
+    );
   });
   try {
     await Promise.race([done, stalled]);
@@ -163,8 +213,11 @@ export function summarize(r: JobResult) {
     warmup_iterations: r.config.warmupIterations,
     clock: r.clock,
     iterations: r.iterations.map((i) => ({
-      iteration: i.iteration, makespan_ms: i.makespan_ms, lower_bound_ms: i.lower_bound_ms,
-      efficiency: i.efficiency, bubble_fraction: i.bubble_fraction,
+      iteration: i.iteration,
+      makespan_ms: i.makespan_ms,
+      lower_bound_ms: i.lower_bound_ms,
+      efficiency: i.efficiency,
+      bubble_fraction: i.bubble_fraction,
     })),
     makespan_ms: makespan,
     lower_bound_ms: lowerBound,
@@ -219,23 +272,52 @@ const MAX_REJECTS_KEPT = 20;
 export function buildResult(p: ResultParts): JobResult {
   const measured = measuredDurations(p.events, p.shape, p.sharedClock ?? true) as unknown as DurationModel;
   if (p.validate) {
-    const problems = validateRun(p.events, p.shape, p.cfg.warmupIterations + p.cfg.iterations, { sharedClock: p.sharedClock ?? true, firstIteration: p.cfg.firstIteration });
+    const problems = validateRun(p.events, p.shape, p.cfg.warmupIterations + p.cfg.iterations, {
+      sharedClock: p.sharedClock ?? true,
+      firstIteration: p.cfg.firstIteration,
+    });
     if (problems.length > 0) throw new ValidationError(problems);
   }
   const measuredRecords = p.records.slice(p.cfg.warmupIterations);
   const byIteration = eventsByIteration(p.events);
-  const iterations = measuredRecords.map((r) => iterationStats(r, byIteration.get(r.iteration) ?? [], p.shape.stages, lowerBound(p.shape, r.iteration, measured).bound));
+  const iterations = measuredRecords.map((r) =>
+    iterationStats(
+      r,
+      byIteration.get(r.iteration) ?? [],
+      p.shape.stages,
+      lowerBound(p.shape, r.iteration, measured).bound,
+    ),
+  );
   const measuredIterations = new Set(measuredRecords.map((r) => r.iteration));
   const t = totals(p.events, p.shape.stages, (it) => measuredIterations.has(it));
   const coordinatorRejects = p.coordinatorRejects ?? newRejectTally();
   const launcherRejects = p.launcherRejects ?? newRejectTally();
   const rejects = [
-    ...[...coordinatorRejects.first.map((d) => `coordinator: ${d}`), ...launcherRejects.first.map((d) => `launcher: ${d}`)].slice(0, MAX_REJECTS_KEPT / 2),
-    ...p.events.flatMap((e) => (e.type !== 'reject' ? [] : e.detail.startsWith(`stage ${e.stage}:`) ? [e.detail] : [`stage ${e.stage}: ${e.detail}`]))
+    ...[
+      ...coordinatorRejects.first.map((d) => `coordinator: ${d}`),
+      ...launcherRejects.first.map((d) => `launcher: ${d}`),
+    ].slice(0, MAX_REJECTS_KEPT / 2),
+    ...p.events
+      .flatMap((e) =>
+        e.type !== 'reject'
+          ? []
+          : e.detail.startsWith(`stage ${e.stage}:`)
+            ? [e.detail]
+            : [`stage ${e.stage}: ${e.detail}`],
+      )
       .slice(0, MAX_REJECTS_KEPT / 2),
   ];
   return {
-    config: p.cfg, shape: p.shape, policy: p.policy, clock: p.clock, transport: p.transport, records: measuredRecords, iterations,
-    totals: { ...t, rejected: t.rejected + coordinatorRejects.count + launcherRejects.count }, events: p.events, wallMs: performance.now() - p.wallStart, rejects,
+    config: p.cfg,
+    shape: p.shape,
+    policy: p.policy,
+    clock: p.clock,
+    transport: p.transport,
+    records: measuredRecords,
+    iterations,
+    totals: { ...t, rejected: t.rejected + coordinatorRejects.count + launcherRejects.count },
+    events: p.events,
+    wallMs: performance.now() - p.wallStart,
+    rejects,
   };
 }

@@ -14,9 +14,14 @@ export interface MeasuredDurations {
   comm(iteration: number, stage: number, t: Task): number;
 }
 
-const k = (it: number, stage: number, kind: TaskKind | string, mb: number, chunk: number) => `${it}|${stage}|${kind}|${mb}|${chunk}`;
+const k = (it: number, stage: number, kind: TaskKind | string, mb: number, chunk: number) =>
+  `${it}|${stage}|${kind}|${mb}|${chunk}`;
 
-export function measuredDurations(events: readonly BatonEvent[], shape: PipelineShape, sharedClock: boolean): MeasuredDurations {
+export function measuredDurations(
+  events: readonly BatonEvent[],
+  shape: PipelineShape,
+  sharedClock: boolean,
+): MeasuredDurations {
   const start = new Map<string, number>();
   const busy = new Map<string, number>();
   const sent = new Map<string, number>();
@@ -30,7 +35,8 @@ export function measuredDurations(events: readonly BatonEvent[], shape: Pipeline
     } else if (e.type === 'send') sent.set(k(e.iteration, e.dst, e.kind, e.mb, e.chunk), e.t);
     else if (e.type === 'receive' && sharedClock) {
       const t0 = sent.get(k(e.iteration, e.stage, e.kind, e.mb, e.chunk));
-      if (t0 !== undefined) comm.set(k(e.iteration, e.src, e.kind === 'activation' ? 'F' : 'B', e.mb, e.chunk), Math.max(0, e.t - t0));
+      if (t0 !== undefined)
+        comm.set(k(e.iteration, e.src, e.kind === 'activation' ? 'F' : 'B', e.mb, e.chunk), Math.max(0, e.t - t0));
     }
   }
   return {
@@ -39,7 +45,7 @@ export function measuredDurations(events: readonly BatonEvent[], shape: Pipeline
     // Keyed by the destination's chunk: the message of F(mb, c) at `stage` lands at its successor's chunk.
     comm: (it, stage, t) => {
       const to = t.kind === 'F' ? forwardSuccessor(stage, t.chunk, shape) : backwardSuccessor(stage, t.chunk, shape);
-      return to ? comm.get(k(it, stage, t.kind, t.mb, to.chunk)) ?? 0 : 0;
+      return to ? (comm.get(k(it, stage, t.kind, t.mb, to.chunk)) ?? 0) : 0;
     },
   };
 }

@@ -140,7 +140,10 @@ export class NodeAgent {
   }
 
   announce(): void {
-    this.bus.publish(ANNOUNCE_SUBJECT, encodeValue({ verb: 'hello', name: this.name, pid: process.pid, host: this.machine }));
+    this.bus.publish(
+      ANNOUNCE_SUBJECT,
+      encodeValue({ verb: 'hello', name: this.name, pid: process.pid, host: this.machine }),
+    );
   }
 
   /** Answer on a request's reply subject; a subject a peer got wrong is logged, never thrown. */
@@ -159,8 +162,17 @@ export class NodeAgent {
       // An answer too big for the server still gets a small one, so the asker knows this node lives.
       if (err instanceof PayloadTooLargeError)
         try {
-          this.bus.publish(to, encodeValue({ verb: 'error', name: this.name, message: `the ${quoteValue(msg.verb)} answer is ${err.size} bytes, over the server's max_payload of ${err.limit}` }));
-        } catch { /* logged above */ }
+          this.bus.publish(
+            to,
+            encodeValue({
+              verb: 'error',
+              name: this.name,
+              message: `the ${quoteValue(msg.verb)} answer is ${err.size} bytes, over the server's max_payload of ${err.limit}`,
+            }),
+          );
+        } catch {
+          /* logged above */
+        }
     }
   }
 
@@ -168,7 +180,8 @@ export class NodeAgent {
     let req: Record<string, unknown>;
     try {
       const v = decodeValue(data);
-      if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error(`request must be a map, got ${typeof v}`);
+      if (typeof v !== 'object' || v === null || Array.isArray(v))
+        throw new Error(`request must be a map, got ${typeof v}`);
       req = v as Record<string, unknown>;
     } catch (err) {
       this.rejected++;
@@ -204,27 +217,43 @@ export class NodeAgent {
         this.exitResolve();
         return;
       default:
-        throw new Error(`unknown verb ${quoteValue(req.verb)} (expected host, ping, renew, status, finish, abort or exit)`);
+        throw new Error(
+          `unknown verb ${quoteValue(req.verb)} (expected host, ping, renew, status, finish, abort or exit)`,
+        );
     }
   }
 
   /** A request about one job, acted on only when it carries the launch id the job was hosted with. */
-  private async jobRequest(verb: 'renew' | 'status' | 'finish' | 'abort', name: string, req: Record<string, unknown>): Promise<void> {
+  private async jobRequest(
+    verb: 'renew' | 'status' | 'finish' | 'abort',
+    name: string,
+    req: Record<string, unknown>,
+  ): Promise<void> {
     const job = this.jobs.get(name);
     const launch = job ? job.launch : this.starting.get(name)?.launch;
     // A stale launcher (or any peer) must not renew, stop or collect another launch's job.
     if (launch !== undefined && req.launch !== launch)
-      throw new LaunchMismatchError(`job ${name} is hosted here for launch ${launch}, not for launch ${quoteValue(req.launch)}; ${verb} refused`);
+      throw new LaunchMismatchError(
+        `job ${name} is hosted here for launch ${launch}, not for launch ${quoteValue(req.launch)}; ${verb} refused`,
+      );
     this.renew(name);
     switch (verb) {
       case 'renew':
-        if (!job && !this.starting.has(name)) throw new JobNotHostedError(`job ${name} is not hosted here (never, or no longer: finished, aborted, its lease ran out or this agent restarted)`);
+        if (!job && !this.starting.has(name))
+          throw new JobNotHostedError(
+            `job ${name} is not hosted here (never, or no longer: finished, aborted, its lease ran out or this agent restarted)`,
+          );
         this.reply(req.reply, { verb: 'renewed', job: name });
         return;
       case 'status': {
-        if (!job && !this.starting.has(name)) throw new JobNotHostedError(`job ${name} is not hosted here (never, or no longer: finished, aborted, its lease ran out or this agent restarted)`);
+        if (!job && !this.starting.has(name))
+          throw new JobNotHostedError(
+            `job ${name} is not hosted here (never, or no longer: finished, aborted, its lease ran out or this agent restarted)`,
+          );
         const statuses: StageStatus[] = [];
-        if (job) for (const a of job.stages.values()) statuses.push(await job.runtime.ask<StageActorMsg, StageStatus>(a, (reply) => ({ type: 'status', reply })));
+        if (job)
+          for (const a of job.stages.values())
+            statuses.push(await job.runtime.ask<StageActorMsg, StageStatus>(a, (reply) => ({ type: 'status', reply })));
         this.reply(req.reply, { verb: 'status', statuses });
         return;
       }
@@ -234,7 +263,12 @@ export class NodeAgent {
         await this.bus.flush();
         this.teardown(name, job);
         this.log(`node ${this.name}: job ${name} finished; its stages are stopped`);
-        this.reply(req.reply, { verb: 'finished', events: Object.fromEntries(job.sent), failures: job.runtime.failures.map((f) => `${f.actor}: ${f.error.message}`), lostTrace: job.lostTrace });
+        this.reply(req.reply, {
+          verb: 'finished',
+          events: Object.fromEntries(job.sent),
+          failures: job.runtime.failures.map((f) => `${f.actor}: ${f.error.message}`),
+          lostTrace: job.lostTrace,
+        });
         return;
       }
       case 'abort': {
@@ -242,7 +276,9 @@ export class NodeAgent {
         const starting = this.starting.get(name);
         if (starting) starting.aborted = 'aborted';
         if (job) this.teardown(name, job);
-        this.log(`node ${this.name}: job ${name} aborted${job ? '; its stages are stopped' : starting ? ' while it was starting; it will not be hosted' : ' (not hosted here)'}`);
+        this.log(
+          `node ${this.name}: job ${name} aborted${job ? '; its stages are stopped' : starting ? ' while it was starting; it will not be hosted' : ' (not hosted here)'}`,
+        );
         this.reply(req.reply, { verb: 'aborted', job: name });
         return;
       }
@@ -251,14 +287,21 @@ export class NodeAgent {
 
   private async host(req: Record<string, unknown>): Promise<void> {
     // Stages no launcher can be told about could only be reached by a lease running out.
-    if (!isReplySubject(req.reply)) throw new Error(`host: reply must be a subject under ${NODES_PREFIX}.reply., got ${quoteValue(req.reply)}`);
+    if (!isReplySubject(req.reply))
+      throw new Error(`host: reply must be a subject under ${NODES_PREFIX}.reply., got ${quoteValue(req.reply)}`);
     const stages = req.stages;
     if (!Array.isArray(stages) || stages.length === 0 || !stages.every((s) => Number.isInteger(s)))
       throw new Error(`host: stages must be a non-empty list of integers, got ${quoteValue(stages)}`);
-    if (new Set(stages).size !== stages.length) throw new Error(`host: stages must not repeat, got ${quoteValue(stages)}`);
+    if (new Set(stages).size !== stages.length)
+      throw new Error(`host: stages must not repeat, got ${quoteValue(stages)}`);
     const leaseMs = req.leaseMs;
-    if (leaseMs !== undefined && !(Number.isSafeInteger(leaseMs) && (leaseMs as number) >= MIN_LEASE_MS && (leaseMs as number) <= MAX_TIMER_MS))
-      throw new Error(`host: leaseMs must be an integer from ${MIN_LEASE_MS} to ${MAX_TIMER_MS}, got ${quoteValue(leaseMs)}`);
+    if (
+      leaseMs !== undefined &&
+      !(Number.isSafeInteger(leaseMs) && (leaseMs as number) >= MIN_LEASE_MS && (leaseMs as number) <= MAX_TIMER_MS)
+    )
+      throw new Error(
+        `host: leaseMs must be an integer from ${MIN_LEASE_MS} to ${MAX_TIMER_MS}, got ${quoteValue(leaseMs)}`,
+      );
     const launch = req.launch;
     if (launch !== undefined && !(typeof launch === 'string' && LAUNCH_RE.test(launch)))
       throw new Error(`host: launch must be ${LAUNCH_EXPECTED}, got ${quoteValue(launch)}`);
@@ -280,11 +323,26 @@ export class NodeAgent {
     const runtime = new ActorRuntime(new RealClock(), `${this.name}-${cfg.job}`);
     runtime.onFailure = (f) => {
       this.log(`node ${this.name}: actor ${f.actor} failed: ${f.error.message}`);
-      this.reply(req.reply, { verb: 'failure', job: cfg.job, actor: f.actor, message: `${f.error.name}: ${f.error.message}` });
+      this.reply(req.reply, {
+        verb: 'failure',
+        job: cfg.job,
+        actor: f.actor,
+        message: `${f.error.name}: ${f.error.message}`,
+      });
     };
     const job: HostedJob = {
-      runtime, computes: [], stages: new Map(), subs: [], pending: new Map(), sent: new Map(), flushTimer: null,
-      leaseMs: (leaseMs as number | undefined) ?? null, leaseTimer: null, renewedAt: 0, lostTrace: [], replyTo: req.reply,
+      runtime,
+      computes: [],
+      stages: new Map(),
+      subs: [],
+      pending: new Map(),
+      sent: new Map(),
+      flushTimer: null,
+      leaseMs: (leaseMs as number | undefined) ?? null,
+      leaseTimer: null,
+      renewedAt: 0,
+      lostTrace: [],
+      replyTo: req.reply,
       ...launchField(launch as string | undefined),
     };
     try {
@@ -302,11 +360,27 @@ export class NodeAgent {
       this.teardown(cfg.job, job);
       throw err;
     }
-    job.subs.push(answerJobClaims(this.bus, cfg.job, { node: this.name, pid: process.pid, host: this.machine, ...(job.leaseMs !== null ? { leaseMs: job.leaseMs } : {}) }));
+    job.subs.push(
+      answerJobClaims(this.bus, cfg.job, {
+        node: this.name,
+        pid: process.pid,
+        host: this.machine,
+        ...(job.leaseMs !== null ? { leaseMs: job.leaseMs } : {}),
+      }),
+    );
     this.jobs.set(cfg.job, job);
     this.renew(cfg.job);
-    this.log(`node ${this.name}: hosting job ${cfg.job} stages ${stages.join(',')}${job.leaseMs !== null ? ` (lease ${job.leaseMs} ms)` : ''}`);
-    this.reply(req.reply, { verb: 'hosting', pid: process.pid, host: this.machine, stages, job: cfg.job, ...launchField(job.launch) });
+    this.log(
+      `node ${this.name}: hosting job ${cfg.job} stages ${stages.join(',')}${job.leaseMs !== null ? ` (lease ${job.leaseMs} ms)` : ''}`,
+    );
+    this.reply(req.reply, {
+      verb: 'hosting',
+      pid: process.pid,
+      host: this.machine,
+      stages,
+      job: cfg.job,
+      ...launchField(job.launch),
+    });
   }
 
   private record(jobName: string, job: HostedJob, e: BatonEvent): void {
@@ -342,7 +416,9 @@ export class NodeAgent {
         if (this.jobs.get(name) !== job || job.leaseMs === null) return;
         const left = job.renewedAt + job.leaseMs - performance.now();
         if (left > 0) return this.armLease(name, job, left);
-        this.log(`node ${this.name}: job ${name}: nothing from its launcher for ${job.leaseMs} ms (lease expired); dropping its stages`);
+        this.log(
+          `node ${this.name}: job ${name}: nothing from its launcher for ${job.leaseMs} ms (lease expired); dropping its stages`,
+        );
         this.teardown(name, job);
       });
     }, ms);
@@ -412,10 +488,14 @@ function isReplySubject(to: unknown): to is string {
 export function filesAJobNames(cfg: JobConfig): string[] {
   return [
     ...(typeof cfg.policy === 'string' && isModulePath(cfg.policy) ? [`policy module ${quoteValue(cfg.policy)}`] : []),
-    ...(typeof cfg.profile === 'string' && isProfilePath(cfg.profile) ? [`profile file ${quoteValue(cfg.profile)}`] : []),
+    ...(typeof cfg.profile === 'string' && isProfilePath(cfg.profile)
+      ? [`profile file ${quoteValue(cfg.profile)}`]
+      : []),
     ...(typeof cfg.train?.data === 'string' ? [`corpus file ${quoteValue(cfg.train.data)}`] : []),
     // Stages read a checkpoint only to resume (the launcher writes them).
-    ...(typeof cfg.train?.checkpoint === 'string' && cfg.train.startIteration > 0 ? [`checkpoint directory ${quoteValue(cfg.train.checkpoint)}`] : []),
+    ...(typeof cfg.train?.checkpoint === 'string' && cfg.train.startIteration > 0
+      ? [`checkpoint directory ${quoteValue(cfg.train.checkpoint)}`]
+      : []),
   ];
 }
 
@@ -423,7 +503,9 @@ export function filesAJobNames(cfg: JobConfig): string[] {
 function refuseFiles(cfg: JobConfig): void {
   const files = filesAJobNames(cfg);
   if (files.length > 0)
-    throw new FilesNotAllowedError(`host: the job names ${files.join(' and ')}; this agent loads files a launcher names only when started with baton node --allow-files`);
+    throw new FilesNotAllowedError(
+      `host: the job names ${files.join(' and ')}; this agent loads files a launcher names only when started with baton node --allow-files`,
+    );
 }
 
 function jobName(job: unknown): string {

@@ -50,7 +50,16 @@ export interface AsyncSettings {
 }
 
 export const ASYNC_DEFAULTS: AsyncSettings = {
-  consistency: 'none', alpha: 0.25, lr: 1e-3, warmup: 20, totalUpdates: 1000, weightDecay: 0.01, beta1: 0.99, clip: 1.0, pipemareDamping: false, pipemareSteps: 750,
+  consistency: 'none',
+  alpha: 0.25,
+  lr: 1e-3,
+  warmup: 20,
+  totalUpdates: 1000,
+  weightDecay: 0.01,
+  beta1: 0.99,
+  clip: 1.0,
+  pipemareDamping: false,
+  pipemareSteps: 750,
 };
 
 /** PipeMare's damping horizon K for a run of `totalUpdates`: FRESCO's D.3 used 15,000 of 20,000. */
@@ -61,7 +70,12 @@ export function pipemareHorizon(totalUpdates: number): number {
 export type ParamMapF = Map<string, Float32Array>;
 
 export type StoreMsg =
-  | { readonly type: 'weights'; readonly purpose: 'forward' | 'backward'; readonly mb: number; readonly reply: (w: ReadonlyMap<string, Float32Array> | null) => void }
+  | {
+      readonly type: 'weights';
+      readonly purpose: 'forward' | 'backward';
+      readonly mb: number;
+      readonly reply: (w: ReadonlyMap<string, Float32Array> | null) => void;
+    }
   | { readonly type: 'forward-ran'; readonly mb: number; readonly inputs?: readonly CapturedLinearInput[] }
   | { readonly type: 'backward-ran'; readonly mb: number; readonly grads?: ParamMapF }
   | { readonly type: 'stats'; readonly reply: (s: StoreStats) => void }
@@ -97,7 +111,14 @@ export class ParamStoreError extends Error {
 }
 
 function frescoLayers(inputs: readonly CapturedLinearInput[]): LinearLayerSpec[] {
-  return inputs.map((c) => ({ layer: c.weight, weight: c.weight, bias: c.bias, layout: 'in-out' as const, dout: c.dout, din: c.din }));
+  return inputs.map((c) => ({
+    layer: c.weight,
+    weight: c.weight,
+    bias: c.bias,
+    layout: 'in-out' as const,
+    dout: c.dout,
+    din: c.din,
+  }));
 }
 
 /**
@@ -110,7 +131,13 @@ function frescoLayers(inputs: readonly CapturedLinearInput[]): LinearLayerSpec[]
  * update: every policy would leave the update and the weights as they are, so none
  * keeps buffers for nothing.
  */
-function makePolicy(s: AsyncSettings, opt: NAdamW | null, inflight: number, delay: number, inputs?: readonly CapturedLinearInput[]): ConsistencyPolicy {
+function makePolicy(
+  s: AsyncSettings,
+  opt: NAdamW | null,
+  inflight: number,
+  delay: number,
+  inputs?: readonly CapturedLinearInput[],
+): ConsistencyPolicy {
   if (inflight <= 1) return new NoConsistency();
   switch (s.consistency) {
     case 'none':
@@ -118,7 +145,11 @@ function makePolicy(s: AsyncSettings, opt: NAdamW | null, inflight: number, dela
     case 'stash':
       return new WeightStash();
     case 'pipemare':
-      return new PipeMare({ tau: Math.max(1, delay), dampingSteps: s.pipemareSteps, damping: s.pipemareDamping === true });
+      return new PipeMare({
+        tau: Math.max(1, delay),
+        dampingSteps: s.pipemareSteps,
+        damping: s.pipemareDamping === true,
+      });
     case 'predict':
       if (!opt) throw new ParamStoreError('predict needs an optimizer');
       return new WeightPrediction({ delay, direction: (n, p, o) => opt.direction(n, p, o) });
@@ -128,12 +159,20 @@ function makePolicy(s: AsyncSettings, opt: NAdamW | null, inflight: number, dela
 }
 
 /** A backward's gradients, one per parameter of its size, clipped to norm `clip` (a non-finite norm throws). */
-function checkedGrads(stage: number, mb: number, params: ParamMapF, grads: ParamMapF | undefined, clip: number): ParamMapF {
+function checkedGrads(
+  stage: number,
+  mb: number,
+  params: ParamMapF,
+  grads: ParamMapF | undefined,
+  clip: number,
+): ParamMapF {
   if (!grads) throw new ParamStoreError(`stage ${stage}: backward of microbatch ${mb} came without gradients`);
   for (const [name, p] of params) {
     const g = grads.get(name);
     if (g === undefined || g.length !== p.length)
-      throw new ParamStoreError(`stage ${stage}: backward of microbatch ${mb}: ${g === undefined ? `no gradient for ${name}` : `gradient of ${name} has ${g.length} values, the parameter ${p.length}`}`);
+      throw new ParamStoreError(
+        `stage ${stage}: backward of microbatch ${mb}: ${g === undefined ? `no gradient for ${name}` : `gradient of ${name} has ${g.length} values, the parameter ${p.length}`}`,
+      );
   }
   clipGradNorm(grads, clip);
   return grads;
@@ -155,17 +194,25 @@ export interface ParamStoreWiring {
 export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
   const { settings: s, stage, inflightBound: inflight } = w;
   const delay = w.delay ?? inflight - 1;
-  if (!Number.isInteger(inflight) || inflight < 1) throw new ParamStoreError(`stage ${stage}: in-flight bound must be a positive integer, got ${inflight}`);
-  if (!Number.isInteger(delay) || delay < 0 || delay >= inflight) throw new ParamStoreError(`stage ${stage}: delay must be an integer in [0, ${inflight}), got ${delay}`);
+  if (!Number.isInteger(inflight) || inflight < 1)
+    throw new ParamStoreError(`stage ${stage}: in-flight bound must be a positive integer, got ${inflight}`);
+  if (!Number.isInteger(delay) || delay < 0 || delay >= inflight)
+    throw new ParamStoreError(`stage ${stage}: delay must be an integer in [0, ${inflight}), got ${delay}`);
   const optimizer = w.params ? new NAdamW(w.infos, { beta1: s.beta1, weightDecay: s.weightDecay }) : null;
   const initial: StoreState = {
-    params: w.params, infos: w.infos, optimizer,
+    params: w.params,
+    infos: w.infos,
+    optimizer,
     // FRESCO needs the layer shapes it sees in the first forward; the others start now.
     policy: w.params && s.consistency !== 'fresco' ? makePolicy(s, optimizer, inflight, delay) : null,
-    step: 0, forwardStep: new Map(), staleness: [], peakExtraBytes: 0,
+    step: 0,
+    forwardStep: new Map(),
+    staleness: [],
+    peakExtraBytes: 0,
   };
   // The schedule counts updates from 1 (the t-th update uses lrAt(t)), as in synchronous training.
-  const lrOf = (step: number) => lrAt({ peak: s.lr, warmupSteps: s.warmup, totalSteps: Math.max(s.totalUpdates, s.warmup + 1) }, step);
+  const lrOf = (step: number) =>
+    lrAt({ peak: s.lr, warmupSteps: s.warmup, totalSteps: Math.max(s.totalUpdates, s.warmup + 1) }, step);
   return w.runtime.spawn<StoreState, StoreMsg>(`param-store-${stage}`, initial, (st, msg) => {
     switch (msg.type) {
       case 'weights': {
@@ -173,11 +220,17 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
         const ctx = st.params ? { params: st.params, step: st.step, lr: lrOf(st.step + 1) } : null;
         if (!ctx) msg.reply(null);
         else if (!st.policy) msg.reply(ctx.params);
-        else msg.reply(msg.purpose === 'forward' ? st.policy.weightsForForward(msg.mb, ctx) : st.policy.weightsForBackward(msg.mb, ctx));
+        else
+          msg.reply(
+            msg.purpose === 'forward'
+              ? st.policy.weightsForForward(msg.mb, ctx)
+              : st.policy.weightsForBackward(msg.mb, ctx),
+          );
         return st;
       }
       case 'forward-ran': {
-        if (st.forwardStep.has(msg.mb)) throw new ParamStoreError(`stage ${stage}: forward of microbatch ${msg.mb} reported twice`);
+        if (st.forwardStep.has(msg.mb))
+          throw new ParamStoreError(`stage ${stage}: forward of microbatch ${msg.mb} reported twice`);
         st.forwardStep.set(msg.mb, st.step);
         if (st.params && !st.policy) st.policy = makePolicy(s, st.optimizer, inflight, delay, msg.inputs);
         if (st.policy) {
@@ -189,11 +242,18 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
       }
       case 'backward-ran': {
         const at = st.forwardStep.get(msg.mb);
-        if (at === undefined) throw new ParamStoreError(`stage ${stage}: backward of microbatch ${msg.mb} without its forward`);
+        if (at === undefined)
+          throw new ParamStoreError(`stage ${stage}: backward of microbatch ${msg.mb} without its forward`);
         // Checked (and clipped) before anything changes: a refused gradient leaves the store as it was.
-        const update = st.params && st.optimizer && st.policy
-          ? { params: st.params, optimizer: st.optimizer, policy: st.policy, grads: checkedGrads(stage, msg.mb, st.params, msg.grads, s.clip) }
-          : null;
+        const update =
+          st.params && st.optimizer && st.policy
+            ? {
+                params: st.params,
+                optimizer: st.optimizer,
+                policy: st.policy,
+                grads: checkedGrads(stage, msg.mb, st.params, msg.grads, s.clip),
+              }
+            : null;
         st.forwardStep.delete(msg.mb);
         st.staleness.push(st.step - at);
         if (update) {
@@ -209,7 +269,9 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
         return st;
       }
       case 'params':
-        msg.reply(new Map([...(st.params ?? new Map<string, Float32Array>())].map(([n, p]) => [n, Float32Array.from(p)])));
+        msg.reply(
+          new Map([...(st.params ?? new Map<string, Float32Array>())].map(([n, p]) => [n, Float32Array.from(p)])),
+        );
         return st;
       case 'stats': {
         const n = st.staleness.length;
@@ -217,7 +279,11 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
           updates: st.step,
           inflightBound: inflight,
           delay,
-          staleness: { mean: n ? st.staleness.reduce((a, b) => a + b, 0) / n : 0, max: st.staleness.reduce((a, b) => Math.max(a, b), 0), count: n },
+          staleness: {
+            mean: n ? st.staleness.reduce((a, b) => a + b, 0) / n : 0,
+            max: st.staleness.reduce((a, b) => Math.max(a, b), 0),
+            count: n,
+          },
           stalenessByUpdate: [...st.staleness],
           extraStateBytes: st.peakExtraBytes,
           optimizerBytes: st.optimizer?.stateBytes() ?? 0,

@@ -47,59 +47,91 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
   const clock = runtime.clock;
   const reject = (now: number, reason: string, detail: string) =>
     sink({ type: 'reject', t: now, stage, iteration: -1, reason, detail });
-  return runtime.spawn<ReceiverState, ReceiverMsg>(`receiver-${stage}`, { received: 0, bytes: 0, rejected: 0 }, (state, msg) => {
-    const now = clock.now();
-    const c0 = performance.now();
-    let e: Envelope;
-    try {
-      e = decodeEnvelope(msg.data);
-    } catch (err) {
-      state.rejected++;
-      reject(now, err instanceof CodecError ? err.reason : 'malformed', `${msg.subject}: ${(err as Error).message}`);
-      return state;
-    }
-    if (e.job !== job || (e.dst !== stage && e.kind !== 'control')) {
-      state.rejected++;
-      reject(now, 'misrouted', `${msg.subject}: message for job ${e.job} stage ${e.dst} reached job ${job} stage ${stage}`);
-      return state;
-    }
-    if (w.launch !== undefined && e.launch !== w.launch) {
-      state.rejected++;
-      reject(now, 'other-launch', `${msg.subject}: message of launch ${launchText(e.launch)} of job ${job} (stage ${e.src}), this is launch ${w.launch}: left by an earlier run of the same job name?`);
-      return state;
-    }
-    state.received++;
-    state.bytes += e.bytes;
-    switch (e.kind) {
-      case 'control': {
-        const verb = e.body?.verb;
-        if (verb === 'start') runtime.send(target, { type: 'start', iteration: e.iteration });
-        else {
-          state.rejected++;
-          reject(now, 'bad-field', `${msg.subject}: unknown control verb ${quoteValue(verb)}`);
-        }
-        return state;
-      }
-      case 'data':
-      case 'activation':
-      case 'gradient': {
-        const cpuMs = clock.kind === 'real' ? performance.now() - c0 : undefined;
-        const env = e;
-        const deliver = () => {
-          const t = clock.now();
-          // The stage records this receipt if it takes the message (a duplicate it refuses is a reject).
-          const receipt: ReceiveEvent = { type: 'receive', t, stage, iteration: env.iteration, kind: env.kind, mb: env.mb, chunk: env.chunk, src: env.src, seq: env.seq, bytes: env.bytes, latency: t - env.sentAt, ...(cpuMs !== undefined ? { cpuMs } : {}) };
-          runtime.send(target, { type: env.kind === 'gradient' ? 'grad' : 'input', iteration: env.iteration, mb: env.mb, chunk: env.chunk, tensors: env.tensors.length > 0 ? env.tensors : undefined, receipt });
-        };
-        const hold = e.commMs !== undefined ? commHoldMs(e.sentAt, e.commMs, now) : 0;
-        if (hold > 0) clock.setTimer(hold, deliver);
-        else deliver();
-        return state;
-      }
-      default:
+  return runtime.spawn<ReceiverState, ReceiverMsg>(
+    `receiver-${stage}`,
+    { received: 0, bytes: 0, rejected: 0 },
+    (state, msg) => {
+      const now = clock.now();
+      const c0 = performance.now();
+      let e: Envelope;
+      try {
+        e = decodeEnvelope(msg.data);
+      } catch (err) {
         state.rejected++;
-        reject(now, 'bad-field', `${msg.subject}: unknown message kind ${quoteValue(e.kind)}`);
+        reject(now, err instanceof CodecError ? err.reason : 'malformed', `${msg.subject}: ${(err as Error).message}`);
         return state;
-    }
-  });
+      }
+      if (e.job !== job || (e.dst !== stage && e.kind !== 'control')) {
+        state.rejected++;
+        reject(
+          now,
+          'misrouted',
+          `${msg.subject}: message for job ${e.job} stage ${e.dst} reached job ${job} stage ${stage}`,
+        );
+        return state;
+      }
+      if (w.launch !== undefined && e.launch !== w.launch) {
+        state.rejected++;
+        reject(
+          now,
+          'other-launch',
+          `${msg.subject}: message of launch ${launchText(e.launch)} of job ${job} (stage ${e.src}), this is launch ${w.launch}: left by an earlier run of the same job name?`,
+        );
+        return state;
+      }
+      state.received++;
+      state.bytes += e.bytes;
+      switch (e.kind) {
+        case 'control': {
+          const verb = e.body?.verb;
+          if (verb === 'start') runtime.send(target, { type: 'start', iteration: e.iteration });
+          else {
+            state.rejected++;
+            reject(now, 'bad-field', `${msg.subject}: unknown control verb ${quoteValue(verb)}`);
+          }
+          return state;
+        }
+        case 'data':
+        case 'activation':
+        case 'gradient': {
+          const cpuMs = clock.kind === 'real' ? performance.now() - c0 : undefined;
+          const env = e;
+          const deliver = () => {
+            const t = clock.now();
+            // The stage records this receipt if it takes the message (a duplicate it refuses is a reject).
+            const receipt: ReceiveEvent = {
+              type: 'receive',
+              t,
+              stage,
+              iteration: env.iteration,
+              kind: env.kind,
+              mb: env.mb,
+              chunk: env.chunk,
+              src: env.src,
+              seq: env.seq,
+              bytes: env.bytes,
+              latency: t - env.sentAt,
+              ...(cpuMs !== undefined ? { cpuMs } : {}),
+            };
+            runtime.send(target, {
+              type: env.kind === 'gradient' ? 'grad' : 'input',
+              iteration: env.iteration,
+              mb: env.mb,
+              chunk: env.chunk,
+              tensors: env.tensors.length > 0 ? env.tensors : undefined,
+              receipt,
+            });
+          };
+          const hold = e.commMs !== undefined ? commHoldMs(e.sentAt, e.commMs, now) : 0;
+          if (hold > 0) clock.setTimer(hold, deliver);
+          else deliver();
+          return state;
+        }
+        default:
+          state.rejected++;
+          reject(now, 'bad-field', `${msg.subject}: unknown message kind ${quoteValue(e.kind)}`);
+          return state;
+      }
+    },
+  );
 }

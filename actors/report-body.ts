@@ -13,21 +13,29 @@ const finite: Check = (v) => (typeof v === 'number' && Number.isFinite(v) ? null
 // A diverged run's losses are not finite, and it still reports them.
 const number: Check = (v) => (typeof v === 'number' ? null : 'a number');
 const text: Check = (v) => (typeof v === 'string' ? null : 'text');
-const isMap = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v) && !ArrayBuffer.isView(v);
-const listOf = (each: Check, what: string): Check => (v) => (Array.isArray(v) && v.every((x) => each(x) === null) ? null : `a list of ${what}`);
-const fields = (spec: Record<string, Check>): Check => (v) => {
-  if (!isMap(v)) return 'a map';
-  for (const [k, check] of Object.entries(spec)) {
-    const problem = check(v[k]);
-    if (problem) return `a map whose ${k} is ${problem}`;
-  }
-  return null;
-};
+const isMap = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) && !ArrayBuffer.isView(v);
+const listOf =
+  (each: Check, what: string): Check =>
+  (v) =>
+    Array.isArray(v) && v.every((x) => each(x) === null) ? null : `a list of ${what}`;
+const fields =
+  (spec: Record<string, Check>): Check =>
+  (v) => {
+    if (!isMap(v)) return 'a map';
+    for (const [k, check] of Object.entries(spec)) {
+      const problem = check(v[k]);
+      if (problem) return `a map whose ${k} is ${problem}`;
+    }
+    return null;
+  };
 
 /** What keeps `v` from being a stage snapshot (a report's, or a checkpoint's stage file), or null. */
 export function snapshotProblem(v: unknown): string | null {
-  if (!isMap(v) || !isMap(v.params) || !Array.isArray(v.optimizer)) return 'not a map of params (a map) and optimizer (a list)';
-  for (const [k, p] of Object.entries(v.params)) if (!(p instanceof Float32Array)) return `parameter ${JSON.stringify(k.slice(0, 80))} is not a float32 array`;
+  if (!isMap(v) || !isMap(v.params) || !Array.isArray(v.optimizer))
+    return 'not a map of params (a map) and optimizer (a list)';
+  for (const [k, p] of Object.entries(v.params))
+    if (!(p instanceof Float32Array)) return `parameter ${JSON.stringify(k.slice(0, 80))} is not a float32 array`;
   return null;
 }
 
@@ -39,9 +47,14 @@ const SNAPSHOT: Check = (v) => {
 const FIELDS: Record<string, Check> = {
   peakInflight: count,
   store: fields({
-    updates: count, inflightBound: count, delay: amount,
+    updates: count,
+    inflightBound: count,
+    delay: amount,
     staleness: fields({ mean: finite, max: finite, count }),
-    stalenessByUpdate: listOf(finite, 'finite numbers'), extraStateBytes: amount, optimizerBytes: amount, consistency: text,
+    stalenessByUpdate: listOf(finite, 'finite numbers'),
+    extraStateBytes: amount,
+    optimizerBytes: amount,
+    consistency: text,
   }),
   snapshot: SNAPSHOT,
   loss: number,

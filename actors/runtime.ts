@@ -28,7 +28,10 @@ export class ActorRuntime {
   /** Called on every actor failure (a job fails fast instead of stalling). */
   onFailure: ((f: ActorFailure) => void) | null = null;
 
-  constructor(readonly clock: Clock, name = 'baton') {
+  constructor(
+    readonly clock: Clock,
+    name = 'baton',
+  ) {
     this.system = start(`${name}-${++systems}`);
     this.virtual = clock instanceof VirtualClock ? clock : null;
   }
@@ -77,11 +80,17 @@ export class ActorRuntime {
   /** Ask an actor something; `make` builds the message around the reply address. */
   async ask<M, R>(to: ActorRef<M>, make: (reply: (r: R) => void) => M, timeoutMs = 5000): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`actor ${to.name} did not answer within ${timeoutMs} ms`)), timeoutMs);
-      this.send(to, make((r) => {
-        clearTimeout(timer);
-        resolve(r);
-      }));
+      const timer = setTimeout(
+        () => reject(new Error(`actor ${to.name} did not answer within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      this.send(
+        to,
+        make((r) => {
+          clearTimeout(timer);
+          resolve(r);
+        }),
+      );
     });
   }
 
@@ -96,5 +105,3 @@ export class ActorRuntime {
     this.clock.clearAll();
   }
 }
-
-

@@ -17,8 +17,21 @@ import { ActorRef, ActorRuntime } from './runtime';
 import { EventSink } from './events';
 
 export type SenderMsg =
-  | { readonly type: 'output'; readonly iteration: number; readonly task: Task; readonly kind: 'activation' | 'gradient'; readonly dst: number; readonly dstChunk: number; readonly tensors?: readonly TensorPayload[] }
-  | { readonly type: 'report'; readonly iteration: number; readonly peakInflight: number; readonly body?: Record<string, unknown> };
+  | {
+      readonly type: 'output';
+      readonly iteration: number;
+      readonly task: Task;
+      readonly kind: 'activation' | 'gradient';
+      readonly dst: number;
+      readonly dstChunk: number;
+      readonly tensors?: readonly TensorPayload[];
+    }
+  | {
+      readonly type: 'report';
+      readonly iteration: number;
+      readonly peakInflight: number;
+      readonly body?: Record<string, unknown>;
+    };
 
 export interface CommModel {
   comm(iteration: number, stage: number, t: Task): number;
@@ -49,9 +62,21 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
     const seq = state.seq++;
     if (msg.type === 'report') {
       const data = encodeEnvelope({
-        v: ENVELOPE_VERSION, job, kind: 'report', iteration: msg.iteration, mb: -1, chunk: -1, dir: 'control',
-        src: stage, dst: -1, seq, sentAt: now, bytes: 0, tensors: [],
-        body: { peakInflight: msg.peakInflight, ...(msg.body ?? {}) }, ...launch,
+        v: ENVELOPE_VERSION,
+        job,
+        kind: 'report',
+        iteration: msg.iteration,
+        mb: -1,
+        chunk: -1,
+        dir: 'control',
+        src: stage,
+        dst: -1,
+        seq,
+        sentAt: now,
+        bytes: 0,
+        tensors: [],
+        body: { peakInflight: msg.peakInflight, ...(msg.body ?? {}) },
+        ...launch,
       });
       bus.publish(subject(job, 'report'), data);
       return state;
@@ -62,11 +87,35 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
     const bytes = tensorBytes > 0 ? tensorBytes : comm.messageBytes(stage, t);
     const commMs = comm.comm(msg.iteration, stage, t);
     const data = encodeEnvelope({
-      v: ENVELOPE_VERSION, job, kind: msg.kind, iteration: msg.iteration, mb: t.mb, chunk: msg.dstChunk,
-      dir: msg.kind === 'activation' ? 'forward' : 'backward', src: stage, dst: msg.dst, seq, sentAt: now,
-      ...(commMs > 0 ? { commMs } : {}), bytes, tensors: msg.tensors ?? [], ...launch,
+      v: ENVELOPE_VERSION,
+      job,
+      kind: msg.kind,
+      iteration: msg.iteration,
+      mb: t.mb,
+      chunk: msg.dstChunk,
+      dir: msg.kind === 'activation' ? 'forward' : 'backward',
+      src: stage,
+      dst: msg.dst,
+      seq,
+      sentAt: now,
+      ...(commMs > 0 ? { commMs } : {}),
+      bytes,
+      tensors: msg.tensors ?? [],
+      ...launch,
     });
-    sink({ type: 'send', t: now, stage, iteration: msg.iteration, kind: msg.kind, mb: t.mb, chunk: msg.dstChunk, dst: msg.dst, seq, bytes, ...(clock.kind === 'real' ? { cpuMs: performance.now() - c0 } : {}) });
+    sink({
+      type: 'send',
+      t: now,
+      stage,
+      iteration: msg.iteration,
+      kind: msg.kind,
+      mb: t.mb,
+      chunk: msg.dstChunk,
+      dst: msg.dst,
+      seq,
+      bytes,
+      ...(clock.kind === 'real' ? { cpuMs: performance.now() - c0 } : {}),
+    });
     // A refused publish (e.g. a tensor over the server's max_payload) fails the job clearly.
     try {
       bus.publish(subject(job, msg.kind, msg.dst), data);

@@ -10,8 +10,16 @@
 
 import { HintPolicy, StageContext } from '../policies/hint';
 import {
-  PipelineShape, Task, backwardSuccessor, forwardSuccessor, formatTask, isLossStage,
-  kindsOf, task, taskIndex, taskProblem,
+  PipelineShape,
+  Task,
+  backwardSuccessor,
+  forwardSuccessor,
+  formatTask,
+  isLossStage,
+  kindsOf,
+  task,
+  taskIndex,
+  taskProblem,
 } from '../policies/task';
 import { quoteValue } from '../transport/codec';
 import { TensorPayload } from '../transport/envelope';
@@ -19,7 +27,11 @@ import { BatonEvent, ReceiveEvent } from './events';
 import { ReadySet } from './ready-set';
 
 /** The arbiter: hint policy wrapped with backpressure (see policies/backpressure.ts). */
-export type Arbiter = (ready: ReadySet, memo: unknown, ctx: StageContext) => { task: Task | null; backpressure: boolean };
+export type Arbiter = (
+  ready: ReadySet,
+  memo: unknown,
+  ctx: StageContext,
+) => { task: Task | null; backpressure: boolean };
 
 export interface StageSetup {
   readonly stage: number;
@@ -40,16 +52,48 @@ export interface StageSetup {
 
 export type StageMsg =
   | { readonly type: 'start'; readonly iteration: number }
-  | { readonly type: 'input'; readonly iteration: number; readonly mb: number; readonly chunk: number; readonly tensors?: readonly TensorPayload[]; readonly receipt?: ReceiveEvent }
-  | { readonly type: 'grad'; readonly iteration: number; readonly mb: number; readonly chunk: number; readonly tensors?: readonly TensorPayload[]; readonly receipt?: ReceiveEvent }
-  | { readonly type: 'done'; readonly iteration: number; readonly task: Task; readonly tensors?: readonly TensorPayload[] }
+  | {
+      readonly type: 'input';
+      readonly iteration: number;
+      readonly mb: number;
+      readonly chunk: number;
+      readonly tensors?: readonly TensorPayload[];
+      readonly receipt?: ReceiveEvent;
+    }
+  | {
+      readonly type: 'grad';
+      readonly iteration: number;
+      readonly mb: number;
+      readonly chunk: number;
+      readonly tensors?: readonly TensorPayload[];
+      readonly receipt?: ReceiveEvent;
+    }
+  | {
+      readonly type: 'done';
+      readonly iteration: number;
+      readonly task: Task;
+      readonly tensors?: readonly TensorPayload[];
+    }
   /** Arbitrate now (with settleBeforeArbitration, after an 'arbitrate-later'). */
   | { readonly type: 'arbitrate' };
 
 export type StageEffect =
   | { readonly type: 'run'; readonly iteration: number; readonly task: Task }
-  | { readonly type: 'send'; readonly iteration: number; readonly task: Task; readonly kind: 'activation' | 'gradient'; readonly dst: number; readonly dstChunk: number }
-  | { readonly type: 'local'; readonly iteration: number; readonly task: Task; readonly kind: 'input' | 'grad'; readonly dstChunk: number }
+  | {
+      readonly type: 'send';
+      readonly iteration: number;
+      readonly task: Task;
+      readonly kind: 'activation' | 'gradient';
+      readonly dst: number;
+      readonly dstChunk: number;
+    }
+  | {
+      readonly type: 'local';
+      readonly iteration: number;
+      readonly task: Task;
+      readonly kind: 'input' | 'grad';
+      readonly dstChunk: number;
+    }
   | { readonly type: 'finished'; readonly iteration: number; readonly peakInflight: number }
   /** Send 'arbitrate' once what is due at this instant has arrived (settleBeforeArbitration). */
   | { readonly type: 'arbitrate-later' }
@@ -94,7 +138,16 @@ export interface StageState {
 }
 
 export function initialStageState(setup: StageSetup): StageState {
-  return { setup, current: null, running: null, inflight: 0, peakInflight: 0, early: [], finished: [], arbitrationAsked: false };
+  return {
+    setup,
+    current: null,
+    running: null,
+    inflight: 0,
+    peakInflight: 0,
+    early: [],
+    finished: [],
+    arbitrationAsked: false,
+  };
 }
 
 /** A snapshot for diagnostics (deadlock errors, status queries). */
@@ -126,8 +179,12 @@ export function stageStatus(s: StageState): StageStatus {
         const b = task('B', j, c);
         if (!it.done[taskIndex(f, shape)] && !it.inputs[c * shape.microbatches + j])
           waitingFor.push(`${formatTask(f)} (input)`);
-        else if (it.done[taskIndex(f, shape)] && !it.done[taskIndex(b, shape)] && !it.grads[c * shape.microbatches + j]
-          && !isLossStage(s.setup.stage, c, shape))
+        else if (
+          it.done[taskIndex(f, shape)] &&
+          !it.done[taskIndex(b, shape)] &&
+          !it.grads[c * shape.microbatches + j] &&
+          !isLossStage(s.setup.stage, c, shape)
+        )
           waitingFor.push(`${formatTask(b)} (gradient)`);
       }
   }
@@ -182,8 +239,17 @@ function startIteration(s: StageState, iteration: number, now: number, fx: Stage
 
 function checkInShape(s: StageState, kind: 'input' | 'grad', mb: number, chunk: number): void {
   const shape = s.setup.shape;
-  if (!Number.isInteger(mb) || mb < 0 || mb >= shape.microbatches || !Number.isInteger(chunk) || chunk < 0 || chunk >= shape.chunks)
-    throw new StageProtocolError(`stage ${s.setup.stage}: ${kind} for microbatch ${mb} chunk ${chunk} is outside M=${shape.microbatches}, V=${shape.chunks}`);
+  if (
+    !Number.isInteger(mb) ||
+    mb < 0 ||
+    mb >= shape.microbatches ||
+    !Number.isInteger(chunk) ||
+    chunk < 0 ||
+    chunk >= shape.chunks
+  )
+    throw new StageProtocolError(
+      `stage ${s.setup.stage}: ${kind} for microbatch ${mb} chunk ${chunk} is outside M=${shape.microbatches}, V=${shape.chunks}`,
+    );
 }
 
 /** Mark an arrival (checked against the shape when it came) of a forward input or a gradient; a duplicate is a protocol error. */
@@ -191,13 +257,21 @@ function arrive(s: StageState, it: IterationState, kind: 'input' | 'grad', mb: n
   const shape = s.setup.shape;
   const slot = chunk * shape.microbatches + mb;
   if (kind === 'input') {
-    if (it.inputs[slot]) throw new StageProtocolError(`stage ${s.setup.stage}: duplicate input for ${formatTask(task('F', mb, chunk))} in iteration ${it.iteration}`);
+    if (it.inputs[slot])
+      throw new StageProtocolError(
+        `stage ${s.setup.stage}: duplicate input for ${formatTask(task('F', mb, chunk))} in iteration ${it.iteration}`,
+      );
     it.inputs[slot] = 1;
     it.ready.add(task('F', mb, chunk));
   } else {
     if (isLossStage(s.setup.stage, chunk, shape))
-      throw new StageProtocolError(`stage ${s.setup.stage}: gradient for ${formatTask(task('B', mb, chunk))} at the loss stage, which makes its own`);
-    if (it.grads[slot]) throw new StageProtocolError(`stage ${s.setup.stage}: duplicate gradient for ${formatTask(task('B', mb, chunk))} in iteration ${it.iteration}`);
+      throw new StageProtocolError(
+        `stage ${s.setup.stage}: gradient for ${formatTask(task('B', mb, chunk))} at the loss stage, which makes its own`,
+      );
+    if (it.grads[slot])
+      throw new StageProtocolError(
+        `stage ${s.setup.stage}: duplicate gradient for ${formatTask(task('B', mb, chunk))} in iteration ${it.iteration}`,
+      );
     it.grads[slot] = 1;
     if (it.done[taskIndex(task('F', mb, chunk), shape)]) it.ready.add(task('B', mb, chunk));
   }
@@ -208,8 +282,12 @@ function complete(s: StageState, it: IterationState, t: Task, now: number, fx: S
   it.done[taskIndex(t, shape)] = 1;
   it.remaining--;
   it.ranOfMb[t.mb]++;
-  while (it.firstUnfinished < shape.microbatches && it.ranOfMb[it.firstUnfinished] === it.tasksPerMb) it.firstUnfinished++;
-  fx.push({ type: 'event', event: { type: 'task-end', t: now, stage, iteration: it.iteration, kind: t.kind, mb: t.mb, chunk: t.chunk } });
+  while (it.firstUnfinished < shape.microbatches && it.ranOfMb[it.firstUnfinished] === it.tasksPerMb)
+    it.firstUnfinished++;
+  fx.push({
+    type: 'event',
+    event: { type: 'task-end', t: now, stage, iteration: it.iteration, kind: t.kind, mb: t.mb, chunk: t.chunk },
+  });
   const slot = t.chunk * shape.microbatches + t.mb;
   if (t.kind === 'F') {
     const next = forwardSuccessor(stage, t.chunk, shape);
@@ -217,8 +295,15 @@ function complete(s: StageState, it: IterationState, t: Task, now: number, fx: S
     else if (next.stage === stage) {
       arrive(s, it, 'input', t.mb, next.chunk);
       fx.push({ type: 'local', iteration: it.iteration, task: t, kind: 'input', dstChunk: next.chunk });
-    }
-    else fx.push({ type: 'send', iteration: it.iteration, task: t, kind: 'activation', dst: next.stage, dstChunk: next.chunk });
+    } else
+      fx.push({
+        type: 'send',
+        iteration: it.iteration,
+        task: t,
+        kind: 'activation',
+        dst: next.stage,
+        dstChunk: next.chunk,
+      });
     if (it.grads[slot]) it.ready.add(task('B', t.mb, t.chunk));
   } else if (t.kind === 'B') {
     const prev = backwardSuccessor(stage, t.chunk, shape);
@@ -226,8 +311,15 @@ function complete(s: StageState, it: IterationState, t: Task, now: number, fx: S
       if (prev.stage === stage) {
         arrive(s, it, 'grad', t.mb, prev.chunk);
         fx.push({ type: 'local', iteration: it.iteration, task: t, kind: 'grad', dstChunk: prev.chunk });
-      }
-      else fx.push({ type: 'send', iteration: it.iteration, task: t, kind: 'gradient', dst: prev.stage, dstChunk: prev.chunk });
+      } else
+        fx.push({
+          type: 'send',
+          iteration: it.iteration,
+          task: t,
+          kind: 'gradient',
+          dst: prev.stage,
+          dstChunk: prev.chunk,
+        });
     }
     if (shape.splitBackward) it.ready.add(task('W', t.mb, t.chunk));
     else s.inflight--;
@@ -258,10 +350,14 @@ function arbitrate(s: StageState, now: number, fx: StageEffect[]): void {
   // task's), and copied, so the policy's object is not the one the stage runs and records.
   const problem = taskProblem(choice, s.setup.shape);
   if (problem !== null)
-    throw new PolicyError(`stage ${stage}: policy ${policy.name} returned ${quoteValue(choice)}, which is not a task of this pipeline (${problem}); a policy returns a ready task or null to wait`);
+    throw new PolicyError(
+      `stage ${stage}: policy ${policy.name} returned ${quoteValue(choice)}, which is not a task of this pipeline (${problem}); a policy returns a ready task or null to wait`,
+    );
   const pick = task(choice.kind, choice.mb, choice.chunk);
   if (!it.ready.has(pick))
-    throw new PolicyError(`stage ${stage}: policy ${policy.name} picked ${formatTask(pick)}, which is not ready (ready: ${[...it.ready.B, ...it.ready.F, ...it.ready.W].map(formatTask).join(' ') || 'none'})`);
+    throw new PolicyError(
+      `stage ${stage}: policy ${policy.name} picked ${formatTask(pick)}, which is not ready (ready: ${[...it.ready.B, ...it.ready.F, ...it.ready.W].map(formatTask).join(' ') || 'none'})`,
+    );
   it.ready.remove(pick);
   it.memo = policy.advance(it.memo, pick, ctx);
   if (pick.kind === 'F') {
@@ -270,11 +366,28 @@ function arbitrate(s: StageState, now: number, fx: StageEffect[]): void {
   }
   if (it.idleSince !== null) {
     const ms = now - it.idleSince;
-    if (ms > 0) fx.push({ type: 'event', event: { type: 'wait', t: it.idleSince, stage, iteration: it.iteration, ms, reason: it.idleReason } });
+    if (ms > 0)
+      fx.push({
+        type: 'event',
+        event: { type: 'wait', t: it.idleSince, stage, iteration: it.iteration, ms, reason: it.idleReason },
+      });
     it.idleSince = null;
   }
   s.running = { iteration: it.iteration, task: pick };
-  fx.push({ type: 'event', event: { type: 'task-start', t: now, stage, iteration: it.iteration, kind: pick.kind, mb: pick.mb, chunk: pick.chunk, inflight: s.inflight, backpressure } });
+  fx.push({
+    type: 'event',
+    event: {
+      type: 'task-start',
+      t: now,
+      stage,
+      iteration: it.iteration,
+      kind: pick.kind,
+      mb: pick.mb,
+      chunk: pick.chunk,
+      inflight: s.inflight,
+      backpressure,
+    },
+  });
   fx.push({ type: 'run', iteration: it.iteration, task: pick });
 }
 
@@ -285,7 +398,9 @@ export function stageStep(s: StageState, msg: StageMsg, now: number): StageEffec
   switch (msg.type) {
     case 'start': {
       if (s.current && s.current.remaining > 0)
-        throw new StageProtocolError(`stage ${stage}: start of iteration ${msg.iteration} while iteration ${s.current.iteration} has ${s.current.remaining} tasks left`);
+        throw new StageProtocolError(
+          `stage ${stage}: start of iteration ${msg.iteration} while iteration ${s.current.iteration} has ${s.current.remaining} tasks left`,
+        );
       // Iterations start in order, each once: a replayed or forged start would strand the stage.
       const next = s.current ? s.current.iteration + 1 : s.setup.firstIteration;
       if (next !== undefined && msg.iteration !== next)
@@ -302,18 +417,30 @@ export function stageStep(s: StageState, msg: StageMsg, now: number): StageEffec
       checkInShape(s, msg.type, msg.mb, msg.chunk);
       if (!s.current || msg.iteration !== s.current.iteration) {
         if (s.current && msg.iteration < s.current.iteration)
-          throw new StageProtocolError(`stage ${stage}: ${msg.type} for finished iteration ${msg.iteration} (current ${s.current.iteration})`);
+          throw new StageProtocolError(
+            `stage ${stage}: ${msg.type} for finished iteration ${msg.iteration} (current ${s.current.iteration})`,
+          );
         // Peers run at most one iteration ahead (the next starts once every stage has reported),
         // and before this stage's first start only that first iteration can have begun.
         if (s.current && msg.iteration > s.current.iteration + 1)
-          throw new StageProtocolError(`stage ${stage}: ${msg.type} for iteration ${msg.iteration}, more than one ahead of the current ${s.current.iteration}`);
+          throw new StageProtocolError(
+            `stage ${stage}: ${msg.type} for iteration ${msg.iteration}, more than one ahead of the current ${s.current.iteration}`,
+          );
         const first = s.setup.firstIteration ?? (s.early[0] as { iteration?: number } | undefined)?.iteration;
         if (!s.current && first !== undefined && msg.iteration !== first)
-          throw new StageProtocolError(`stage ${stage}: ${msg.type} for iteration ${msg.iteration} before the first, ${first}, has started`);
+          throw new StageProtocolError(
+            `stage ${stage}: ${msg.type} for iteration ${msg.iteration} before the first, ${first}, has started`,
+          );
         // A duplicate is refused now, before the stage records its receipt or takes its tensors
         // (and so what waits is at most one iteration's worth).
-        if (s.early.some((m) => m.type === msg.type && m.iteration === msg.iteration && m.mb === msg.mb && m.chunk === msg.chunk))
-          throw new StageProtocolError(`stage ${stage}: duplicate ${msg.type} for ${msg.type === 'input' ? 'F' : 'B'}${msg.mb} of iteration ${msg.iteration} before its start`);
+        if (
+          s.early.some(
+            (m) => m.type === msg.type && m.iteration === msg.iteration && m.mb === msg.mb && m.chunk === msg.chunk,
+          )
+        )
+          throw new StageProtocolError(
+            `stage ${stage}: duplicate ${msg.type} for ${msg.type === 'input' ? 'F' : 'B'}${msg.mb} of iteration ${msg.iteration} before its start`,
+          );
         s.early.push(msg);
         return fx;
       }
@@ -324,8 +451,16 @@ export function stageStep(s: StageState, msg: StageMsg, now: number): StageEffec
       break;
     case 'done': {
       const r = s.running;
-      if (!r || r.iteration !== msg.iteration || r.task.kind !== msg.task.kind || r.task.mb !== msg.task.mb || r.task.chunk !== msg.task.chunk)
-        throw new StageProtocolError(`stage ${stage}: completion of ${formatTask(msg.task)} (iteration ${msg.iteration}) but running ${r ? formatTask(r.task) : 'nothing'}`);
+      if (
+        !r ||
+        r.iteration !== msg.iteration ||
+        r.task.kind !== msg.task.kind ||
+        r.task.mb !== msg.task.mb ||
+        r.task.chunk !== msg.task.chunk
+      )
+        throw new StageProtocolError(
+          `stage ${stage}: completion of ${formatTask(msg.task)} (iteration ${msg.iteration}) but running ${r ? formatTask(r.task) : 'nothing'}`,
+        );
       s.running = null;
       complete(s, s.current!, msg.task, now, fx);
       break;

@@ -8,7 +8,16 @@ import { TensorPayload } from '../transport/envelope';
 import { ActorRuntime, ActorRef } from './runtime';
 import { StageCompute } from './compute';
 import { EventSink } from './events';
-import { StageMsg, StageProtocolError, StageSetup, StageState, StageStatus, initialStageState, stageStatus, stageStep } from './stage-logic';
+import {
+  StageMsg,
+  StageProtocolError,
+  StageSetup,
+  StageState,
+  StageStatus,
+  initialStageState,
+  stageStatus,
+  stageStep,
+} from './stage-logic';
 import { SenderMsg } from './sender';
 
 export type StageActorMsg = StageMsg | { readonly type: 'status'; readonly reply: (s: StageStatus) => void };
@@ -47,10 +56,13 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
       compute.run(iteration, task, done, startedAt);
       return;
     }
-    runtime.hold(nextTurn().then(() => w.outboundWritten?.()))
-      .then(() => compute.run(iteration, task, (tensors) => {
-        void runtime.hold(nextTurn().then(nextTurn)).then(() => done(tensors));
-      }))
+    runtime
+      .hold(nextTurn().then(() => w.outboundWritten?.()))
+      .then(() =>
+        compute.run(iteration, task, (tensors) => {
+          void runtime.hold(nextTurn().then(nextTurn)).then(() => done(tensors));
+        }),
+      )
       .catch((err) => runtime.fail(`stage-${setup.stage}`, err));
   };
   const initial: StageActorState = { logic: initialStageState(setup), outputs: new Map() };
@@ -59,13 +71,14 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
       msg.reply(stageStatus(state.logic));
       return state;
     }
-    const iteration = msg.type === 'arbitrate' ? state.logic.current?.iteration ?? -1 : msg.iteration;
+    const iteration = msg.type === 'arbitrate' ? (state.logic.current?.iteration ?? -1) : msg.iteration;
     const now = clock.now();
     const arrival = msg.type === 'input' || msg.type === 'grad' ? msg : null;
     let effects;
     try {
       // Checked before stageStep counts the arrival: a bad message leaves the stage as it was.
-      if (arrival && compute.checkArrival) compute.checkArrival(arrival.type, arrival.mb, arrival.chunk, arrival.tensors ?? []);
+      if (arrival && compute.checkArrival)
+        compute.checkArrival(arrival.type, arrival.mb, arrival.chunk, arrival.tensors ?? []);
       effects = stageStep(state.logic, msg, now);
     } catch (err) {
       if (!(err instanceof StageProtocolError) && (err as Error).name !== 'TrainingComputeError') throw err;
@@ -74,8 +87,10 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
     }
     // The run's record shows the arrivals the stage took, not the ones it refused.
     if (arrival?.receipt) sink(arrival.receipt);
-    if (arrival && arrival.tensors && compute.accept) compute.accept(iteration, arrival.type, arrival.mb, arrival.chunk, arrival.tensors);
-    if (msg.type === 'done' && msg.tensors && msg.tensors.length > 0) state.outputs.set(`${msg.iteration}|${formatTask(msg.task)}`, msg.tensors);
+    if (arrival && arrival.tensors && compute.accept)
+      compute.accept(iteration, arrival.type, arrival.mb, arrival.chunk, arrival.tensors);
+    if (msg.type === 'done' && msg.tensors && msg.tensors.length > 0)
+      state.outputs.set(`${msg.iteration}|${formatTask(msg.task)}`, msg.tensors);
     const runs: { iteration: number; task: Task }[] = [];
     for (const fx of effects) {
       switch (fx.type) {
@@ -94,7 +109,15 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
           const k = `${fx.iteration}|${formatTask(fx.task)}`;
           const tensors = state.outputs.get(k);
           state.outputs.delete(k);
-          runtime.send(sender, { type: 'output', iteration: fx.iteration, task: fx.task, kind: fx.kind, dst: fx.dst, dstChunk: fx.dstChunk, tensors });
+          runtime.send(sender, {
+            type: 'output',
+            iteration: fx.iteration,
+            task: fx.task,
+            kind: fx.kind,
+            dst: fx.dst,
+            dstChunk: fx.dstChunk,
+            tensors,
+          });
           break;
         }
         case 'finished': {

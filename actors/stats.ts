@@ -36,7 +36,12 @@ export function eventsByIteration(events: readonly BatonEvent[]): Map<number, Ba
   return out;
 }
 
-export function iterationStats(rec: IterationRecord, events: readonly BatonEvent[], stages: number, lowerBound: number): IterationStats {
+export function iterationStats(
+  rec: IterationRecord,
+  events: readonly BatonEvent[],
+  stages: number,
+  lowerBound: number,
+): IterationStats {
   const busy = new Array<number>(stages).fill(0);
   const wait: Record<string, number>[] = Array.from({ length: stages }, () => ({}));
   const messaging = new Array<number>(stages).fill(0);
@@ -68,7 +73,11 @@ export function iterationStats(rec: IterationRecord, events: readonly BatonEvent
  * Tasks, messages, bytes and peak in-flight forwards of the iterations `measured` counts
  * (the warm-up left out); rejections of the whole run, as a bad message belongs to none.
  */
-export function totals(events: readonly BatonEvent[], stages: number, measured: (iteration: number) => boolean = () => true): StageTotals {
+export function totals(
+  events: readonly BatonEvent[],
+  stages: number,
+  measured: (iteration: number) => boolean = () => true,
+): StageTotals {
   const peak = new Array<number>(stages).fill(0);
   let tasks = 0;
   let messages = 0;

@@ -48,7 +48,12 @@ const key = (it: number, mb: number, chunk: number) => `${it}|${mb}|${chunk}`;
  * The stage modules of `stage`, one per chunk, partitioned the same way in every
  * process; balanced for backward passes that recompute their forward or not.
  */
-export function stageModules(stage: number, shape: PipelineShape, train: TrainConfig, recomputedForward: boolean): StageModule[] {
+export function stageModules(
+  stage: number,
+  shape: PipelineShape,
+  train: TrainConfig,
+  recomputedForward: boolean,
+): StageModule[] {
   const spec = modelSpecFor(train, corpusFor(train).vocabSize);
   const plan = planPartition(spec, { stages: shape.stages, chunks: shape.chunks, recomputedForward });
   return Array.from({ length: shape.chunks }, (_, c) => buildStage(spec, plan, virtualStage(stage, c, shape)));
@@ -59,17 +64,35 @@ export function stageModules(stage: number, shape: PipelineShape, train: TrainCo
  * hidden shape. The first virtual stage's input is only the signal that its microbatch
  * is available (it reads the tokens itself), so it carries no tensor.
  */
-export function checkReceived(stage: number, kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[], hidden: readonly number[]): void {
+export function checkReceived(
+  stage: number,
+  kind: 'input' | 'grad',
+  mb: number,
+  chunk: number,
+  tensors: readonly TensorPayload[],
+  hidden: readonly number[],
+): void {
   if (kind === 'input' && stage === 0 && chunk === 0) {
-    if (tensors.length > 0) throw new TrainingComputeError(`stage 0: the data signal for microbatch ${mb} carries ${tensors.length} tensors, expected none`);
+    if (tensors.length > 0)
+      throw new TrainingComputeError(
+        `stage 0: the data signal for microbatch ${mb} carries ${tensors.length} tensors, expected none`,
+      );
     return;
   }
   const what = kind === 'input' ? 'activation' : 'gradient';
-  if (tensors.length !== 1) throw new TrainingComputeError(`stage ${stage}: ${what} for microbatch ${mb} carries ${tensors.length} tensors, expected 1`);
+  if (tensors.length !== 1)
+    throw new TrainingComputeError(
+      `stage ${stage}: ${what} for microbatch ${mb} carries ${tensors.length} tensors, expected 1`,
+    );
   const p = tensors[0];
-  if (p.dtype !== 'float32') throw new TrainingComputeError(`stage ${stage}: ${what} for microbatch ${mb} has dtype ${p.dtype}, expected float32`);
+  if (p.dtype !== 'float32')
+    throw new TrainingComputeError(
+      `stage ${stage}: ${what} for microbatch ${mb} has dtype ${p.dtype}, expected float32`,
+    );
   if (p.shape.length !== hidden.length || p.shape.some((d, i) => d !== hidden[i]))
-    throw new TrainingComputeError(`stage ${stage}: ${what} for microbatch ${mb} has shape [${p.shape.join(',')}], expected [${hidden.join(',')}]`);
+    throw new TrainingComputeError(
+      `stage ${stage}: ${what} for microbatch ${mb} has shape [${p.shape.join(',')}], expected [${hidden.join(',')}]`,
+    );
 }
 
 /** Envelope fields, CBOR framing, parameter names and report fields around the tensor data: generous. */
@@ -109,8 +132,12 @@ export class TrainingCompute implements StageCompute {
   ) {
     this.corpus = corpusFor(train);
     this.hidden = hiddenShapeFor(train, this.corpus.vocabSize);
-    this.chunks = stageModules(stage, shape, train, false).map((module) =>
-      ({ module, names: module.paramNames(), optimizer: new AdamW(paramInfos(module), { weightDecay: train.weightDecay }), sum: null }));
+    this.chunks = stageModules(stage, shape, train, false).map((module) => ({
+      module,
+      names: module.paramNames(),
+      optimizer: new AdamW(paramInfos(module), { weightDecay: train.weightDecay }),
+      sum: null,
+    }));
     this.step = train.startIteration;
     if (resume) this.restore(resume);
   }
@@ -123,12 +150,21 @@ export class TrainingCompute implements StageCompute {
     const params = this.chunks.reduce((n, c) => n + c.module.params().reduce((m, v) => m + v.size, 0), 0);
     return [
       { what: 'an activation or gradient message', bytes: tensorMessageBytes(this.hidden) },
-      { what: 'the report carrying its parameters and AdamW moments (final, and every checkpoint)', bytes: 3 * 4 * params + MESSAGE_ALLOWANCE },
+      {
+        what: 'the report carrying its parameters and AdamW moments (final, and every checkpoint)',
+        bytes: 3 * 4 * params + MESSAGE_ALLOWANCE,
+      },
     ];
   }
 
   /** Tensors that arrived with a message (checked by checkArrival): activations for F, gradients for B. */
-  accept(iteration: number, kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[]): void {
+  accept(
+    iteration: number,
+    kind: 'input' | 'grad',
+    mb: number,
+    chunk: number,
+    tensors: readonly TensorPayload[],
+  ): void {
     const map = kind === 'input' ? this.received : this.grads;
     map.get(key(iteration, mb, chunk))?.dispose();
     map.set(key(iteration, mb, chunk), fromPayload(tensors[0]));
@@ -149,9 +185,10 @@ export class TrainingCompute implements StageCompute {
   private forward(iteration: number, t: Task): TensorPayload[] {
     const k = key(iteration, t.mb, t.chunk);
     const c = this.chunks[t.chunk];
-    const x = this.stage === 0 && t.chunk === 0
-      ? tf.tensor(batchFor(this.train, this.corpus, 'train', iteration, t.mb).inputs, this.inputShape(), 'int32')
-      : this.take(this.received, k, 'input activation');
+    const x =
+      this.stage === 0 && t.chunk === 0
+        ? tf.tensor(batchFor(this.train, this.corpus, 'train', iteration, t.mb).inputs, this.inputShape(), 'int32')
+        : this.take(this.received, k, 'input activation');
     this.saved.set(k, x);
     if (c.module.isLast) return [];
     const kept = c.module.forwardKeepingActivations(x);
@@ -180,9 +217,11 @@ export class TrainingCompute implements StageCompute {
     const k = key(iteration, t.mb, t.chunk);
     const last = isLossStage(this.stage, t.chunk, this.shape);
     const x = this.saved.get(k);
-    if (!x) throw new TrainingComputeError(`stage ${this.stage}: ${t.kind}${t.mb}@${t.chunk} without its forward input`);
-    const dy = last ? null : this.grads.get(k) ?? null;
-    if (!last && !dy) throw new TrainingComputeError(`stage ${this.stage}: ${t.kind}${t.mb}@${t.chunk} without its output gradient`);
+    if (!x)
+      throw new TrainingComputeError(`stage ${this.stage}: ${t.kind}${t.mb}@${t.chunk} without its forward input`);
+    const dy = last ? null : (this.grads.get(k) ?? null);
+    if (!last && !dy)
+      throw new TrainingComputeError(`stage ${this.stage}: ${t.kind}${t.mb}@${t.chunk} without its output gradient`);
     const kept = this.kept.get(k);
     this.kept.delete(k);
     const targets = last ? this.targets(iteration, t.mb) : undefined;
@@ -190,7 +229,8 @@ export class TrainingCompute implements StageCompute {
   }
 
   private backward(iteration: number, t: Task): TensorPayload[] {
-    if (this.shape.splitBackward) return t.kind === 'B' ? this.backwardInput(iteration, t) : this.backwardWeights(iteration, t);
+    if (this.shape.splitBackward)
+      return t.kind === 'B' ? this.backwardInput(iteration, t) : this.backwardWeights(iteration, t);
     const { k, c, x, dy, kept, targets, lossScale } = this.backwardOperands(iteration, t);
     const res = c.module.backward(x, dy, { targets, lossScale, kept });
     targets?.dispose();
@@ -243,8 +283,15 @@ export class TrainingCompute implements StageCompute {
 
   private addParamGrads(c: ChunkState, mb: number, grads: tf.Tensor[]): void {
     if (grads.length === 0) return;
-    if (!c.sum) c.sum = new OrderedSum(c.module.params().map((v) => v.size), this.shape.microbatches);
-    c.sum.add(mb, grads.map((g) => readFloat32(g)));
+    if (!c.sum)
+      c.sum = new OrderedSum(
+        c.module.params().map((v) => v.size),
+        this.shape.microbatches,
+      );
+    c.sum.add(
+      mb,
+      grads.map((g) => readFloat32(g)),
+    );
     for (const g of grads) g.dispose();
   }
 
@@ -260,7 +307,14 @@ export class TrainingCompute implements StageCompute {
 
   /** The flush: one AdamW step per chunk with the microbatch-ordered sums. */
   async endIteration(iteration: number): Promise<Record<string, unknown>> {
-    const lr = lrAt({ peak: this.train.lr, warmupSteps: this.train.warmup, totalSteps: Math.max(this.train.totalIterations, this.train.warmup + 1) }, this.step + 1);
+    const lr = lrAt(
+      {
+        peak: this.train.lr,
+        warmupSteps: this.train.warmup,
+        totalSteps: Math.max(this.train.totalIterations, this.train.warmup + 1),
+      },
+      this.step + 1,
+    );
     for (const c of this.chunks) {
       if (!c.sum) throw new TrainingComputeError(`stage ${this.stage}: iteration ${iteration} ended without gradients`);
       const grads = c.sum.result();
@@ -300,12 +354,19 @@ export class TrainingCompute implements StageCompute {
     this.chunks.forEach((c, ci) => {
       c.module.params().forEach((v, i) => {
         const p = s.params[c.names[i]];
-        if (!p) throw new TrainingComputeError(`stage ${this.stage}: checkpoint lacks parameter ${c.names[i]} (${v.size} values)`);
-        if (p.length !== v.size) throw new TrainingComputeError(`stage ${this.stage}: checkpoint parameter ${c.names[i]} has ${p.length} values, this model's has ${v.size} (another corpus vocabulary or model size?)`);
+        if (!p)
+          throw new TrainingComputeError(
+            `stage ${this.stage}: checkpoint lacks parameter ${c.names[i]} (${v.size} values)`,
+          );
+        if (p.length !== v.size)
+          throw new TrainingComputeError(
+            `stage ${this.stage}: checkpoint parameter ${c.names[i]} has ${p.length} values, this model's has ${v.size} (another corpus vocabulary or model size?)`,
+          );
         assignValues(v, Float32Array.from(p));
       });
       const st = s.optimizer[ci];
-      if (!st) throw new TrainingComputeError(`stage ${this.stage}: checkpoint lacks the optimizer state of chunk ${ci}`);
+      if (!st)
+        throw new TrainingComputeError(`stage ${this.stage}: checkpoint lacks the optimizer state of chunk ${ci}`);
       c.optimizer.load(st);
     });
   }

@@ -4,15 +4,24 @@
 // (the data at the first virtual stage) received, its producers finished. Errors say where.
 
 import {
-  PipelineShape, Task, allTasks, backwardPredecessor, forwardPredecessor, formatTask, isLossStage, task,
+  PipelineShape,
+  Task,
+  allTasks,
+  backwardPredecessor,
+  forwardPredecessor,
+  formatTask,
+  isLossStage,
+  task,
 } from '../policies/task';
 import { BatonEvent, ReceiveEvent, SendEvent, TaskEndEvent, TaskStartEvent } from './events';
 
 export class ValidationError extends Error {
   override name = 'ValidationError';
   constructor(readonly problems: string[]) {
-    super(`run failed validation (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n  ${problems.slice(0, 20).join('\n  ')}` +
-      (problems.length > 20 ? `\n  … ${problems.length - 20} more` : ''));
+    super(
+      `run failed validation (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n  ${problems.slice(0, 20).join('\n  ')}` +
+        (problems.length > 20 ? `\n  … ${problems.length - 20} more` : ''),
+    );
   }
 }
 
@@ -24,10 +33,16 @@ export interface ValidateOptions {
 }
 
 type Key = string;
-const key = (it: number, stage: number, kind: string, mb: number, chunk: number): Key => `${it}|${stage}|${kind}|${mb}|${chunk}`;
+const key = (it: number, stage: number, kind: string, mb: number, chunk: number): Key =>
+  `${it}|${stage}|${kind}|${mb}|${chunk}`;
 
 /** Returns the problems found (empty when the run is valid). */
-export function validateRun(events: readonly BatonEvent[], shape: PipelineShape, iterations: number, opts: ValidateOptions = {}): string[] {
+export function validateRun(
+  events: readonly BatonEvent[],
+  shape: PipelineShape,
+  iterations: number,
+  opts: ValidateOptions = {},
+): string[] {
   const shared = opts.sharedClock ?? true;
   const problems: string[] = [];
   const starts = new Map<Key, TaskStartEvent>();
@@ -38,7 +53,10 @@ export function validateRun(events: readonly BatonEvent[], shape: PipelineShape,
     if (e.type === 'task-start' || e.type === 'task-end') {
       const k = key(e.iteration, e.stage, e.kind, e.mb, e.chunk);
       const map = e.type === 'task-start' ? starts : ends;
-      if (map.has(k)) problems.push(`stage ${e.stage}, iteration ${e.iteration}: ${formatTask(e)} ${e.type === 'task-start' ? 'started' : 'ended'} twice`);
+      if (map.has(k))
+        problems.push(
+          `stage ${e.stage}, iteration ${e.iteration}: ${formatTask(e)} ${e.type === 'task-start' ? 'started' : 'ended'} twice`,
+        );
       else (map as Map<Key, BatonEvent>).set(k, e);
     } else if (e.type === 'receive') {
       // The first arrival is the one the stage took; a later duplicate it rejected.
@@ -69,31 +87,44 @@ export function validateRun(events: readonly BatonEvent[], shape: PipelineShape,
         }
         if (en.t < st.t) problems.push(`${where}: ended at ${en.t} before it started at ${st.t}`);
         spans.push({ t, start: st.t, end: en.t });
-        problems.push(...dependencyProblems(t, s, it, st.t, shape, ends, { recvs, sends, shared }).map((p) => `${where}: ${p}`));
+        problems.push(
+          ...dependencyProblems(t, s, it, st.t, shape, ends, { recvs, sends, shared }).map((p) => `${where}: ${p}`),
+        );
       }
       spans.sort((a, b) => a.start - b.start || a.end - b.end);
       const previous = endOfPrevious[s];
       if (spans.length > 0 && previous !== undefined && spans[0].start < previous - 1e-9)
-        problems.push(`stage ${s}, iteration ${it}: ${formatTask(spans[0].t)} started at ${spans[0].start}, before iteration ${it - 1} ended at this stage (${previous})`);
+        problems.push(
+          `stage ${s}, iteration ${it}: ${formatTask(spans[0].t)} started at ${spans[0].start}, before iteration ${it - 1} ended at this stage (${previous})`,
+        );
       for (const x of spans) endOfPrevious[s] = Math.max(endOfPrevious[s] ?? -Infinity, x.end);
       for (let i = 1; i < spans.length; i++)
         if (spans[i].start < spans[i - 1].end - 1e-9)
-          problems.push(`stage ${s}, iteration ${it}: ${formatTask(spans[i].t)} started at ${spans[i].start} while ${formatTask(spans[i - 1].t)} ran until ${spans[i - 1].end}`);
+          problems.push(
+            `stage ${s}, iteration ${it}: ${formatTask(spans[i].t)} started at ${spans[i].start} while ${formatTask(spans[i - 1].t)} ran until ${spans[i - 1].end}`,
+          );
     }
   }
-  if (starts.size > expectedCount) problems.push(`${starts.size - expectedCount} task(s) ran that are not part of the pipeline shape`);
+  if (starts.size > expectedCount)
+    problems.push(`${starts.size - expectedCount} task(s) ran that are not part of the pipeline shape`);
   return problems;
 }
 
 function dependencyProblems(
-  t: Task, s: number, it: number, start: number, shape: PipelineShape,
-  ends: Map<Key, TaskEndEvent>, msgs: { recvs: Map<Key, ReceiveEvent>; sends: Map<Key, SendEvent>; shared: boolean },
+  t: Task,
+  s: number,
+  it: number,
+  start: number,
+  shape: PipelineShape,
+  ends: Map<Key, TaskEndEvent>,
+  msgs: { recvs: Map<Key, ReceiveEvent>; sends: Map<Key, SendEvent>; shared: boolean },
 ): string[] {
   const out: string[] = [];
   const needEnd = (dep: Task, stage: number, before: number, what: string) => {
     const e = ends.get(key(it, stage, dep.kind, dep.mb, dep.chunk));
     if (!e) out.push(`${what} ${formatTask(dep)} at stage ${stage} never ended`);
-    else if (e.t > before) out.push(`started at ${before} before ${what} ${formatTask(dep)} at stage ${stage} ended (${e.t})`);
+    else if (e.t > before)
+      out.push(`started at ${before} before ${what} ${formatTask(dep)} at stage ${stage} ended (${e.t})`);
   };
   // Every comparison is between events of one stage (one clock), except send -> receive,
   // which is checked only when all stages share a clock.
@@ -106,7 +137,8 @@ function dependencyProblems(
     if (!snd || snd.stage !== from) return out.push(`received a ${kind} that stage ${from} never sent`);
     const e = ends.get(key(it, from, producer.kind, producer.mb, producer.chunk));
     if (!e) out.push(`the producer ${formatTask(producer)} at stage ${from} never ended`);
-    else if (snd.t < e.t) out.push(`stage ${from} sent its ${kind} at ${snd.t} before the producer ${formatTask(producer)} ended (${e.t})`);
+    else if (snd.t < e.t)
+      out.push(`stage ${from} sent its ${kind} at ${snd.t} before the producer ${formatTask(producer)} ended (${e.t})`);
     if (msgs.shared && r.t < snd.t) out.push(`its ${kind} arrived at ${r.t}, before it was sent (${snd.t})`);
   };
   if (t.kind === 'F') {

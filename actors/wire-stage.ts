@@ -52,28 +52,53 @@ export function makeArbiter(policy: HintPolicy, limit: number): Arbiter {
 export function planJob(cfg: JobConfig): { policy: HintPolicy; shape: PipelineShape } {
   checkJobName(cfg.job);
   const policy = resolvePolicy(cfg.policy);
-  const shape: PipelineShape = { stages: cfg.stages, chunks: cfg.chunks, microbatches: cfg.microbatches, splitBackward: policy.splitBackward };
+  const shape: PipelineShape = {
+    stages: cfg.stages,
+    chunks: cfg.chunks,
+    microbatches: cfg.microbatches,
+    splitBackward: policy.splitBackward,
+  };
   validateShape(shape);
   policy.check(shape);
-  if (!Number.isInteger(cfg.iterations) || cfg.iterations < 1) throw new JobConfigError(`iterations must be a positive integer, got ${cfg.iterations}`);
+  if (!Number.isInteger(cfg.iterations) || cfg.iterations < 1)
+    throw new JobConfigError(`iterations must be a positive integer, got ${cfg.iterations}`);
   const perIteration = shape.stages * shape.chunks * shape.microbatches;
   const iterations = cfg.iterations + (Number.isSafeInteger(cfg.warmupIterations) ? cfg.warmupIterations : 0);
   if (perIteration * iterations > SHAPE_LIMITS.run)
-    throw new JobConfigError(`stages × chunks × microbatches × iterations (warm-up included) must be at most ${SHAPE_LIMITS.run}, got ${perIteration} × ${iterations} = ${perIteration * iterations} (a run keeps an event per task)`);
+    throw new JobConfigError(
+      `stages × chunks × microbatches × iterations (warm-up included) must be at most ${SHAPE_LIMITS.run}, got ${perIteration} × ${iterations} = ${perIteration * iterations} (a run keeps an event per task)`,
+    );
   if (cfg.bufferLimit !== 'depth' && (!Number.isInteger(cfg.bufferLimit) || cfg.bufferLimit < 1))
-    throw new JobConfigError(`buffer limit must be a positive integer or depth, got ${JSON.stringify(cfg.bufferLimit)}`);
+    throw new JobConfigError(
+      `buffer limit must be a positive integer or depth, got ${JSON.stringify(cfg.bufferLimit)}`,
+    );
   if (cfg.mode === 'async') {
-    if (shape.chunks !== 1) throw new JobConfigError(`asynchronous mode runs one chunk per stage, got chunks = ${shape.chunks}`);
-    if (policy.splitBackward) throw new JobConfigError(`asynchronous mode updates after each whole backward; policy ${policy.name} splits backward into B and W`);
-    if (cfg.iterations !== 1) throw new JobConfigError(`asynchronous mode runs one continuous stream of microbatches (iterations = 1), got iterations = ${cfg.iterations}`);
+    if (shape.chunks !== 1)
+      throw new JobConfigError(`asynchronous mode runs one chunk per stage, got chunks = ${shape.chunks}`);
+    if (policy.splitBackward)
+      throw new JobConfigError(
+        `asynchronous mode updates after each whole backward; policy ${policy.name} splits backward into B and W`,
+      );
+    if (cfg.iterations !== 1)
+      throw new JobConfigError(
+        `asynchronous mode runs one continuous stream of microbatches (iterations = 1), got iterations = ${cfg.iterations}`,
+      );
     if (!(CONSISTENCY_POLICIES as readonly string[]).includes(cfg.async.consistency))
-      throw new JobConfigError(`unknown consistency policy ${JSON.stringify(cfg.async.consistency)}; known: ${CONSISTENCY_POLICIES.join(', ')}`);
+      throw new JobConfigError(
+        `unknown consistency policy ${JSON.stringify(cfg.async.consistency)}; known: ${CONSISTENCY_POLICIES.join(', ')}`,
+      );
   }
   return { policy, shape };
 }
 
 export function durationModelFor(cfg: JobConfig, shape: PipelineShape): DurationModel {
-  return makeDurationModel({ profile: loadProfile(cfg.profile), shape, jitter: cfg.jitter, jitterScale: cfg.jitterScale, seed: cfg.seed });
+  return makeDurationModel({
+    profile: loadProfile(cfg.profile),
+    shape,
+    jitter: cfg.jitter,
+    jitterScale: cfg.jitterScale,
+    seed: cfg.seed,
+  });
 }
 
 /** Check a config as every stage will (policy, shape and, unless told the profile is
@@ -115,7 +140,15 @@ function computeFor(o: StageWiringOptions): StageCompute {
     // PipeMare's and prediction's delay is the nominal one of asynchronous 1F1B, P - 1 - s,
     // unless the stage cannot have that many in flight.
     const delay = Math.min(inflight, plan.shape.stages - s) - 1;
-    const store = spawnParamStore({ runtime, stage: s, inflightBound: inflight, delay, settings: cfg.async, params: init?.params ?? null, infos: init?.infos ?? [] });
+    const store = spawnParamStore({
+      runtime,
+      stage: s,
+      inflightBound: inflight,
+      delay,
+      settings: cfg.async,
+      params: init?.params ?? null,
+      infos: init?.infos ?? [],
+    });
     if (!tfjs || !module || !cfg.train) return new AsyncEmulatedCompute(runtime, s, durations, store);
     real = new tfjs.AsyncTrainingCompute(runtime, s, plan.shape, cfg.train, module, store);
   } else if (cfg.train) {
@@ -153,8 +186,13 @@ export interface StageWiringOptions {
 export function checkMessageSizes(stage: number, compute: StageCompute, bus: Bus): void {
   for (const m of compute.largestMessages?.() ?? []) {
     if (m.bytes <= bus.maxMessageBytes) continue;
-    const limit = bus.kind === 'nats' ? `the NATS server's max_payload (or the codec's limit) of ${bus.maxMessageBytes} bytes` : `the codec's limit of ${bus.maxMessageBytes} bytes`;
-    throw new JobConfigError(`stage ${stage}: ${m.what} would be about ${m.bytes} bytes, over ${limit}; Baton does not split messages: use a smaller model or microbatch, or more stages`);
+    const limit =
+      bus.kind === 'nats'
+        ? `the NATS server's max_payload (or the codec's limit) of ${bus.maxMessageBytes} bytes`
+        : `the codec's limit of ${bus.maxMessageBytes} bytes`;
+    throw new JobConfigError(
+      `stage ${stage}: ${m.what} would be about ${m.bytes} bytes, over ${limit}; Baton does not split messages: use a smaller model or microbatch, or more stages`,
+    );
   }
 }
 
@@ -169,9 +207,22 @@ export function wireStage(o: StageWiringOptions): WiredStage {
   }
   const sender = spawnSender({ runtime, bus, job: cfg.job, stage: s, comm: durations, sink, launch: o.launch });
   const arbiter = makeArbiter(plan.policy, stageBufferLimit(cfg.bufferLimit, s, plan.shape.stages));
-  const stage = spawnStage({ stage: s, shape: plan.shape, policy: plan.policy, arbiter, firstIteration: cfg.firstIteration, settleBeforeArbitration: runtime.clock.kind === 'virtual' }, { runtime, compute, sender, sink, outboundWritten: () => bus.written() });
+  const stage = spawnStage(
+    {
+      stage: s,
+      shape: plan.shape,
+      policy: plan.policy,
+      arbiter,
+      firstIteration: cfg.firstIteration,
+      settleBeforeArbitration: runtime.clock.kind === 'virtual',
+    },
+    { runtime, compute, sender, sink, outboundWritten: () => bus.written() },
+  );
   const receiver = spawnReceiver({ runtime, job: cfg.job, stage: s, target: stage, sink, launch: o.launch });
   const subscriptions = STAGE_INBOX_KINDS.map((kind) =>
-    bus.subscribe(subject(cfg.job, kind, s), (subj, data) => runtime.send(receiver, { type: 'bytes', subject: subj, data })));
+    bus.subscribe(subject(cfg.job, kind, s), (subj, data) =>
+      runtime.send(receiver, { type: 'bytes', subject: subj, data }),
+    ),
+  );
   return { stage, subscriptions, compute };
 }

@@ -28,7 +28,11 @@ const GRADIENT = 2;
 const REPORT = 3;
 const READY = 4;
 
-interface Msg { kind: number; iteration: number; value: number }
+interface Msg {
+  kind: number;
+  iteration: number;
+  value: number;
+}
 
 function message(kind: number, iteration: number, value: number): Uint8Array {
   const b = new Uint8Array(12);
@@ -48,10 +52,25 @@ function parse(data: Uint8Array): Msg | null {
 const stageSubject = (job: string, s: number) => `bare.${job}.${s}`;
 const reportSubject = (job: string) => `bare.${job}.report`;
 
-interface BareStage { P: number; M: number; F: number; B: number; stage: number; job: string; url: string }
+interface BareStage {
+  P: number;
+  M: number;
+  F: number;
+  B: number;
+  stage: number;
+  job: string;
+  url: string;
+}
 
 /** A task a floor stage ran: iteration, kind, microbatch, start and end (monotonic ms). */
-export interface BareTask { stage: number; iteration: number; kind: 'F' | 'B'; mb: number; start: number; end: number }
+export interface BareTask {
+  stage: number;
+  iteration: number;
+  kind: 'F' | 'B';
+  mb: number;
+  start: number;
+  end: number;
+}
 
 /** Removes and returns the lowest microbatch of a ready list (Baton's canonical order). */
 function takeLowest(ready: number[]): number | undefined {
@@ -132,13 +151,23 @@ async function runStage(o: BareStage): Promise<void> {
 }
 
 /** Resolves once every stage has sent `kind` for `iteration`; `cancel` drops the wait. */
-function waitFor(nc: NatsConnection, job: string, kind: number, iteration: number, count: number, timeoutMs: number): { done: Promise<void>; cancel: () => void } {
+function waitFor(
+  nc: NatsConnection,
+  job: string,
+  kind: number,
+  iteration: number,
+  count: number,
+  timeoutMs: number,
+): { done: Promise<void>; cancel: () => void } {
   const seen = new Set<number>();
   let resolve: () => void = () => {};
   let reject: (e: Error) => void = () => {};
   const done = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
   done.catch(() => {});
-  const timer = setTimeout(() => reject(new Error(`${seen.size} of ${count} stages answered within ${timeoutMs} ms`)), timeoutMs);
+  const timer = setTimeout(
+    () => reject(new Error(`${seen.size} of ${count} stages answered within ${timeoutMs} ms`)),
+    timeoutMs,
+  );
   const sub = nc.subscribe(reportSubject(job), {
     callback: (err, msg) => {
       const m = err ? null : parse(msg.data);
@@ -151,7 +180,13 @@ function waitFor(nc: NatsConnection, job: string, kind: number, iteration: numbe
       }
     },
   });
-  return { done, cancel: () => { clearTimeout(timer); sub.unsubscribe(); } };
+  return {
+    done,
+    cancel: () => {
+      clearTimeout(timer);
+      sub.unsubscribe();
+    },
+  };
 }
 
 export interface BareRun {
@@ -165,10 +200,20 @@ export interface BareRun {
  * Runs `warmup` unmeasured and then `iterations` measured iterations of a bare P-stage
  * pipeline in P child processes over a nats-server of its own.
  */
-export async function runBarePipeline(o: { P: number; M: number; F: number; B: number; iterations: number; warmup: number }): Promise<BareRun> {
-  for (const k of ['P', 'M', 'iterations'] as const) if (!(Number.isSafeInteger(o[k]) && o[k] >= 1)) throw new Error(`${k} must be a positive integer, got ${o[k]}`);
-  if (!(Number.isSafeInteger(o.warmup) && o.warmup >= 0)) throw new Error(`warmup must be an integer >= 0, got ${o.warmup}`);
-  for (const k of ['F', 'B'] as const) if (!(Number.isFinite(o[k]) && o[k] >= 0)) throw new Error(`${k} must be a finite number of ms >= 0, got ${o[k]}`);
+export async function runBarePipeline(o: {
+  P: number;
+  M: number;
+  F: number;
+  B: number;
+  iterations: number;
+  warmup: number;
+}): Promise<BareRun> {
+  for (const k of ['P', 'M', 'iterations'] as const)
+    if (!(Number.isSafeInteger(o[k]) && o[k] >= 1)) throw new Error(`${k} must be a positive integer, got ${o[k]}`);
+  if (!(Number.isSafeInteger(o.warmup) && o.warmup >= 0))
+    throw new Error(`warmup must be an integer >= 0, got ${o.warmup}`);
+  for (const k of ['F', 'B'] as const)
+    if (!(Number.isFinite(o[k]) && o[k] >= 0)) throw new Error(`${k} must be a finite number of ms >= 0, got ${o[k]}`);
   const nodeFlags = stageNodeFlags();
   const server = await startNatsServer();
   const job = `b${process.pid}`;
@@ -187,11 +232,20 @@ export async function runBarePipeline(o: { P: number; M: number; F: number; B: n
     waits.push(ready);
     await nc.flush();
     for (let s = 0; s < o.P; s++) {
-      const child = spawn(process.execPath, [...nodeFlags, __filename, STAGE_FLAG, JSON.stringify({ ...o, stage: s, job, url: server.url })], { stdio: ['pipe', 'pipe', 'inherit'] });
+      const child = spawn(
+        process.execPath,
+        [...nodeFlags, __filename, STAGE_FLAG, JSON.stringify({ ...o, stage: s, job, url: server.url })],
+        { stdio: ['pipe', 'pipe', 'inherit'] },
+      );
       outputs.push('');
       child.stdout?.on('data', (d: Buffer) => (outputs[s] += d.toString()));
       child.once('exit', (code, signal) => {
-        if (!stopping) died(new Error(`stage ${s} (pid ${child.pid}) ended during the run (${signal ? `signal ${signal}` : `exit code ${code}`})`));
+        if (!stopping)
+          died(
+            new Error(
+              `stage ${s} (pid ${child.pid}) ended during the run (${signal ? `signal ${signal}` : `exit code ${code}`})`,
+            ),
+          );
       });
       children.push(child);
     }
@@ -210,11 +264,21 @@ export async function runBarePipeline(o: { P: number; M: number; F: number; B: n
       if (it >= o.warmup) makespans.push(monotonicNow() - t0);
     }
     stopping = true;
-    const exited = children.map((c) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(null) : c.once('exit', r))));
+    const exited = children.map(
+      (c) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(null) : c.once('exit', r))),
+    );
     for (const c of children) c.stdin?.end();
     await Promise.all(exited);
-    const tasks = outputs.flatMap((out, stage) => (JSON.parse(out) as [number, 'F' | 'B', number, number, number][])
-      .map(([iteration, kind, mb, start, end]) => ({ stage, iteration, kind, mb, start, end })));
+    const tasks = outputs.flatMap((out, stage) =>
+      (JSON.parse(out) as [number, 'F' | 'B', number, number, number][]).map(([iteration, kind, mb, start, end]) => ({
+        stage,
+        iteration,
+        kind,
+        mb,
+        start,
+        end,
+      })),
+    );
     return { makespans_ms: makespans, tasks };
   } finally {
     stopping = true;
@@ -242,7 +306,14 @@ if (require.main === module) {
     const [P, M, F, B] = args.map(Number);
     // As `baton run --iterations 3`: one warm-up iteration, then the mean of three.
     runBarePipeline({ P, M, F, B, iterations: 3, warmup: 1 })
-      .then((r) => process.stdout.write(JSON.stringify({ makespan_ms: r.makespans_ms.reduce((a, b) => a + b, 0) / r.makespans_ms.length, makespans_ms: r.makespans_ms })))
+      .then((r) =>
+        process.stdout.write(
+          JSON.stringify({
+            makespan_ms: r.makespans_ms.reduce((a, b) => a + b, 0) / r.makespans_ms.length,
+            makespans_ms: r.makespans_ms,
+          }),
+        ),
+      )
       .catch(fail('bare pipeline'));
   } else fail('bare pipeline')(new Error(`run by the overhead bench (${FLOOR_FLAG} P M F B), not by hand`));
 }

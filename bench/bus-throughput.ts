@@ -57,7 +57,13 @@ export const STALL_MS = 30000;
  * Publish `n` messages with at most `window` in flight; resolves with the elapsed seconds.
  * Rejects when no message arrives for `stallMs` while some are due, instead of waiting forever.
  */
-export async function pump(n: number, window: number, received: () => number, send: (i: number) => void, stallMs = STALL_MS): Promise<number> {
+export async function pump(
+  n: number,
+  window: number,
+  received: () => number,
+  send: (i: number) => void,
+  stallMs = STALL_MS,
+): Promise<number> {
   const t0 = process.hrtime.bigint();
   let seen = received();
   let since = performance.now();
@@ -66,7 +72,8 @@ export async function pump(n: number, window: number, received: () => number, se
       await new Promise((r) => setImmediate(r));
       const now = performance.now();
       if (received() !== seen) [seen, since] = [received(), now];
-      else if (now - since > stallMs) throw new Error(`${received()} of ${n} messages received; none for ${stallMs} ms`);
+      else if (now - since > stallMs)
+        throw new Error(`${received()} of ${n} messages received; none for ${stallMs} ms`);
     }
   };
   for (let i = 0; i < n; i++) {
@@ -79,7 +86,11 @@ export async function pump(n: number, window: number, received: () => number, se
 
 /** True when `t` is a view into the bytes of `msg` (its buffer, within its range): no copy was made. */
 export function isViewInto(t: ArrayBufferView, msg: Uint8Array): boolean {
-  return t.buffer === msg.buffer && t.byteOffset >= msg.byteOffset && t.byteOffset + t.byteLength <= msg.byteOffset + msg.byteLength;
+  return (
+    t.buffer === msg.buffer &&
+    t.byteOffset >= msg.byteOffset &&
+    t.byteOffset + t.byteLength <= msg.byteOffset + msg.byteLength
+  );
 }
 
 /** Which side runs first in repeat `r`: raw in even repeats, Baton in odd ones. */
@@ -89,14 +100,30 @@ export function repeatOrder(r: number): readonly ('raw' | 'baton')[] {
 
 async function rawRun(url: string, bytes: number, n: number, window: number): Promise<number> {
   const pub = await connect({ servers: url });
-  const sub = await connect({ servers: url }).catch(async (e: unknown) => { await pub.close(); throw e; });
+  const sub = await connect({ servers: url }).catch(async (e: unknown) => {
+    await pub.close();
+    throw e;
+  });
   try {
     let got = 0;
     let gotBytes = 0;
-    sub.subscribe('bench.raw', { callback: (e, m) => { if (e) return; got++; gotBytes += m.data.byteLength; } });
+    sub.subscribe('bench.raw', {
+      callback: (e, m) => {
+        if (e) return;
+        got++;
+        gotBytes += m.data.byteLength;
+      },
+    });
     await sub.flush();
     const payload = new Uint8Array(bytes).fill(7);
-    const s = await pump(n, window, () => got, () => pub.publish('bench.raw', payload)).catch((e: Error) => { throw new Error(`raw run: ${e.message}`); });
+    const s = await pump(
+      n,
+      window,
+      () => got,
+      () => pub.publish('bench.raw', payload),
+    ).catch((e: Error) => {
+      throw new Error(`raw run: ${e.message}`);
+    });
     if (gotBytes !== n * bytes) throw new Error(`raw run: received ${gotBytes} bytes, expected ${n * bytes}`);
     return (n * bytes) / 1e6 / s;
   } finally {
@@ -104,9 +131,18 @@ async function rawRun(url: string, bytes: number, n: number, window: number): Pr
   }
 }
 
-async function batonRun(url: string, bytes: number, n: number, window: number, zc: { views: number; total: number }): Promise<number> {
+async function batonRun(
+  url: string,
+  bytes: number,
+  n: number,
+  window: number,
+  zc: { views: number; total: number },
+): Promise<number> {
   const pub = await NatsBus.connect(url);
-  const sub = await NatsBus.connect(url).catch(async (e: unknown) => { await pub.close(); throw e; });
+  const sub = await NatsBus.connect(url).catch(async (e: unknown) => {
+    await pub.close();
+    throw e;
+  });
   try {
     const tensor = new Float32Array(bytes / 4).map((_, i) => i * 0.001);
     let got = 0;
@@ -125,12 +161,28 @@ async function batonRun(url: string, bytes: number, n: number, window: number, z
     });
     await sub.flush();
     const base: Omit<Envelope, 'seq' | 'mb'> = {
-      v: 1, job: 'bench', kind: 'activation', iteration: 0, chunk: 0, dir: 'forward', src: 0, dst: 1, sentAt: 0, bytes: 0,
+      v: 1,
+      job: 'bench',
+      kind: 'activation',
+      iteration: 0,
+      chunk: 0,
+      dir: 'forward',
+      src: 0,
+      dst: 1,
+      sentAt: 0,
+      bytes: 0,
       tensors: [{ dtype: 'float32', shape: [tensor.length], data: tensor }],
     };
-    const s = await pump(n, window, () => got, (i) => pub.publish('baton.bench.activation.1', encodeEnvelope({ ...base, seq: i, mb: i, sentAt: Date.now() })))
-      .catch((e: Error) => { throw new Error(`baton run: ${e.message}`); });
-    if (badValue > 0 || sub.errors > 0) throw new Error(`baton run: ${badValue} wrong tensors, ${sub.errors} handler errors`);
+    const s = await pump(
+      n,
+      window,
+      () => got,
+      (i) => pub.publish('baton.bench.activation.1', encodeEnvelope({ ...base, seq: i, mb: i, sentAt: Date.now() })),
+    ).catch((e: Error) => {
+      throw new Error(`baton run: ${e.message}`);
+    });
+    if (badValue > 0 || sub.errors > 0)
+      throw new Error(`baton run: ${badValue} wrong tensors, ${sub.errors} handler errors`);
     return (n * bytes) / 1e6 / s;
   } finally {
     await Promise.all([pub.close(), sub.close()]);
@@ -159,10 +211,17 @@ export async function benchBusThroughput(opts: BusThroughputOptions = {}): Promi
     const rawMBps = median(raw);
     const batonMBps = median(baton);
     return {
-      messageBytes: bytes, messages: n, repeats,
-      rawMBps: round(rawMBps), batonMBps: round(batonMBps), ratio: Math.round((batonMBps / rawMBps) * 1000) / 1000, target: 0.85,
-      zeroCopyDecode: zc.views === zc.total, zeroCopyFraction: zc.total ? zc.views / zc.total : 0,
-      rawRunsMBps: raw.map(round), batonRunsMBps: baton.map(round),
+      messageBytes: bytes,
+      messages: n,
+      repeats,
+      rawMBps: round(rawMBps),
+      batonMBps: round(batonMBps),
+      ratio: Math.round((batonMBps / rawMBps) * 1000) / 1000,
+      target: 0.85,
+      zeroCopyDecode: zc.views === zc.total,
+      zeroCopyFraction: zc.total ? zc.views / zc.total : 0,
+      rawRunsMBps: raw.map(round),
+      batonRunsMBps: baton.map(round),
     };
   } finally {
     await server.stop();
@@ -181,15 +240,33 @@ export function formatBusThroughput(r: BusThroughputResult): string {
 }
 
 if (require.main === module) {
-  benchMain('bus', "tensor messages through Baton's codec + NATS bus against raw nats.js, zero-copy decode", [
-    { name: 'mb', type: 'number', metavar: 'MB', help: 'message size in MiB (a float32 tensor: a multiple of 4 bytes)', default: 4 },
-    { name: 'messages', type: 'int', metavar: 'N', help: 'messages per measured run', default: 200 },
-    { name: 'repeats', type: 'int', metavar: 'R', help: 'runs per side (the median is reported)', default: 3 },
-  ], async (flags) => {
-    const mb = flags.mb as number;
-    const bytes = Math.round(mb * 1024 * 1024);
-    if (!(mb > 0 && mb <= 48) || bytes % 4 !== 0) throw new UsageError(`--mb must be a size from 4 bytes to 48 MiB that is a whole number of float32 values, got ${mb}`);
-    const r = await benchBusThroughput({ messages: positiveInt(flags, 'messages'), repeats: positiveInt(flags, 'repeats'), messageBytes: bytes });
-    return flags.json ? r : formatBusThroughput(r);
-  });
+  benchMain(
+    'bus',
+    "tensor messages through Baton's codec + NATS bus against raw nats.js, zero-copy decode",
+    [
+      {
+        name: 'mb',
+        type: 'number',
+        metavar: 'MB',
+        help: 'message size in MiB (a float32 tensor: a multiple of 4 bytes)',
+        default: 4,
+      },
+      { name: 'messages', type: 'int', metavar: 'N', help: 'messages per measured run', default: 200 },
+      { name: 'repeats', type: 'int', metavar: 'R', help: 'runs per side (the median is reported)', default: 3 },
+    ],
+    async (flags) => {
+      const mb = flags.mb as number;
+      const bytes = Math.round(mb * 1024 * 1024);
+      if (!(mb > 0 && mb <= 48) || bytes % 4 !== 0)
+        throw new UsageError(
+          `--mb must be a size from 4 bytes to 48 MiB that is a whole number of float32 values, got ${mb}`,
+        );
+      const r = await benchBusThroughput({
+        messages: positiveInt(flags, 'messages'),
+        repeats: positiveInt(flags, 'repeats'),
+        messageBytes: bytes,
+      });
+      return flags.json ? r : formatBusThroughput(r);
+    },
+  );
 }

@@ -13,7 +13,11 @@ export function childJson(cmd: string, args: readonly string[], what: string): P
     child.on('error', reject);
     child.on('close', (code) => {
       if (code !== 0) return reject(new Error(`${what} exited with ${code}: ${err.trim()}`));
-      try { resolve(JSON.parse(out)); } catch (e) { reject(new Error(`${what} printed no JSON: ${(e as Error).message}`)); }
+      try {
+        resolve(JSON.parse(out));
+      } catch (e) {
+        reject(new Error(`${what} printed no JSON: ${(e as Error).message}`));
+      }
     });
   });
 }

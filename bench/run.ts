@@ -5,9 +5,21 @@ import { spawnSync } from 'child_process';
 import * as path from 'path';
 
 const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
-  sim: { file: 'sim-policies.js', flags: '', what: 'every policy against binding 1f1b on the virtual clock (llm, multimodal; P 8-32), P=32 wall time, arbiter cost' },
-  bus: { file: 'bus-throughput.js', flags: '[--mb MB] [--messages N] [--repeats R]', what: "tensor messages through Baton's codec + NATS bus against raw nats.js, zero-copy decode" },
-  async: { file: 'async-consistency.js', flags: '[--updates N] [--data FILE]', what: 'asynchronous training: consistency policies x P on tinyshakespeare, loss-curve SVG' },
+  sim: {
+    file: 'sim-policies.js',
+    flags: '',
+    what: 'every policy against binding 1f1b on the virtual clock (llm, multimodal; P 8-32), P=32 wall time, arbiter cost',
+  },
+  bus: {
+    file: 'bus-throughput.js',
+    flags: '[--mb MB] [--messages N] [--repeats R]',
+    what: "tensor messages through Baton's codec + NATS bus against raw nats.js, zero-copy decode",
+  },
+  async: {
+    file: 'async-consistency.js',
+    flags: '[--updates N] [--data FILE]',
+    what: 'asynchronous training: consistency policies x P on tinyshakespeare, loss-curve SVG',
+  },
   overhead: {
     file: 'run-overhead.js',
     flags: '[--stages 2,4,8] [--rounds R] [--microbatches M] [--no-realtime]',
@@ -21,9 +33,13 @@ const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
 };
 
 function usage(): string {
-  const rows = Object.entries(BENCHES).map(([name, b]) => `  ${name.padEnd(8)} ${b.flags ? `${b.flags}\n           ` : ''}${b.what}`);
-  return `usage: npm run bench -- <${Object.keys(BENCHES).join('|')}> [flags] [--json]\n` +
-    `       (with --json, npm run -s bench -- …: npm otherwise prints its own lines on stdout before the JSON)\n\n${rows.join('\n')}`;
+  const rows = Object.entries(BENCHES).map(
+    ([name, b]) => `  ${name.padEnd(8)} ${b.flags ? `${b.flags}\n           ` : ''}${b.what}`,
+  );
+  return (
+    `usage: npm run bench -- <${Object.keys(BENCHES).join('|')}> [flags] [--json]\n` +
+    `       (with --json, npm run -s bench -- …: npm otherwise prints its own lines on stdout before the JSON)\n\n${rows.join('\n')}`
+  );
 }
 
 const [name, ...rest] = process.argv.slice(2);

@@ -58,7 +58,12 @@ export function arbiterCostUs(policyName: string, shape: PipelineShape, decision
  * is timed while its code (or the ready set's, which they share) is still cold, then all are
  * timed `repeats` times in turn, in reverse order on odd repeats; the median of each.
  */
-export function arbiterCosts(policies: readonly string[], shape: PipelineShape, repeats = 3, decisions = 200000): { median: Record<string, number>; runs: Record<string, number[]> } {
+export function arbiterCosts(
+  policies: readonly string[],
+  shape: PipelineShape,
+  repeats = 3,
+  decisions = 200000,
+): { median: Record<string, number>; runs: Record<string, number[]> } {
   for (const p of policies) arbiterCostUs(p, shape, Math.ceil(decisions / 10));
   const runs: Record<string, number[]> = Object.fromEntries(policies.map((p) => [p, []]));
   for (let r = 0; r < repeats; r++)
@@ -75,13 +80,38 @@ export async function benchSimPolicies(o: SimBenchOptions = {}) {
   const rows: Record<string, unknown>[] = [];
   for (const profile of profiles)
     for (const P of stagesList) {
-      const base = await sim({ stages: P, microbatches: M, profile, jitter: 'paper', iterations, seed, policy: '1f1b' });
+      const base = await sim({
+        stages: P,
+        microbatches: M,
+        profile,
+        jitter: 'paper',
+        iterations,
+        seed,
+        policy: '1f1b',
+      });
       for (const policy of POLICIES) {
-        const s = policy === '1f1b' ? base : await sim({ stages: P, microbatches: M, profile, jitter: 'paper', iterations, seed, policy });
-        rows.push({ profile, stages: P, policy, makespan_ms: s.makespan_ms, speedup_vs_1f1b: base.makespan_ms / s.makespan_ms, efficiency: s.efficiency });
+        const s =
+          policy === '1f1b'
+            ? base
+            : await sim({ stages: P, microbatches: M, profile, jitter: 'paper', iterations, seed, policy });
+        rows.push({
+          profile,
+          stages: P,
+          policy,
+          makespan_ms: s.makespan_ms,
+          speedup_vs_1f1b: base.makespan_ms / s.makespan_ms,
+          efficiency: s.efficiency,
+        });
       }
       const c = await sim({ stages: P, microbatches: M, profile, jitter: 'compute', iterations, seed, policy: 'bf' });
-      rows.push({ profile, stages: P, policy: 'bf (compute jitter)', makespan_ms: c.makespan_ms, speedup_vs_1f1b: NaN, efficiency: c.efficiency });
+      rows.push({
+        profile,
+        stages: P,
+        policy: 'bf (compute jitter)',
+        makespan_ms: c.makespan_ms,
+        speedup_vs_1f1b: NaN,
+        efficiency: c.efficiency,
+      });
     }
   const walls: number[] = [];
   for (let i = 0; i < (o.wallRepeats ?? 3); i++) {
@@ -91,21 +121,48 @@ export async function benchSimPolicies(o: SimBenchOptions = {}) {
   }
   const shape: PipelineShape = { stages: 8, chunks: 1, microbatches: 64, splitBackward: false };
   const arbiter = arbiterCosts(['bf', 'b-priority', 'hint:1f1b', '1f1b'], shape, o.arbiterRepeats ?? 3);
-  return { rows, wall_p32_m192_i3_ms: median(walls), wall_repeats_ms: walls, arbiter_us_per_decision: arbiter.median, arbiter_runs_us: arbiter.runs, microbatches: M, iterations, seed };
+  return {
+    rows,
+    wall_p32_m192_i3_ms: median(walls),
+    wall_repeats_ms: walls,
+    arbiter_us_per_decision: arbiter.median,
+    arbiter_runs_us: arbiter.runs,
+    microbatches: M,
+    iterations,
+    seed,
+  };
 }
 
 export function formatSimBench(r: Awaited<ReturnType<typeof benchSimPolicies>>): string {
   const table = formatTable(
     ['profile', 'P', 'policy', 'makespan ms', 'speedup vs 1f1b', 'efficiency'],
-    r.rows.map((x) => [String(x.profile), String(x.stages), String(x.policy), (x.makespan_ms as number).toFixed(1),
-      Number.isNaN(x.speedup_vs_1f1b) ? '-' : `${(x.speedup_vs_1f1b as number).toFixed(2)}x`, (x.efficiency as number).toFixed(3)]),
-    `paper jitter, M=${r.microbatches}, mean of ${r.iterations} iterations, seed ${r.seed} (efficiency = lower bound / makespan)`);
-  const arb = Object.entries(r.arbiter_us_per_decision).map(([p, us]) => `${p} ${us.toFixed(3)} µs`).join(', ');
-  return `${table}\n\nP=32 M=192 3-iteration simulation wall time: median ${(r.wall_p32_m192_i3_ms / 1000).toFixed(2)} s ` +
-    `(runs: ${r.wall_repeats_ms.map((w) => (w / 1000).toFixed(2)).join(', ')} s)\narbiter cost per decision (P=8, M=64 ready set; median of ${Object.values(r.arbiter_runs_us)[0]?.length ?? 0}, each policy warmed up first): ${arb}`;
+    r.rows.map((x) => [
+      String(x.profile),
+      String(x.stages),
+      String(x.policy),
+      (x.makespan_ms as number).toFixed(1),
+      Number.isNaN(x.speedup_vs_1f1b) ? '-' : `${(x.speedup_vs_1f1b as number).toFixed(2)}x`,
+      (x.efficiency as number).toFixed(3),
+    ]),
+    `paper jitter, M=${r.microbatches}, mean of ${r.iterations} iterations, seed ${r.seed} (efficiency = lower bound / makespan)`,
+  );
+  const arb = Object.entries(r.arbiter_us_per_decision)
+    .map(([p, us]) => `${p} ${us.toFixed(3)} µs`)
+    .join(', ');
+  return (
+    `${table}\n\nP=32 M=192 3-iteration simulation wall time: median ${(r.wall_p32_m192_i3_ms / 1000).toFixed(2)} s ` +
+    `(runs: ${r.wall_repeats_ms.map((w) => (w / 1000).toFixed(2)).join(', ')} s)\narbiter cost per decision (P=8, M=64 ready set; median of ${Object.values(r.arbiter_runs_us)[0]?.length ?? 0}, each policy warmed up first): ${arb}`
+  );
 }
 
 if (require.main === module) {
-  benchMain('sim', 'every policy against binding 1f1b on the virtual clock (llm, multimodal; P 8-32), P=32 wall time, arbiter cost', [],
-    async (flags) => { const r = await benchSimPolicies(); return flags.json ? r : formatSimBench(r); });
+  benchMain(
+    'sim',
+    'every policy against binding 1f1b on the virtual clock (llm, multimodal; P 8-32), P=32 wall time, arbiter cost',
+    [],
+    async (flags) => {
+      const r = await benchSimPolicies();
+      return flags.json ? r : formatSimBench(r);
+    },
+  );
 }

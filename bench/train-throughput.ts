@@ -29,8 +29,31 @@ import { UsageError } from '../cli/args';
 
 /** tokens/s of one `baton train` child process (one stage), first iteration discarded. */
 async function trainChild(t: TrainConfig, microbatches: number, iterations: number): Promise<number> {
-  const args = [CLI_ENTRY, 'train', '--model', t.model, '--stages', '1', '--microbatches', String(microbatches), '--microbatch-size', String(t.microbatchSize),
-    '--seq', String(t.seq), '--layers', String(t.layers), '--width', String(t.width), '--heads', String(t.heads), '--iterations', String(iterations), '--val-batches', '1', '--json'];
+  const args = [
+    CLI_ENTRY,
+    'train',
+    '--model',
+    t.model,
+    '--stages',
+    '1',
+    '--microbatches',
+    String(microbatches),
+    '--microbatch-size',
+    String(t.microbatchSize),
+    '--seq',
+    String(t.seq),
+    '--layers',
+    String(t.layers),
+    '--width',
+    String(t.width),
+    '--heads',
+    String(t.heads),
+    '--iterations',
+    String(iterations),
+    '--val-batches',
+    '1',
+    '--json',
+  ];
   const r = (await childJson(process.execPath, args, 'baton train')) as { iterations?: { makespan_ms: number }[] };
   if (!r || !Array.isArray(r.iterations)) throw new Error('baton train printed no run statistics');
   const tokens = microbatches * tokensPerMicrobatch(t);
@@ -43,9 +66,24 @@ export function roundOrder(r: number): readonly ('single' | 'pipeline')[] {
 }
 
 /** What the benchmark measures when a flag does not say otherwise. */
-export const TRAIN_BENCH_DEFAULTS = { rounds: 5, iterations: 5, layers: 8, microbatchSize: 16, bufferLimit: 3 } as const;
+export const TRAIN_BENCH_DEFAULTS = {
+  rounds: 5,
+  iterations: 5,
+  layers: 8,
+  microbatchSize: 16,
+  bufferLimit: 3,
+} as const;
 
-export async function benchTrainThroughput(o: { rounds?: number; iterations?: number; layers?: number; microbatchSize?: number; bufferLimit?: number; ceiling?: boolean } = {}) {
+export async function benchTrainThroughput(
+  o: {
+    rounds?: number;
+    iterations?: number;
+    layers?: number;
+    microbatchSize?: number;
+    bufferLimit?: number;
+    ceiling?: boolean;
+  } = {},
+) {
   const rounds = o.rounds ?? TRAIN_BENCH_DEFAULTS.rounds;
   // At most 3 forwards in flight per stage: stage 0 holds three microbatches' activations,
   // not eight, and runs measurably faster (less memory traffic); one more than 1F1B's 2
@@ -53,12 +91,40 @@ export async function benchTrainThroughput(o: { rounds?: number; iterations?: nu
   const bufferLimit = o.bufferLimit ?? TRAIN_BENCH_DEFAULTS.bufferLimit;
   const iterations = o.iterations ?? TRAIN_BENCH_DEFAULTS.iterations;
   const M = 8;
-  const t: TrainConfig = { ...TRAIN_DEFAULTS, model: 'gpt', microbatchSize: o.microbatchSize ?? TRAIN_BENCH_DEFAULTS.microbatchSize, seq: 64, layers: o.layers ?? TRAIN_BENCH_DEFAULTS.layers, width: 128, heads: 4, totalIterations: iterations, valBatches: 1 };
+  const t: TrainConfig = {
+    ...TRAIN_DEFAULTS,
+    model: 'gpt',
+    microbatchSize: o.microbatchSize ?? TRAIN_BENCH_DEFAULTS.microbatchSize,
+    seq: 64,
+    layers: o.layers ?? TRAIN_BENCH_DEFAULTS.layers,
+    width: 128,
+    heads: 4,
+    totalIterations: iterations,
+    valBatches: 1,
+  };
   const tokens = M * tokensPerMicrobatch(t);
   const rate = (makespans: number[]) => median(makespans.slice(1).map((ms) => tokens / (ms / 1000)));
-  const cfg = (P: number, job: string) => resolveConfig({ job, stages: P, microbatches: M, iterations, policy: 'bf', profile: 'train', train: t, stallTimeoutMs: 600000, bufferLimit });
+  const cfg = (P: number, job: string) =>
+    resolveConfig({
+      job,
+      stages: P,
+      microbatches: M,
+      iterations,
+      policy: 'bf',
+      profile: 'train',
+      train: t,
+      stallTimeoutMs: 600000,
+      bufferLimit,
+    });
 
-  const perRound: { single: number; pipeline: number; ratio: number; oneChild?: number; twoSingles?: number; ceiling?: number }[] = [];
+  const perRound: {
+    single: number;
+    pipeline: number;
+    ratio: number;
+    oneChild?: number;
+    twoSingles?: number;
+    ceiling?: number;
+  }[] = [];
   const stats: IterationStats[] = [];
   let processes = 0;
   for (let r = 0; r < rounds; r++) {
@@ -77,7 +143,8 @@ export async function benchTrainThroughput(o: { rounds?: number; iterations?: nu
       // iterations), not the in-process run above: one alone, and two at once.
       const child = () => trainChild(t, M, Math.min(iterations, 3));
       const pair = () => Promise.all([child(), child()]);
-      const [alone, both] = r % 2 === 0 ? [await child(), await pair()] : await pair().then(async (b) => [await child(), b] as const);
+      const [alone, both] =
+        r % 2 === 0 ? [await child(), await pair()] : await pair().then(async (b) => [await child(), b] as const);
       round.oneChild = alone;
       round.twoSingles = both[0] + both[1];
       round.ceiling = round.twoSingles / round.oneChild;
@@ -91,11 +158,21 @@ export async function benchTrainThroughput(o: { rounds?: number; iterations?: nu
     const compute = stats.reduce((a, x) => a + x.busy_ms[s], 0);
     const messaging = stats.reduce((a, x) => a + x.messaging_ms[s], 0);
     const waiting = stats.reduce((a, x) => a + Object.values(x.wait_ms[s]).reduce((p, q) => p + q, 0), 0);
-    return { stage: s, compute: compute / total, waiting: waiting / total, messaging: messaging / total, idle: 1 - (compute + waiting + messaging) / total };
+    return {
+      stage: s,
+      compute: compute / total,
+      waiting: waiting / total,
+      messaging: messaging / total,
+      idle: 1 - (compute + waiting + messaging) / total,
+    };
   });
   return {
     backend: (await loadBackend()).backend,
-    model: `gpt d128 L${t.layers} seq64 B${t.microbatchSize}`, microbatches: M, buffer_limit: bufferLimit, iterations, rounds,
+    model: `gpt d128 L${t.layers} seq64 B${t.microbatchSize}`,
+    microbatches: M,
+    buffer_limit: bufferLimit,
+    iterations,
+    rounds,
     single_tokens_per_s: median(perRound.map((x) => x.single)),
     pipeline_tokens_per_s: median(perRound.map((x) => x.pipeline)),
     speedup: median(perRound.map((x) => x.ratio)),
@@ -103,41 +180,98 @@ export async function benchTrainThroughput(o: { rounds?: number; iterations?: nu
     /** Median over the rounds of the pipeline's ratio over the ceiling of its round. */
     of_ceiling: o.ceiling === false ? null : median(perRound.map((x) => x.ratio / x.ceiling!)),
     rounds_detail: perRound,
-    processes, split,
+    processes,
+    split,
   };
 }
 
 export function formatTrainThroughput(r: Awaited<ReturnType<typeof benchTrainThroughput>>): string {
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
   const withCeiling = r.ceiling !== null;
-  const rounds = formatTable(['round', '1 process tokens/s', `P=2 over NATS (${r.processes} processes) tokens/s`, 'ratio', ...(withCeiling ? ['1 child process tokens/s', '2 at once tokens/s', 'ceiling'] : [])],
-    r.rounds_detail.map((x, i) => [String(i + 1), x.single.toFixed(0), x.pipeline.toFixed(0), `${x.ratio.toFixed(2)}x`,
-      ...(withCeiling ? [x.oneChild!.toFixed(0), x.twoSingles!.toFixed(0), `${x.ceiling!.toFixed(2)}x`] : [])]),
-    `backend ${r.backend}; ${r.model}; M=${r.microbatches}; bf, buffer limit ${r.buffer_limit}; ${r.rounds} alternating rounds of ${r.iterations} iterations, first of each discarded`);
-  const split = formatTable(['stage', 'compute', 'waiting', 'messaging', 'idle'], r.split.map((s) =>
-    [String(s.stage), pct(s.compute), pct(s.waiting), pct(s.messaging), pct(s.idle)]),
-  'share of each pipeline stage\'s time (all measured iterations; idle = before its first task or after its last)');
-  const ceiling = withCeiling ? `\nceiling: two independent one-process trainings (child processes) at once give ${r.ceiling!.toFixed(2)}x one such child alone (median); the pipeline reaches ${(100 * r.of_ceiling!).toFixed(0)}% of its round's ceiling (median)` : '';
+  const rounds = formatTable(
+    [
+      'round',
+      '1 process tokens/s',
+      `P=2 over NATS (${r.processes} processes) tokens/s`,
+      'ratio',
+      ...(withCeiling ? ['1 child process tokens/s', '2 at once tokens/s', 'ceiling'] : []),
+    ],
+    r.rounds_detail.map((x, i) => [
+      String(i + 1),
+      x.single.toFixed(0),
+      x.pipeline.toFixed(0),
+      `${x.ratio.toFixed(2)}x`,
+      ...(withCeiling ? [x.oneChild!.toFixed(0), x.twoSingles!.toFixed(0), `${x.ceiling!.toFixed(2)}x`] : []),
+    ]),
+    `backend ${r.backend}; ${r.model}; M=${r.microbatches}; bf, buffer limit ${r.buffer_limit}; ${r.rounds} alternating rounds of ${r.iterations} iterations, first of each discarded`,
+  );
+  const split = formatTable(
+    ['stage', 'compute', 'waiting', 'messaging', 'idle'],
+    r.split.map((s) => [String(s.stage), pct(s.compute), pct(s.waiting), pct(s.messaging), pct(s.idle)]),
+    "share of each pipeline stage's time (all measured iterations; idle = before its first task or after its last)",
+  );
+  const ceiling = withCeiling
+    ? `\nceiling: two independent one-process trainings (child processes) at once give ${r.ceiling!.toFixed(2)}x one such child alone (median); the pipeline reaches ${(100 * r.of_ceiling!).toFixed(0)}% of its round's ceiling (median)`
+    : '';
   return `${rounds}\nmedian: 1 process ${r.single_tokens_per_s.toFixed(0)} tokens/s, pipeline ${r.pipeline_tokens_per_s.toFixed(0)} tokens/s; ratio ${r.speedup.toFixed(2)}x (median of the rounds' ratios; ratio of the medians ${(r.pipeline_tokens_per_s / r.single_tokens_per_s).toFixed(2)}x)${ceiling}\n\n${split}`;
 }
 
 if (require.main === module) {
-  benchMain('train', "tokens/s of a 2-process pipeline over NATS against one process, alternating rounds, each stage's split of time, the machine's two-process ceiling", [
-    { name: 'rounds', type: 'int', metavar: 'R', help: 'alternating rounds', default: TRAIN_BENCH_DEFAULTS.rounds },
-    { name: 'iterations', type: 'int', metavar: 'N', help: 'training iterations per measurement, at least 2 (the first is discarded; the ceiling runs at most 3)', default: TRAIN_BENCH_DEFAULTS.iterations },
-    { name: 'layers', type: 'int', metavar: 'L', help: 'model layers, at least 2', default: TRAIN_BENCH_DEFAULTS.layers },
-    { name: 'microbatch-size', type: 'int', metavar: 'B', help: 'samples per microbatch', default: TRAIN_BENCH_DEFAULTS.microbatchSize },
-    { name: 'buffer-limit', type: 'int', metavar: 'N', help: 'forwards in flight per stage', default: TRAIN_BENCH_DEFAULTS.bufferLimit },
-    { name: 'no-ceiling', type: 'bool', help: 'skip the two-process ceiling measurement' },
-  ], async (flags) => {
-    const layers = positiveInt(flags, 'layers');
-    if (layers !== undefined && layers < 2) throw new UsageError(`--layers must be at least 2 (the pipeline's 2 stages hold at least one block each), got ${layers}`);
-    const iterations = positiveInt(flags, 'iterations');
-    if (iterations !== undefined && iterations < 2) throw new UsageError(`--iterations must be at least 2 (the first of each measurement is discarded), got ${iterations}`);
-    const r = await benchTrainThroughput({
-      rounds: positiveInt(flags, 'rounds'), iterations, layers,
-      microbatchSize: positiveInt(flags, 'microbatch-size'), bufferLimit: positiveInt(flags, 'buffer-limit'), ceiling: !flags.noCeiling,
-    });
-    return flags.json ? r : formatTrainThroughput(r);
-  });
+  benchMain(
+    'train',
+    "tokens/s of a 2-process pipeline over NATS against one process, alternating rounds, each stage's split of time, the machine's two-process ceiling",
+    [
+      { name: 'rounds', type: 'int', metavar: 'R', help: 'alternating rounds', default: TRAIN_BENCH_DEFAULTS.rounds },
+      {
+        name: 'iterations',
+        type: 'int',
+        metavar: 'N',
+        help: 'training iterations per measurement, at least 2 (the first is discarded; the ceiling runs at most 3)',
+        default: TRAIN_BENCH_DEFAULTS.iterations,
+      },
+      {
+        name: 'layers',
+        type: 'int',
+        metavar: 'L',
+        help: 'model layers, at least 2',
+        default: TRAIN_BENCH_DEFAULTS.layers,
+      },
+      {
+        name: 'microbatch-size',
+        type: 'int',
+        metavar: 'B',
+        help: 'samples per microbatch',
+        default: TRAIN_BENCH_DEFAULTS.microbatchSize,
+      },
+      {
+        name: 'buffer-limit',
+        type: 'int',
+        metavar: 'N',
+        help: 'forwards in flight per stage',
+        default: TRAIN_BENCH_DEFAULTS.bufferLimit,
+      },
+      { name: 'no-ceiling', type: 'bool', help: 'skip the two-process ceiling measurement' },
+    ],
+    async (flags) => {
+      const layers = positiveInt(flags, 'layers');
+      if (layers !== undefined && layers < 2)
+        throw new UsageError(
+          `--layers must be at least 2 (the pipeline's 2 stages hold at least one block each), got ${layers}`,
+        );
+      const iterations = positiveInt(flags, 'iterations');
+      if (iterations !== undefined && iterations < 2)
+        throw new UsageError(
+          `--iterations must be at least 2 (the first of each measurement is discarded), got ${iterations}`,
+        );
+      const r = await benchTrainThroughput({
+        rounds: positiveInt(flags, 'rounds'),
+        iterations,
+        layers,
+        microbatchSize: positiveInt(flags, 'microbatch-size'),
+        bufferLimit: positiveInt(flags, 'buffer-limit'),
+        ceiling: !flags.noCeiling,
+      });
+      return flags.json ? r : formatTrainThroughput(r);
+    },
+  );
 }

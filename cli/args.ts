@@ -26,18 +26,26 @@ const camel = (s: string) => s.replace(/-([a-z])/g, (_, c: string) => c.toUpperC
  * not flags are positional; more than `maxPositional` of them (default none) is an error,
  * so a mistyped flag (`-stages 4`) or a stray value (`--json true`) is not silently dropped.
  */
-export function parseFlags(argv: readonly string[], specs: readonly FlagSpec[], command: string, maxPositional = 0): { flags: ParsedFlags; positional: string[]; given: ReadonlySet<string> } {
+export function parseFlags(
+  argv: readonly string[],
+  specs: readonly FlagSpec[],
+  command: string,
+  maxPositional = 0,
+): { flags: ParsedFlags; positional: string[]; given: ReadonlySet<string> } {
   const byName = new Map(specs.map((s) => [s.name, s]));
   const flags: ParsedFlags = {};
   const positional: string[] = [];
   /** Flags the user gave (the others hold their defaults), by their camelCase key. */
   const given = new Set<string>();
-  for (const s of specs) if (s.default !== undefined) flags[camel(s.name)] = s.type === 'list' ? String(s.default).split(',') : s.default;
+  for (const s of specs)
+    if (s.default !== undefined) flags[camel(s.name)] = s.type === 'list' ? String(s.default).split(',') : s.default;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] === '-h' && byName.has('help') ? '--help' : argv[i];
     if (!arg.startsWith('--')) {
       if (positional.length >= maxPositional)
-        throw new UsageError(`${command}: unexpected argument ${JSON.stringify(arg)} (flags start with --; see \`baton ${command} --help\`)`);
+        throw new UsageError(
+          `${command}: unexpected argument ${JSON.stringify(arg)} (flags start with --; see \`baton ${command} --help\`)`,
+        );
       positional.push(arg);
       continue;
     }
@@ -54,7 +62,9 @@ export function parseFlags(argv: readonly string[], specs: readonly FlagSpec[], 
     const raw = eq >= 0 ? arg.slice(eq + 1) : argv[++i];
     // `--trace --json` is a forgotten value, not a file named --json.
     if (raw === undefined || (eq < 0 && raw.startsWith('--')))
-      throw new UsageError(`${command}: --${name} needs a value (${spec.metavar ?? spec.type})${raw === undefined ? '' : `, got the flag ${JSON.stringify(raw.slice(0, 40))}; write --${name}=VALUE for a value that starts with --`}`);
+      throw new UsageError(
+        `${command}: --${name} needs a value (${spec.metavar ?? spec.type})${raw === undefined ? '' : `, got the flag ${JSON.stringify(raw.slice(0, 40))}; write --${name}=VALUE for a value that starts with --`}`,
+      );
     flags[camel(name)] = convert(raw, spec, command);
     given.add(camel(name));
   }
@@ -67,23 +77,31 @@ function convert(raw: string, spec: FlagSpec, command: string): string | number 
   switch (spec.type) {
     case 'int': {
       const n = Number(raw);
-      if (!/^-?\d+$/.test(raw.trim()) || !Number.isSafeInteger(n)) throw new UsageError(`${command}: --${spec.name} must be an integer, got ${JSON.stringify(raw)}`);
+      if (!/^-?\d+$/.test(raw.trim()) || !Number.isSafeInteger(n))
+        throw new UsageError(`${command}: --${spec.name} must be an integer, got ${JSON.stringify(raw)}`);
       return n;
     }
     case 'number': {
       const n = Number(raw);
       // Decimal only: Number() would also take 0x10, 0b1 and 0o7.
-      if (!DECIMAL_RE.test(raw.trim()) || !Number.isFinite(n)) throw new UsageError(`${command}: --${spec.name} must be a decimal number, got ${JSON.stringify(raw)}`);
+      if (!DECIMAL_RE.test(raw.trim()) || !Number.isFinite(n))
+        throw new UsageError(`${command}: --${spec.name} must be a decimal number, got ${JSON.stringify(raw)}`);
       return n;
     }
     case 'list': {
-      const items = raw.split(',').map((x) => x.trim()).filter((x) => x.length > 0);
-      if (items.length === 0) throw new UsageError(`${command}: --${spec.name} needs a comma-separated list, got ${JSON.stringify(raw)}`);
+      const items = raw
+        .split(',')
+        .map((x) => x.trim())
+        .filter((x) => x.length > 0);
+      if (items.length === 0)
+        throw new UsageError(`${command}: --${spec.name} needs a comma-separated list, got ${JSON.stringify(raw)}`);
       return items;
     }
     default:
       if (spec.choices && !spec.choices.includes(raw))
-        throw new UsageError(`${command}: --${spec.name} must be one of ${spec.choices.join(', ')}; got ${JSON.stringify(raw)}`);
+        throw new UsageError(
+          `${command}: --${spec.name} must be one of ${spec.choices.join(', ')}; got ${JSON.stringify(raw)}`,
+        );
       return raw;
   }
 }
@@ -91,8 +109,12 @@ function convert(raw: string, spec: FlagSpec, command: string): string | number 
 export function helpText(command: string, summary: string, usage: string, specs: readonly FlagSpec[]): string {
   const rows = specs.map((s) => {
     const left = `--${s.name}${s.type === 'bool' ? '' : ` ${s.metavar ?? s.type.toUpperCase()}`}`;
-    const extra = [s.choices ? `one of: ${s.choices.join(', ')}` : '', s.default !== undefined && s.type !== 'bool' ? `default ${s.default}` : '']
-      .filter(Boolean).join('; ');
+    const extra = [
+      s.choices ? `one of: ${s.choices.join(', ')}` : '',
+      s.default !== undefined && s.type !== 'bool' ? `default ${s.default}` : '',
+    ]
+      .filter(Boolean)
+      .join('; ');
     return `  ${left.padEnd(28)} ${s.help}${extra ? ` (${extra})` : ''}`;
   });
   return `baton ${command} — ${summary}\n\nUsage: ${usage}\n\nOptions:\n${rows.join('\n')}\n`;

@@ -11,7 +11,9 @@ const MAX_JITTER_SCALE = 100;
 
 /** --buffer-limit, for every job command: N for every stage, or depth (P − s at stage s). */
 export const BUFFER_LIMIT_FLAG: FlagSpec = {
-  name: 'buffer-limit', type: 'string', metavar: 'N|depth',
+  name: 'buffer-limit',
+  type: 'string',
+  metavar: 'N|depth',
   help: `in-flight forwards per stage before backward-only drain: N, or depth (P-s at stage s, as 1F1B); default ${DEFAULTS.bufferLimit}, depth with --mode async; binding schedules keep their own counts`,
 };
 
@@ -21,23 +23,72 @@ export function bufferLimitFromFlag(raw: unknown): BufferLimit | undefined {
   const text = String(raw);
   if (text === 'depth') return 'depth';
   const n = Number(text);
-  if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(n) || n < 1) throw new UsageError(`--buffer-limit must be a positive integer or depth, got ${quoteValue(text)}`);
+  if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(n) || n < 1)
+    throw new UsageError(`--buffer-limit must be a positive integer or depth, got ${quoteValue(text)}`);
   return n;
 }
 
 export const JOB_FLAGS: readonly FlagSpec[] = [
   { name: 'stages', type: 'int', metavar: 'P', help: 'pipeline stages', default: DEFAULTS.stages },
-  { name: 'microbatches', type: 'int', metavar: 'M', help: 'microbatches per iteration', default: DEFAULTS.microbatches },
-  { name: 'chunks', type: 'int', metavar: 'V', help: 'model chunks per stage (interleaved virtual stages)', default: DEFAULTS.chunks },
-  { name: 'policy', type: 'string', metavar: 'NAME', help: 'hint order (bf fb b-priority f-priority bfw), binding schedule (gpipe 1f1b interleaved-1f1b zb-h1), hint:<schedule>, or a policy module path', default: DEFAULTS.policy },
-  { name: 'profile', type: 'string', metavar: 'NAME|FILE', help: 'workload profile: uniform, llm, multimodal, train or a JSON file', default: DEFAULTS.profile },
+  {
+    name: 'microbatches',
+    type: 'int',
+    metavar: 'M',
+    help: 'microbatches per iteration',
+    default: DEFAULTS.microbatches,
+  },
+  {
+    name: 'chunks',
+    type: 'int',
+    metavar: 'V',
+    help: 'model chunks per stage (interleaved virtual stages)',
+    default: DEFAULTS.chunks,
+  },
+  {
+    name: 'policy',
+    type: 'string',
+    metavar: 'NAME',
+    help: 'hint order (bf fb b-priority f-priority bfw), binding schedule (gpipe 1f1b interleaved-1f1b zb-h1), hint:<schedule>, or a policy module path',
+    default: DEFAULTS.policy,
+  },
+  {
+    name: 'profile',
+    type: 'string',
+    metavar: 'NAME|FILE',
+    help: 'workload profile: uniform, llm, multimodal, train or a JSON file',
+    default: DEFAULTS.profile,
+  },
   { name: 'jitter', type: 'string', help: 'duration jitter', choices: JITTER_MODES, default: DEFAULTS.jitter },
-  { name: 'jitter-scale', type: 'number', metavar: 'X', help: 'multiply the jitter spreads by X', default: DEFAULTS.jitterScale },
+  {
+    name: 'jitter-scale',
+    type: 'number',
+    metavar: 'X',
+    help: 'multiply the jitter spreads by X',
+    default: DEFAULTS.jitterScale,
+  },
   BUFFER_LIMIT_FLAG,
   { name: 'seed', type: 'int', metavar: 'S', help: 'seed of the realized durations', default: DEFAULTS.seed },
-  { name: 'iterations', type: 'int', metavar: 'I', help: 'iterations (each ends with a flush; with --mode async, one stream of I x M microbatches)', default: DEFAULTS.iterations },
-  { name: 'job', type: 'string', metavar: 'NAME', help: 'job name (the subject token baton.<job>.…)', default: DEFAULTS.job },
-  { name: 'mode', type: 'string', help: 'sync: flush every iteration; async: update after every backward, no flush (M x I microbatches in one stream)', choices: ['sync', 'async'], default: 'sync' },
+  {
+    name: 'iterations',
+    type: 'int',
+    metavar: 'I',
+    help: 'iterations (each ends with a flush; with --mode async, one stream of I x M microbatches)',
+    default: DEFAULTS.iterations,
+  },
+  {
+    name: 'job',
+    type: 'string',
+    metavar: 'NAME',
+    help: 'job name (the subject token baton.<job>.…)',
+    default: DEFAULTS.job,
+  },
+  {
+    name: 'mode',
+    type: 'string',
+    help: 'sync: flush every iteration; async: update after every backward, no flush (M x I microbatches in one stream)',
+    choices: ['sync', 'async'],
+    default: 'sync',
+  },
 ];
 
 /** Asynchronous mode never flushes: I iterations of M microbatches become one stream of M x I. */
@@ -53,7 +104,8 @@ function positiveInt(flags: ParsedFlags, name: string, key: string): number {
 
 export function jobConfigFromFlags(flags: ParsedFlags): JobConfig {
   const scale = flags.jitterScale as number;
-  if (!(scale >= 0 && scale <= MAX_JITTER_SCALE)) throw new UsageError(`--jitter-scale must be between 0 and ${MAX_JITTER_SCALE}, got ${scale}`);
+  if (!(scale >= 0 && scale <= MAX_JITTER_SCALE))
+    throw new UsageError(`--jitter-scale must be between 0 and ${MAX_JITTER_SCALE}, got ${scale}`);
   const seed = flags.seed as number;
   if (!Number.isInteger(seed) || seed < 0) throw new UsageError(`--seed must be a non-negative integer, got ${seed}`);
   return resolveConfig({
@@ -73,9 +125,14 @@ export function jobConfigFromFlags(flags: ParsedFlags): JobConfig {
 }
 
 /** The policies `--compare` lists, or undefined without it; it replaces --policy, so the two together are refused. */
-export function comparedPolicies(flags: ParsedFlags, given: ReadonlySet<string>, command: string): string[] | undefined {
+export function comparedPolicies(
+  flags: ParsedFlags,
+  given: ReadonlySet<string>,
+  command: string,
+): string[] | undefined {
   const compare = flags.compare as string[] | undefined;
-  if (compare && given.has('policy')) throw new UsageError(`${command}: --compare runs each policy it lists; give --policy or --compare, not both`);
+  if (compare && given.has('policy'))
+    throw new UsageError(`${command}: --compare runs each policy it lists; give --policy or --compare, not both`);
   return compare;
 }
 

@@ -10,12 +10,30 @@ type CommandRun = (argv: readonly string[], out: (s: string) => void) => Promise
 type Command = { summary: string; load: () => CommandRun };
 
 const COMMANDS: Record<string, Command> = {
-  sim: { summary: 'simulate a pipeline on the virtual clock (same actors, emulated compute)', load: () => (require('./sim') as typeof import('./sim')).simCommand },
-  run: { summary: 'run a pipeline on the real clock over NATS (one process per stage) or in one process', load: () => (require('./run') as typeof import('./run')).runCommand },
-  train: { summary: 'train a model with a pipeline, synchronous or asynchronous (real compute, TensorFlow.js)', load: () => (require('./train') as typeof import('./train')).trainCommand },
-  node: { summary: 'start a node agent that hosts stage actors for jobs over NATS', load: () => (require('./node-command') as typeof import('./node-command')).nodeCommand },
-  trace: { summary: 'inspect a trace file: gantt (SVG chart), check (schema), summary', load: () => (require('./trace-command') as typeof import('./trace-command')).traceCommand },
-  tap: { summary: 'print the live decoded message flows of a job (like nats sub)', load: () => (require('./tap') as typeof import('./tap')).tapCommand },
+  sim: {
+    summary: 'simulate a pipeline on the virtual clock (same actors, emulated compute)',
+    load: () => (require('./sim') as typeof import('./sim')).simCommand,
+  },
+  run: {
+    summary: 'run a pipeline on the real clock over NATS (one process per stage) or in one process',
+    load: () => (require('./run') as typeof import('./run')).runCommand,
+  },
+  train: {
+    summary: 'train a model with a pipeline, synchronous or asynchronous (real compute, TensorFlow.js)',
+    load: () => (require('./train') as typeof import('./train')).trainCommand,
+  },
+  node: {
+    summary: 'start a node agent that hosts stage actors for jobs over NATS',
+    load: () => (require('./node-command') as typeof import('./node-command')).nodeCommand,
+  },
+  trace: {
+    summary: 'inspect a trace file: gantt (SVG chart), check (schema), summary',
+    load: () => (require('./trace-command') as typeof import('./trace-command')).traceCommand,
+  },
+  tap: {
+    summary: 'print the live decoded message flows of a job (like nats sub)',
+    load: () => (require('./tap') as typeof import('./tap')).tapCommand,
+  },
 };
 
 /** 2 for bad flags or input, 1 for a job that failed. */
@@ -28,7 +46,10 @@ function usage(): string {
   return `baton — readiness-first pipeline-parallel training runtime\n\nUsage: baton <command> [options]   (baton <command> --help for options)\n\nCommands:\n${rows.join('\n')}\n`;
 }
 
-export async function main(argv: readonly string[], out: (s: string) => void = (s) => process.stdout.write(s.endsWith('\n') ? s : `${s}\n`)): Promise<number> {
+export async function main(
+  argv: readonly string[],
+  out: (s: string) => void = (s) => process.stdout.write(s.endsWith('\n') ? s : `${s}\n`),
+): Promise<number> {
   const [name, ...rest] = argv;
   // `baton help run` is `baton run --help`, and `baton help trace gantt` is `baton trace gantt --help`.
   if (name === 'help' && rest.length > 0) return main([...rest, '--help'], out);

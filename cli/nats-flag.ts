@@ -2,7 +2,8 @@ import { natsUrlProblem } from '../transport/nats-url';
 import { UsageError } from './args';
 
 /** How every command's --nats help spells the value (transport/nats-url.ts parses it). */
-export const NATS_URL_FORMS = 'host:port or nats://[user:password@|token@]host:port, comma-separated for several servers';
+export const NATS_URL_FORMS =
+  'host:port or nats://[user:password@|token@]host:port, comma-separated for several servers';
 
 /** Where `baton run` hands its stage processes the server URL: not on their command lines, which `ps` shows to every user. */
 export const NATS_URL_ENV = 'BATON_NATS_URL';

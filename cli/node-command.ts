@@ -9,17 +9,43 @@ import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { NATS_URL_ENV, NATS_URL_FORMS, natsFlag } from './nats-flag';
 
 const NODE_FLAGS: readonly FlagSpec[] = [
-  { name: 'nats', type: 'string', metavar: 'URL', help: `NATS server(s) to join: ${NATS_URL_FORMS} (required, or ${NATS_URL_ENV} in the environment)` },
-  { name: 'name', type: 'string', metavar: 'NAME', help: 'node name, unique among the nodes of a NATS system (default node-<pid>)' },
+  {
+    name: 'nats',
+    type: 'string',
+    metavar: 'URL',
+    help: `NATS server(s) to join: ${NATS_URL_FORMS} (required, or ${NATS_URL_ENV} in the environment)`,
+  },
+  {
+    name: 'name',
+    type: 'string',
+    metavar: 'NAME',
+    help: 'node name, unique among the nodes of a NATS system (default node-<pid>)',
+  },
   { name: 'quiet', type: 'bool', help: 'do not log hosting events' },
-  { name: 'json', type: 'bool', help: 'print one JSON line when ready ({node, pid, nats, ready: true}) and log as JSON lines on stderr' },
-  { name: 'exit-with-stdin', type: 'bool', help: 'exit when stdin closes (baton run starts its stage processes so: they end with it, even if it is killed; their names, the job name with a random suffix, skip the check that no other node has the name)' },
-  { name: 'allow-files', type: 'bool', help: 'use the files a launcher names (policy modules, profile files, training corpus, checkpoint to resume); any peer on the NATS server can then name any file on this machine (without it, such a job is refused)' },
+  {
+    name: 'json',
+    type: 'bool',
+    help: 'print one JSON line when ready ({node, pid, nats, ready: true}) and log as JSON lines on stderr',
+  },
+  {
+    name: 'exit-with-stdin',
+    type: 'bool',
+    help: 'exit when stdin closes (baton run starts its stage processes so: they end with it, even if it is killed; their names, the job name with a random suffix, skip the check that no other node has the name)',
+  },
+  {
+    name: 'allow-files',
+    type: 'bool',
+    help: 'use the files a launcher names (policy modules, profile files, training corpus, checkpoint to resume); any peer on the NATS server can then name any file on this machine (without it, such a job is refused)',
+  },
   { name: 'help', type: 'bool', help: 'show this help' },
 ];
 
-export const NODE_HELP = helpText('node', 'start a node agent that hosts stage actors for jobs over NATS',
-  'baton node --nats URL [--name NAME] [--allow-files] [--quiet] [--json]', NODE_FLAGS);
+export const NODE_HELP = helpText(
+  'node',
+  'start a node agent that hosts stage actors for jobs over NATS',
+  'baton node --nats URL [--name NAME] [--allow-files] [--quiet] [--json]',
+  NODE_FLAGS,
+);
 
 export async function nodeCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags } = parseFlags(argv, NODE_FLAGS, 'node');
@@ -28,15 +54,22 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
     return 0;
   }
   const fromEnv = flags.nats === undefined ? process.env[NATS_URL_ENV] : undefined;
-  if (flags.nats === undefined && fromEnv === undefined) throw new UsageError(`node: --nats URL is required (or ${NATS_URL_ENV} in the environment)`);
+  if (flags.nats === undefined && fromEnv === undefined)
+    throw new UsageError(`node: --nats URL is required (or ${NATS_URL_ENV} in the environment)`);
   const url = flags.nats !== undefined ? natsFlag(flags.nats, 'node') : natsFlag(fromEnv, 'node', NATS_URL_ENV);
   const name = flags.name === undefined ? `node-${process.pid}` : String(flags.name);
-  if (!NODE_NAME_RE.test(name)) throw new UsageError(`node: --name must match [A-Za-z0-9_-]+, got ${JSON.stringify(name)}`);
-  if (name.length > MAX_NODE_NAME) throw new UsageError(`node: --name is ${name.length} characters, over the ${MAX_NODE_NAME} its subject (baton._nodes.<name>) has room for`);
+  if (!NODE_NAME_RE.test(name))
+    throw new UsageError(`node: --name must match [A-Za-z0-9_-]+, got ${JSON.stringify(name)}`);
+  if (name.length > MAX_NODE_NAME)
+    throw new UsageError(
+      `node: --name is ${name.length} characters, over the ${MAX_NODE_NAME} its subject (baton._nodes.<name>) has room for`,
+    );
   const bus = await NatsBus.connect(url, { name: `baton-node-${name}` });
-  const log = flags.quiet ? () => {} : flags.json
-    ? (l: string) => process.stderr.write(`${JSON.stringify({ node: name, log: l })}\n`)
-    : (l: string) => process.stderr.write(`${l}\n`);
+  const log = flags.quiet
+    ? () => {}
+    : flags.json
+      ? (l: string) => process.stderr.write(`${JSON.stringify({ node: name, log: l })}\n`)
+      : (l: string) => process.stderr.write(`${l}\n`);
   // Stage processes a launcher starts have names of that launch's own; others ask first.
   if (!flags.exitWithStdin) await refuseTakenName(bus, name, bus.url);
   const agent = new NodeAgent({ name, bus, log, allowFiles: flags.allowFiles === true });
@@ -46,7 +79,9 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   // published while it is down), their launchers hear so instead of waiting out their stall
   // timeout, and the stages go.
   bus.onReconnect = () => {
-    log(`node ${name}: its connection to NATS at ${bus.url} dropped and came back; dropping the jobs it hosted (messages to their stages were lost)`);
+    log(
+      `node ${name}: its connection to NATS at ${bus.url} dropped and came back; dropping the jobs it hosted (messages to their stages were lost)`,
+    );
     agent.leave(`its connection to NATS at ${bus.url} dropped: messages in flight to its stages were lost`);
   };
   agent.start();
@@ -55,7 +90,17 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
     stopping = true;
     agent.leave(why);
     // A server that stopped answering must not keep a stopped agent alive.
-    void withinMs(bus.flush().catch(() => {}), EXIT_FLUSH_MS).finally(() => withinMs(bus.close().catch(() => {}), EXIT_FLUSH_MS)).finally(() => process.exit(0));
+    void withinMs(
+      bus.flush().catch(() => {}),
+      EXIT_FLUSH_MS,
+    )
+      .finally(() =>
+        withinMs(
+          bus.close().catch(() => {}),
+          EXIT_FLUSH_MS,
+        ),
+      )
+      .finally(() => process.exit(0));
   };
   // Before the ready line: whoever reads it may signal at once.
   process.once('SIGTERM', stop('SIGTERM'));
@@ -76,10 +121,19 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   const lost = await Promise.race([agent.exited.then(() => null), bus.lost()]);
   // Our own close on a signal ends the connection too; the process is about to exit.
   if (stopping) return new Promise<number>(() => {});
-  if (lost) throw new NatsBusError(`node ${name}: lost the connection to NATS at ${bus.url} (${lost.message}); the jobs it hosted are gone`);
+  if (lost)
+    throw new NatsBusError(
+      `node ${name}: lost the connection to NATS at ${bus.url} (${lost.message}); the jobs it hosted are gone`,
+    );
   // Asked to exit: the launchers' leaving messages go out first, as on a signal.
-  await withinMs(bus.flush().catch(() => {}), EXIT_FLUSH_MS);
-  await withinMs(bus.close().catch(() => {}), EXIT_FLUSH_MS);
+  await withinMs(
+    bus.flush().catch(() => {}),
+    EXIT_FLUSH_MS,
+  );
+  await withinMs(
+    bus.close().catch(() => {}),
+    EXIT_FLUSH_MS,
+  );
   return 0;
 }
 
@@ -96,12 +150,18 @@ function withinMs(p: Promise<unknown>, ms: number): Promise<void> {
 /** Two agents of one name would both take the requests meant for one: the second refuses to start. */
 async function refuseTakenName(bus: Bus, name: string, url: string, waitMs = 300): Promise<void> {
   const holders = await askAround(bus, {
-    listen: ANNOUNCE_SUBJECT, ask: nodeSubject(name), question: { verb: 'ping' }, waitMs,
-    pick: (r) => (r.verb === 'hello' && r.name === name && !(r.pid === process.pid && r.host === os.hostname()) ? r : null),
+    listen: ANNOUNCE_SUBJECT,
+    ask: nodeSubject(name),
+    question: { verb: 'ping' },
+    waitMs,
+    pick: (r) =>
+      r.verb === 'hello' && r.name === name && !(r.pid === process.pid && r.host === os.hostname()) ? r : null,
   });
   const h = holders[0];
   if (h) {
     await bus.close();
-    throw new UsageError(`node: a node named ${name} is already running on ${url} (pid ${String(h.pid)} on ${String(h.host)}); give this one another --name`);
+    throw new UsageError(
+      `node: a node named ${name} is already running on ${url} (pid ${String(h.pid)} on ${String(h.host)}); give this one another --name`,
+    );
   }
 }

@@ -79,7 +79,8 @@ export function checkOutputFile(file: string, flag: string): void {
     return;
   }
   const dir = path.dirname(abs);
-  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new UsageError(`${flag} ${file}: directory ${dir} does not exist`);
+  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory())
+    throw new UsageError(`${flag} ${file}: directory ${dir} does not exist`);
   if (!writable(dir)) throw new UsageError(`${flag} ${file}: cannot create files in ${dir}`);
   // A link whose target does not exist yet is written through: check where it leads.
   if (isLink(abs)) return checkOutputFile(danglingTarget(abs, file, flag), flag);
@@ -88,7 +89,9 @@ export function checkOutputFile(file: string, flag: string): void {
     fs.closeSync(fs.openSync(abs, 'wx'));
     fs.unlinkSync(abs);
   } catch (err) {
-    throw new UsageError(`${flag} ${file}: cannot be created: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new UsageError(
+      `${flag} ${file}: cannot be created: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    );
   }
 }
 
@@ -103,7 +106,8 @@ export function checkOutputDir(dir: string, flag: string): string[] {
   // A link to a directory that does not exist yet: the directory is made where it leads.
   if (isLink(abs)) return checkOutputDir(danglingTarget(abs, dir, flag), flag);
   const up = existingAncestor(abs);
-  if (!fs.statSync(up).isDirectory() || !writable(up)) throw new UsageError(`${flag} ${dir}: cannot be created (${up} is not a writable directory)`);
+  if (!fs.statSync(up).isDirectory() || !writable(up))
+    throw new UsageError(`${flag} ${dir}: cannot be created (${up} is not a writable directory)`);
   // Permission bits do not tell everything (root may not create directories in /sys): try
   // it, one level at a time. Node's recursive mkdir never returns when the kernel answers
   // ENOENT under a parent that exists (a path in /proc).
@@ -119,9 +123,13 @@ export function checkOutputDir(dir: string, flag: string): string[] {
     for (const d of made.reverse()) {
       try {
         fs.rmdirSync(d);
-      } catch { /* leave it: the error below is the one to report */ }
+      } catch {
+        /* leave it: the error below is the one to report */
+      }
     }
-    throw new UsageError(`${flag} ${dir}: cannot be created: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new UsageError(
+      `${flag} ${dir}: cannot be created: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    );
   }
   return made;
 }

@@ -3,8 +3,14 @@
 
 import { JobResult } from '../actors/job';
 
-export function warnRejects(command: string, r: JobResult, err: (s: string) => void = (s) => process.stderr.write(`${s}\n`)): void {
+export function warnRejects(
+  command: string,
+  r: JobResult,
+  err: (s: string) => void = (s) => process.stderr.write(`${s}\n`),
+): void {
   const n = r.totals.rejected;
   if (n === 0) return;
-  err(`baton ${command}: warning: ${n} message${n === 1 ? '' : 's'} rejected and ignored; first: ${r.rejects.slice(0, 3).join(' | ')}`);
+  err(
+    `baton ${command}: warning: ${n} message${n === 1 ? '' : 's'} rejected and ignored; first: ${r.rejects.slice(0, 3).join(' | ')}`,
+  );
 }

@@ -29,21 +29,69 @@ import { STAGE_NODE_FLAGS_HELP, stageNodeFlags } from './stage-node-flags';
 const RUN_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
   { name: 'transport', type: 'string', help: 'message bus', choices: ['nats', 'local'], default: 'nats' },
-  { name: 'nats', type: 'string', metavar: 'URL', help: `NATS server(s): ${NATS_URL_FORMS} (default: start a local nats-server on a free loopback port)` },
-  { name: 'processes', type: 'string', help: 'per-stage: one OS process per stage; single: all stages in this process', choices: ['per-stage', 'single'], default: 'per-stage' },
-  { name: 'nodes', type: 'list', metavar: 'N1,N2,…', help: 'use running node agents (baton node) instead of spawning them; stages are dealt in contiguous blocks' },
-  { name: 'compare', type: 'list', metavar: 'P1,P2,…', help: 'run the same seed under each policy and compare (speedup over the first); the k-th policy (from 0) runs as job <job>-k, so tap --job <job>-k watches it' },
-  { name: 'trace', type: 'string', metavar: 'FILE.json', help: 'write a Chrome trace (Perfetto) of the run (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.json)' },
-  { name: 'gantt', type: 'string', metavar: 'FILE.svg', help: 'draw the pipeline Gantt chart (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.svg)' },
-  { name: 'warmup-iterations', type: 'int', metavar: 'W', help: 'iterations run first and left out of the statistics (JIT, connections); none with --mode async', default: 1 },
-  { name: 'stall-timeout', type: 'int', metavar: 'MS', help: 'end with a deadlock error after this long without progress (at most 2147483647, the longest timer Node keeps); also the lease of the job on its node agents', default: 30000 },
+  {
+    name: 'nats',
+    type: 'string',
+    metavar: 'URL',
+    help: `NATS server(s): ${NATS_URL_FORMS} (default: start a local nats-server on a free loopback port)`,
+  },
+  {
+    name: 'processes',
+    type: 'string',
+    help: 'per-stage: one OS process per stage; single: all stages in this process',
+    choices: ['per-stage', 'single'],
+    default: 'per-stage',
+  },
+  {
+    name: 'nodes',
+    type: 'list',
+    metavar: 'N1,N2,…',
+    help: 'use running node agents (baton node) instead of spawning them; stages are dealt in contiguous blocks',
+  },
+  {
+    name: 'compare',
+    type: 'list',
+    metavar: 'P1,P2,…',
+    help: 'run the same seed under each policy and compare (speedup over the first); the k-th policy (from 0) runs as job <job>-k, so tap --job <job>-k watches it',
+  },
+  {
+    name: 'trace',
+    type: 'string',
+    metavar: 'FILE.json',
+    help: 'write a Chrome trace (Perfetto) of the run (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.json)',
+  },
+  {
+    name: 'gantt',
+    type: 'string',
+    metavar: 'FILE.svg',
+    help: 'draw the pipeline Gantt chart (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.svg)',
+  },
+  {
+    name: 'warmup-iterations',
+    type: 'int',
+    metavar: 'W',
+    help: 'iterations run first and left out of the statistics (JIT, connections); none with --mode async',
+    default: 1,
+  },
+  {
+    name: 'stall-timeout',
+    type: 'int',
+    metavar: 'MS',
+    help: 'end with a deadlock error after this long without progress (at most 2147483647, the longest timer Node keeps); also the lease of the job on its node agents',
+    default: 30000,
+  },
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },
   { name: 'print-config', type: 'bool', help: 'print the resolved config and exit' },
   { name: 'help', type: 'bool', help: 'show this help' },
 ];
 
-export const RUN_HELP = helpText('run', 'run a pipeline job on the real clock, over NATS (default) or in one process',
-  'baton run [sim flags] [--transport nats|local] [--nats URL] [--processes per-stage|single] [--nodes N1,…] [--trace FILE.json] [--gantt FILE.svg] [--json]', RUN_FLAGS) + STAGE_NODE_FLAGS_HELP;
+export const RUN_HELP =
+  helpText(
+    'run',
+    'run a pipeline job on the real clock, over NATS (default) or in one process',
+    'baton run [sim flags] [--transport nats|local] [--nats URL] [--processes per-stage|single] [--nodes N1,…] [--trace FILE.json] [--gantt FILE.svg] [--json]',
+    RUN_FLAGS,
+  ) + STAGE_NODE_FLAGS_HELP;
 
 export interface RunSetup {
   transport: 'nats' | 'local';
@@ -72,11 +120,28 @@ function spawnNodes(url: string, names: string[], nodeFlags: readonly string[], 
   const diedPromise = new Promise<never>((_, reject) => (died = reject));
   diedPromise.catch(() => {});
   const children = names.map((name) => {
-    const child = spawn(process.execPath, [...nodeFlags, CLI_ENTRY, 'node', '--name', name, '--quiet', '--exit-with-stdin', ...(allowFiles ? ['--allow-files'] : [])],
-      { stdio: ['pipe', 'ignore', 'pipe'], env: { ...process.env, [NATS_URL_ENV]: url } });
+    const child = spawn(
+      process.execPath,
+      [
+        ...nodeFlags,
+        CLI_ENTRY,
+        'node',
+        '--name',
+        name,
+        '--quiet',
+        '--exit-with-stdin',
+        ...(allowFiles ? ['--allow-files'] : []),
+      ],
+      { stdio: ['pipe', 'ignore', 'pipe'], env: { ...process.env, [NATS_URL_ENV]: url } },
+    );
     child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[${name}] ${d}`));
     child.once('exit', (code, signal) => {
-      if (!stopping) died(new JobError(`stage process ${name} (pid ${child.pid}) ended during the job (${signal ? `signal ${signal}` : `exit code ${code}`})`));
+      if (!stopping)
+        died(
+          new JobError(
+            `stage process ${name} (pid ${child.pid}) ended during the job (${signal ? `signal ${signal}` : `exit code ${code}`})`,
+          ),
+        );
     });
     return child;
   });
@@ -95,15 +160,20 @@ function spawnNodes(url: string, names: string[], nodeFlags: readonly string[], 
 }
 
 async function stopChildren(children: ChildProcess[]): Promise<void> {
-  await Promise.all(children.map((c) => new Promise<void>((resolve) => {
-    if (c.exitCode !== null || c.signalCode !== null) return resolve();
-    const t = setTimeout(() => c.kill('SIGKILL'), 3000);
-    c.once('exit', () => {
-      clearTimeout(t);
-      resolve();
-    });
-    c.kill('SIGTERM');
-  })));
+  await Promise.all(
+    children.map(
+      (c) =>
+        new Promise<void>((resolve) => {
+          if (c.exitCode !== null || c.signalCode !== null) return resolve();
+          const t = setTimeout(() => c.kill('SIGKILL'), 3000);
+          c.once('exit', () => {
+            clearTimeout(t);
+            resolve();
+          });
+          c.kill('SIGTERM');
+        }),
+    ),
+  );
 }
 
 /**
@@ -148,7 +218,9 @@ export interface RunOutcome {
 export function checkLocalProcesses(cfg: JobConfig, setup: RunSetup, command: string): void {
   if (setup.transport !== 'nats' || setup.processes !== 'per-stage' || setup.nodes) return;
   if (cfg.stages > MAX_LOCAL_STAGE_PROCESSES)
-    throw new UsageError(`${command}: --processes per-stage starts ${cfg.stages} stage processes on this machine (about 60 MB each); at most ${MAX_LOCAL_STAGE_PROCESSES}: use --processes single${command === 'run' ? ', or --nodes to spread them' : ''}`);
+    throw new UsageError(
+      `${command}: --processes per-stage starts ${cfg.stages} stage processes on this machine (about 60 MB each); at most ${MAX_LOCAL_STAGE_PROCESSES}: use --processes single${command === 'run' ? ', or --nodes to spread them' : ''}`,
+    );
   stageNodeFlags();
 }
 
@@ -173,7 +245,9 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     if (!server) release = await claimJob(bus, cfg.job);
     // Core NATS keeps nothing that was in flight: once the launcher's connection drops (a
     // server of our own that died, a network cut), the job has lost messages, so it ends now.
-    const dropped = bus.disconnected().then((e) => Promise.reject(new JobError(`${e.message}: messages in flight are lost, the job cannot complete`)));
+    const dropped = bus
+      .disconnected()
+      .then((e) => Promise.reject(new JobError(`${e.message}: messages in flight are lost, the job cannot complete`)));
     dropped.catch(() => {});
     if (setup.processes === 'single' && !setup.nodes) {
       const result = await runJob(cfg, { clock: 'real', bus, onIteration: setup.onIteration, stop: dropped });
@@ -218,7 +292,11 @@ export const MAX_LOCAL_STAGE_PROCESSES = 64;
 
 /** The resolved config as --print-config shows it, a NATS URL's credentials hidden. */
 export function configForPrint(cfg: JobConfig, setup: object & { natsUrl?: string }): string {
-  return JSON.stringify({ ...cfg, ...setup, ...(setup.natsUrl !== undefined ? { natsUrl: redactNatsUrl(setup.natsUrl) } : {}) }, null, 2);
+  return JSON.stringify(
+    { ...cfg, ...setup, ...(setup.natsUrl !== undefined ? { natsUrl: redactNatsUrl(setup.natsUrl) } : {}) },
+    null,
+    2,
+  );
 }
 
 export async function runCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
@@ -227,31 +305,58 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     out(RUN_HELP);
     return 0;
   }
-  const cfg: JobConfig = asyncStream({ ...jobConfigFromFlags(flags), stallTimeoutMs: flags.stallTimeout as number, warmupIterations: flags.warmupIterations as number });
-  if (!Number.isInteger(cfg.warmupIterations) || cfg.warmupIterations < 0) throw new UsageError(`run: --warmup-iterations must be an integer >= 0, got ${cfg.warmupIterations}`);
+  const cfg: JobConfig = asyncStream({
+    ...jobConfigFromFlags(flags),
+    stallTimeoutMs: flags.stallTimeout as number,
+    warmupIterations: flags.warmupIterations as number,
+  });
+  if (!Number.isInteger(cfg.warmupIterations) || cfg.warmupIterations < 0)
+    throw new UsageError(`run: --warmup-iterations must be an integer >= 0, got ${cfg.warmupIterations}`);
   if (cfg.mode === 'async' && given.has('warmupIterations') && cfg.warmupIterations > 0)
-    throw new UsageError('run: asynchronous mode runs one stream of microbatches; it has no warm-up iteration (drop --warmup-iterations)');
+    throw new UsageError(
+      'run: asynchronous mode runs one stream of microbatches; it has no warm-up iteration (drop --warmup-iterations)',
+    );
   if (cfg.mode === 'async') cfg.warmupIterations = 0;
   if (!(cfg.stallTimeoutMs > 0 && cfg.stallTimeoutMs <= MAX_TIMER_MS))
-    throw new UsageError(`run: --stall-timeout must be between 1 and ${MAX_TIMER_MS} ms (the longest timer Node keeps), got ${cfg.stallTimeoutMs}`);
+    throw new UsageError(
+      `run: --stall-timeout must be between 1 and ${MAX_TIMER_MS} ms (the longest timer Node keeps), got ${cfg.stallTimeoutMs}`,
+    );
   const setup: RunSetup = {
     transport: flags.transport as 'nats' | 'local',
     processes: flags.processes as 'per-stage' | 'single',
     natsUrl: flags.nats === undefined ? undefined : natsFlag(flags.nats, 'run'),
     nodes: flags.nodes as string[] | undefined,
-    onServer: (url, job) => process.stderr.write(`run: job ${job} on a nats-server of its own at ${url}; watch it with baton tap --nats ${url} --job ${job}\n`),
+    onServer: (url, job) =>
+      process.stderr.write(
+        `run: job ${job} on a nats-server of its own at ${url}; watch it with baton tap --nats ${url} --job ${job}\n`,
+      ),
   };
-  if (setup.transport === 'local' && (setup.natsUrl || setup.nodes)) throw new UsageError('run: --nats and --nodes need --transport nats');
-  if (setup.transport === 'local' && given.has('processes')) throw new UsageError('run: --transport local runs every stage in this process; --processes needs --transport nats');
-  if (setup.nodes && setup.processes === 'single') throw new UsageError('run: --nodes runs the stages on those nodes; it takes no --processes single');
+  if (setup.transport === 'local' && (setup.natsUrl || setup.nodes))
+    throw new UsageError('run: --nats and --nodes need --transport nats');
+  if (setup.transport === 'local' && given.has('processes'))
+    throw new UsageError('run: --transport local runs every stage in this process; --processes needs --transport nats');
+  if (setup.nodes && setup.processes === 'single')
+    throw new UsageError('run: --nodes runs the stages on those nodes; it takes no --processes single');
   for (const n of setup.nodes ?? []) {
-    if (!NODE_NAME_RE.test(n)) throw new UsageError(`run: --nodes: node names match [A-Za-z0-9_-]+ (as baton node --name), got ${JSON.stringify(n)}`);
-    if (n.length > MAX_NODE_NAME) throw new UsageError(`run: --nodes: a node name is at most ${MAX_NODE_NAME} characters (as baton node --name), got one of ${n.length}`);
+    if (!NODE_NAME_RE.test(n))
+      throw new UsageError(
+        `run: --nodes: node names match [A-Za-z0-9_-]+ (as baton node --name), got ${JSON.stringify(n)}`,
+      );
+    if (n.length > MAX_NODE_NAME)
+      throw new UsageError(
+        `run: --nodes: a node name is at most ${MAX_NODE_NAME} characters (as baton node --name), got one of ${n.length}`,
+      );
   }
-  if (setup.nodes && new Set(setup.nodes).size !== setup.nodes.length) throw new UsageError(`run: --nodes names a node twice: ${setup.nodes.join(',')}`);
-  if (setup.nodes && !setup.natsUrl) throw new UsageError('run: --nodes needs --nats URL, the server those node agents joined (without it the run starts a private server no agent knows)');
+  if (setup.nodes && new Set(setup.nodes).size !== setup.nodes.length)
+    throw new UsageError(`run: --nodes names a node twice: ${setup.nodes.join(',')}`);
+  if (setup.nodes && !setup.natsUrl)
+    throw new UsageError(
+      'run: --nodes needs --nats URL, the server those node agents joined (without it the run starts a private server no agent knows)',
+    );
   if (setup.nodes && setup.nodes.length > cfg.stages)
-    throw new UsageError(`run: --nodes names ${setup.nodes.length} agents for ${cfg.stages} stages; each agent hosts at least one stage, so ${setup.nodes.slice(cfg.stages).join(',')} would get none`);
+    throw new UsageError(
+      `run: --nodes names ${setup.nodes.length} agents for ${cfg.stages} stages; each agent hosts at least one stage, so ${setup.nodes.slice(cfg.stages).join(',')} would get none`,
+    );
   checkLocalProcesses(cfg, setup, 'run');
   const compare = comparedPolicies(flags, given, 'run');
   const policies = compare ?? [cfg.policy];
@@ -260,7 +365,11 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   try {
     policies.forEach((_, k) => checkJobName(jobOf(k)));
   } catch (err) {
-    throw new UsageError(policies.length > 1 ? `run: --compare runs policy k as job ${cfg.job}-k; ${(err as Error).message}` : `run: --job: ${(err as Error).message}`);
+    throw new UsageError(
+      policies.length > 1
+        ? `run: --compare runs policy k as job ${cfg.job}-k; ${(err as Error).message}`
+        : `run: --job: ${(err as Error).message}`,
+    );
   }
   // Every policy of a comparison is checked before the first one runs (or is printed as runnable).
   for (const policy of policies) checkJob({ ...cfg, policy }, { profileHere: !setup.nodes });
@@ -271,7 +380,11 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   checkTraceOutputs('run', flags.trace as string | undefined, flags.gantt as string | undefined, policies);
   const outcomes: RunOutcome[] = [];
   for (const policy of policies) outcomes.push(await runOnce({ ...cfg, policy, job: jobOf(outcomes.length) }, setup));
-  const written = writeComparedTraceFiles(outcomes.map((o) => o.result), flags.trace as string | undefined, flags.gantt as string | undefined);
+  const written = writeComparedTraceFiles(
+    outcomes.map((o) => o.result),
+    flags.trace as string | undefined,
+    flags.gantt as string | undefined,
+  );
   for (const o of outcomes) warnRejects('run', o.result);
   const rows = outcomes.map(summary);
   const base = rows[0].makespan_ms;
@@ -281,10 +394,29 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     out(JSON.stringify(compare ? rows.map((r) => ({ ...r, speedup: speedup(r.makespan_ms) })) : rows[0]));
     return 0;
   }
-  out(formatTable(
-    ['policy', 'makespan ms', `speedup vs ${rows[0].policy}`, 'lower bound ms', 'efficiency', 'messages', 'processes'],
-    rows.map((r) => [r.policy, r.makespan_ms.toFixed(1), `${speedup(r.makespan_ms).toFixed(2)}x`, r.lower_bound_ms.toFixed(1), r.efficiency.toFixed(3), String(r.messages), String(r.processes)]),
-    `real clock, transport=${rows[0].transport}, P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations}`));
+  out(
+    formatTable(
+      [
+        'policy',
+        'makespan ms',
+        `speedup vs ${rows[0].policy}`,
+        'lower bound ms',
+        'efficiency',
+        'messages',
+        'processes',
+      ],
+      rows.map((r) => [
+        r.policy,
+        r.makespan_ms.toFixed(1),
+        `${speedup(r.makespan_ms).toFixed(2)}x`,
+        r.lower_bound_ms.toFixed(1),
+        r.efficiency.toFixed(3),
+        String(r.messages),
+        String(r.processes),
+      ]),
+      `real clock, transport=${rows[0].transport}, P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations}`,
+    ),
+  );
   for (const w of written) out(`wrote ${w}`);
   return 0;
 }

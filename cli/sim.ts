@@ -10,17 +10,36 @@ import { checkTraceOutputs, writeComparedTraceFiles, writeTraceFiles } from './t
 
 const SIM_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
-  { name: 'compare', type: 'list', metavar: 'P1,P2,…', help: 'run the same seed under each policy and compare (speedup over the first)' },
-  { name: 'trace', type: 'string', metavar: 'FILE.json', help: 'write a Chrome trace (Perfetto) of the run (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.json)' },
-  { name: 'gantt', type: 'string', metavar: 'FILE.svg', help: 'draw the pipeline Gantt chart (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.svg)' },
+  {
+    name: 'compare',
+    type: 'list',
+    metavar: 'P1,P2,…',
+    help: 'run the same seed under each policy and compare (speedup over the first)',
+  },
+  {
+    name: 'trace',
+    type: 'string',
+    metavar: 'FILE.json',
+    help: 'write a Chrome trace (Perfetto) of the run (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.json)',
+  },
+  {
+    name: 'gantt',
+    type: 'string',
+    metavar: 'FILE.svg',
+    help: 'draw the pipeline Gantt chart (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.svg)',
+  },
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },
   { name: 'print-config', type: 'bool', help: 'print the resolved config and exit' },
   { name: 'help', type: 'bool', help: 'show this help' },
 ];
 
-export const SIM_HELP = helpText('sim', 'simulate a pipeline on the virtual clock (same actors, emulated compute)',
+export const SIM_HELP = helpText(
+  'sim',
+  'simulate a pipeline on the virtual clock (same actors, emulated compute)',
   'baton sim [--stages P] [--microbatches M] [--chunks V] [--policy NAME] [--profile NAME|FILE] [--jitter none|compute|paper] ' +
-  '[--jitter-scale X] [--buffer-limit N|depth] [--seed S] [--iterations I] [--compare bf,1f1b,…] [--json]', SIM_FLAGS);
+    '[--jitter-scale X] [--buffer-limit N|depth] [--seed S] [--iterations I] [--compare bf,1f1b,…] [--json]',
+  SIM_FLAGS,
+);
 
 export async function simulate(cfg: JobConfig): Promise<JobResult> {
   return runJob(cfg, { clock: 'virtual' });
@@ -53,21 +72,51 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
     const r = await simulate(cfg);
     const written = writeTraceFiles(r, flags.trace as string | undefined, flags.gantt as string | undefined);
     const s = summarize(r);
-    out(flags.json ? JSON.stringify(s) : formatTable(
-      ['policy', 'makespan ms', 'lower bound ms', 'efficiency', 'bubble', 'peak in-flight'],
-      [[s.policy, s.makespan_ms.toFixed(2), s.lower_bound_ms.toFixed(2), s.efficiency.toFixed(3), s.bubble_fraction.toFixed(3), s.peak_inflight.join(',')]],
-      `P=${s.stages} M=${s.microbatches} V=${s.chunks} profile=${s.profile} jitter=${s.jitter} scale=${cfg.jitterScale} seed=${s.seed} iterations=${s.iterations.length}`));
+    out(
+      flags.json
+        ? JSON.stringify(s)
+        : formatTable(
+            ['policy', 'makespan ms', 'lower bound ms', 'efficiency', 'bubble', 'peak in-flight'],
+            [
+              [
+                s.policy,
+                s.makespan_ms.toFixed(2),
+                s.lower_bound_ms.toFixed(2),
+                s.efficiency.toFixed(3),
+                s.bubble_fraction.toFixed(3),
+                s.peak_inflight.join(','),
+              ],
+            ],
+            `P=${s.stages} M=${s.microbatches} V=${s.chunks} profile=${s.profile} jitter=${s.jitter} scale=${cfg.jitterScale} seed=${s.seed} iterations=${s.iterations.length}`,
+          ),
+    );
     if (!flags.json) for (const w of written) out(`wrote ${w}`);
     return 0;
   }
   const results: JobResult[] = [];
   for (const policy of compare) results.push(await simulate({ ...cfg, policy }));
-  const written = writeComparedTraceFiles(results, flags.trace as string | undefined, flags.gantt as string | undefined);
+  const written = writeComparedTraceFiles(
+    results,
+    flags.trace as string | undefined,
+    flags.gantt as string | undefined,
+  );
   const rows = compareRows(results);
-  out(flags.json ? JSON.stringify(rows) : formatTable(
-    ['policy', 'makespan ms', `speedup vs ${rows[0].policy}`, 'efficiency', 'bubble', 'max peak in-flight'],
-    rows.map((r) => [r.policy, r.makespan_ms.toFixed(2), `${r.speedup.toFixed(3)}x`, r.efficiency.toFixed(3), r.bubble_fraction.toFixed(3), String(Math.max(...r.peak_inflight))]),
-    `P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations}`));
+  out(
+    flags.json
+      ? JSON.stringify(rows)
+      : formatTable(
+          ['policy', 'makespan ms', `speedup vs ${rows[0].policy}`, 'efficiency', 'bubble', 'max peak in-flight'],
+          rows.map((r) => [
+            r.policy,
+            r.makespan_ms.toFixed(2),
+            `${r.speedup.toFixed(3)}x`,
+            r.efficiency.toFixed(3),
+            r.bubble_fraction.toFixed(3),
+            String(Math.max(...r.peak_inflight)),
+          ]),
+          `P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations}`,
+        ),
+  );
   if (!flags.json) for (const w of written) out(`wrote ${w}`);
   return 0;
 }

@@ -18,7 +18,10 @@ export function stageNodeFlags(env: NodeJS.ProcessEnv = process.env): readonly s
   if (given === undefined) return DEFAULT_STAGE_NODE_FLAGS;
   const flags = given.split(/\s+/).filter((f) => f.length > 0);
   const bad = flags.find((f) => !f.startsWith('-'));
-  if (bad !== undefined) throw new UsageError(`${STAGE_NODE_FLAGS_ENV}: every word must be a Node flag starting with -, got ${JSON.stringify(bad)} (space-separated flags, a flag's value joined with =, e.g. "--single-threaded-gc --max-old-space-size=8192"; empty for none)`);
+  if (bad !== undefined)
+    throw new UsageError(
+      `${STAGE_NODE_FLAGS_ENV}: every word must be a Node flag starting with -, got ${JSON.stringify(bad)} (space-separated flags, a flag's value joined with =, e.g. "--single-threaded-gc --max-old-space-size=8192"; empty for none)`,
+    );
   return flags;
 }
 

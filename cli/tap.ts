@@ -17,7 +17,13 @@ import { printable } from './table';
 export { printable };
 
 const TAP_FLAGS: readonly FlagSpec[] = [
-  { name: 'nats', type: 'string', metavar: 'URL', help: `NATS server(s): ${NATS_URL_FORMS}`, default: 'nats://127.0.0.1:4222' },
+  {
+    name: 'nats',
+    type: 'string',
+    metavar: 'URL',
+    help: `NATS server(s): ${NATS_URL_FORMS}`,
+    default: 'nats://127.0.0.1:4222',
+  },
   { name: 'job', type: 'string', metavar: 'J', help: 'job to watch (required unless --all)' },
   { name: 'all', type: 'bool', help: 'watch every Baton subject (baton.>)' },
   { name: 'count', type: 'int', metavar: 'N', help: 'stop after N messages (0 = no limit)', default: 0 },
@@ -26,8 +32,12 @@ const TAP_FLAGS: readonly FlagSpec[] = [
   { name: 'help', type: 'bool', help: 'show this help' },
 ];
 
-export const TAP_HELP = helpText('tap', 'print the live decoded message flows of a job',
-  'baton tap [--nats URL] --job J [--count N] [--timeout S] [--json]', TAP_FLAGS);
+export const TAP_HELP = helpText(
+  'tap',
+  'print the live decoded message flows of a job',
+  'baton tap [--nats URL] --job J [--count N] [--timeout S] [--json]',
+  TAP_FLAGS,
+);
 
 export interface TapLine {
   subject: string;
@@ -55,7 +65,13 @@ export function tapLine(subject: string, data: Uint8Array, now = monotonicNow())
     try {
       const v = decodeValue(data) as { events?: BatonEvent[]; verb?: string };
       if (Array.isArray(v?.events)) return { subject, kind: 'trace', bytes: data.byteLength, events: v.events.length };
-      if (parts.kind === 'trace' && parts.job !== '_jobs' && parts.job !== '_nodes') return { subject, kind: 'malformed', bytes: data.byteLength, error: 'a trace batch must be a map with an events list' };
+      if (parts.kind === 'trace' && parts.job !== '_jobs' && parts.job !== '_nodes')
+        return {
+          subject,
+          kind: 'malformed',
+          bytes: data.byteLength,
+          error: 'a trace batch must be a map with an events list',
+        };
       // A launcher's claim of its job name (actors/job-claim.ts): a question or an answer.
       if (parts.job === '_jobs') return { subject, kind: 'job-claim', bytes: data.byteLength };
       return { subject, kind: String(v?.verb ?? 'node'), bytes: data.byteLength };
@@ -66,8 +82,14 @@ export function tapLine(subject: string, data: Uint8Array, now = monotonicNow())
   try {
     const e = decodeEnvelope(data);
     return {
-      subject, kind: e.kind, task: taskOf(e), iteration: e.iteration, src: e.src, dst: e.dst,
-      bytes: e.bytes || data.byteLength, latency_ms: now - e.sentAt,
+      subject,
+      kind: e.kind,
+      task: taskOf(e),
+      iteration: e.iteration,
+      src: e.src,
+      dst: e.dst,
+      bytes: e.bytes || data.byteLength,
+      latency_ms: now - e.sentAt,
     };
   } catch (err) {
     return { subject, kind: 'malformed', bytes: data.byteLength, error: (err as Error).message };
@@ -88,8 +110,12 @@ const MAX_TIMEOUT_S = Math.floor((2 ** 31 - 1) / 1000);
 /** How long the server may take to confirm the subscription before tap gives up. */
 export const TAP_SUBSCRIBE_TIMEOUT_MS = 10_000;
 
-export async function tapCommand(argv: readonly string[], out: (s: string) => void,
-  err: (s: string) => void = (s) => process.stderr.write(`${s}\n`), subscribeTimeoutMs = TAP_SUBSCRIBE_TIMEOUT_MS): Promise<number> {
+export async function tapCommand(
+  argv: readonly string[],
+  out: (s: string) => void,
+  err: (s: string) => void = (s) => process.stderr.write(`${s}\n`),
+  subscribeTimeoutMs = TAP_SUBSCRIBE_TIMEOUT_MS,
+): Promise<number> {
   const { flags } = parseFlags(argv, TAP_FLAGS, 'tap');
   if (flags.help) {
     out(TAP_HELP);
@@ -100,11 +126,19 @@ export async function tapCommand(argv: readonly string[], out: (s: string) => vo
   const pattern = flags.all ? 'baton.>' : jobWildcard(checkJobName(String(flags.job)));
   const limit = flags.count as number;
   const seconds = flags.timeout as number;
-  if (!Number.isSafeInteger(limit) || limit < 0) throw new UsageError(`tap: --count must be an integer >= 0, got ${limit}`);
+  if (!Number.isSafeInteger(limit) || limit < 0)
+    throw new UsageError(`tap: --count must be an integer >= 0, got ${limit}`);
   // Node's timers hold at most 2^31 - 1 ms; a longer one would fire at once.
-  if (!(seconds >= 0 && seconds <= MAX_TIMEOUT_S)) throw new UsageError(`tap: --timeout must be between 0 and ${MAX_TIMEOUT_S} seconds (0 = no limit), got ${seconds}`);
+  if (!(seconds >= 0 && seconds <= MAX_TIMEOUT_S))
+    throw new UsageError(
+      `tap: --timeout must be between 0 and ${MAX_TIMEOUT_S} seconds (0 = no limit), got ${seconds}`,
+    );
   const url = natsFlag(flags.nats, 'tap');
-  const bus = await NatsBus.connect(url, { name: 'baton-tap', onError: (e, subject) => err(`tap: ${subject ? `${printable(subject)}: ` : ''}${printable(e instanceof Error ? e.message : String(e))}`) });
+  const bus = await NatsBus.connect(url, {
+    name: 'baton-tap',
+    onError: (e, subject) =>
+      err(`tap: ${subject ? `${printable(subject)}: ` : ''}${printable(e instanceof Error ? e.message : String(e))}`),
+  });
   let seen = 0;
   let stop: () => void = () => {};
   const stopped = new Promise<void>((resolve) => (stop = resolve));
@@ -124,10 +158,15 @@ export async function tapCommand(argv: readonly string[], out: (s: string) => vo
   ]).finally(() => clearTimeout(flushTimer));
   if (!confirmed) {
     void bus.close().catch(() => {});
-    throw new NatsBusError(`the NATS server at ${bus.url} did not confirm the subscription within ${confirmMs / 1000} s`);
+    throw new NatsBusError(
+      `the NATS server at ${bus.url} did not confirm the subscription within ${confirmMs / 1000} s`,
+    );
   }
   err(`tap: watching ${pattern} on ${bus.url}`);
-  void bus.disconnected().then((e) => { if (!bus.connection.isClosed()) err(`tap: ${printable(e.message)}; reconnecting (messages sent meanwhile are not shown)`); });
+  void bus.disconnected().then((e) => {
+    if (!bus.connection.isClosed())
+      err(`tap: ${printable(e.message)}; reconnecting (messages sent meanwhile are not shown)`);
+  });
   const timer = seconds > 0 ? setTimeout(stop, seconds * 1000) : null;
   process.once('SIGINT', stop);
   const lost = await Promise.race([stopped.then(() => null), bus.lost()]);

@@ -25,15 +25,36 @@ const HELP_FLAG: FlagSpec = { name: 'help', type: 'bool', help: 'show this help'
 const GANTT_FLAGS: readonly FlagSpec[] = [
   { name: 'output', type: 'string', metavar: 'FILE.svg', help: 'where to write the SVG (also -o)' },
   { name: 'title', type: 'string', metavar: 'T', help: 'chart title (default: the policy and job from the trace)' },
-  { name: 'width', type: 'int', metavar: 'PX', help: `chart width in pixels, 300 to ${MAX_GANTT_WIDTH}`, default: 1200 },
+  {
+    name: 'width',
+    type: 'int',
+    metavar: 'PX',
+    help: `chart width in pixels, 300 to ${MAX_GANTT_WIDTH}`,
+    default: 1200,
+  },
   { name: 'json', type: 'bool', help: 'print what was written as JSON ({output, svg_bytes, tasks, stages, width})' },
   HELP_FLAG,
 ];
 const JSON_FLAGS: readonly FlagSpec[] = [{ name: 'json', type: 'bool', help: 'print JSON instead of text' }, HELP_FLAG];
 
-const GANTT_HELP = helpText('trace gantt', 'draw the pipeline Gantt chart of a trace as SVG', 'baton trace gantt FILE.json -o FILE.svg [--title T] [--width PX] [--json]', GANTT_FLAGS);
-const CHECK_HELP = helpText('trace check', 'check a trace file against the Chrome Trace Event Format (exit 1 when invalid)', 'baton trace check FILE.json [--json]', JSON_FLAGS);
-const SUMMARY_HELP = helpText('trace summary', 'per stage: tasks, busy ms, wait ms, messages sent and received', 'baton trace summary FILE.json [--json]', JSON_FLAGS);
+const GANTT_HELP = helpText(
+  'trace gantt',
+  'draw the pipeline Gantt chart of a trace as SVG',
+  'baton trace gantt FILE.json -o FILE.svg [--title T] [--width PX] [--json]',
+  GANTT_FLAGS,
+);
+const CHECK_HELP = helpText(
+  'trace check',
+  'check a trace file against the Chrome Trace Event Format (exit 1 when invalid)',
+  'baton trace check FILE.json [--json]',
+  JSON_FLAGS,
+);
+const SUMMARY_HELP = helpText(
+  'trace summary',
+  'per stage: tasks, busy ms, wait ms, messages sent and received',
+  'baton trace summary FILE.json [--json]',
+  JSON_FLAGS,
+);
 
 export const TRACE_HELP = `baton trace — inspect trace files written with --trace FILE (Chrome trace JSON; open them in ui.perfetto.dev)
 
@@ -61,7 +82,7 @@ function readCapped(file: string, max: number, over: () => Error): string {
   try {
     return readAtMost(fd, max).toString('utf8');
   } catch (e) {
-    if (e instanceof RegularFileError) throw e.reason === 'too-big' ? over() : e.cause ?? e;
+    if (e instanceof RegularFileError) throw e.reason === 'too-big' ? over() : (e.cause ?? e);
     throw e;
   } finally {
     fs.closeSync(fd);
@@ -74,13 +95,19 @@ function readJson(file: string): unknown {
     // A device could be endless (/dev/zero); a pipe (<(zcat t.json.gz)) is read up to the limit.
     const st = fs.statSync(file);
     if (st.isDirectory()) throw new UsageError(`cannot read ${JSON.stringify(file)}: it is a directory`);
-    if (!st.isFile() && !st.isFIFO()) throw new UsageError(`cannot read ${JSON.stringify(file)}: not a regular file or a pipe`);
-    const tooBig = (size: string) => new UsageError(`cannot read ${JSON.stringify(file)}: ${size}, over the ${MAX_TRACE_FILE_BYTES} bytes a trace file may have`);
+    if (!st.isFile() && !st.isFIFO())
+      throw new UsageError(`cannot read ${JSON.stringify(file)}: not a regular file or a pipe`);
+    const tooBig = (size: string) =>
+      new UsageError(
+        `cannot read ${JSON.stringify(file)}: ${size}, over the ${MAX_TRACE_FILE_BYTES} bytes a trace file may have`,
+      );
     if (st.size > MAX_TRACE_FILE_BYTES) throw tooBig(`${st.size} bytes`);
     text = readCapped(file, MAX_TRACE_FILE_BYTES, () => tooBig('more bytes'));
   } catch (e) {
     if (e instanceof UsageError) throw e;
-    throw new UsageError(`cannot read ${JSON.stringify(file)}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    throw new UsageError(
+      `cannot read ${JSON.stringify(file)}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+    );
   }
   try {
     return JSON.parse(text);
@@ -94,7 +121,9 @@ function loadTrace(file: string): LoadedTrace {
   const json = readJson(file);
   const problems = checkChromeTrace(json);
   if (problems.length > 0)
-    throw new TraceFileError(`${file} is not a valid trace (${problems.length} problem${problems.length === 1 ? '' : 's'}; see \`baton trace check\`): ${problems[0]}`);
+    throw new TraceFileError(
+      `${file} is not a valid trace (${problems.length} problem${problems.length === 1 ? '' : 's'}; see \`baton trace check\`): ${problems[0]}`,
+    );
   return Array.isArray(json) ? { traceEvents: json as ChromeEvent[] } : (json as LoadedTrace);
 }
 
@@ -110,7 +139,10 @@ function sameFile(a: string, b: string): boolean {
 }
 
 function onePositional(positional: string[], sub: string): string {
-  if (positional.length !== 1) throw new UsageError(`trace ${sub}: expected one trace file, got ${positional.length === 0 ? 'none' : positional.map((p) => JSON.stringify(p)).join(' ')}`);
+  if (positional.length !== 1)
+    throw new UsageError(
+      `trace ${sub}: expected one trace file, got ${positional.length === 0 ? 'none' : positional.map((p) => JSON.stringify(p)).join(' ')}`,
+    );
   return positional[0];
 }
 
@@ -149,12 +181,20 @@ function stageCount(trace: LoadedTrace, events: readonly BatonEvent[]): number {
   let n = typeof declared === 'number' && declared > 0 ? declared : 1;
   for (const e of events) n = Math.max(n, e.stage + 1);
   // Without embedded events, stages are the trace's pids: a trace of something else may have any.
-  if (n > SHAPE_LIMITS.stages) throw new TraceFileError(`the trace names stage ${n - 1}; a Baton trace has at most ${SHAPE_LIMITS.stages} stages (is it a Baton trace?)`);
+  if (n > SHAPE_LIMITS.stages)
+    throw new TraceFileError(
+      `the trace names stage ${n - 1}; a Baton trace has at most ${SHAPE_LIMITS.stages} stages (is it a Baton trace?)`,
+    );
   return n;
 }
 
 async function gantt(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags, positional } = parseFlags(argv.map((a) => (a === '-o' ? '--output' : a)), GANTT_FLAGS, 'trace gantt', Infinity);
+  const { flags, positional } = parseFlags(
+    argv.map((a) => (a === '-o' ? '--output' : a)),
+    GANTT_FLAGS,
+    'trace gantt',
+    Infinity,
+  );
   if (flags.help) {
     out(GANTT_HELP);
     return 0;
@@ -163,19 +203,27 @@ async function gantt(argv: readonly string[], out: (s: string) => void): Promise
   const output = flags.output as string | undefined;
   if (!output) throw new UsageError('trace gantt: -o FILE.svg is required');
   checkOutputFile(output, 'trace gantt: -o');
-  if (sameFile(file, output)) throw new UsageError(`trace gantt: -o ${output} is the trace being read; give another file`);
+  if (sameFile(file, output))
+    throw new UsageError(`trace gantt: -o ${output} is the trace being read; give another file`);
   const width = flags.width as number;
-  if (width < 300 || width > MAX_GANTT_WIDTH) throw new UsageError(`trace gantt: --width must be 300 to ${MAX_GANTT_WIDTH} px, got ${width}`);
+  if (width < 300 || width > MAX_GANTT_WIDTH)
+    throw new UsageError(`trace gantt: --width must be 300 to ${MAX_GANTT_WIDTH} px, got ${width}`);
   const trace = loadTrace(file);
   const events = batonEventsFromTrace(trace);
   const config = (trace.metadata?.config ?? {}) as Record<string, unknown>;
-  const title = (flags.title as string | undefined) ?? (trace.metadata?.title as string | undefined) ??
+  const title =
+    (flags.title as string | undefined) ??
+    (trace.metadata?.title as string | undefined) ??
     [config.policy, trace.metadata?.job ? `job ${trace.metadata.job}` : undefined].filter(Boolean).join(' · ');
   const stages = stageCount(trace, events);
   const svg = ganttSvg(events, { stages, title: title || undefined, width });
   fs.writeFileSync(output, svg);
   const tasks = events.filter((e) => e.type === 'task-start').length;
-  out(flags.json ? JSON.stringify({ output, svg_bytes: Buffer.byteLength(svg), tasks, stages, width }) : `wrote ${output} (${tasks} tasks)`);
+  out(
+    flags.json
+      ? JSON.stringify({ output, svg_bytes: Buffer.byteLength(svg), tasks, stages, width })
+      : `wrote ${output} (${tasks} tasks)`,
+  );
   return 0;
 }
 
@@ -195,10 +243,20 @@ async function check(argv: readonly string[], out: (s: string) => void): Promise
     if (!(e instanceof TraceFileError)) throw e;
     problems = [e.message];
   }
-  const count = Array.isArray(json) ? json.length : Array.isArray((json as LoadedTrace)?.traceEvents) ? (json as LoadedTrace).traceEvents.length : 0;
+  const count = Array.isArray(json)
+    ? json.length
+    : Array.isArray((json as LoadedTrace)?.traceEvents)
+      ? (json as LoadedTrace).traceEvents.length
+      : 0;
   if (flags.json) out(JSON.stringify({ file, valid: problems.length === 0, events: count, problems }));
   else if (problems.length === 0) out(`${printable(file)}: valid trace, ${count} trace events`);
-  else out(`${printable(file)}: ${problems.length} problem${problems.length === 1 ? '' : 's'}\n${problems.slice(0, 50).map((p) => `  ${printable(p)}`).join('\n')}${problems.length > 50 ? `\n  … and ${problems.length - 50} more` : ''}`);
+  else
+    out(
+      `${printable(file)}: ${problems.length} problem${problems.length === 1 ? '' : 's'}\n${problems
+        .slice(0, 50)
+        .map((p) => `  ${printable(p)}`)
+        .join('\n')}${problems.length > 50 ? `\n  … and ${problems.length - 50} more` : ''}`,
+    );
   return problems.length === 0 ? 0 : 1;
 }
 
@@ -212,19 +270,38 @@ async function summary(argv: readonly string[], out: (s: string) => void): Promi
   const events = batonEventsFromTrace(trace);
   const rows = summarizeStages(events, stageCount(trace, events));
   if (flags.json) out(JSON.stringify(rows));
-  else out(formatTable(['stage', 'tasks', 'busy ms', 'wait ms', 'sent', 'received'],
-    rows.map((r) => [String(r.stage), String(r.tasks), r.busy_ms.toFixed(2), r.wait_ms.toFixed(2), String(r.sent), String(r.received)]),
-    `${trace.metadata?.job ? `job ${printable(String(trace.metadata.job))} · ` : ''}${rows.length} stages · ${events.length} runtime events`));
+  else
+    out(
+      formatTable(
+        ['stage', 'tasks', 'busy ms', 'wait ms', 'sent', 'received'],
+        rows.map((r) => [
+          String(r.stage),
+          String(r.tasks),
+          r.busy_ms.toFixed(2),
+          r.wait_ms.toFixed(2),
+          String(r.sent),
+          String(r.received),
+        ]),
+        `${trace.metadata?.job ? `job ${printable(String(trace.metadata.job))} · ` : ''}${rows.length} stages · ${events.length} runtime events`,
+      ),
+    );
   return 0;
 }
 
-const SUBCOMMANDS: Record<string, (argv: readonly string[], out: (s: string) => void) => Promise<number>> = { gantt, check, summary };
+const SUBCOMMANDS: Record<string, (argv: readonly string[], out: (s: string) => void) => Promise<number>> = {
+  gantt,
+  check,
+  summary,
+};
 
 /** Usage errors, unreadable files, files that are not valid traces and traces whose events
  * cannot be read as Baton's (a task started twice, say) exit 2 (check answers 1 for invalid
  * ones); messages go to `err`. */
-export async function traceCommand(argv: readonly string[], out: (s: string) => void,
-  err: (s: string) => void = (s) => process.stderr.write(`${s}\n`)): Promise<number> {
+export async function traceCommand(
+  argv: readonly string[],
+  out: (s: string) => void,
+  err: (s: string) => void = (s) => process.stderr.write(`${s}\n`),
+): Promise<number> {
   const [sub, ...rest] = argv;
   // Asked for, the help is the answer (stdout); a missing subcommand is a usage error (stderr), as a missing command is.
   if (sub === '--help' || sub === '-h' || sub === 'help') {
@@ -246,7 +323,8 @@ export async function traceCommand(argv: readonly string[], out: (s: string) => 
     const error = e as Error;
     // Messages quote the file (JSON.parse's quotes the text it choked on): no escapes reach the terminal.
     err(`baton trace ${sub}: ${error.name}: ${printable(error.message)}`);
-    const fileProblem = error instanceof TraceFileError || error instanceof TraceContentError || error instanceof GanttError;
+    const fileProblem =
+      error instanceof TraceFileError || error instanceof TraceContentError || error instanceof GanttError;
     return error instanceof UsageError || fileProblem ? 2 : 1;
   }
 }

@@ -27,22 +27,33 @@ export function comparedPaths(file: string, policies: readonly string[]): string
 }
 
 /** Refuse, before the run, a --trace or --gantt path (of any compared policy) that could not be written after it. */
-export function checkTraceOutputs(command: string, traceFile: string | undefined, ganttFile: string | undefined, policies: readonly string[] = ['']): void {
+export function checkTraceOutputs(
+  command: string,
+  traceFile: string | undefined,
+  ganttFile: string | undefined,
+  policies: readonly string[] = [''],
+): void {
   const seen = new Map<string, string>();
   const check = (file: string, flag: string) => {
     checkOutputFile(file, `${command}: ${flag}`);
     const key = writtenFileKey(file);
     const other = seen.get(key);
-    if (other !== undefined) throw new UsageError(`${command}: ${flag} ${file} is the file ${other} is written to as well; give them different paths`);
+    if (other !== undefined)
+      throw new UsageError(
+        `${command}: ${flag} ${file} is the file ${other} is written to as well; give them different paths`,
+      );
     seen.set(key, `${flag} ${file}`);
   };
   if (traceFile) for (const f of comparedPaths(traceFile, policies)) check(f, '--trace');
   if (ganttFile) for (const f of comparedPaths(ganttFile, policies)) check(f, '--gantt');
 }
 
-
 /** Every compared run's trace and chart (comparedPaths says where); the files written, in order. */
-export function writeComparedTraceFiles(results: readonly JobResult[], traceFile?: string, ganttFile?: string): string[] {
+export function writeComparedTraceFiles(
+  results: readonly JobResult[],
+  traceFile?: string,
+  ganttFile?: string,
+): string[] {
   const policies = results.map((r) => r.config.policy);
   const traces = traceFile ? comparedPaths(traceFile, policies) : [];
   const gantts = ganttFile ? comparedPaths(ganttFile, policies) : [];
@@ -57,7 +68,10 @@ export function writeTraceFiles(r: JobResult, traceFile?: string, ganttFile?: st
   const events = r.events.filter((e) => e.iteration < 0 || measured.has(e.iteration));
   const title = `${s.policy}: P=${s.stages} M=${s.microbatches} V=${s.chunks} ${s.profile}/${s.jitter}, makespan ${s.makespan_ms.toFixed(1)} ms`;
   if (traceFile) {
-    writeChromeTrace(traceFile, toChromeTrace(events, { job: r.config.job, stages: r.shape.stages, title, config: r.config }));
+    writeChromeTrace(
+      traceFile,
+      toChromeTrace(events, { job: r.config.job, stages: r.shape.stages, title, config: r.config }),
+    );
     written.push(traceFile);
   }
   if (ganttFile) {

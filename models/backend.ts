@@ -28,7 +28,11 @@ export interface BackendReport {
 
 export class BackendError extends Error {
   override name = 'BackendError';
-  constructor(message: string, readonly tried: readonly BackendAttempt[] = [], options?: { cause?: unknown }) {
+  constructor(
+    message: string,
+    readonly tried: readonly BackendAttempt[] = [],
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
   }
 }
@@ -60,7 +64,8 @@ async function activate(tfName: string): Promise<void> {
   const ok = await tf.setBackend(tfName);
   if (!ok) throw new Error(`tf.setBackend(${JSON.stringify(tfName)}) returned false`);
   await tf.ready();
-  if (tf.getBackend() !== tfName) throw new Error(`after setBackend the active backend is ${JSON.stringify(tf.getBackend())}`);
+  if (tf.getBackend() !== tfName)
+    throw new Error(`after setBackend the active backend is ${JSON.stringify(tf.getBackend())}`);
 }
 
 async function tryChoice(choice: BackendChoice): Promise<string> {
@@ -73,7 +78,9 @@ async function tryChoice(choice: BackendChoice): Promise<string> {
         require(pkg);
       } catch (err) {
         const code = (err as { code?: string }).code;
-        throw new Error(code === 'MODULE_NOT_FOUND' ? `${pkg} is not installed` : `loading ${pkg} failed: ${(err as Error).message}`);
+        throw new Error(
+          code === 'MODULE_NOT_FOUND' ? `${pkg} is not installed` : `loading ${pkg} failed: ${(err as Error).message}`,
+        );
       }
       await activate('tensorflow');
       return `loaded ${pkg}`;
@@ -93,7 +100,9 @@ async function tryChoice(choice: BackendChoice): Promise<string> {
 
 export function parseBackendChoice(value: string, source: string): BackendChoice {
   if ((BACKEND_CHOICES as readonly string[]).includes(value)) return value as BackendChoice;
-  throw new BackendError(`${source}: unknown backend ${JSON.stringify(value)}; choices are ${BACKEND_CHOICES.join(', ')}`);
+  throw new BackendError(
+    `${source}: unknown backend ${JSON.stringify(value)}; choices are ${BACKEND_CHOICES.join(', ')}`,
+  );
 }
 
 let current: { key: string; report: BackendReport } | null = null;

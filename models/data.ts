@@ -37,7 +37,10 @@ export class Corpus {
   readonly val: Int32Array;
   private readonly index: Map<string, number>;
 
-  constructor(readonly source: string, readonly text: string) {
+  constructor(
+    readonly source: string,
+    readonly text: string,
+  ) {
     const chars = Array.from(text);
     if (chars.length === 0) throw new CorpusError(`${source}: corpus is empty`);
     this.vocab = [...new Set(chars)].sort((a, b) => a.codePointAt(0)! - b.codePointAt(0)!);
@@ -57,7 +60,8 @@ export class Corpus {
     const out = new Int32Array(chars.length);
     chars.forEach((c, i) => {
       const id = this.index.get(c);
-      if (id === undefined) throw new CorpusError(`${this.source}: character ${JSON.stringify(c)} (at ${i}) is not in the vocabulary`);
+      if (id === undefined)
+        throw new CorpusError(`${this.source}: character ${JSON.stringify(c)} (at ${i}) is not in the vocabulary`);
       out[i] = id;
     });
     return out;
@@ -67,7 +71,10 @@ export class Corpus {
     let s = '';
     for (let i = 0; i < ids.length; i++) {
       const c = this.vocab[ids[i]!];
-      if (c === undefined) throw new CorpusError(`${this.source}: id ${ids[i]} (at ${i}) is outside the vocabulary of ${this.vocab.length}`);
+      if (c === undefined)
+        throw new CorpusError(
+          `${this.source}: id ${ids[i]} (at ${i}) is outside the vocabulary of ${this.vocab.length}`,
+        );
       s += c;
     }
     return s;
@@ -102,7 +109,14 @@ export class Corpus {
   }
 
   /** B windows of the W previous ids (B, W) and the next id (B), for the MLP LM. */
-  windowBatch(split: Split, seed: number, iteration: number, microbatch: number, batchSize: number, window: number): Batch {
+  windowBatch(
+    split: Split,
+    seed: number,
+    iteration: number,
+    microbatch: number,
+    batchSize: number,
+    window: number,
+  ): Batch {
     const data = this.splitData(split, window + 1);
     const rng = new SeededRandom(mixKeys(seed, iteration, microbatch, split === 'train' ? 2 : 3));
     const inputs = new Int32Array(batchSize * window);
@@ -139,7 +153,12 @@ export function readCorpusText(file: string): string {
     bytes = readRegularFile(file, MAX_CORPUS_BYTES);
   } catch (err) {
     if (!(err instanceof RegularFileError)) throw err;
-    const hint = err.reason === 'not-regular' ? ' (every stage process reads the same path)' : err.reason === 'too-big' ? ' (64 MiB)' : '';
+    const hint =
+      err.reason === 'not-regular'
+        ? ' (every stage process reads the same path)'
+        : err.reason === 'too-big'
+          ? ' (64 MiB)'
+          : '';
     throw new CorpusError(`corpus file ${name} ${err.message}${hint}`, { cause: err });
   }
   if (bytes.length === 0) throw new CorpusError(`corpus file ${name} is empty`);
@@ -147,7 +166,9 @@ export function readCorpusText(file: string): string {
     // ignoreBOM: a byte-order mark stays in the text, as it always has (the corpus digest covers it).
     return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
   } catch {
-    throw new CorpusError(`corpus file ${name} is not UTF-8 text at byte ${firstInvalidUtf8(bytes)}: Baton trains on the characters of a text file`);
+    throw new CorpusError(
+      `corpus file ${name} is not UTF-8 text at byte ${firstInvalidUtf8(bytes)}: Baton trains on the characters of a text file`,
+    );
   }
 }
 
@@ -161,7 +182,9 @@ function firstInvalidUtf8(b: Uint8Array): number {
       continue;
     }
     // Lead byte: sequence length and the range of the second byte (no overlongs, no surrogates, ≤ U+10FFFF).
-    let len: number, lo = 0x80, hi = 0xbf;
+    let len: number,
+      lo = 0x80,
+      hi = 0xbf;
     if (c >= 0xc2 && c <= 0xdf) len = 2;
     else if (c >= 0xe0 && c <= 0xef) {
       len = 3;
@@ -191,7 +214,22 @@ export function syntheticCorpus(seed: number, targetChars?: number): Corpus {
 
 const WORDS = {
   adj: ['old', 'small', 'quiet', 'bright', 'cold', 'green', 'heavy', 'gentle', 'proud', 'strange', 'narrow', 'golden'],
-  noun: ['fox', 'river', 'king', 'garden', 'lantern', 'sailor', 'mountain', 'letter', 'horse', 'village', 'window', 'storm', 'bridge', 'candle'],
+  noun: [
+    'fox',
+    'river',
+    'king',
+    'garden',
+    'lantern',
+    'sailor',
+    'mountain',
+    'letter',
+    'horse',
+    'village',
+    'window',
+    'storm',
+    'bridge',
+    'candle',
+  ],
   name: ['Anna', 'Tomas', 'Mira', 'Edgar', 'Lucia', 'Owen'],
   verbT: ['watched', 'carried', 'found', 'followed', 'painted', 'crossed', 'opened', 'remembered'],
   verbBase: ['watch', 'carry', 'find', 'follow', 'paint', 'cross', 'open', 'remember'],

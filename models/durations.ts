@@ -12,7 +12,16 @@
 // Communication is latency + bytes / bandwidth for the whole message, jittered as one;
 // links have no contention (two messages on one link do not slow each other).
 
-import { PipelineShape, Task, TaskKind, backwardSuccessor, forwardSuccessor, formatTask, validateShape, virtualStage } from '../policies/task';
+import {
+  PipelineShape,
+  Task,
+  TaskKind,
+  backwardSuccessor,
+  forwardSuccessor,
+  formatTask,
+  validateShape,
+  virtualStage,
+} from '../policies/task';
 import { JitterMode, jitterSigmas, lognormalMultiplier } from './jitter';
 import { DrawEvent, keyedNormal } from './keyed-random';
 import { WorkloadProfile } from './profile';
@@ -40,7 +49,12 @@ export function partitionProfile(profile: WorkloadProfile, stages: number, chunk
   for (const g of profile.layers) {
     if (g.placement !== 'split') continue;
     const len = g.count * mult;
-    stack.push({ start: pos, end: pos + len, ms: g.forwardMs, bytes: g.activationBytes ?? profile.communication.activationBytes });
+    stack.push({
+      start: pos,
+      end: pos + len,
+      ms: g.forwardMs,
+      bytes: g.activationBytes ?? profile.communication.activationBytes,
+    });
     pos += len;
   }
   const total = pos;
@@ -55,7 +69,8 @@ export function partitionProfile(profile: WorkloadProfile, stages: number, chunk
     const b = ((v + 1) * total) / n;
     while (from < stack.length - 1 && stack[from].end <= a) from++;
     let ms = 0;
-    for (let j = from; j < stack.length && stack[j].start < b; j++) ms += Math.max(0, Math.min(b, stack[j].end) - Math.max(a, stack[j].start)) * stack[j].ms;
+    for (let j = from; j < stack.length && stack[j].start < b; j++)
+      ms += Math.max(0, Math.min(b, stack[j].end) - Math.max(a, stack[j].start)) * stack[j].ms;
     if (v === 0 || v === n - 1) {
       for (const g of profile.layers) {
         if (g.placement === 'first' && v === 0) ms += g.count * g.forwardMs;
@@ -106,32 +121,44 @@ export function makeDurationModel(opts: DurationModelOptions): DurationModel {
   const where = (stage: number, t: Task) => `stage ${stage}, ${formatTask(t)}`;
   const checkPlace = (stage: number, chunk: number, what: () => string) => {
     if (!Number.isInteger(stage) || stage < 0 || stage >= shape.stages)
-      throw new DurationError(`${what()}: stage must be an integer in 0..${shape.stages - 1}, got ${JSON.stringify(stage)}`);
+      throw new DurationError(
+        `${what()}: stage must be an integer in 0..${shape.stages - 1}, got ${JSON.stringify(stage)}`,
+      );
     if (!Number.isInteger(chunk) || chunk < 0 || chunk >= shape.chunks)
-      throw new DurationError(`${what()}: chunk must be an integer in 0..${shape.chunks - 1}, got ${JSON.stringify(chunk)}`);
+      throw new DurationError(
+        `${what()}: chunk must be an integer in 0..${shape.chunks - 1}, got ${JSON.stringify(chunk)}`,
+      );
   };
 
   const base = (stage: number, kind: TaskKind, chunk: number): number => {
     checkPlace(stage, chunk, () => `base(${stage}, ${kind}, ${chunk})`);
     const f = forwardMs[virtualStage(stage, chunk, shape)];
     switch (kind) {
-      case 'F': return f;
-      case 'B': return f * profile.backwardRatio * bwFraction;
+      case 'F':
+        return f;
+      case 'B':
+        return f * profile.backwardRatio * bwFraction;
       case 'W':
-        if (!shape.splitBackward) throw new DurationError(`stage ${stage}: W tasks exist only when the backward is split (splitBackward is false)`);
+        if (!shape.splitBackward)
+          throw new DurationError(
+            `stage ${stage}: W tasks exist only when the backward is split (splitBackward is false)`,
+          );
         return f * profile.backwardRatio * profile.weightGradFraction;
-      default: throw new DurationError(`stage ${stage}: task kind must be F, B or W, got ${JSON.stringify(kind)}`);
+      default:
+        throw new DurationError(`stage ${stage}: task kind must be F, B or W, got ${JSON.stringify(kind)}`);
     }
   };
 
   const messageBytes = (stage: number, t: Task): number => {
     checkPlace(stage, t.chunk, () => where(stage, t));
     if (t.kind === 'F') {
-      if (!forwardSuccessor(stage, t.chunk, shape)) throw new DurationError(`${where(stage, t)}: the loss stage sends no activation`);
+      if (!forwardSuccessor(stage, t.chunk, shape))
+        throw new DurationError(`${where(stage, t)}: the loss stage sends no activation`);
       return cutBytes[virtualStage(stage, t.chunk, shape)];
     }
     if (t.kind === 'B') {
-      if (!backwardSuccessor(stage, t.chunk, shape)) throw new DurationError(`${where(stage, t)}: the first virtual stage sends no gradient`);
+      if (!backwardSuccessor(stage, t.chunk, shape))
+        throw new DurationError(`${where(stage, t)}: the first virtual stage sends no gradient`);
       return cutBytes[virtualStage(stage, t.chunk, shape) - 1];
     }
     throw new DurationError(`${where(stage, t)}: only F and B tasks send messages`);
@@ -145,7 +172,10 @@ export function makeDurationModel(opts: DurationModelOptions): DurationModel {
   // A lognormal draw is unbounded: a heavy profile under a large --jitter-scale can draw
   // a message delay of hours, more than a message may be held; say so where it is drawn.
   const boundedComm = (stage: number, t: Task, ms: number): number => {
-    if (!(ms <= MAX_COMM_DRAW_MS)) throw new DurationError(`${where(stage, t)}: drew a communication time of ${ms.toFixed(0)} ms, over the ${MAX_COMM_DRAW_MS / 3_600_000} h a message may be held; lower --jitter-scale (now ${opts.jitterScale ?? 1}) or the profile's communication costs`);
+    if (!(ms <= MAX_COMM_DRAW_MS))
+      throw new DurationError(
+        `${where(stage, t)}: drew a communication time of ${ms.toFixed(0)} ms, over the ${MAX_COMM_DRAW_MS / 3_600_000} h a message may be held; lower --jitter-scale (now ${opts.jitterScale ?? 1}) or the profile's communication costs`,
+      );
     return ms;
   };
 
@@ -163,7 +193,13 @@ export function makeDurationModel(opts: DurationModelOptions): DurationModel {
     },
     comm(iteration, stage, t) {
       const ms = baseComm(stage, t);
-      return ms === 0 ? 0 : boundedComm(stage, t, ms * draw(sigma.communication, iteration, stage, t.kind === 'F' ? 'send-activation' : 'send-gradient', t));
+      return ms === 0
+        ? 0
+        : boundedComm(
+            stage,
+            t,
+            ms * draw(sigma.communication, iteration, stage, t.kind === 'F' ? 'send-activation' : 'send-gradient', t),
+          );
     },
   };
 }

@@ -42,9 +42,11 @@ export class ModelConfigError extends Error {
 
 function checkConfig(c: GptConfig): void {
   for (const key of ['vocabSize', 'seqLen', 'layers', 'width', 'heads'] as const) {
-    if (!Number.isInteger(c[key]) || c[key] < 1) throw new ModelConfigError(`gpt config: ${key} must be a positive integer, got ${c[key]}`);
+    if (!Number.isInteger(c[key]) || c[key] < 1)
+      throw new ModelConfigError(`gpt config: ${key} must be a positive integer, got ${c[key]}`);
   }
-  if (c.width % c.heads !== 0) throw new ModelConfigError(`gpt config: width ${c.width} is not divisible by heads ${c.heads}`);
+  if (c.width % c.heads !== 0)
+    throw new ModelConfigError(`gpt config: width ${c.width} is not divisible by heads ${c.heads}`);
 }
 
 const ones: InitKind = { kind: 'constant', value: 1 };
@@ -125,5 +127,13 @@ export function gptSpec(partial: Partial<GptConfig> = {}): ModelSpec {
     },
   };
 
-  return { name: 'gpt', seed: c.seed, embed, blocks, head, loss: crossEntropy, hiddenShape: (batch, seq) => [batch, seq, C] };
+  return {
+    name: 'gpt',
+    seed: c.seed,
+    embed,
+    blocks,
+    head,
+    loss: crossEntropy,
+    hiddenShape: (batch, seq) => [batch, seq, C],
+  };
 }

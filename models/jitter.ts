@@ -27,7 +27,8 @@ export class JitterError extends Error {
 
 /** σ of a median-1 lognormal whose (p95 − p5) / p50 equals `spread`. */
 export function sigmaForSpread(spread: number): number {
-  if (!Number.isFinite(spread) || spread < 0) throw new JitterError(`spread must be a finite number >= 0, got ${JSON.stringify(spread)}`);
+  if (!Number.isFinite(spread) || spread < 0)
+    throw new JitterError(`spread must be a finite number >= 0, got ${JSON.stringify(spread)}`);
   return Math.asinh(spread / 2) / Z95;
 }
 
@@ -43,8 +44,10 @@ export interface JitterSigmas {
 
 /** The σ for compute and communication under `mode`; `scale` multiplies the target spreads (0 = no jitter). */
 export function jitterSigmas(mode: JitterMode, scale = 1): JitterSigmas {
-  if (!JITTER_MODES.includes(mode)) throw new JitterError(`jitter must be one of ${JITTER_MODES.join(', ')}, got ${JSON.stringify(mode)}`);
-  if (!Number.isFinite(scale) || scale < 0) throw new JitterError(`jitterScale must be a finite number >= 0, got ${JSON.stringify(scale)}`);
+  if (!JITTER_MODES.includes(mode))
+    throw new JitterError(`jitter must be one of ${JITTER_MODES.join(', ')}, got ${JSON.stringify(mode)}`);
+  if (!Number.isFinite(scale) || scale < 0)
+    throw new JitterError(`jitterScale must be a finite number >= 0, got ${JSON.stringify(scale)}`);
   const compute = mode === 'none' ? 0 : sigmaForSpread(PAPER_SPREAD.compute * scale);
   const communication = mode === 'paper' ? sigmaForSpread(PAPER_SPREAD.communication * scale) : 0;
   return { compute, communication };

@@ -46,8 +46,14 @@ export interface KeptForward {
 
 function engineTape(): EngineTape {
   const e = tf.engine() as unknown as Partial<EngineTape>;
-  if (typeof e.startTape !== 'function' || typeof e.endTape !== 'function' || typeof e.state?.gradientDepth !== 'number') {
-    throw new KeptTapeError('this tfjs version has no engine tape (startTape/endTape/state.gradientDepth); backward must recompute the forward');
+  if (
+    typeof e.startTape !== 'function' ||
+    typeof e.endTape !== 'function' ||
+    typeof e.state?.gradientDepth !== 'number'
+  ) {
+    throw new KeptTapeError(
+      'this tfjs version has no engine tape (startTape/endTape/state.gradientDepth); backward must recompute the forward',
+    );
   }
   return e as EngineTape;
 }
@@ -55,7 +61,8 @@ function engineTape(): EngineTape {
 /** Runs `f` recording its tape, like the forward half of tf.grads. */
 export function forwardKeepingTape(f: () => tf.Tensor): KeptForward {
   const engine = engineTape();
-  if (engine.state.gradientDepth !== 0) throw new KeptTapeError('forwardKeepingTape cannot run inside another gradient computation');
+  if (engine.state.gradientDepth !== 0)
+    throw new KeptTapeError('forwardKeepingTape cannot run inside another gradient computation');
   engine.startTape();
   let output: tf.Tensor;
   try {
@@ -65,7 +72,8 @@ export function forwardKeepingTape(f: () => tf.Tensor): KeptForward {
   }
   const tape = engine.state.activeTape;
   engine.state.activeTape = null;
-  if (!Array.isArray(tape)) throw new KeptTapeError('the engine recorded no tape (its internals changed); backward must recompute the forward');
+  if (!Array.isArray(tape))
+    throw new KeptTapeError('the engine recorded no tape (its internals changed); backward must recompute the forward');
   return { output, tape, released: false };
 }
 
@@ -146,7 +154,7 @@ export interface DeferredWeightGrads {
 }
 
 function checkDy(k: KeptForward, dy: tf.Tensor): void {
-  if (k.released) throw new KeptTapeError('this forward\'s tape was already used or released');
+  if (k.released) throw new KeptTapeError("this forward's tape was already used or released");
   if (dy.dtype !== 'float32') throw new KeptTapeError(`dy must be float32, got ${dy.dtype}`);
   if (dy.shape.length !== k.output.shape.length || dy.shape.some((d, i) => d !== k.output.shape[i])) {
     throw new KeptTapeError(`dy has shape [${dy.shape}], the forward's output [${k.output.shape}]`);
@@ -165,7 +173,12 @@ function accumulate(grads: Map<number, tf.Tensor>, id: number, dx: tf.Tensor, ke
  * weights. The weight half is deferred: weightGradsFromDeferred, or releaseDeferred.
  * The tape stays alive until then; so must `dy` and `input`, which the caller owns.
  */
-export function backwardInputFromTape(k: KeptForward, input: tf.Tensor | null, weights: readonly tf.Tensor[], dy: tf.Tensor): { gradInput: tf.Tensor | null; deferred: DeferredWeightGrads } {
+export function backwardInputFromTape(
+  k: KeptForward,
+  input: tf.Tensor | null,
+  weights: readonly tf.Tensor[],
+  dy: tf.Tensor,
+): { gradInput: tf.Tensor | null; deferred: DeferredWeightGrads } {
   checkDy(k, dy);
   const owned: tf.Tensor[] = [];
   let done = false;
@@ -209,7 +222,10 @@ export function backwardInputFromTape(k: KeptForward, input: tf.Tensor | null, w
       return [g ? (g === dy ? g.clone() : g) : tf.zerosLike(input)];
     });
     done = true;
-    return { gradInput: gradInput[0] ?? null, deferred: { forward: k, dy, weights, activationIds: onPath, steps, owned, released: false } };
+    return {
+      gradInput: gradInput[0] ?? null,
+      deferred: { forward: k, dy, weights, activationIds: onPath, steps, owned, released: false },
+    };
   } finally {
     if (!done) {
       for (const t of owned) t.dispose();

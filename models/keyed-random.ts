@@ -46,19 +46,41 @@ function finalize(h: number, words: number): number {
 
 function checkKey(key: DrawKey): number {
   const { seed, iteration, stage, mb, chunk, event } = key;
-  if (!Number.isSafeInteger(seed)) throw new DrawKeyError(`draw key seed must be a safe integer, got ${JSON.stringify(seed)}`);
-  for (const [what, v] of [['iteration', iteration], ['stage', stage], ['mb', mb], ['chunk', chunk]] as const)
+  if (!Number.isSafeInteger(seed))
+    throw new DrawKeyError(`draw key seed must be a safe integer, got ${JSON.stringify(seed)}`);
+  for (const [what, v] of [
+    ['iteration', iteration],
+    ['stage', stage],
+    ['mb', mb],
+    ['chunk', chunk],
+  ] as const)
     if ((v | 0) !== v) throw new DrawKeyError(`draw key ${what} must be a 32-bit integer, got ${JSON.stringify(v)}`);
   const code = EVENT_CODE[event];
-  if (typeof code !== 'number') throw new DrawKeyError(`draw key event must be one of ${Object.keys(EVENT_CODE).join(', ')}, got ${JSON.stringify(event)}`);
+  if (typeof code !== 'number')
+    throw new DrawKeyError(
+      `draw key event must be one of ${Object.keys(EVENT_CODE).join(', ')}, got ${JSON.stringify(event)}`,
+    );
   return code;
 }
 
 const isKeyFast = (key: DrawKey) =>
-  Number.isSafeInteger(key.seed) && (key.iteration | 0) === key.iteration && (key.stage | 0) === key.stage &&
-  (key.mb | 0) === key.mb && (key.chunk | 0) === key.chunk && typeof EVENT_CODE[key.event] === 'number';
+  Number.isSafeInteger(key.seed) &&
+  (key.iteration | 0) === key.iteration &&
+  (key.stage | 0) === key.stage &&
+  (key.mb | 0) === key.mb &&
+  (key.chunk | 0) === key.chunk &&
+  typeof EVENT_CODE[key.event] === 'number';
 
-function hashWords(salt: number, lo: number, hi: number, iteration: number, stage: number, code: number, mb: number, chunk: number): number {
+function hashWords(
+  salt: number,
+  lo: number,
+  hi: number,
+  iteration: number,
+  stage: number,
+  code: number,
+  mb: number,
+  chunk: number,
+): number {
   let h = salt | 0;
   h = mixWord(h, lo);
   h = mixWord(h, hi);
@@ -77,7 +99,9 @@ function hashes(key: DrawKey, salts: readonly number[]): number[] {
   const { seed } = key;
   const lo = (((seed % TWO32) + TWO32) % TWO32) | 0;
   const hi = Math.floor(seed / TWO32) | 0;
-  return salts.map((salt) => hashWords(salt, lo, hi, key.iteration | 0, key.stage | 0, code, key.mb | 0, key.chunk | 0));
+  return salts.map((salt) =>
+    hashWords(salt, lo, hi, key.iteration | 0, key.stage | 0, code, key.mb | 0, key.chunk | 0),
+  );
 }
 
 /** A 32-bit hash of the key under `salt`: MurmurHash3 over the words (seed low, seed high, iteration, stage, event, mb, chunk). */

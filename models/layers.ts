@@ -24,7 +24,10 @@ let capture: { names: ReadonlyMap<number, string>; out: CapturedLinearInput[] } 
  * `names` (tensor id → parameter name). Asynchronous consistency (FRESCO) protects the
  * subspace of these inputs; the model itself stays unaware of it.
  */
-export function captureLinearInputs<T>(names: ReadonlyMap<number, string>, fn: () => T): { result: T; inputs: CapturedLinearInput[] } {
+export function captureLinearInputs<T>(
+  names: ReadonlyMap<number, string>,
+  fn: () => T,
+): { result: T; inputs: CapturedLinearInput[] } {
   const prev = capture;
   capture = { names, out: [] };
   try {
@@ -43,7 +46,14 @@ export function linear(x: tf.Tensor, w: tf.Tensor, b?: tf.Tensor): tf.Tensor {
   const weight = capture?.names.get(w.id);
   if (capture && weight !== undefined) {
     const rows = Float32Array.from(x.dataSync() as Float32Array);
-    capture.out.push({ weight, bias: b ? capture.names.get(b.id) : undefined, din: cin, dout: cout, x: rows, n: rows.length / cin });
+    capture.out.push({
+      weight,
+      bias: b ? capture.names.get(b.id) : undefined,
+      din: cin,
+      dout: cout,
+      x: rows,
+      n: rows.length / cin,
+    });
   }
   let y: tf.Tensor = tf.matMul(x.reshape([-1, cin]) as tf.Tensor2D, w as tf.Tensor2D); // (N, Cout)
   if (b) y = y.add(b);
@@ -55,7 +65,11 @@ export const LAYER_NORM_EPS = 1e-5;
 /** Layer normalisation over the last axis with gain g and bias b. */
 export function layerNorm(x: tf.Tensor, g: tf.Tensor, b: tf.Tensor): tf.Tensor {
   const { mean, variance } = tf.moments(x, -1, true);
-  return x.sub(mean).mul(tf.rsqrt(variance.add(LAYER_NORM_EPS))).mul(g).add(b);
+  return x
+    .sub(mean)
+    .mul(tf.rsqrt(variance.add(LAYER_NORM_EPS)))
+    .mul(g)
+    .add(b);
 }
 
 const GELU_C = Math.sqrt(2 / Math.PI);
@@ -100,7 +114,10 @@ export function causalSelfAttention(x: tf.Tensor, heads: number, w: AttentionWei
   const q = split(linear(x, w.wq, w.bq));
   const k = split(linear(x, w.wk, w.bk));
   const v = split(linear(x, w.wv, w.bv));
-  const scores = tf.matMul(q, k, false, true).mul(1 / Math.sqrt(hd)).add(causalMask(T)); // (B, H, T, T)
+  const scores = tf
+    .matMul(q, k, false, true)
+    .mul(1 / Math.sqrt(hd))
+    .add(causalMask(T)); // (B, H, T, T)
   const att = tf.softmax(scores, -1);
   const y = tf.matMul(att, v).transpose([0, 2, 1, 3]).reshape([B, T, C]); // (B, T, C)
   return linear(y, w.wo, w.bo);
@@ -116,6 +133,9 @@ export function crossEntropy(logits: tf.Tensor, targets: tf.Tensor): tf.Scalar {
   }
   const logp = tf.logSoftmax(flat, -1);
   // oneHot instead of gather: gather with batchDims is broken on wasm.
-  const picked = tf.oneHot(targets.reshape([-1]).toInt(), vocab).toFloat().mul(logp); // (N, V)
+  const picked = tf
+    .oneHot(targets.reshape([-1]).toInt(), vocab)
+    .toFloat()
+    .mul(logp); // (N, V)
   return picked.sum().div(-n) as tf.Scalar;
 }

@@ -35,7 +35,7 @@ export interface LowerBound {
 }
 
 export const LOWER_BOUND_METHOD =
-  'max(critical path, per-stage preemptive one-machine bound 1|r,q,pmtn|Cmax by Jackson\'s rule)';
+  "max(critical path, per-stage preemptive one-machine bound 1|r,q,pmtn|Cmax by Jackson's rule)";
 
 export function lowerBound(shape: PipelineShape, iteration: number, d: DurationModel): LowerBound {
   validateShape(shape);
@@ -46,13 +46,17 @@ export function lowerBound(shape: PipelineShape, iteration: number, d: DurationM
   const mk = (kind: TaskKind, mb: number, chunk: number): Task => ({ kind, mb, chunk });
 
   // Realized durations, indexed [v * M + j].
-  const pF = new Float64Array(n * M), pB = new Float64Array(n * M), pW = new Float64Array(n * M);
-  const cF = new Float64Array(n * M), cB = new Float64Array(n * M);
+  const pF = new Float64Array(n * M),
+    pB = new Float64Array(n * M),
+    pW = new Float64Array(n * M);
+  const cF = new Float64Array(n * M),
+    cB = new Float64Array(n * M);
   for (let v = 0; v < n; v++) {
     const { stage, chunk } = at(v);
     for (let j = 0; j < M; j++) {
       const i = v * M + j;
-      const f = mk('F', j, chunk), b = mk('B', j, chunk);
+      const f = mk('F', j, chunk),
+        b = mk('B', j, chunk);
       pF[i] = d.compute(iteration, stage, f);
       pB[i] = d.compute(iteration, stage, b);
       if (split) pW[i] = d.compute(iteration, stage, mk('W', j, chunk));
@@ -61,7 +65,8 @@ export function lowerBound(shape: PipelineShape, iteration: number, d: DurationM
     }
   }
 
-  const rF = new Float64Array(n * M), rB = new Float64Array(n * M);
+  const rF = new Float64Array(n * M),
+    rB = new Float64Array(n * M);
   for (let j = 0; j < M; j++) {
     for (let v = 1; v < n; v++) {
       const k = (v - 1) * M + j;
@@ -70,20 +75,24 @@ export function lowerBound(shape: PipelineShape, iteration: number, d: DurationM
     const l = last * M + j;
     rB[l] = rF[l] + pF[l];
     for (let v = last - 1; v >= 0; v--) {
-      const i = v * M + j, k = i + M;
+      const i = v * M + j,
+        k = i + M;
       rB[i] = Math.max(rF[i] + pF[i], rB[k] + pB[k] + cB[k]);
     }
   }
 
   // Tails; W has tail 0 (nothing depends on it).
-  const qF = new Float64Array(n * M), qB = new Float64Array(n * M);
+  const qF = new Float64Array(n * M),
+    qB = new Float64Array(n * M);
   for (let j = 0; j < M; j++) {
     for (let v = 0; v < n; v++) {
-      const i = v * M + j, k = i - M;
+      const i = v * M + j,
+        k = i - M;
       qB[i] = Math.max(split ? pW[i] : 0, v > 0 ? cB[i] + pB[k] + qB[k] : 0);
     }
     for (let v = last; v >= 0; v--) {
-      const i = v * M + j, k = i + M;
+      const i = v * M + j,
+        k = i + M;
       qF[i] = Math.max(pB[i] + qB[i], v < last ? cF[i] + pF[k] + qF[k] : 0);
     }
   }
@@ -93,16 +102,26 @@ export function lowerBound(shape: PipelineShape, iteration: number, d: DurationM
 
   const perTask = split ? 3 : 2;
   const size = V * M * perTask;
-  const r = new Float64Array(size), p = new Float64Array(size), q = new Float64Array(size);
+  const r = new Float64Array(size),
+    p = new Float64Array(size),
+    q = new Float64Array(size);
   const perStage: number[] = [];
   for (let s = 0; s < P; s++) {
     let t = 0;
     for (let c = 0; c < V; c++) {
       for (let j = 0; j < M; j++) {
         const i = (c * P + s) * M + j;
-        r[t] = rF[i]; p[t] = pF[i]; q[t++] = qF[i];
-        r[t] = rB[i]; p[t] = pB[i]; q[t++] = qB[i];
-        if (split) { r[t] = rB[i] + pB[i]; p[t] = pW[i]; q[t++] = 0; }
+        r[t] = rF[i];
+        p[t] = pF[i];
+        q[t++] = qF[i];
+        r[t] = rB[i];
+        p[t] = pB[i];
+        q[t++] = qB[i];
+        if (split) {
+          r[t] = rB[i] + pB[i];
+          p[t] = pW[i];
+          q[t++] = 0;
+        }
       }
     }
     perStage.push(jacksonPreemptive(r, p, q, size));
@@ -118,7 +137,9 @@ export function jacksonPreemptive(r: Float64Array, p: Float64Array, q: Float64Ar
   order.sort((a, b) => r[a] - r[b]);
   const rem = p.slice(0, size);
   const heap = new TaskHeap(size, q);
-  let t = 0, next = 0, best = 0;
+  let t = 0,
+    next = 0,
+    best = 0;
   while (next < size || heap.size > 0) {
     if (heap.size === 0) t = Math.max(t, r[order[next]]);
     while (next < size && r[order[next]] <= t) heap.push(order[next++]);
@@ -140,7 +161,10 @@ export function jacksonPreemptive(r: Float64Array, p: Float64Array, q: Float64Ar
 class TaskHeap {
   private readonly items: Uint32Array;
   size = 0;
-  constructor(capacity: number, private readonly key: Float64Array) {
+  constructor(
+    capacity: number,
+    private readonly key: Float64Array,
+  ) {
     this.items = new Uint32Array(capacity);
   }
   peek(): number {

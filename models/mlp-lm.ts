@@ -43,7 +43,8 @@ export const MLP_LM_DEFAULTS: MlpLmConfig = {
 export function mlpLmSpec(partial: Partial<MlpLmConfig> = {}): ModelSpec {
   const c: MlpLmConfig = { ...MLP_LM_DEFAULTS, ...partial };
   for (const key of ['vocabSize', 'window', 'embedWidth', 'width', 'hidden', 'layers'] as const) {
-    if (!Number.isInteger(c[key]) || c[key] < 1) throw new ModelConfigError(`mlp-lm config: ${key} must be a positive integer, got ${c[key]}`);
+    if (!Number.isInteger(c[key]) || c[key] < 1)
+      throw new ModelConfigError(`mlp-lm config: ${key} must be a positive integer, got ${c[key]}`);
   }
   const { vocabSize: V, window: W, embedWidth: E, width: D, hidden: H } = c;
   const normal: InitKind = { kind: 'normal', std: c.initStd };

@@ -61,17 +61,25 @@ export class PartitionError extends Error {
 export function planPartition(spec: ModelSpec, opts: PartitionOptions): PartitionPlan {
   const P = opts.stages;
   const V = opts.chunks ?? 1;
-  if (!Number.isInteger(P) || P < 1) throw new PartitionError(`partition of ${spec.name}: stages must be a positive integer, got ${P}`);
-  if (!Number.isInteger(V) || V < 1) throw new PartitionError(`partition of ${spec.name}: chunks must be a positive integer, got ${V}`);
+  if (!Number.isInteger(P) || P < 1)
+    throw new PartitionError(`partition of ${spec.name}: stages must be a positive integer, got ${P}`);
+  if (!Number.isInteger(V) || V < 1)
+    throw new PartitionError(`partition of ${spec.name}: chunks must be a positive integer, got ${V}`);
   const weights = opts.weights ?? new Array<number>(P).fill(1);
-  if (weights.length !== P) throw new PartitionError(`partition of ${spec.name}: ${weights.length} stage weights for ${P} stages ([${weights.join(', ')}])`);
+  if (weights.length !== P)
+    throw new PartitionError(
+      `partition of ${spec.name}: ${weights.length} stage weights for ${P} stages ([${weights.join(', ')}])`,
+    );
   weights.forEach((w, i) => {
-    if (!(Number.isFinite(w) && w > 0)) throw new PartitionError(`partition of ${spec.name}: weight of stage ${i} must be a positive number, got ${w}`);
+    if (!(Number.isFinite(w) && w > 0))
+      throw new PartitionError(`partition of ${spec.name}: weight of stage ${i} must be a positive number, got ${w}`);
   });
   const S = P * V;
   const n = spec.blocks.length;
   if (n < S) {
-    throw new PartitionError(`partition of ${spec.name}: ${n} blocks cannot fill ${S} virtual stages (P=${P} × V=${V}); every virtual stage needs at least one block`);
+    throw new PartitionError(
+      `partition of ${spec.name}: ${n} blocks cannot fill ${S} virtual stages (P=${P} × V=${V}); every virtual stage needs at least one block`,
+    );
   }
 
   const prefix = [0];
@@ -139,9 +147,15 @@ function stageName(spec: ModelSpec, vs: VirtualStagePlan): string {
 }
 
 /** Builds the stage module of virtual stage v (allocates only its variables). */
-export function buildStage(spec: ModelSpec, plan: PartitionPlan, v: number, opts?: SequentialStageOptions): StageModule {
+export function buildStage(
+  spec: ModelSpec,
+  plan: PartitionPlan,
+  v: number,
+  opts?: SequentialStageOptions,
+): StageModule {
   const vs = plan.virtual[v];
-  if (!vs) throw new PartitionError(`partition of ${spec.name}: no virtual stage ${v}; the plan has ${plan.virtual.length}`);
+  if (!vs)
+    throw new PartitionError(`partition of ${spec.name}: no virtual stage ${v}; the plan has ${plan.virtual.length}`);
   const layers = [
     ...(vs.hasEmbed ? [spec.embed] : []),
     ...spec.blocks.slice(vs.blockStart, vs.blockEnd),

@@ -88,7 +88,8 @@ export function loadProfile(nameOrPath: string): WorkloadProfile {
   const looksLikePath = isProfilePath(nameOrPath);
   if (!looksLikePath && !(BUILTIN_PROFILES as readonly string[]).includes(nameOrPath))
     throw new ProfileError(
-      `unknown profile ${JSON.stringify(nameOrPath)}: built-ins are ${BUILTIN_PROFILES.join(', ')}; or give a path to a JSON file`);
+      `unknown profile ${JSON.stringify(nameOrPath)}: built-ins are ${BUILTIN_PROFILES.join(', ')}; or give a path to a JSON file`,
+    );
   const file = looksLikePath ? path.resolve(nameOrPath) : builtinProfilePath(nameOrPath);
   let text: string;
   try {
@@ -134,10 +135,17 @@ export function parseProfile(json: unknown, source: string, name: string): Workl
     const rec = v as Record<string, unknown>;
     for (const k of Object.keys(rec))
       if (!keys.includes(k))
-        throw new ProfileError(`${source}: unknown field ${JSON.stringify(field ? `${field}.${k}` : k)}; allowed: ${keys.join(', ')}`);
+        throw new ProfileError(
+          `${source}: unknown field ${JSON.stringify(field ? `${field}.${k}` : k)}; allowed: ${keys.join(', ')}`,
+        );
     return rec;
   };
-  const num = (field: string, v: unknown, min: number, opts: { above?: boolean; max?: number; integer?: boolean } = {}): number => {
+  const num = (
+    field: string,
+    v: unknown,
+    min: number,
+    opts: { above?: boolean; max?: number; integer?: boolean } = {},
+  ): number => {
     const range = `${opts.above ? '>' : '>='} ${min}${opts.max !== undefined ? ` and <= ${opts.max}` : ''}`;
     const want = opts.integer ? `an integer ${range}` : `a finite number ${range}`;
     if (typeof v !== 'number' || !Number.isFinite(v)) return fail(field, want, v);
@@ -160,11 +168,15 @@ export function parseProfile(json: unknown, source: string, name: string): Workl
   const communication: CommunicationModel = {
     latencyMs: num('communication.latencyMs', c.latencyMs, 0, { max: PROFILE_LIMITS.commMs }),
     bandwidthGBps: num('communication.bandwidthGBps', c.bandwidthGBps, 0, { above: true }),
-    activationBytes: num('communication.activationBytes', c.activationBytes, 0, { integer: true, max: PROFILE_LIMITS.activationBytes }),
+    activationBytes: num('communication.activationBytes', c.activationBytes, 0, {
+      integer: true,
+      max: PROFILE_LIMITS.activationBytes,
+    }),
   };
 
   if (!Array.isArray(top.layers) || top.layers.length === 0) fail('layers', 'a non-empty array', top.layers);
-  if ((top.layers as unknown[]).length > PROFILE_LIMITS.layerGroups) fail('layers', `at most ${PROFILE_LIMITS.layerGroups} groups`, `${(top.layers as unknown[]).length} groups`);
+  if ((top.layers as unknown[]).length > PROFILE_LIMITS.layerGroups)
+    fail('layers', `at most ${PROFILE_LIMITS.layerGroups} groups`, `${(top.layers as unknown[]).length} groups`);
   const layers = (top.layers as unknown[]).map((raw, i): LayerGroup => {
     const f = `layers[${i}]`;
     const l = object(f, raw, LAYER_KEYS);
@@ -173,23 +185,48 @@ export function parseProfile(json: unknown, source: string, name: string): Workl
       fail(`${f}.placement`, '"first", "split" or "last"', placement);
     const group: LayerGroup = {
       name: str(`${f}.name`, l.name),
-      count: l.count === undefined && placement !== 'split' ? 1 : num(`${f}.count`, l.count, 1, { integer: true, max: PROFILE_LIMITS.layersPerGroup }),
+      count:
+        l.count === undefined && placement !== 'split'
+          ? 1
+          : num(`${f}.count`, l.count, 1, { integer: true, max: PROFILE_LIMITS.layersPerGroup }),
       forwardMs: num(`${f}.forwardMs`, l.forwardMs, 0, { max: PROFILE_LIMITS.forwardMs }),
       placement: placement as LayerPlacement,
     };
     return l.activationBytes === undefined
       ? group
-      : { ...group, activationBytes: num(`${f}.activationBytes`, l.activationBytes, 0, { integer: true, max: PROFILE_LIMITS.activationBytes }) };
+      : {
+          ...group,
+          activationBytes: num(`${f}.activationBytes`, l.activationBytes, 0, {
+            integer: true,
+            max: PROFILE_LIMITS.activationBytes,
+          }),
+        };
   });
   const forwardMs = layers.reduce((t, l) => t + l.count * l.forwardMs, 0);
-  if (forwardMs > PROFILE_LIMITS.forwardMs) fail('layers', `at most ${PROFILE_LIMITS.forwardMs} ms of forward time in all (count × forwardMs)`, `${forwardMs} ms`);
+  if (forwardMs > PROFILE_LIMITS.forwardMs)
+    fail(
+      'layers',
+      `at most ${PROFILE_LIMITS.forwardMs} ms of forward time in all (count × forwardMs)`,
+      `${forwardMs} ms`,
+    );
   // What crosses a cut: the output of a split group (first and last groups never end a stage's slice).
-  const largest = Math.max(communication.activationBytes, ...layers.filter((l) => l.placement === 'split').map((l) => l.activationBytes ?? 0));
+  const largest = Math.max(
+    communication.activationBytes,
+    ...layers.filter((l) => l.placement === 'split').map((l) => l.activationBytes ?? 0),
+  );
   const commMs = communication.latencyMs + largest / (communication.bandwidthGBps * 1e6);
   if (commMs > PROFILE_LIMITS.commMs)
-    fail('communication', `at most ${PROFILE_LIMITS.commMs} ms per message before jitter (latencyMs + activationBytes / bandwidthGBps)`, `${commMs} ms for ${largest} bytes`);
+    fail(
+      'communication',
+      `at most ${PROFILE_LIMITS.commMs} ms per message before jitter (latencyMs + activationBytes / bandwidthGBps)`,
+      `${commMs} ms for ${largest} bytes`,
+    );
   if (!layers.some((l) => l.placement === 'split'))
-    fail('layers', 'a list with at least one "split" group (the stack cut into stages)', layers.map((l) => l.placement));
+    fail(
+      'layers',
+      'a list with at least one "split" group (the stack cut into stages)',
+      layers.map((l) => l.placement),
+    );
 
   return {
     name,

@@ -42,7 +42,10 @@ export function trainReference(t: TrainConfig, microbatches: number, iterations:
   const opt = new AdamW(paramInfos(model), { weightDecay: t.weightDecay });
   const losses: number[] = [];
   for (let it = 0; it < iterations; it++) {
-    const sum = new OrderedSum(vars.map((v) => v.size), microbatches);
+    const sum = new OrderedSum(
+      vars.map((v) => v.size),
+      microbatches,
+    );
     let loss = 0;
     for (let j = 0; j < microbatches; j++) {
       const b = batchFor(t, corpus, 'train', it, j);
@@ -50,13 +53,19 @@ export function trainReference(t: TrainConfig, microbatches: number, iterations:
       const y = tf.tensor(b.targets, [...b.targetShape], 'int32');
       const r = model.backward(x, null, { targets: y, lossScale: 1 / microbatches });
       loss += r.loss ?? 0;
-      sum.add(j, r.paramGrads.map((g) => readFloat32(g)));
+      sum.add(
+        j,
+        r.paramGrads.map((g) => readFloat32(g)),
+      );
       r.paramGrads.forEach((g) => g.dispose());
       x.dispose();
       y.dispose();
     }
     losses.push(loss / microbatches);
-    const lr = lrAt({ peak: t.lr, warmupSteps: t.warmup, totalSteps: Math.max(t.totalIterations, t.warmup + 1) }, it + 1);
+    const lr = lrAt(
+      { peak: t.lr, warmupSteps: t.warmup, totalSteps: Math.max(t.totalIterations, t.warmup + 1) },
+      it + 1,
+    );
     const grads = sum.result();
     const params = new Map(vars.map((v, i) => [names[i], readFloat32(v)]));
     const delta = opt.propose(params, new Map(names.map((n, i) => [n, grads[i]])), lr);

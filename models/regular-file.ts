@@ -6,7 +6,11 @@ import * as fs from 'fs';
 
 export class RegularFileError extends Error {
   override name = 'RegularFileError';
-  constructor(message: string, readonly reason: 'missing' | 'not-regular' | 'too-big' | 'unreadable', options?: { cause?: unknown }) {
+  constructor(
+    message: string,
+    readonly reason: 'missing' | 'not-regular' | 'too-big' | 'unreadable',
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
   }
 }
@@ -52,7 +56,8 @@ export function readRegularFile(file: string, maxBytes: number): Buffer {
   try {
     const st = fs.fstatSync(fd);
     if (!st.isFile()) throw new RegularFileError(`is ${kindOf(st)}, not a regular file`, 'not-regular');
-    if (st.size > maxBytes) throw new RegularFileError(`has ${st.size} bytes, over the limit of ${maxBytes}`, 'too-big');
+    if (st.size > maxBytes)
+      throw new RegularFileError(`has ${st.size} bytes, over the limit of ${maxBytes}`, 'too-big');
     return readAtMost(fd, maxBytes);
   } finally {
     fs.closeSync(fd);

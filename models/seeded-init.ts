@@ -62,7 +62,8 @@ export class SeededRandom {
 
   /** Uniform integer in [0, n). */
   int(n: number): number {
-    if (!(n >= 1) || !Number.isInteger(n)) throw new RangeError(`SeededRandom.int: bound ${n} must be a positive integer`);
+    if (!(n >= 1) || !Number.isInteger(n))
+      throw new RangeError(`SeededRandom.int: bound ${n} must be a positive integer`);
     return Math.floor(this.next() * n);
   }
 
@@ -83,9 +84,7 @@ export class SeededRandom {
 }
 
 /** Values for one parameter, keyed by (seed, name). */
-export type InitKind =
-  | { kind: 'normal'; std: number }
-  | { kind: 'constant'; value: number };
+export type InitKind = { kind: 'normal'; std: number } | { kind: 'constant'; value: number };
 
 export function initValues(seed: number, name: string, size: number, init: InitKind): Float32Array {
   const out = new Float32Array(size);

@@ -79,7 +79,10 @@ export class SequentialStage implements StageModule {
   private weights(params: readonly tf.Tensor[] | undefined): readonly tf.Tensor[] {
     if (!params) return this.variables;
     if (params.length !== this.variables.length) {
-      throw new StageUsageError(this.name, `got ${params.length} weight tensors, the stage has ${this.variables.length} (${this.names.join(', ')})`);
+      throw new StageUsageError(
+        this.name,
+        `got ${params.length} weight tensors, the stage has ${this.variables.length} (${this.names.join(', ')})`,
+      );
     }
     params.forEach((p, i) => {
       const want = this.variables[i]!.shape;
@@ -103,7 +106,8 @@ export class SequentialStage implements StageModule {
 
   private checkInput(input: tf.Tensor): void {
     const want = this.isFirst ? 'int32' : 'float32';
-    if (input.dtype !== want) throw new StageUsageError(this.name, `input dtype is ${input.dtype}, expected ${want} (shape [${input.shape}])`);
+    if (input.dtype !== want)
+      throw new StageUsageError(this.name, `input dtype is ${input.dtype}, expected ${want} (shape [${input.shape}])`);
   }
 
   forward(input: tf.Tensor, params?: readonly tf.Tensor[]): tf.Tensor {
@@ -115,7 +119,11 @@ export class SequentialStage implements StageModule {
   }
 
   forwardKeepingActivations(input: tf.Tensor): KeptForward {
-    if (this.isLast) throw new StageUsageError(this.name, 'the last stage runs forward and backward together; it keeps no activations');
+    if (this.isLast)
+      throw new StageUsageError(
+        this.name,
+        'the last stage runs forward and backward together; it keeps no activations',
+      );
     this.checkInput(input);
     const kept = forwardKeepingTape(() => this.run(this.variables, input));
     checkWasmHeap(this.heapLimit, `${this.name} forward`);
@@ -130,7 +138,10 @@ export class SequentialStage implements StageModule {
     const kept = opts.kept!;
     if (opts.params) {
       releaseTape(kept);
-      throw new StageUsageError(this.name, 'a kept forward serves one backward at the forward\'s own weights (no params)');
+      throw new StageUsageError(
+        this.name,
+        "a kept forward serves one backward at the forward's own weights (no params)",
+      );
     }
     if (!gradOutput) {
       releaseTape(kept);
@@ -178,7 +189,10 @@ export class SequentialStage implements StageModule {
     const { targets, lossScale } = opts;
     if (!targets) throw new StageUsageError(this.name, 'backward on the last stage needs targets');
     if (lossScale === undefined || !Number.isFinite(lossScale) || lossScale <= 0) {
-      throw new StageUsageError(this.name, `backward on the last stage needs a finite positive lossScale, got ${lossScale}`);
+      throw new StageUsageError(
+        this.name,
+        `backward on the last stage needs a finite positive lossScale, got ${lossScale}`,
+      );
     }
     return { targets, lossScale };
   }

@@ -34,7 +34,10 @@ const originals = new Map<string, tf.KernelConfig>();
 
 function kernelOrThrow(name: string): tf.KernelConfig {
   const k = tf.getKernel(name, 'wasm');
-  if (!k) throw new Error(`tfjs-fixes: the wasm backend has no ${name} kernel to build on (is @tensorflow/tfjs-backend-wasm loaded?)`);
+  if (!k)
+    throw new Error(
+      `tfjs-fixes: the wasm backend has no ${name} kernel to build on (is @tensorflow/tfjs-backend-wasm loaded?)`,
+    );
   return k;
 }
 
@@ -72,7 +75,12 @@ function matMulOutShape(a: readonly number[], b: readonly number[], tA: boolean,
  * i.e. computes the transposed product with swapped operands and transposes the result.
  * Only plain BatchMatMul may swap (a fused bias or activation applies to the unswapped output).
  */
-export function transposePlan(a: readonly number[], b: readonly number[], tA: boolean, tB: boolean): 'none' | 'operands' | 'swap' {
+export function transposePlan(
+  a: readonly number[],
+  b: readonly number[],
+  tA: boolean,
+  tB: boolean,
+): 'none' | 'operands' | 'swap' {
   if (!tA && !tB) return 'none';
   const out = size(matMulOutShape(a, b, tA, tB));
   const viaOperands = (tA ? size(a) : 0) + (tB ? size(b) : 0);
@@ -134,11 +142,23 @@ function leadingAxesSumWrapper(original: tf.KernelConfig, matMul: tf.KernelConfi
     const reshape = kernelOrThrow('Reshape');
     const ones = backend.makeOutput([1, n], 'float32');
     (backend.typedArrayFromHeap(ones) as Float32Array).fill(1);
-    const x2 = reshape.kernelFunc({ inputs: { x }, backend: args.backend, attrs: { shape: [n, size(rest)] } }) as tf.TensorInfo;
+    const x2 = reshape.kernelFunc({
+      inputs: { x },
+      backend: args.backend,
+      attrs: { shape: [n, size(rest)] },
+    }) as tf.TensorInfo;
     try {
-      const row = matMul.kernelFunc({ inputs: { a: ones, b: x2 }, backend: args.backend, attrs: { transposeA: false, transposeB: false } }) as tf.TensorInfo;
+      const row = matMul.kernelFunc({
+        inputs: { a: ones, b: x2 },
+        backend: args.backend,
+        attrs: { transposeA: false, transposeB: false },
+      }) as tf.TensorInfo;
       const outShape = keepDims ? [...axes.map(() => 1), ...rest] : rest;
-      const out = reshape.kernelFunc({ inputs: { x: row }, backend: args.backend, attrs: { shape: outShape } }) as tf.TensorInfo;
+      const out = reshape.kernelFunc({
+        inputs: { x: row },
+        backend: args.backend,
+        attrs: { shape: outShape },
+      }) as tf.TensorInfo;
       backend.disposeData(row.dataId);
       return out;
     } finally {
@@ -154,11 +174,14 @@ function unsortedSegmentSum(args: KernelArgs): tf.TensorInfo {
   const x = args.inputs['x'] as tf.TensorInfo;
   const segmentIds = args.inputs['segmentIds'] as tf.TensorInfo;
   const numSegments = (args.attrs as { numSegments: number }).numSegments;
-  if (x.dtype !== 'float32' && x.dtype !== 'int32') throw new Error(`UnsortedSegmentSum (wasm fix): dtype ${x.dtype} is not supported`);
+  if (x.dtype !== 'float32' && x.dtype !== 'int32')
+    throw new Error(`UnsortedSegmentSum (wasm fix): dtype ${x.dtype} is not supported`);
   const idRank = segmentIds.shape.length;
   for (let i = 0; i < idRank; i++) {
     if (segmentIds.shape[i] !== x.shape[i]) {
-      throw new Error(`UnsortedSegmentSum (wasm fix): segmentIds shape [${segmentIds.shape}] is not a prefix of x shape [${x.shape}]`);
+      throw new Error(
+        `UnsortedSegmentSum (wasm fix): segmentIds shape [${segmentIds.shape}] is not a prefix of x shape [${x.shape}]`,
+      );
     }
   }
   const rowShape = x.shape.slice(idRank);
@@ -199,7 +222,8 @@ let guarded: WasmModuleLike | null = null;
 export function installWasmAllocationGuard(limitBytes: number = allocationLimit || DEFAULT_WASM_HEAP_LIMIT): void {
   allocationLimit = limitBytes;
   const wasm = (tf.findBackend('wasm') as unknown as { wasm?: WasmModuleLike } | null)?.wasm;
-  if (!wasm || typeof wasm._malloc !== 'function' || typeof wasm._free !== 'function') throw new Error('tfjs-fixes: the wasm backend is not initialized (no _malloc to guard)');
+  if (!wasm || typeof wasm._malloc !== 'function' || typeof wasm._free !== 'function')
+    throw new Error('tfjs-fixes: the wasm backend is not initialized (no _malloc to guard)');
   // A backend that was removed and made again has a module of its own.
   if (guarded === wasm) return;
   // Emscripten binds _malloc lazily: its first call replaces Module._malloc with the raw
@@ -209,9 +233,11 @@ export function installWasmAllocationGuard(limitBytes: number = allocationLimit 
   guarded = wasm;
   wasm._malloc = (bytes: number): number => {
     const live = liveBytes();
-    if (bytes > 0 && live + bytes > allocationLimit) throw new WasmHeapError(`allocating a tensor of ${bytes} bytes`, live + bytes, allocationLimit);
+    if (bytes > 0 && live + bytes > allocationLimit)
+      throw new WasmHeapError(`allocating a tensor of ${bytes} bytes`, live + bytes, allocationLimit);
     const at = malloc(bytes);
-    if (bytes > 0 && at === 0) throw new WasmHeapError(`allocating a tensor of ${bytes} bytes (malloc failed)`, live + bytes, allocationLimit);
+    if (bytes > 0 && at === 0)
+      throw new WasmHeapError(`allocating a tensor of ${bytes} bytes (malloc failed)`, live + bytes, allocationLimit);
     return at;
   };
 }
@@ -237,8 +263,16 @@ export function installWasmFixes(): void {
   originals.set('Sum', sum);
   replace({ ...sum, kernelFunc: leadingAxesSumWrapper(sum, originals.get('BatchMatMul')!) });
   if (!tf.getKernel('UnsortedSegmentSum', 'wasm')) {
-    replace({ kernelName: 'UnsortedSegmentSum', backendName: 'wasm', kernelFunc: unsortedSegmentSum as unknown as tf.KernelFunc });
-    originals.set('UnsortedSegmentSum', { kernelName: 'UnsortedSegmentSum', backendName: 'wasm', kernelFunc: unsortedSegmentSum as unknown as tf.KernelFunc });
+    replace({
+      kernelName: 'UnsortedSegmentSum',
+      backendName: 'wasm',
+      kernelFunc: unsortedSegmentSum as unknown as tf.KernelFunc,
+    });
+    originals.set('UnsortedSegmentSum', {
+      kernelName: 'UnsortedSegmentSum',
+      backendName: 'wasm',
+      kernelFunc: unsortedSegmentSum as unknown as tf.KernelFunc,
+    });
   }
 }
 
@@ -259,7 +293,11 @@ export const DEFAULT_WASM_HEAP_LIMIT = 3.5 * 1024 ** 3;
 
 export class WasmHeapError extends Error {
   override name = 'WasmHeapError';
-  constructor(readonly where: string, readonly liveBytes: number, readonly limitBytes: number) {
+  constructor(
+    readonly where: string,
+    readonly liveBytes: number,
+    readonly limitBytes: number,
+  ) {
     super(
       `${where}: ${(liveBytes / 1024 ** 3).toFixed(3)} GiB of live tensors on the wasm backend is past the ` +
         `${(limitBytes / 1024 ** 3).toFixed(3)} GiB guard (the 4 GiB heap corrupts data near 3.9 GiB); ` +

@@ -76,7 +76,8 @@ export function corpusFor(t: TrainConfig): Corpus {
 }
 
 export function modelSpecFor(t: TrainConfig, vocabSize: number): ModelSpec {
-  if (t.model === 'gpt') return gptSpec({ vocabSize, seqLen: t.seq, layers: t.layers, width: t.width, heads: t.heads, seed: t.seed });
+  if (t.model === 'gpt')
+    return gptSpec({ vocabSize, seqLen: t.seq, layers: t.layers, width: t.width, heads: t.heads, seed: t.seed });
   return mlpLmSpec({ vocabSize, window: t.seq, layers: t.layers, width: t.width, hidden: 4 * t.width, seed: t.seed });
 }
 
@@ -103,15 +104,22 @@ export const MAX_VAL_BATCHES = SHAPE_LIMITS.perStage;
  */
 export function checkTrainSize(t: TrainConfig, spec: ModelSpec): void {
   let params = 0;
-  for (const layer of [spec.embed, ...spec.blocks, spec.head]) for (const p of layer.params) params += p.shape.reduce((a, b) => a * b, 1);
+  for (const layer of [spec.embed, ...spec.blocks, spec.head])
+    for (const p of layer.params) params += p.shape.reduce((a, b) => a * b, 1);
   if (params > MAX_MODEL_PARAMS)
-    throw new ModelConfigError(`${t.model} config: ${params} parameters (--layers ${t.layers}, --width ${t.width}), over the limit of ${MAX_MODEL_PARAMS}`);
+    throw new ModelConfigError(
+      `${t.model} config: ${params} parameters (--layers ${t.layers}, --width ${t.width}), over the limit of ${MAX_MODEL_PARAMS}`,
+    );
   const values = spec.hiddenShape(t.microbatchSize, t.seq).reduce((a, b) => a * b, 1);
   if (values > MAX_MICROBATCH_VALUES)
-    throw new ModelConfigError(`${t.model} config: a microbatch's activations are ${values} values (--microbatch-size ${t.microbatchSize}, --seq ${t.seq}, --width ${t.width}), over the limit of ${MAX_MICROBATCH_VALUES}`);
+    throw new ModelConfigError(
+      `${t.model} config: a microbatch's activations are ${values} values (--microbatch-size ${t.microbatchSize}, --seq ${t.seq}, --width ${t.width}), over the limit of ${MAX_MICROBATCH_VALUES}`,
+    );
   const scores = t.model === 'gpt' ? t.microbatchSize * t.heads * t.seq * t.seq : 0;
   if (scores > 4 * MAX_MICROBATCH_VALUES)
-    throw new ModelConfigError(`gpt config: a microbatch's attention scores are ${scores} values (--microbatch-size ${t.microbatchSize} x --heads ${t.heads} x --seq ${t.seq} squared), over the limit of ${4 * MAX_MICROBATCH_VALUES}`);
+    throw new ModelConfigError(
+      `gpt config: a microbatch's attention scores are ${scores} values (--microbatch-size ${t.microbatchSize} x --heads ${t.heads} x --seq ${t.seq} squared), over the limit of ${4 * MAX_MICROBATCH_VALUES}`,
+    );
 }
 
 export function tokensPerMicrobatch(t: TrainConfig): number {

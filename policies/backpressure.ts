@@ -31,7 +31,9 @@ import { PipelineShape, Task, formatTask, task, taskProblem } from './task';
 export class BackpressureLimitError extends Error {
   override name = 'BackpressureLimitError';
   constructor(readonly limit: unknown) {
-    super(`backpressure limit must be a positive integer (the drain is deadlock-free only then), got ${JSON.stringify(limit)}`);
+    super(
+      `backpressure limit must be a positive integer (the drain is deadlock-free only then), got ${JSON.stringify(limit)}`,
+    );
   }
 }
 
@@ -68,7 +70,11 @@ export function drainChoice(ready: ReadyView, ctx: StageContext): Task | null {
 
 /** One arbitration under backpressure: the drain rule at or above `limit`, else `policy`. */
 export function chooseWithBackpressure<M>(
-  policy: HintPolicy<M>, memo: M, ready: ReadyView, ctx: StageContext, limit: number,
+  policy: HintPolicy<M>,
+  memo: M,
+  ready: ReadyView,
+  ctx: StageContext,
+  limit: number,
 ): Task | null {
   return inBackpressure(policy, ctx, limit) ? drainChoice(ready, ctx) : policy.choose(ready, memo, ctx);
 }
@@ -113,26 +119,46 @@ export function inflightBound(policy: HintPolicy<any>, shape: PipelineShape, sta
   // ask `has`); the kind lists are built only for a policy that reads them.
   const key = (t: Task) => `${t.kind}${t.mb}.${t.chunk}`;
   const ready = new Map<string, Task>();
-  for (let j = 0; j < shape.microbatches; j++) for (let c = 0; c < shape.chunks; c++) ready.set(key(task('F', j, c)), task('F', j, c));
+  for (let j = 0; j < shape.microbatches; j++)
+    for (let c = 0; c < shape.chunks; c++) ready.set(key(task('F', j, c)), task('F', j, c));
   const ran = new Set<string>();
   let lists: ReadyView | null = null;
   const kindLists = (): ReadyView => (lists ??= readyViewOf(ready.values()));
   const view: ReadyView = {
-    get F() { return kindLists().F; },
-    get B() { return kindLists().B; },
-    get W() { return kindLists().W; },
+    get F() {
+      return kindLists().F;
+    },
+    get B() {
+      return kindLists().B;
+    },
+    get W() {
+      return kindLists().W;
+    },
     has: (t) => ready.has(key(t)),
   };
   let inflight = 0;
   let peak = 0;
-  const ctx: StageContext = { stage, shape, done: (t) => ran.has(key(t)), get inflight() { return inflight; } };
+  const ctx: StageContext = {
+    stage,
+    shape,
+    done: (t) => ran.has(key(t)),
+    get inflight() {
+      return inflight;
+    },
+  };
   let memo = policy.start(ctx);
   for (;;) {
     const next = policy.choose(view, memo, ctx);
     if (next === null) return peak;
     const problem = taskProblem(next, shape);
-    if (problem !== null) throw new InflightBoundError(`${policy.name} at stage ${stage} returned something that is not a task of this pipeline (${problem})`);
-    if (!view.has(next)) throw new InflightBoundError(`${policy.name} at stage ${stage} picked ${formatTask(next)}, which has run or whose predecessor at the stage has not`);
+    if (problem !== null)
+      throw new InflightBoundError(
+        `${policy.name} at stage ${stage} returned something that is not a task of this pipeline (${problem})`,
+      );
+    if (!view.has(next))
+      throw new InflightBoundError(
+        `${policy.name} at stage ${stage} picked ${formatTask(next)}, which has run or whose predecessor at the stage has not`,
+      );
     ready.delete(key(next));
     ran.add(key(next));
     lists = null;

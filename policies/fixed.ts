@@ -25,7 +25,12 @@ export interface FixedMemo {
 
 export class ScheduleViolationError extends Error {
   override name = 'ScheduleViolationError';
-  constructor(readonly policy: string, readonly stage: number, readonly ran: Task, readonly reason: string) {
+  constructor(
+    readonly policy: string,
+    readonly stage: number,
+    readonly ran: Task,
+    readonly reason: string,
+  ) {
     super(`stage ${stage}, ${policy}: ran ${formatTask(ran)}, but ${reason}`);
   }
 }
@@ -51,7 +56,10 @@ function chooseBinding(ready: ReadyView, memo: FixedMemo): Task | null {
 function chooseHint(ready: ReadyView, memo: FixedMemo): Task | null {
   let ahead = 0;
   for (let i = memo.cursor; i < memo.order.length; i++) {
-    if (ahead < memo.ranAhead.length && memo.ranAhead[ahead] === i) { ahead++; continue; }
+    if (ahead < memo.ranAhead.length && memo.ranAhead[ahead] === i) {
+      ahead++;
+      continue;
+    }
     if (ready.has(memo.order[i])) return memo.order[i];
   }
   return null;
@@ -71,7 +79,10 @@ function advanceMemo(memo: FixedMemo, ran: Task, ctx: StageContext, policy: stri
   }
   let cursor = memo.cursor + 1;
   let k = 0;
-  while (k < memo.ranAhead.length && memo.ranAhead[k] === cursor) { cursor++; k++; }
+  while (k < memo.ranAhead.length && memo.ranAhead[k] === cursor) {
+    cursor++;
+    k++;
+  }
   return { ...memo, cursor, ranAhead: k === 0 ? memo.ranAhead : memo.ranAhead.slice(k) };
 }
 

@@ -25,7 +25,11 @@ export class UnknownPolicyError extends Error {
 
 export class PolicyModuleError extends Error {
   override name = 'PolicyModuleError';
-  constructor(readonly modulePath: string, problem: string, options?: { cause?: unknown }) {
+  constructor(
+    readonly modulePath: string,
+    problem: string,
+    options?: { cause?: unknown },
+  ) {
     super(`policy module ${JSON.stringify(modulePath)}: ${problem}`, options);
   }
 }
@@ -49,7 +53,8 @@ export function isModulePath(name: string): boolean {
 
 /** Problems with `value` as a HintPolicy, empty when it is one. */
 export function policyShapeProblems(value: unknown): string[] {
-  if (typeof value !== 'object' || value === null) return [`expected an object, got ${value === null ? 'null' : typeof value}`];
+  if (typeof value !== 'object' || value === null)
+    return [`expected an object, got ${value === null ? 'null' : typeof value}`];
   const v = value as Record<string, unknown>;
   const problems: string[] = [];
   const want = (key: string, type: string) => {
@@ -70,12 +75,18 @@ function thrown(err: unknown): string {
 const refuseChange = (): never => {
   throw new TypeError('the ready view is read-only (copy a list before sorting or changing it)');
 };
-const READ_ONLY: ProxyHandler<readonly Task[]> = { set: refuseChange, deleteProperty: refuseChange, defineProperty: refuseChange };
+const READ_ONLY: ProxyHandler<readonly Task[]> = {
+  set: refuseChange,
+  deleteProperty: refuseChange,
+  defineProperty: refuseChange,
+};
 
 /** `ready` as a module's policy sees it: the stage's own lists, which it cannot change. */
 function readOnlyView(ready: ReadyView): ReadyView {
   return {
-    F: new Proxy(ready.F, READ_ONLY), B: new Proxy(ready.B, READ_ONLY), W: new Proxy(ready.W, READ_ONLY),
+    F: new Proxy(ready.F, READ_ONLY),
+    B: new Proxy(ready.B, READ_ONLY),
+    W: new Proxy(ready.W, READ_ONLY),
     has: (t) => ready.has(t),
   };
 }
@@ -90,18 +101,24 @@ function readOnlyView(ready: ReadyView): ReadyView {
  * one in place would reorder them for every later pick.
  */
 function guarded(modulePath: string, p: HintPolicy): HintPolicy {
-  const member = <A extends unknown[], R>(what: string, fn: (...args: A) => R) => (...args: A): R => {
-    try {
-      return fn.apply(p, args);
-    } catch (err) {
-      if (what === 'check' && err instanceof ShapeError) throw err;
-      throw new PolicyModuleError(modulePath, `${what} threw ${thrown(err)}`, { cause: err });
-    }
-  };
+  const member =
+    <A extends unknown[], R>(what: string, fn: (...args: A) => R) =>
+    (...args: A): R => {
+      try {
+        return fn.apply(p, args);
+      } catch (err) {
+        if (what === 'check' && err instanceof ShapeError) throw err;
+        throw new PolicyModuleError(modulePath, `${what} threw ${thrown(err)}`, { cause: err });
+      }
+    };
   const choose = member('choose', p.choose);
   return {
-    name: p.name, binding: p.binding, splitBackward: p.splitBackward,
-    check: member('check', p.check), start: member('start', p.start), advance: member('advance', p.advance),
+    name: p.name,
+    binding: p.binding,
+    splitBackward: p.splitBackward,
+    check: member('check', p.check),
+    start: member('start', p.start),
+    advance: member('advance', p.advance),
     choose: (ready, memo, ctx) => choose(readOnlyView(ready), memo, ctx),
   };
 }

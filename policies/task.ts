@@ -68,8 +68,7 @@ export function kindsOf(shape: PipelineShape): TaskKind[] {
 export function allTasks(shape: PipelineShape): Task[] {
   const out: Task[] = [];
   for (const kind of kindsOf(shape))
-    for (let c = 0; c < shape.chunks; c++)
-      for (let j = 0; j < shape.microbatches; j++) out.push(task(kind, j, c));
+    for (let c = 0; c < shape.chunks; c++) for (let j = 0; j < shape.microbatches; j++) out.push(task(kind, j, c));
   return out;
 }
 
@@ -100,8 +99,10 @@ export function validateShape(shape: PipelineShape): void {
   const over = (what: string, v: number, max: number) => new ShapeError(`${what} must be at most ${max}, got ${v}`);
   if (stages > SHAPE_LIMITS.stages) throw over('stages', stages, SHAPE_LIMITS.stages);
   if (chunks > SHAPE_LIMITS.chunks) throw over('chunks', chunks, SHAPE_LIMITS.chunks);
-  if (chunks * microbatches > SHAPE_LIMITS.perStage) throw over('chunks × microbatches (the tasks of a stage per kind)', chunks * microbatches, SHAPE_LIMITS.perStage);
-  if (stages * chunks * microbatches > SHAPE_LIMITS.total) throw over('stages × chunks × microbatches', stages * chunks * microbatches, SHAPE_LIMITS.total);
+  if (chunks * microbatches > SHAPE_LIMITS.perStage)
+    throw over('chunks × microbatches (the tasks of a stage per kind)', chunks * microbatches, SHAPE_LIMITS.perStage);
+  if (stages * chunks * microbatches > SHAPE_LIMITS.total)
+    throw over('stages × chunks × microbatches', stages * chunks * microbatches, SHAPE_LIMITS.total);
 }
 
 /** Bounds on a pipeline's shape: every stage keeps per-task state, and a run keeps an
@@ -131,23 +132,39 @@ export function isLossStage(stage: number, chunk: number, shape: PipelineShape):
 }
 
 /** Where the output of F(mb, chunk) at `stage` goes, or null at the loss stage. */
-export function forwardSuccessor(stage: number, chunk: number, shape: PipelineShape): { stage: number; chunk: number } | null {
+export function forwardSuccessor(
+  stage: number,
+  chunk: number,
+  shape: PipelineShape,
+): { stage: number; chunk: number } | null {
   const v = virtualStage(stage, chunk, shape);
   return v + 1 >= shape.stages * shape.chunks ? null : fromVirtual(v + 1, shape);
 }
 
 /** Where the input gradient of B(mb, chunk) at `stage` goes, or null at the first virtual stage. */
-export function backwardSuccessor(stage: number, chunk: number, shape: PipelineShape): { stage: number; chunk: number } | null {
+export function backwardSuccessor(
+  stage: number,
+  chunk: number,
+  shape: PipelineShape,
+): { stage: number; chunk: number } | null {
   const v = virtualStage(stage, chunk, shape);
   return v === 0 ? null : fromVirtual(v - 1, shape);
 }
 
 /** The (stage, chunk) whose F output is the input of F(mb, chunk) at `stage`; null for the data. */
-export function forwardPredecessor(stage: number, chunk: number, shape: PipelineShape): { stage: number; chunk: number } | null {
+export function forwardPredecessor(
+  stage: number,
+  chunk: number,
+  shape: PipelineShape,
+): { stage: number; chunk: number } | null {
   return backwardSuccessor(stage, chunk, shape);
 }
 
 /** The (stage, chunk) whose B output is the gradient input of B(mb, chunk); null at the loss stage. */
-export function backwardPredecessor(stage: number, chunk: number, shape: PipelineShape): { stage: number; chunk: number } | null {
+export function backwardPredecessor(
+  stage: number,
+  chunk: number,
+  shape: PipelineShape,
+): { stage: number; chunk: number } | null {
   return forwardSuccessor(stage, chunk, shape);
 }

@@ -12,7 +12,9 @@ import { TRAIN_DEFAULTS, TrainConfig } from '../models/train-config';
 import { train } from '../cli/train';
 
 const asyncSim = (P: number, M: number, policy: string, extra = {}) =>
-  runJob(resolveConfig({ stages: P, microbatches: M, policy, mode: 'async', profile: 'uniform', ...extra }), { clock: 'virtual' });
+  runJob(resolveConfig({ stages: P, microbatches: M, policy, mode: 'async', profile: 'uniform', ...extra }), {
+    clock: 'virtual',
+  });
 
 describe('asynchronous pipelines', function () {
   this.timeout(300_000);
@@ -24,21 +26,36 @@ describe('asynchronous pipelines', function () {
         const st = r.records[0].reports[s].store as StoreStats;
         assert.equal(st.updates, 24);
         assert.equal(st.staleness.max, P - 1 - s, `P=${P} stage ${s}`);
-        assert.deepEqual(st.stalenessByUpdate, Array.from({ length: 24 }, (_, j) => Math.min(j, P - 1 - s)), `P=${P} stage ${s}`);
+        assert.deepEqual(
+          st.stalenessByUpdate,
+          Array.from({ length: 24 }, (_, j) => Math.min(j, P - 1 - s)),
+          `P=${P} stage ${s}`,
+        );
       }
     }
   });
 
-  it('reports the staleness of a run longer than a call\'s argument limit (150,000 updates at one stage)', async () => {
+  it("reports the staleness of a run longer than a call's argument limit (150,000 updates at one stage)", async () => {
     const runtime = new ActorRuntime(new VirtualClock());
-    const store = spawnParamStore({ runtime, stage: 0, inflightBound: 2, settings: ASYNC_DEFAULTS, params: null, infos: [] });
+    const store = spawnParamStore({
+      runtime,
+      stage: 0,
+      inflightBound: 2,
+      settings: ASYNC_DEFAULTS,
+      params: null,
+      infos: [],
+    });
     const n = 150_000;
     for (let mb = 0; mb < n; mb++) {
       runtime.send(store, { type: 'forward-ran', mb });
       if (mb > 0) runtime.send(store, { type: 'backward-ran', mb: mb - 1 });
     }
     runtime.send(store, { type: 'backward-ran', mb: n - 1 });
-    const st = await runtime.ask<StoreMsg, StoreStats>(store, (reply) => ({ type: 'stats', reply }), 10_000).catch((e: Error) => { throw new Error(`${e.message}; failures: ${runtime.failures.map((f) => f.error.message).join('; ')}`); });
+    const st = await runtime
+      .ask<StoreMsg, StoreStats>(store, (reply) => ({ type: 'stats', reply }), 10_000)
+      .catch((e: Error) => {
+        throw new Error(`${e.message}; failures: ${runtime.failures.map((f) => f.error.message).join('; ')}`);
+      });
     runtime.shutdown();
     assert.deepEqual(runtime.failures, []);
     assert.deepEqual([st.updates, st.staleness.count, st.staleness.max, st.stalenessByUpdate.length], [n, n, 1, n]);
@@ -49,41 +66,82 @@ describe('asynchronous pipelines', function () {
     const s = summarize(r);
     assert.deepEqual(s.updates, [32, 32, 32, 32]);
     assert.equal(s.tasks, 4 * 32 * 2);
-    const order = r.events.filter((e) => e.type === 'task-end' && e.stage === 0 && e.kind === 'B').map((e) => (e.type === 'task-end' ? e.mb : -1));
-    assert.notDeepEqual(order, [...order].sort((a, b) => a - b), 'microbatches completed out of order at stage 0');
+    const order = r.events
+      .filter((e) => e.type === 'task-end' && e.stage === 0 && e.kind === 'B')
+      .map((e) => (e.type === 'task-end' ? e.mb : -1));
+    assert.notDeepEqual(
+      order,
+      [...order].sort((a, b) => a - b),
+      'microbatches completed out of order at stage 0',
+    );
   });
 
   it('keeps P - s in flight at stage s by default (buffer limit depth), and the stores cover exactly that', async () => {
-    for (const [extra, bound] of [[{}, [4, 3, 2, 1]], [{ bufferLimit: 6 }, [6, 6, 6, 6]]] as const) {
-      const cfg = resolveConfig({ stages: 4, microbatches: 32, policy: 'bf', mode: 'async', profile: 'llm', jitter: 'paper', seed: 5, ...extra });
+    for (const [extra, bound] of [
+      [{}, [4, 3, 2, 1]],
+      [{ bufferLimit: 6 }, [6, 6, 6, 6]],
+    ] as const) {
+      const cfg = resolveConfig({
+        stages: 4,
+        microbatches: 32,
+        policy: 'bf',
+        mode: 'async',
+        profile: 'llm',
+        jitter: 'paper',
+        seed: 5,
+        ...extra,
+      });
       assert.equal(cfg.bufferLimit, 'bufferLimit' in extra ? 6 : 'depth');
       const r = await runJob(cfg, { clock: 'virtual' });
       const s = summarize(r);
       assert.deepEqual(s.inflight_bound, bound);
       assert.deepEqual(s.delay, [3, 2, 1, 0], 'the nominal delay P - 1 - s, which both limits allow');
-      s.peak_inflight.forEach((p: number, st: number) => assert.ok(p <= bound[st], `stage ${st}: ${p} in flight over the bound ${bound[st]}`));
+      s.peak_inflight.forEach((p: number, st: number) =>
+        assert.ok(p <= bound[st], `stage ${st}: ${p} in flight over the bound ${bound[st]}`),
+      );
     }
   });
 
   it('refuses split backward and interleaving in asynchronous mode, clearly', async () => {
     await assert.rejects(asyncSim(4, 8, 'bfw'), /splits backward/);
-    await assert.rejects(runJob(resolveConfig({ stages: 2, chunks: 2, microbatches: 4, policy: 'bf', mode: 'async' }), { clock: 'virtual' }), /one chunk per stage/);
+    await assert.rejects(
+      runJob(resolveConfig({ stages: 2, chunks: 2, microbatches: 4, policy: 'bf', mode: 'async' }), {
+        clock: 'virtual',
+      }),
+      /one chunk per stage/,
+    );
   });
 
   describe('parameter store with real weights', () => {
     before(async () => {
       await loadBackend({ force: 'wasm' });
     });
-    const t: TrainConfig = { ...TRAIN_DEFAULTS, model: 'mlp', microbatchSize: 4, seq: 8, layers: 2, width: 16, totalIterations: 1 };
+    const t: TrainConfig = {
+      ...TRAIN_DEFAULTS,
+      model: 'mlp',
+      microbatchSize: 4,
+      seq: 8,
+      layers: 2,
+      width: 16,
+      totalIterations: 1,
+    };
     const shape = { stages: 2, chunks: 1, microbatches: 4, splitBackward: false };
 
     async function scenario(consistency: ConsistencyName) {
       const runtime = new ActorRuntime(new VirtualClock());
       const module = asyncStageModule(1, shape, t);
       const init = initialParams(module);
-      const store = spawnParamStore({ runtime, stage: 0, inflightBound: 2, settings: { ...ASYNC_DEFAULTS, consistency, lr: 0.05, warmup: 0 }, params: init.params, infos: init.infos });
+      const store = spawnParamStore({
+        runtime,
+        stage: 0,
+        inflightBound: 2,
+        settings: { ...ASYNC_DEFAULTS, consistency, lr: 0.05, warmup: 0 },
+        params: init.params,
+        infos: init.infos,
+      });
       const ask = <R>(make: (reply: (r: R) => void) => StoreMsg) => runtime.ask<StoreMsg, R>(store, make);
-      const copy = (w: ReadonlyMap<string, Float32Array> | null) => new Map([...w!].map(([n, p]) => [n, Float32Array.from(p)]));
+      const copy = (w: ReadonlyMap<string, Float32Array> | null) =>
+        new Map([...w!].map(([n, p]) => [n, Float32Array.from(p)]));
       const atForward = copy(await ask((reply) => ({ type: 'weights', purpose: 'forward', mb: 0, reply })));
       runtime.send(store, { type: 'forward-ran', mb: 0 });
       await ask((reply) => ({ type: 'weights', purpose: 'forward', mb: 1, reply }));
@@ -103,7 +161,13 @@ describe('asynchronous pipelines', function () {
         tf.dispose([...ts, ...r.paramGrads, ...(r.gradInput ? [r.gradInput] : [])]);
         return out;
       };
-      const result = { atForward, atBackward, current, gradAtBackward: grad(atBackward), gradAtForward: grad(atForward) };
+      const result = {
+        atForward,
+        atBackward,
+        current,
+        gradAtBackward: grad(atBackward),
+        gradAtForward: grad(atForward),
+      };
       tf.dispose([x, targets]);
       module.dispose();
       runtime.shutdown();
@@ -137,12 +201,21 @@ describe('asynchronous pipelines', function () {
       const module = asyncStageModule(1, shape, small);
       const init = initialParams(module);
       const before = new Map([...init.params].map(([n, p]) => [n, Float32Array.from(p)]));
-      const store = spawnParamStore({ runtime, stage: 0, inflightBound: 4, settings: { ...ASYNC_DEFAULTS, consistency, alpha: 1, lr: 0.05, warmup: 0 }, params: init.params, infos: init.infos });
+      const store = spawnParamStore({
+        runtime,
+        stage: 0,
+        inflightBound: 4,
+        settings: { ...ASYNC_DEFAULTS, consistency, alpha: 1, lr: 0.05, warmup: 0 },
+        params: init.params,
+        infos: init.infos,
+      });
       const ask = <R>(make: (reply: (r: R) => void) => StoreMsg) => runtime.ask<StoreMsg, R>(store, make);
       const names = module.paramNames();
       const forward = (w: ReadonlyMap<string, Float32Array>, x: tf.Tensor) => {
         const ts = names.map((n, i) => tf.tensor(w.get(n)!, module.params()[i].shape));
-        const { result, inputs } = captureLinearInputs(new Map(ts.map((tensor, i) => [tensor.id, names[i]])), () => module.forward(x, ts));
+        const { result, inputs } = captureLinearInputs(new Map(ts.map((tensor, i) => [tensor.id, names[i]])), () =>
+          module.forward(x, ts),
+        );
         const y = Float64Array.from(result.dataSync());
         tf.dispose([result, ...ts]);
         return { y, inputs };
@@ -151,7 +224,12 @@ describe('asynchronous pipelines', function () {
       const captured: CapturedLinearInput[][] = [];
       const outputs: Float64Array[] = [];
       for (let mb = 0; mb < 4; mb++) {
-        const w = await ask<ReadonlyMap<string, Float32Array> | null>((reply) => ({ type: 'weights', purpose: 'forward', mb, reply }));
+        const w = await ask<ReadonlyMap<string, Float32Array> | null>((reply) => ({
+          type: 'weights',
+          purpose: 'forward',
+          mb,
+          reply,
+        }));
         xs.push(tf.randomNormal([2, 16], 0, 1, 'float32', 11 + mb));
         const { y, inputs } = forward(w!, xs[mb]);
         captured.push(inputs);
@@ -161,7 +239,9 @@ describe('asynchronous pipelines', function () {
       assert.ok(captured[0].length >= 2, 'the stage has linear layers to protect');
       assert.ok(names.length > 2 * captured[0].length, 'the stage has parameters FRESCO does not project (norms)');
       for (const mb of [3, 2]) {
-        const grads = new Map([...init.params].map(([n, p]) => [n, p.map((_, i) => Math.sin(i * (mb + 1) + n.length))]));
+        const grads = new Map(
+          [...init.params].map(([n, p]) => [n, p.map((_, i) => Math.sin(i * (mb + 1) + n.length))]),
+        );
         runtime.send(store, { type: 'backward-ran', mb, grads });
       }
       const after = await ask<Map<string, Float32Array>>((reply) => ({ type: 'params', reply }));
@@ -185,7 +265,12 @@ describe('asynchronous pipelines', function () {
       const stage: number[] = [];
       for (const mb of [0, 1]) {
         for (const c of captured[mb]) layers.push(rel(layerOutput(c, after), layerOutput(c, before)));
-        const w = await ask<ReadonlyMap<string, Float32Array> | null>((reply) => ({ type: 'weights', purpose: 'backward', mb, reply }));
+        const w = await ask<ReadonlyMap<string, Float32Array> | null>((reply) => ({
+          type: 'weights',
+          purpose: 'backward',
+          mb,
+          reply,
+        }));
         stage.push(rel(forward(w!, xs[mb]).y, outputs[mb]));
       }
       tf.dispose(xs);
@@ -197,7 +282,10 @@ describe('asynchronous pipelines', function () {
     it('fresco at full budget: the backward of every in-flight microbatch recomputes the outputs its forward gave, norms updated and all', async () => {
       const r = await inFlightDrift('fresco');
       assert.ok(r.moved > 1e-3, `the parameters moved (${r.moved})`);
-      assert.ok(r.layers < 1e-4, `a protected layer's output moved by ${r.layers.toExponential(2)} on the forward-time inputs`);
+      assert.ok(
+        r.layers < 1e-4,
+        `a protected layer's output moved by ${r.layers.toExponential(2)} on the forward-time inputs`,
+      );
       assert.ok(r.stage < 1e-4, `the stage output recomputed at the backward moved by ${r.stage.toExponential(2)}`);
     });
 
@@ -210,7 +298,14 @@ describe('asynchronous pipelines', function () {
       const runtime = new ActorRuntime(new VirtualClock());
       const module = asyncStageModule(1, shape, t);
       const init = initialParams(module);
-      const store = spawnParamStore({ runtime, stage: 0, inflightBound: 2, settings: { ...ASYNC_DEFAULTS, consistency: 'stash' }, params: init.params, infos: init.infos });
+      const store = spawnParamStore({
+        runtime,
+        stage: 0,
+        inflightBound: 2,
+        settings: { ...ASYNC_DEFAULTS, consistency: 'stash' },
+        params: init.params,
+        infos: init.infos,
+      });
       await runtime.ask<StoreMsg, unknown>(store, (reply) => ({ type: 'weights', purpose: 'forward', mb: 0, reply }));
       runtime.send(store, { type: 'forward-ran', mb: 0 });
       const [first] = init.params.keys();
@@ -218,11 +313,18 @@ describe('asynchronous pipelines', function () {
       runtime.send(store, { type: 'backward-ran', mb: 0, grads: short });
       const stats = () => runtime.ask<StoreMsg, StoreStats>(store, (reply) => ({ type: 'stats', reply }));
       assert.equal((await stats()).updates, 0);
-      assert.match(runtime.failures.map((f) => f.error.message).join('\n'), new RegExp(`gradient of ${first} has \\d+ values, the parameter \\d+`));
+      assert.match(
+        runtime.failures.map((f) => f.error.message).join('\n'),
+        new RegExp(`gradient of ${first} has \\d+ values, the parameter \\d+`),
+      );
       const grads = new Map([...init.params].map(([n, p]) => [n, p.map(() => 0.1)]));
       runtime.send(store, { type: 'backward-ran', mb: 0, grads });
       const after = await stats();
-      assert.deepEqual([after.updates, after.staleness.count], [1, 1], 'the microbatch was still in flight, and its good backward updated once');
+      assert.deepEqual(
+        [after.updates, after.staleness.count],
+        [1, 1],
+        'the microbatch was still in flight, and its good backward updated once',
+      );
       module.dispose();
       runtime.shutdown();
     });
@@ -231,15 +333,30 @@ describe('asynchronous pipelines', function () {
       const runtime = new ActorRuntime(new VirtualClock());
       const module = asyncStageModule(1, shape, t);
       const init = initialParams(module);
-      const bound = 4, alpha = 0.5;
-      const store = spawnParamStore({ runtime, stage: 0, inflightBound: bound, settings: { ...ASYNC_DEFAULTS, consistency: 'fresco', alpha }, params: init.params, infos: init.infos });
+      const bound = 4,
+        alpha = 0.5;
+      const store = spawnParamStore({
+        runtime,
+        stage: 0,
+        inflightBound: bound,
+        settings: { ...ASYNC_DEFAULTS, consistency: 'fresco', alpha },
+        params: init.params,
+        infos: init.infos,
+      });
       const names = module.paramNames();
       let inputs: CapturedLinearInput[] = [];
       for (let mb = 0; mb < bound; mb++) {
-        const w = await runtime.ask<StoreMsg, ReadonlyMap<string, Float32Array> | null>(store, (reply) => ({ type: 'weights', purpose: 'forward', mb, reply }));
+        const w = await runtime.ask<StoreMsg, ReadonlyMap<string, Float32Array> | null>(store, (reply) => ({
+          type: 'weights',
+          purpose: 'forward',
+          mb,
+          reply,
+        }));
         const ts = names.map((n, i) => tf.tensor(w!.get(n)!, module.params()[i].shape));
         const x = tf.randomNormal([t.microbatchSize, 16], 0, 1, 'float32', 30 + mb);
-        const run = captureLinearInputs(new Map(ts.map((tensor, i) => [tensor.id, names[i]])), () => module.forward(x, ts));
+        const run = captureLinearInputs(new Map(ts.map((tensor, i) => [tensor.id, names[i]])), () =>
+          module.forward(x, ts),
+        );
         tf.dispose([run.result, x, ...ts]);
         inputs = run.inputs;
         runtime.send(store, { type: 'forward-ran', mb, inputs });
@@ -251,7 +368,11 @@ describe('asynchronous pipelines', function () {
         const k = Math.min((bound - 1) * c.n, Math.ceil(alpha * Math.min(c.dout, d)));
         expected += bound * d * Math.min(Math.ceil(k / (bound - 1)), c.n, d) * 4;
       }
-      assert.equal(stats.extraStateBytes, expected, 'the bases of the in-flight microbatches, nothing else before an update');
+      assert.equal(
+        stats.extraStateBytes,
+        expected,
+        'the bases of the in-flight microbatches, nothing else before an update',
+      );
       module.dispose();
       runtime.shutdown();
     });
@@ -261,9 +382,26 @@ describe('asynchronous pipelines', function () {
     await loadBackend({ force: 'wasm' });
     const bytes: Record<string, number> = {};
     for (const consistency of ['none', 'stash', 'pipemare', 'predict', 'fresco'] as const) {
-      const t: TrainConfig = { ...TRAIN_DEFAULTS, model: 'mlp', microbatchSize: 8, seq: 8, layers: 4, width: 32, lr: 1e-3, warmup: 2, totalIterations: 4 };
+      const t: TrainConfig = {
+        ...TRAIN_DEFAULTS,
+        model: 'mlp',
+        microbatchSize: 8,
+        seq: 8,
+        layers: 4,
+        width: 32,
+        lr: 1e-3,
+        warmup: 2,
+        totalIterations: 4,
+      };
       const cfg = resolveConfig({
-        job: `async-${consistency}`, stages: 4, microbatches: 16, iterations: 1, policy: '1f1b', profile: 'uniform', mode: 'async', train: t,
+        job: `async-${consistency}`,
+        stages: 4,
+        microbatches: 16,
+        iterations: 1,
+        policy: '1f1b',
+        profile: 'uniform',
+        mode: 'async',
+        train: t,
         async: { ...ASYNC_DEFAULTS, consistency, lr: 1e-3, warmup: 2, totalUpdates: 16, pipemareSteps: 16 },
       });
       const r = await train(cfg, { transport: 'local', processes: 'single', clock: 'virtual' });
@@ -272,7 +410,10 @@ describe('asynchronous pipelines', function () {
       assert.equal(r.clock, 'virtual');
       assert.equal(r.tokens_per_s, null, 'no throughput from virtual seconds');
       const s = r.summary as ReturnType<typeof summarize>;
-      assert.deepEqual(s.staleness?.map((x) => x.max), [3, 2, 1, 0]);
+      assert.deepEqual(
+        s.staleness?.map((x) => x.max),
+        [3, 2, 1, 0],
+      );
       bytes[consistency] = Math.max(...(s.extra_state_bytes ?? []));
       // The last stage has one in flight at most: at an update none is, so no policy keeps anything there.
       assert.equal(s.extra_state_bytes?.[3], 0, `${consistency} at the last stage`);

@@ -18,11 +18,17 @@ describe('backend: choosing a TensorFlow.js backend', () => {
     const firstOk = report.tried.findIndex((t) => t.ok);
     assert.strictEqual(firstOk, report.tried.length - 1, 'stops at the first success');
     assert.strictEqual(report.tried[firstOk]!.name, report.backend);
-    assert.deepStrictEqual(report.tried.map((t) => t.name), BACKEND_CHOICES.slice(0, report.tried.length));
+    assert.deepStrictEqual(
+      report.tried.map((t) => t.name),
+      BACKEND_CHOICES.slice(0, report.tried.length),
+    );
     for (const t of report.tried.slice(0, -1)) assert.ok(t.reason.length > 0, `${t.name} failed without a reason`);
     assert.strictEqual(tf.getBackend(), report.tfName);
     // A smoke computation on the chosen backend.
-    assert.deepStrictEqual(Array.from(tf.tidy(() => tf.matMul(tf.tensor2d([[1, 2]]), tf.tensor2d([[3], [4]])).dataSync())), [11]);
+    assert.deepStrictEqual(
+      Array.from(tf.tidy(() => tf.matMul(tf.tensor2d([[1, 2]]), tf.tensor2d([[3], [4]])).dataSync())),
+      [11],
+    );
     if (report.backend === 'wasm') {
       assert.match(describeBackend(report), /^backend wasm \(tfjs-node-gpu: .*; tfjs-node: .*\)$/);
     }
@@ -31,7 +37,10 @@ describe('backend: choosing a TensorFlow.js backend', () => {
   it('a forced choice loads exactly that backend', async () => {
     const report = await loadBackend({ force: 'cpu' });
     assert.strictEqual(report.backend, 'cpu');
-    assert.deepStrictEqual(report.tried.map((t) => [t.name, t.ok]), [['cpu', true]]);
+    assert.deepStrictEqual(
+      report.tried.map((t) => [t.name, t.ok]),
+      [['cpu', true]],
+    );
     assert.strictEqual(tf.getBackend(), 'cpu');
   });
 
@@ -49,7 +58,12 @@ describe('backend: choosing a TensorFlow.js backend', () => {
   });
 
   it('rejects an unknown backend, listing the choices', async () => {
-    await assert.rejects(loadBackend({ force: 'webgpu' }), (e: Error) => e instanceof BackendError && e.message === '--backend: unknown backend "webgpu"; choices are tfjs-node-gpu, tfjs-node, wasm, cpu');
+    await assert.rejects(
+      loadBackend({ force: 'webgpu' }),
+      (e: Error) =>
+        e instanceof BackendError &&
+        e.message === '--backend: unknown backend "webgpu"; choices are tfjs-node-gpu, tfjs-node, wasm, cpu',
+    );
     process.env['BATON_BACKEND'] = 'gpu';
     await assert.rejects(loadBackend(), /BATON_BACKEND: unknown backend "gpu"/);
   });
@@ -62,6 +76,9 @@ describe('backend: choosing a TensorFlow.js backend', () => {
       installed = false;
     }
     if (installed) return; // nothing to show on a machine that has it
-    await assert.rejects(loadBackend({ force: 'tfjs-node' }), (e: Error) => e instanceof BackendError && /tfjs-node: @tensorflow\/tfjs-node is not installed/.test(e.message));
+    await assert.rejects(
+      loadBackend({ force: 'tfjs-node' }),
+      (e: Error) => e instanceof BackendError && /tfjs-node: @tensorflow\/tfjs-node is not installed/.test(e.message),
+    );
   });
 });

@@ -3,10 +3,11 @@ import { spawnSync } from 'child_process';
 import * as path from 'path';
 import { parseFlags } from '../cli/args';
 
-const bench = (...argv: string[]) => spawnSync(process.execPath, [path.join(__dirname, '..', 'bench', 'run.js'), ...argv], { encoding: 'utf8' });
+const bench = (...argv: string[]) =>
+  spawnSync(process.execPath, [path.join(__dirname, '..', 'bench', 'run.js'), ...argv], { encoding: 'utf8' });
 
-describe('the benchmarks\' command line', () => {
-  it('gives a list flag\'s default as a list, as if it had been given', () => {
+describe("the benchmarks' command line", () => {
+  it("gives a list flag's default as a list, as if it had been given", () => {
     const specs = [{ name: 'stages', type: 'list' as const, default: '2,4,8', help: 'depths' }];
     assert.deepEqual(parseFlags([], specs, 'x').flags.stages, ['2', '4', '8']);
     assert.deepEqual(parseFlags(['--stages', '8'], specs, 'x').flags.stages, ['8']);
@@ -18,17 +19,29 @@ describe('the benchmarks\' command line', () => {
     assert.match(help.stdout, /Usage: npm run bench -- bus \[--mb MB\]/);
     assert.match(bench('sim', '--help').stdout, /Usage: npm run bench -- sim \[--json\]\n/);
     // Through plain `npm run`, npm's own lines come first on stdout: the help says how to get the JSON alone.
-    assert.match(bench('sim', '--help').stdout, /--json +print one JSON object \(npm run -s bench -- … keeps npm's own lines off stdout\)/);
+    assert.match(
+      bench('sim', '--help').stdout,
+      /--json +print one JSON object \(npm run -s bench -- … keeps npm's own lines off stdout\)/,
+    );
     assert.match(bench('--help').stdout, /with --json, npm run -s bench -- …/);
     // Every flag with a default shows it.
-    assert.match(bench('train', '--help').stdout, /--iterations N +training iterations per measurement, at least 2 .*\(default 5\)\n +--layers L +model layers, at least 2 \(default 8\)/);
+    assert.match(
+      bench('train', '--help').stdout,
+      /--iterations N +training iterations per measurement, at least 2 .*\(default 5\)\n +--layers L +model layers, at least 2 \(default 8\)/,
+    );
     for (const [argv, re] of [
-      [['bus', '--mb', '0.1'], /--mb must be a size from 4 bytes to 48 MiB that is a whole number of float32 values, got 0\.1/],
+      [
+        ['bus', '--mb', '0.1'],
+        /--mb must be a size from 4 bytes to 48 MiB that is a whole number of float32 values, got 0\.1/,
+      ],
       [['bus', '--messages', '0'], /--messages must be a positive integer, got 0/],
       [['bus', '--mb', 'abc'], /--mb must be a decimal number, got "abc"/],
       [['bus', '--mb', '0x10'], /--mb must be a decimal number, got "0x10"/],
       [['train', '--rounds', '-1'], /--rounds must be a positive integer, got -1/],
-      [['train', '--iterations', '1'], /--iterations must be at least 2 \(the first of each measurement is discarded\), got 1/],
+      [
+        ['train', '--iterations', '1'],
+        /--iterations must be at least 2 \(the first of each measurement is discarded\), got 1/,
+      ],
       [['overhead', '--stages', '2,x'], /--stages must list integers from 2 to 64, got 2,x/],
       [['overhead', '--stages', '1'], /--stages must list integers from 2 to 64, got 1/],
       [['overhead', '--stages', '1e1'], /--stages must list integers from 2 to 64, got 1e1/],

@@ -60,16 +60,25 @@ class BusyCompute implements StageCompute {
   readonly violations: string[] = [];
   runs = 0;
   private sending = 0;
-  constructor(private readonly stage: number, private readonly bus: RecordingBus, private readonly ms: number) {}
+  constructor(
+    private readonly stage: number,
+    private readonly bus: RecordingBus,
+    private readonly ms: number,
+  ) {}
 
   run(_iteration: number, t: Task, done: () => void): void {
     const written = this.bus.writtenFrom(this.stage);
-    if (written < this.sending) this.violations.push(`${formatTask(t)} on stage ${this.stage} started with ${this.sending - written} earlier output(s) not yet written out`);
+    if (written < this.sending)
+      this.violations.push(
+        `${formatTask(t)} on stage ${this.stage} started with ${this.sending - written} earlier output(s) not yet written out`,
+      );
     // Stage 0's forwards send activations; stage 1 (the loss stage) sends gradients from its backwards.
     if ((this.stage === 0) === (t.kind === 'F')) this.sending++;
     this.runs++;
     const until = performance.now() + this.ms;
-    while (performance.now() < until) { /* holds the event loop like a real compute task */ }
+    while (performance.now() < until) {
+      /* holds the event loop like a real compute task */
+    }
     done();
   }
 }
@@ -82,9 +91,17 @@ describe('a blocking compute task', function () {
     const bus = new RecordingBus(await NatsBus.connect(server().url));
     const computes: BusyCompute[] = [];
     try {
-      const cfg = resolveConfig({ job: 'blocking', stages: 2, microbatches: 6, policy: 'bf', profile: 'uniform', jitter: 'none' });
+      const cfg = resolveConfig({
+        job: 'blocking',
+        stages: 2,
+        microbatches: 6,
+        policy: 'bf',
+        profile: 'uniform',
+        jitter: 'none',
+      });
       const r = await runJob(cfg, {
-        clock: 'real', bus,
+        clock: 'real',
+        bus,
         computeFor: (stage, clock) => {
           assert.ok(clock instanceof RealClock);
           const c = new BusyCompute(stage, bus, 3);
@@ -93,8 +110,15 @@ describe('a blocking compute task', function () {
         },
       });
       assert.deepEqual(validateRun(r.events, r.shape, 1), []);
-      assert.equal(computes.reduce((n, c) => n + c.runs, 0), 2 * 2 * 6, 'every F and B ran');
-      assert.deepEqual(computes.flatMap((c) => c.violations), []);
+      assert.equal(
+        computes.reduce((n, c) => n + c.runs, 0),
+        2 * 2 * 6,
+        'every F and B ran',
+      );
+      assert.deepEqual(
+        computes.flatMap((c) => c.violations),
+        [],
+      );
     } finally {
       await bus.close();
     }

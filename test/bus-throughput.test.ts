@@ -8,22 +8,55 @@ describe('the bus benchmark', function () {
   it('fails a run whose messages stop arriving, instead of waiting forever', async () => {
     let got = 0;
     // Every third message is lost, as NATS core may lose them.
-    const run = pump(10, 4, () => got, (i) => { if (i % 3 !== 2) setImmediate(() => got++); }, 300);
+    const run = pump(
+      10,
+      4,
+      () => got,
+      (i) => {
+        if (i % 3 !== 2) setImmediate(() => got++);
+      },
+      300,
+    );
     await assert.rejects(run, /of 10 messages received; none for 300 ms/);
     let all = 0;
-    assert.ok((await pump(10, 4, () => all, () => setImmediate(() => all++), 300)) >= 0);
+    assert.ok(
+      (await pump(
+        10,
+        4,
+        () => all,
+        () => setImmediate(() => all++),
+        300,
+      )) >= 0,
+    );
   });
 
   it('counts a decoded tensor as zero-copy only when it lies within the received message', () => {
     const t = new Float32Array([1, 2, 3, 4]);
-    const e = { v: 1, job: 'j', kind: 'activation', iteration: 0, chunk: 0, dir: 'forward', src: 0, dst: 1, seq: 0, mb: 0, sentAt: 0, bytes: 0, tensors: [{ dtype: 'float32', shape: [4], data: t }] } as const;
+    const e = {
+      v: 1,
+      job: 'j',
+      kind: 'activation',
+      iteration: 0,
+      chunk: 0,
+      dir: 'forward',
+      src: 0,
+      dst: 1,
+      seq: 0,
+      mb: 0,
+      sentAt: 0,
+      bytes: 0,
+      tensors: [{ dtype: 'float32', shape: [4], data: t }],
+    } as const;
     const enc = encodeEnvelope(e);
     // Two messages back to back in one receive buffer, as a client's read gives them.
     const chunk = new Uint8Array(2 * enc.byteLength + 8);
     chunk.set(enc, 0);
     chunk.set(enc, enc.byteLength + 8 - (enc.byteLength % 8));
     const first = chunk.subarray(0, enc.byteLength);
-    const second = chunk.subarray(enc.byteLength + 8 - (enc.byteLength % 8), enc.byteLength + 8 - (enc.byteLength % 8) + enc.byteLength);
+    const second = chunk.subarray(
+      enc.byteLength + 8 - (enc.byteLength % 8),
+      enc.byteLength + 8 - (enc.byteLength % 8) + enc.byteLength,
+    );
     const decoded = decodeEnvelope(first).tensors[0].data;
     assert.ok(isViewInto(decoded, first));
     // Same buffer, but the bytes of another message: not a view into this one.
@@ -34,7 +67,10 @@ describe('the bus benchmark', function () {
   });
 
   it('alternates which side goes first, so each side goes first in half the repeats', () => {
-    assert.deepEqual([0, 1, 2, 3].map((r) => repeatOrder(r)[0]), ['raw', 'baton', 'raw', 'baton']);
+    assert.deepEqual(
+      [0, 1, 2, 3].map((r) => repeatOrder(r)[0]),
+      ['raw', 'baton', 'raw', 'baton'],
+    );
     for (const r of [0, 1]) assert.deepEqual([...repeatOrder(r)].sort(), ['baton', 'raw']);
   });
 

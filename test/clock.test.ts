@@ -48,8 +48,11 @@ describe('virtual clock', () => {
 });
 
 describe('a runtime shutting down', () => {
-  it('cancels its clock\'s pending timers, so a held message neither fires nor keeps the process alive', async () => {
-    const timeouts = () => (process as unknown as { getActiveResourcesInfo(): string[] }).getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+  it("cancels its clock's pending timers, so a held message neither fires nor keeps the process alive", async () => {
+    const timeouts = () =>
+      (process as unknown as { getActiveResourcesInfo(): string[] })
+        .getActiveResourcesInfo()
+        .filter((r) => r === 'Timeout').length;
     const runtime = new ActorRuntime(new RealClock());
     const before = timeouts();
     let fired = 0;
@@ -77,7 +80,10 @@ describe('real clock', () => {
     clock.clearTimer(h);
     process.off('warning', onWarning);
     assert.equal(fired, false);
-    assert.deepEqual(warnings.filter((w) => w === 'TimeoutOverflowWarning'), []);
+    assert.deepEqual(
+      warnings.filter((w) => w === 'TimeoutOverflowWarning'),
+      [],
+    );
     // Spinning until the deadline would take the whole 300 ms of CPU.
     assert.ok(cpu.user + cpu.system < 150_000, `the timer used ${(cpu.user + cpu.system) / 1000} ms of CPU in 300 ms`);
   });

@@ -46,7 +46,10 @@ describe('weight stashing', () => {
   });
 
   it('rejects a backward without a forward, naming the microbatch', () => {
-    assert.throws(() => new WeightStash().backward(4), (e: Error) => e instanceof ConsistencyError && /mb 4/.test(e.message));
+    assert.throws(
+      () => new WeightStash().backward(4),
+      (e: Error) => e instanceof ConsistencyError && /mb 4/.test(e.message),
+    );
   });
 });
 
@@ -66,7 +69,10 @@ describe('PipeMare', () => {
     const pm = new PipeMare({ tau: 2, dampingSteps: 1, damping: false, D: 0.25 }); // γ = 0.5
     const p = params([10, 20]);
     pm.weightsForForward(0, ctxOf(p, 0));
-    const steps = [[1, 2], [3, 0]];
+    const steps = [
+      [1, 2],
+      [3, 0],
+    ];
     steps.forEach((s, i) => {
       const u = params(s);
       pm.transformUpdate(u, ctxOf(p, i + 1));
@@ -89,7 +95,7 @@ describe('weight prediction', () => {
     const dir = new Float32Array(2);
     opt.direction('w', p.get('w')!, dir);
     const f = pred.weightsForForward(0, ctxOf(p, 1, 0.1)).get('w')!;
-    for (let i = 0; i < 2; i++) assert.equal(f[i], Math.fround(p.get("w")![i] - 3 * 0.1 * dir[i]));
+    for (let i = 0; i < 2; i++) assert.equal(f[i], Math.fround(p.get('w')![i] - 3 * 0.1 * dir[i]));
     assert.equal(pred.weightsForBackward(0, ctxOf(p, 1)), p);
   });
 

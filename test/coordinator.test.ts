@@ -9,7 +9,9 @@ import { subject } from '../transport/subjects';
 
 /** A LocalBus that also logs when someone waits for its publishes to be written out. */
 class WrittenLoggingBus extends LocalBus {
-  constructor(private readonly log: string[]) { super(); }
+  constructor(private readonly log: string[]) {
+    super();
+  }
   override async written(): Promise<void> {
     this.log.push('written');
   }
@@ -23,18 +25,48 @@ describe('coordinator', () => {
     const job = 'coordorder';
     const stages = 3;
     const microbatches = 4;
-    bus.subscribe(`baton.${job}.control.*`, (_s, d) => { const e = decodeEnvelope(d); log.push(`control ${e.dst} it${e.iteration}`); });
-    bus.subscribe(`baton.${job}.data.*`, (_s, d) => { const e = decodeEnvelope(d); log.push(`data ${e.mb} it${e.iteration}`); });
+    bus.subscribe(`baton.${job}.control.*`, (_s, d) => {
+      const e = decodeEnvelope(d);
+      log.push(`control ${e.dst} it${e.iteration}`);
+    });
+    bus.subscribe(`baton.${job}.data.*`, (_s, d) => {
+      const e = decodeEnvelope(d);
+      log.push(`data ${e.mb} it${e.iteration}`);
+    });
     const c = coordinate({ runtime, bus, job, stages, microbatches, iterations: 2 });
-    const report = (iteration: number, src: number): void => bus.publish(subject(job, 'report'), encodeEnvelope({
-      v: ENVELOPE_VERSION, job, kind: 'report', iteration, mb: -1, chunk: -1, dir: 'control', src, dst: -1, seq: 0, sentAt: 0, bytes: 0, tensors: [], body: { peakInflight: 0 },
-    }));
+    const report = (iteration: number, src: number): void =>
+      bus.publish(
+        subject(job, 'report'),
+        encodeEnvelope({
+          v: ENVELOPE_VERSION,
+          job,
+          kind: 'report',
+          iteration,
+          mb: -1,
+          chunk: -1,
+          dir: 'control',
+          src,
+          dst: -1,
+          seq: 0,
+          sentAt: 0,
+          bytes: 0,
+          tensors: [],
+          body: { peakInflight: 0 },
+        }),
+      );
     const startOf = (iteration: number): string[] => [
-      `control 0 it${iteration}`, `data 0 it${iteration}`, 'written',
-      `control 1 it${iteration}`, `control 2 it${iteration}`,
-      `data 1 it${iteration}`, `data 2 it${iteration}`, `data 3 it${iteration}`,
+      `control 0 it${iteration}`,
+      `data 0 it${iteration}`,
+      'written',
+      `control 1 it${iteration}`,
+      `control 2 it${iteration}`,
+      `data 1 it${iteration}`,
+      `data 2 it${iteration}`,
+      `data 3 it${iteration}`,
     ];
-    const settle = async (): Promise<void> => { for (let i = 0; i < 100; i++) await new Promise((r) => setImmediate(r)); };
+    const settle = async (): Promise<void> => {
+      for (let i = 0; i < 100; i++) await new Promise((r) => setImmediate(r));
+    };
     try {
       c.begin();
       await settle();
@@ -45,7 +77,10 @@ describe('coordinator', () => {
       assert.deepEqual(log, startOf(1));
       for (let s = 0; s < stages; s++) report(1, s);
       const records = await c.done;
-      assert.deepEqual(records.map((r) => r.iteration), [0, 1]);
+      assert.deepEqual(
+        records.map((r) => r.iteration),
+        [0, 1],
+      );
       assert.deepEqual(c.rejects, { count: 0, first: [] });
     } finally {
       c.unsubscribe();
@@ -59,12 +94,31 @@ describe('coordinator', () => {
     const runtime = new ActorRuntime(new RealClock(), 'coord-launch');
     const job = 'coordlaunch';
     const launches: (string | undefined)[] = [];
-    bus.subscribe(`baton.${job}.>`, (subj, d) => { if (!subj.endsWith('.report')) launches.push(decodeEnvelope(d).launch); });
+    bus.subscribe(`baton.${job}.>`, (subj, d) => {
+      if (!subj.endsWith('.report')) launches.push(decodeEnvelope(d).launch);
+    });
     const c = coordinate({ runtime, bus, job, stages: 2, microbatches: 2, iterations: 1, launch: 'abc123' });
-    const report = (src: number, launch?: string): void => bus.publish(subject(job, 'report'), encodeEnvelope({
-      v: ENVELOPE_VERSION, job, kind: 'report', iteration: 0, mb: -1, chunk: -1, dir: 'control', src, dst: -1, seq: 0, sentAt: 0, bytes: 0, tensors: [], body: { peakInflight: 0 },
-      ...(launch !== undefined ? { launch } : {}),
-    }));
+    const report = (src: number, launch?: string): void =>
+      bus.publish(
+        subject(job, 'report'),
+        encodeEnvelope({
+          v: ENVELOPE_VERSION,
+          job,
+          kind: 'report',
+          iteration: 0,
+          mb: -1,
+          chunk: -1,
+          dir: 'control',
+          src,
+          dst: -1,
+          seq: 0,
+          sentAt: 0,
+          bytes: 0,
+          tensors: [],
+          body: { peakInflight: 0 },
+          ...(launch !== undefined ? { launch } : {}),
+        }),
+      );
     try {
       c.begin();
       report(0, 'zzz999');
@@ -73,7 +127,11 @@ describe('coordinator', () => {
       report(1, 'abc123');
       const records = await c.done;
       assert.equal(records.length, 1);
-      assert.deepEqual(launches, ['abc123', 'abc123', 'abc123', 'abc123'], 'two starts and two microbatches, each stamped');
+      assert.deepEqual(
+        launches,
+        ['abc123', 'abc123', 'abc123', 'abc123'],
+        'two starts and two microbatches, each stamped',
+      );
       assert.equal(c.rejects.count, 2);
       assert.match(c.rejects.first[0], /report of launch zzz999 from stage 0, this is launch abc123/);
       assert.match(c.rejects.first[1], /report of launch \(none\) from stage 1/);
@@ -88,11 +146,45 @@ describe('coordinator', () => {
     const bus = new LocalBus();
     const runtime = new ActorRuntime(new RealClock(), 'coord-body');
     const job = 'coordbody';
-    const c = coordinate({ runtime, bus, job, stages: 2, microbatches: 2, iterations: 1, reportFields: () => ['store'] });
-    const report = (src: number, body: Record<string, unknown>): void => bus.publish(subject(job, 'report'), encodeEnvelope({
-      v: ENVELOPE_VERSION, job, kind: 'report', iteration: 0, mb: -1, chunk: -1, dir: 'control', src, dst: -1, seq: 0, sentAt: 0, bytes: 0, tensors: [], body,
-    }));
-    const store = { updates: 2, inflightBound: 2, delay: 1, staleness: { mean: 0.5, max: 1, count: 2 }, stalenessByUpdate: [0, 1], extraStateBytes: 0, optimizerBytes: 64, consistency: 'fresco' };
+    const c = coordinate({
+      runtime,
+      bus,
+      job,
+      stages: 2,
+      microbatches: 2,
+      iterations: 1,
+      reportFields: () => ['store'],
+    });
+    const report = (src: number, body: Record<string, unknown>): void =>
+      bus.publish(
+        subject(job, 'report'),
+        encodeEnvelope({
+          v: ENVELOPE_VERSION,
+          job,
+          kind: 'report',
+          iteration: 0,
+          mb: -1,
+          chunk: -1,
+          dir: 'control',
+          src,
+          dst: -1,
+          seq: 0,
+          sentAt: 0,
+          bytes: 0,
+          tensors: [],
+          body,
+        }),
+      );
+    const store = {
+      updates: 2,
+      inflightBound: 2,
+      delay: 1,
+      staleness: { mean: 0.5, max: 1, count: 2 },
+      stalenessByUpdate: [0, 1],
+      extraStateBytes: 0,
+      optimizerBytes: 64,
+      consistency: 'fresco',
+    };
     try {
       c.begin();
       report(1, { peakInflight: 1, store: {} });
@@ -101,11 +193,20 @@ describe('coordinator', () => {
       report(0, { peakInflight: 2, store });
       report(1, { peakInflight: 1, store });
       const records = await c.done;
-      assert.deepEqual(records[0].reports, [{ peakInflight: 2, store }, { peakInflight: 1, store }]);
+      assert.deepEqual(records[0].reports, [
+        { peakInflight: 2, store },
+        { peakInflight: 1, store },
+      ]);
       assert.equal(c.rejects.count, 3);
-      assert.match(c.rejects.first[0], /report from stage 1 for iteration 0: the report's store is not a map whose updates is a whole number ≥ 0/);
+      assert.match(
+        c.rejects.first[0],
+        /report from stage 1 for iteration 0: the report's store is not a map whose updates is a whole number ≥ 0/,
+      );
       assert.match(c.rejects.first[1], /report from stage 1 for iteration 0: the report has no store/);
-      assert.match(c.rejects.first[2], /report from stage 0 for iteration 0: the report's peakInflight is not a whole number ≥ 0/);
+      assert.match(
+        c.rejects.first[2],
+        /report from stage 0 for iteration 0: the report's peakInflight is not a whole number ≥ 0/,
+      );
     } finally {
       c.unsubscribe();
       runtime.shutdown();

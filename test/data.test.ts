@@ -3,7 +3,15 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { loadBackend } from '../models/backend';
-import { Corpus, CorpusError, MAX_CORPUS_BYTES, loadCorpus, syntheticCorpus, syntheticText, toTensors } from '../models/data';
+import {
+  Corpus,
+  CorpusError,
+  MAX_CORPUS_BYTES,
+  loadCorpus,
+  syntheticCorpus,
+  syntheticText,
+  toTensors,
+} from '../models/data';
 import { execFileSync } from 'child_process';
 import { RegularFileError, readRegularFile } from '../models/regular-file';
 
@@ -34,14 +42,20 @@ describe('data: corpora and batches', () => {
     assert.strictEqual(new Set(corpus.vocab).size, corpus.vocab.length);
     const sample = corpus.text.slice(1000, 1200);
     assert.strictEqual(corpus.decode(corpus.encode(sample)), sample);
-    assert.throws(() => corpus.encode('~'), (e: Error) => e instanceof CorpusError && /character "~" \(at 0\) is not in the vocabulary/.test(e.message));
+    assert.throws(
+      () => corpus.encode('~'),
+      (e: Error) => e instanceof CorpusError && /character "~" \(at 0\) is not in the vocabulary/.test(e.message),
+    );
   });
 
   it('splits 90/10 into train and validation in text order', () => {
     const n = Array.from(corpus.text).length;
     assert.strictEqual(corpus.train.length, Math.floor(n * 0.9));
     assert.strictEqual(corpus.train.length + corpus.val.length, n);
-    assert.strictEqual(corpus.decode(corpus.val.slice(0, 50)), corpus.text.slice(corpus.train.length, corpus.train.length + 50));
+    assert.strictEqual(
+      corpus.decode(corpus.val.slice(0, 50)),
+      corpus.text.slice(corpus.train.length, corpus.train.length + 50),
+    );
   });
 
   it('a batch depends only on (seed, iteration, microbatch)', () => {
@@ -74,14 +88,20 @@ describe('data: corpora and batches', () => {
     const train = corpus.decode(corpus.train);
     for (let r = 0; r < 5; r++) {
       const ctx = corpus.decode(b.inputs.subarray(r * 8, r * 8 + 8));
-      assert.ok(train.includes(ctx + corpus.vocab[b.targets[r]!]), `window ${JSON.stringify(ctx)} is followed by its target`);
+      assert.ok(
+        train.includes(ctx + corpus.vocab[b.targets[r]!]),
+        `window ${JSON.stringify(ctx)} is followed by its target`,
+      );
     }
     assert.deepStrictEqual(corpus.windowBatch('train', 2, 1, 0, 5, 8), b);
   });
 
   it('converts a batch into int32 tensors of its shapes', () => {
     const t = toTensors(corpus.windowBatch('train', 2, 1, 0, 5, 8));
-    assert.deepStrictEqual([t.inputs.shape, t.inputs.dtype, t.targets.shape, t.targets.dtype], [[5, 8], 'int32', [5], 'int32']);
+    assert.deepStrictEqual(
+      [t.inputs.shape, t.inputs.dtype, t.targets.shape, t.targets.dtype],
+      [[5, 8], 'int32', [5], 'int32'],
+    );
     t.inputs.dispose();
     t.targets.dispose();
   });
@@ -95,7 +115,10 @@ describe('data: corpora and batches', () => {
       assert.deepStrictEqual(c.vocab, ['\n', ' ', ',', 'a', 'b', 'd', 'e', 'h', 'l', 'n', 'o', 'r', 't', 'w']);
       assert.strictEqual(c.source, file);
       const missing = path.join(dir, 'nope.txt');
-      assert.throws(() => loadCorpus(missing), (e: Error) => e instanceof CorpusError && e.message.includes(`"${missing}" does not exist`));
+      assert.throws(
+        () => loadCorpus(missing),
+        (e: Error) => e instanceof CorpusError && e.message.includes(`"${missing}" does not exist`),
+      );
       const empty = path.join(dir, 'empty.txt');
       fs.writeFileSync(empty, '');
       assert.throws(() => loadCorpus(empty), /corpus file ".*empty\.txt" is empty/);
@@ -113,19 +136,33 @@ describe('data: corpora and batches', () => {
       assert.equal(loadCorpus(utf8).text, 'héllo wörld 🎉\n');
       const latin1 = path.join(dir, 'latin1.txt');
       fs.writeFileSync(latin1, Buffer.from([0x68, 0x69, 0x20, 0xe9, 0x74, 0xe9])); // "hi été" in Latin-1
-      assert.throws(() => loadCorpus(latin1), (e: Error) => e instanceof CorpusError && /latin1\.txt" is not UTF-8 text at byte 3/.test(e.message));
+      assert.throws(
+        () => loadCorpus(latin1),
+        (e: Error) => e instanceof CorpusError && /latin1\.txt" is not UTF-8 text at byte 3/.test(e.message),
+      );
       const cut = path.join(dir, 'cut.txt');
       fs.writeFileSync(cut, Buffer.concat([Buffer.from('ok '), Buffer.from('🎉').subarray(0, 3)]));
       assert.throws(() => loadCorpus(cut), /cut\.txt" is not UTF-8 text at byte 3/);
       const fifo = path.join(dir, 'fifo');
       execFileSync('mkfifo', [fifo]);
-      assert.throws(() => loadCorpus(fifo), (e: Error) => e instanceof CorpusError && /fifo" is a pipe, not a regular file \(every stage process reads the same path\)/.test(e.message));
+      assert.throws(
+        () => loadCorpus(fifo),
+        (e: Error) =>
+          e instanceof CorpusError &&
+          /fifo" is a pipe, not a regular file \(every stage process reads the same path\)/.test(e.message),
+      );
       assert.throws(() => loadCorpus('/dev/zero'), /"\/dev\/zero" is a device, not a regular file/);
       assert.throws(() => loadCorpus(dir), /is a directory, not a regular file/);
       assert.ok(MAX_CORPUS_BYTES >= 64 * 1024 * 1024, 'tinyshakespeare-sized corpora and far beyond');
       // A file whose size says 0 may hold more (/proc): the limit holds while reading.
       assert.equal(fs.statSync('/proc/self/status').size, 0);
-      assert.throws(() => readRegularFile('/proc/self/status', 16), (e: Error) => e instanceof RegularFileError && e.reason === 'too-big' && /holds more than the limit of 16 bytes/.test(e.message));
+      assert.throws(
+        () => readRegularFile('/proc/self/status', 16),
+        (e: Error) =>
+          e instanceof RegularFileError &&
+          e.reason === 'too-big' &&
+          /holds more than the limit of 16 bytes/.test(e.message),
+      );
       assert.match(readRegularFile('/proc/self/status', 1 << 20).toString(), /^Name:/);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });

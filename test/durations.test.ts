@@ -7,10 +7,15 @@ const uniform = loadProfile('uniform');
 const llm = loadProfile('llm');
 const multimodal = loadProfile('multimodal');
 
-const shape = (stages: number, chunks = 1, splitBackward = false, microbatches = 4): PipelineShape =>
-  ({ stages, chunks, microbatches, splitBackward });
+const shape = (stages: number, chunks = 1, splitBackward = false, microbatches = 4): PipelineShape => ({
+  stages,
+  chunks,
+  microbatches,
+  splitBackward,
+});
 
-const close = (a: number, b: number, what = '') => assert.ok(Math.abs(a - b) < 1e-9 * (1 + Math.abs(b)), `${what}: ${a} != ${b}`);
+const close = (a: number, b: number, what = '') =>
+  assert.ok(Math.abs(a - b) < 1e-9 * (1 + Math.abs(b)), `${what}: ${a} != ${b}`);
 
 function model(over: Partial<DurationModelOptions> = {}) {
   return makeDurationModel({ profile: llm, shape: shape(8), jitter: 'none', seed: 1, ...over });
@@ -50,7 +55,8 @@ describe('duration model', () => {
     it('makes the multimodal vision stages less than half as heavy as the language stages at P=8 and P=32', () => {
       for (const P of [8, 32]) {
         const { forwardMs } = partitionProfile(multimodal, P, 1);
-        const vision = forwardMs[1], language = forwardMs[P - 2];
+        const vision = forwardMs[1],
+          language = forwardMs[P - 2];
         assert.ok(vision < 0.5 * language, `P=${P}: vision ${vision} vs language ${language}`);
         assert.ok(forwardMs[P - 1] > language, 'the LM head makes the last stage heaviest');
       }
@@ -59,9 +65,19 @@ describe('duration model', () => {
     it('keeps the total model cost whatever the partition for fixed-depth profiles', () => {
       for (const profile of [llm, multimodal]) {
         const total = profile.layers.reduce((sum, l) => sum + l.count * l.forwardMs, 0);
-        for (const [P, V] of [[1, 1], [8, 1], [8, 3], [32, 4], [64, 4]]) {
+        for (const [P, V] of [
+          [1, 1],
+          [8, 1],
+          [8, 3],
+          [32, 4],
+          [64, 4],
+        ]) {
           const { forwardMs } = partitionProfile(profile, P, V);
-          close(forwardMs.reduce((a, b) => a + b, 0), total, `${profile.name} P=${P} V=${V}`);
+          close(
+            forwardMs.reduce((a, b) => a + b, 0),
+            total,
+            `${profile.name} P=${P} V=${V}`,
+          );
         }
       }
     });
@@ -108,12 +124,35 @@ describe('duration model', () => {
 
   describe('jitter', () => {
     it('refuses a message delay drawn over an hour, naming the task and the jitter scale, instead of failing in the codec; a long task is fine', () => {
-      const heavy = { ...llm, communication: { ...llm.communication, latencyMs: 50, bandwidthGBps: 1, activationBytes: 1e6 } };
-      const d = makeDurationModel({ profile: heavy, shape: shape(3, 2, false, 5), jitter: 'paper', jitterScale: 4, seed: 2 });
-      assert.throws(() => d.comm(0, 2, task('B', 4, 1)), /stage 2, B4@1: drew a communication time of \d+ ms, over the 1 h a message may be held; lower --jitter-scale \(now 4\)/);
-      const calm = makeDurationModel({ profile: heavy, shape: shape(3, 2, false, 5), jitter: 'paper', jitterScale: 1, seed: 2 });
+      const heavy = {
+        ...llm,
+        communication: { ...llm.communication, latencyMs: 50, bandwidthGBps: 1, activationBytes: 1e6 },
+      };
+      const d = makeDurationModel({
+        profile: heavy,
+        shape: shape(3, 2, false, 5),
+        jitter: 'paper',
+        jitterScale: 4,
+        seed: 2,
+      });
+      assert.throws(
+        () => d.comm(0, 2, task('B', 4, 1)),
+        /stage 2, B4@1: drew a communication time of \d+ ms, over the 1 h a message may be held; lower --jitter-scale \(now 4\)/,
+      );
+      const calm = makeDurationModel({
+        profile: heavy,
+        shape: shape(3, 2, false, 5),
+        jitter: 'paper',
+        jitterScale: 1,
+        seed: 2,
+      });
       assert.ok(calm.comm(0, 2, task('B', 4, 1)) < 3_600_000);
-      const slow = makeDurationModel({ profile: { ...uniform, layers: uniform.layers.map((l) => ({ ...l, forwardMs: 2_000_000 })) }, shape: shape(2), jitter: 'none', seed: 0 });
+      const slow = makeDurationModel({
+        profile: { ...uniform, layers: uniform.layers.map((l) => ({ ...l, forwardMs: 2_000_000 })) },
+        shape: shape(2),
+        jitter: 'none',
+        seed: 0,
+      });
       assert.ok(slow.compute(0, 1, task('B', 0)) > 3_600_000, 'a task may take hours');
     });
 
@@ -148,15 +187,20 @@ describe('duration model', () => {
 
     it('realizes the same durations for a seed whatever order they are asked in', () => {
       const opts = { jitter: 'paper' as const, shape: shape(4, 2, true, 6), seed: 42 };
-      const a = model(opts), b = model(opts);
+      const a = model(opts),
+        b = model(opts);
       const keys = tasks.flatMap((t) => [0, 1, 2, 3].map((s) => ({ s, t, it: t.mb % 3 })));
       const first = keys.map(({ s, t, it }) => a.compute(it, s, t));
-      const second = [...keys].reverse().map(({ s, t, it }) => b.compute(it, s, t)).reverse();
+      const second = [...keys]
+        .reverse()
+        .map(({ s, t, it }) => b.compute(it, s, t))
+        .reverse();
       assert.deepEqual(second, first);
     });
 
     it('realizes different durations for different seeds and iterations', () => {
-      const a = model({ jitter: 'paper', seed: 1 }), b = model({ jitter: 'paper', seed: 2 });
+      const a = model({ jitter: 'paper', seed: 1 }),
+        b = model({ jitter: 'paper', seed: 2 });
       const t = task('F', 0);
       assert.notEqual(a.compute(0, 2, t), b.compute(0, 2, t));
       assert.notEqual(a.compute(0, 2, t), a.compute(1, 2, t));
@@ -171,7 +215,10 @@ describe('duration model', () => {
 
   describe('errors', () => {
     it('refuses W tasks when the backward is not split', () => {
-      assert.throws(() => model().compute(0, 1, task('W', 0)), /stage 1: W tasks exist only when the backward is split/);
+      assert.throws(
+        () => model().compute(0, 1, task('W', 0)),
+        /stage 1: W tasks exist only when the backward is split/,
+      );
     });
 
     it('refuses a stage or chunk outside the pipeline, quoting it', () => {

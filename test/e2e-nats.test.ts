@@ -37,9 +37,23 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   const server = natsServerForSuite();
 
   for (const P of [4, 8])
-    for (const [policy, chunks] of [['bf', 1], ['1f1b', 1], ['interleaved-1f1b', 2]] as const) {
+    for (const [policy, chunks] of [
+      ['bf', 1],
+      ['1f1b', 1],
+      ['interleaved-1f1b', 2],
+    ] as const) {
       it(`runs ${policy} (V=${chunks}) with P=${P} stage processes and M=16, and the run validates`, async () => {
-        const cfg = resolveConfig({ job: `e2e-${P}-${policy}`, stages: P, microbatches: 16, chunks, policy, profile: 'uniform', jitter: 'paper', jitterScale: 0.2, seed: P });
+        const cfg = resolveConfig({
+          job: `e2e-${P}-${policy}`,
+          stages: P,
+          microbatches: 16,
+          chunks,
+          policy,
+          profile: 'uniform',
+          jitter: 'paper',
+          jitterScale: 0.2,
+          seed: P,
+        });
         const seen: number[] = [];
         const o = await runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
         const s = summarize(o.result);
@@ -52,7 +66,10 @@ describe('end to end over a real nats-server, one OS process per stage', functio
         assert.ok(s.makespan_ms >= s.lower_bound_ms);
         // The spawned stage processes are gone once the run returns.
         await new Promise((r) => setTimeout(r, 200));
-        assert.ok(seen.every((pid) => !isAlive(pid)), 'stage processes were stopped');
+        assert.ok(
+          seen.every((pid) => !isAlive(pid)),
+          'stage processes were stopped',
+        );
       });
     }
 
@@ -62,9 +79,14 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     tap.subscribe('baton.tapped.>', (subj, data) => lines.push(tapLine(subj, data)));
     await tap.flush();
     try {
-      await runOnce(resolveConfig({ job: 'tapped', stages: 2, microbatches: 4, policy: 'bf' }), { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
+      await runOnce(resolveConfig({ job: 'tapped', stages: 2, microbatches: 4, policy: 'bf' }), {
+        transport: 'nats',
+        processes: 'per-stage',
+        natsUrl: server().url,
+      });
       const kinds = new Set(lines.map((l) => l.kind));
-      for (const k of ['control', 'data', 'activation', 'gradient', 'report', 'trace']) assert.ok(kinds.has(k), `tap saw no ${k}: ${[...kinds].join(',')}`);
+      for (const k of ['control', 'data', 'activation', 'gradient', 'report', 'trace'])
+        assert.ok(kinds.has(k), `tap saw no ${k}: ${[...kinds].join(',')}`);
       const act = lines.find((l) => l.kind === 'activation')!;
       assert.match(act.task!, /^F\d+$/);
       assert.ok(act.latency_ms! >= 0 && act.latency_ms! < 5000, `latency ${act.latency_ms} ms`);
@@ -79,7 +101,10 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     const agent = new NodeAgent({ name: 'coll-stage0', bus, log: () => {} });
     agent.start();
     try {
-      const o = await runOnce(resolveConfig({ job: 'coll', stages: 2, microbatches: 4, policy: 'bf', profile: 'uniform' }), { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
+      const o = await runOnce(
+        resolveConfig({ job: 'coll', stages: 2, microbatches: 4, policy: 'bf', profile: 'uniform' }),
+        { transport: 'nats', processes: 'per-stage', natsUrl: server().url },
+      );
       assert.equal(summarize(o.result).tasks, 2 * 4 * 2);
       assert.ok(!o.pids.includes(process.pid), 'the hand-started agent in this process hosted nothing');
     } finally {
@@ -89,7 +114,11 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   });
 
   it('says where its private nats-server is, so a tap can watch a run started without --nats', async () => {
-    const child = spawn(process.execPath, [CLI, 'run', '--stages', '2', '--microbatches', '8', '--iterations', '20', '--job', 'private', '--json'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      [CLI, 'run', '--stages', '2', '--microbatches', '8', '--iterations', '20', '--job', 'private', '--json'],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
     try {
       const url = await new Promise<string>((resolve, reject) => {
         let err = '';
@@ -101,18 +130,28 @@ describe('end to end over a real nats-server, one OS process per stage', functio
         child.once('exit', () => reject(new Error(`run ended without naming its server: ${err}`)));
       });
       const lines: string[] = [];
-      assert.equal(await tapCommand(['--nats', url, '--job', 'private', '--count', '5', '--json'], (l) => lines.push(l)), 0);
+      assert.equal(
+        await tapCommand(['--nats', url, '--job', 'private', '--count', '5', '--json'], (l) => lines.push(l)),
+        0,
+      );
       assert.equal(lines.length, 5);
-      assert.ok(lines.every((l) => (JSON.parse(l) as { subject: string }).subject.startsWith('baton.private.')), lines.join('\n'));
+      assert.ok(
+        lines.every((l) => (JSON.parse(l) as { subject: string }).subject.startsWith('baton.private.')),
+        lines.join('\n'),
+      );
     } finally {
       child.kill('SIGTERM');
-      await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r(null) : child.once('exit', r)));
+      await new Promise((r) =>
+        child.exitCode !== null || child.signalCode !== null ? r(null) : child.once('exit', r),
+      );
     }
   });
 
   it('tap --count N prints N lines even when more messages came in the same read', async () => {
     const lines: string[] = [];
-    const tapped = tapCommand(['--nats', server().url, '--job', 'counted', '--count', '3', '--json'], (l) => lines.push(l));
+    const tapped = tapCommand(['--nats', server().url, '--job', 'counted', '--count', '3', '--json'], (l) =>
+      lines.push(l),
+    );
     const pub = await NatsBus.connect(server().url);
     try {
       // Publish until the tap has subscribed and stopped; each burst is one socket write.
@@ -150,7 +189,14 @@ describe('end to end over a real nats-server, one OS process per stage', functio
 
   it('completes and validates when a peer replays real messages and sends stray reports, counting each as rejected', async () => {
     const vandal = await NatsBus.connect(server().url);
-    const cfg = resolveConfig({ job: 'replay', stages: 3, microbatches: 8, iterations: 2, policy: 'bf', profile: 'uniform' });
+    const cfg = resolveConfig({
+      job: 'replay',
+      stages: 3,
+      microbatches: 8,
+      iterations: 2,
+      policy: 'bf',
+      profile: 'uniform',
+    });
     const replayed = new Set<string>();
     // Every activation and start stage 1 gets arrives again 30 ms later; each report is followed by a truncated one.
     for (const subj of ['baton.replay.activation.1', 'baton.replay.control.1'])
@@ -172,8 +218,14 @@ describe('end to end over a real nats-server, one OS process per stage', functio
       assert.ok(replayed.size >= 2 * 8, `replayed ${replayed.size}`);
       // The first iteration's replays and stray reports at least (the last one's may come after the end).
       assert.ok(s.rejected >= 8 + 3, `rejected ${s.rejected}`);
-      assert.ok(o.result.rejects.some((r) => /^coordinator: baton\.replay\.report: .*truncated/.test(r)), o.result.rejects.join('\n'));
-      assert.ok(o.result.rejects.some((r) => /^stage 1: (duplicate input|start of iteration)/.test(r)), o.result.rejects.join('\n'));
+      assert.ok(
+        o.result.rejects.some((r) => /^coordinator: baton\.replay\.report: .*truncated/.test(r)),
+        o.result.rejects.join('\n'),
+      );
+      assert.ok(
+        o.result.rejects.some((r) => /^stage 1: (duplicate input|start of iteration)/.test(r)),
+        o.result.rejects.join('\n'),
+      );
     } finally {
       await vandal.close();
     }
@@ -182,17 +234,38 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   for (const processes of ['per-stage', 'single'] as const) {
     it(`refuses what a stage left by an earlier run of the same job name sends (another launch), and completes and validates (--processes ${processes})`, async () => {
       const orphan = await NatsBus.connect(server().url);
-      const cfg = resolveConfig({ job: `relaunch-${processes}`, stages: 3, microbatches: 8, policy: 'bf', profile: 'uniform' });
+      const cfg = resolveConfig({
+        job: `relaunch-${processes}`,
+        stages: 3,
+        microbatches: 8,
+        policy: 'bf',
+        profile: 'uniform',
+      });
       // As each iteration starts, a stage 0 of another launch sends stage 1 every microbatch's
       // activation at once, and a trace batch. Taken, they would run stage 1's forwards on
       // them, and the real activations would be refused as duplicates.
       orphan.subscribe(`baton.relaunch-${processes}.control.1`, (_s, d) => {
         const start = decodeEnvelope(d);
         for (let mb = 0; mb < 8; mb++) {
-          orphan.publish(`baton.relaunch-${processes}.activation.1`, encodeEnvelope({
-            v: ENVELOPE_VERSION, job: `relaunch-${processes}`, kind: 'activation', iteration: start.iteration, mb, chunk: 0, dir: 'forward',
-            src: 0, dst: 1, seq: mb, sentAt: start.sentAt, bytes: 0, tensors: [], launch: 'earlier',
-          }));
+          orphan.publish(
+            `baton.relaunch-${processes}.activation.1`,
+            encodeEnvelope({
+              v: ENVELOPE_VERSION,
+              job: `relaunch-${processes}`,
+              kind: 'activation',
+              iteration: start.iteration,
+              mb,
+              chunk: 0,
+              dir: 'forward',
+              src: 0,
+              dst: 1,
+              seq: mb,
+              sentAt: start.sentAt,
+              bytes: 0,
+              tensors: [],
+              launch: 'earlier',
+            }),
+          );
         }
         orphan.publish(`baton.relaunch-${processes}.trace.0`, encodeValue({ events: [], launch: 'earlier' }));
       });
@@ -202,28 +275,68 @@ describe('end to end over a real nats-server, one OS process per stage', functio
         const s = summarize(o.result);
         assert.equal(s.tasks, 3 * 8 * 2);
         assert.ok(s.rejected >= 8, `rejected ${s.rejected}`);
-        assert.ok(o.result.rejects.some((r) => new RegExp(`^stage 1: .*message of launch earlier of job relaunch-${processes} \\(stage 0\\), this is launch [0-9a-f]{12}`).test(r)), o.result.rejects.join('\n'));
+        assert.ok(
+          o.result.rejects.some((r) =>
+            new RegExp(
+              `^stage 1: .*message of launch earlier of job relaunch-${processes} \\(stage 0\\), this is launch [0-9a-f]{12}`,
+            ).test(r),
+          ),
+          o.result.rejects.join('\n'),
+        );
         // A single-process run streams no trace batches: it reads its stages' events in process.
-        if (processes === 'per-stage') assert.ok(o.result.rejects.some((r) => /^launcher: "baton\.relaunch-per-stage\.trace\.0": trace batch of launch "earlier"/.test(r)), o.result.rejects.join('\n'));
-        assert.deepEqual(o.result.events.filter((e) => e.type === 'reject' && /duplicate input/.test(e.detail)), [], 'no real activation was refused');
+        if (processes === 'per-stage')
+          assert.ok(
+            o.result.rejects.some((r) =>
+              /^launcher: "baton\.relaunch-per-stage\.trace\.0": trace batch of launch "earlier"/.test(r),
+            ),
+            o.result.rejects.join('\n'),
+          );
+        assert.deepEqual(
+          o.result.events.filter((e) => e.type === 'reject' && /duplicate input/.test(e.detail)),
+          [],
+          'no real activation was refused',
+        );
       } finally {
         await orphan.close();
       }
     });
   }
 
-  it('fails at once when the launcher\'s own iteration callback fails (a checkpoint that cannot be written)', async () => {
-    const cfg = resolveConfig({ job: 'cbfail', stages: 2, microbatches: 4, iterations: 3, policy: 'bf', profile: 'uniform' });
+  it("fails at once when the launcher's own iteration callback fails (a checkpoint that cannot be written)", async () => {
+    const cfg = resolveConfig({
+      job: 'cbfail',
+      stages: 2,
+      microbatches: 4,
+      iterations: 3,
+      policy: 'bf',
+      profile: 'uniform',
+    });
     const t0 = Date.now();
-    await assert.rejects(runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url, onIteration: () => { throw new Error('disk full'); } }),
-      (e: Error) => e.name === 'JobError' && /actor coordinator failed: disk full/.test(e.message));
+    await assert.rejects(
+      runOnce(cfg, {
+        transport: 'nats',
+        processes: 'per-stage',
+        natsUrl: server().url,
+        onIteration: () => {
+          throw new Error('disk full');
+        },
+      }),
+      (e: Error) => e.name === 'JobError' && /actor coordinator failed: disk full/.test(e.message),
+    );
     assert.ok(Date.now() - t0 < 10_000, `failed after ${Date.now() - t0} ms (the stall watchdog is 30 s)`);
   });
 
   it('refuses a second job of the same name on a shared server, and the first one completes', async () => {
     // The second launch waits for the first one's activations (its stages are up and running),
     // not for a fixed time, which a fast machine outran: the first job had ended and freed its name.
-    const cfg = resolveConfig({ job: 'twin', stages: 2, microbatches: 8, iterations: 6, policy: 'bf', profile: 'uniform' });
+    const cfg = resolveConfig({
+      job: 'twin',
+      stages: 2,
+      microbatches: 8,
+      iterations: 6,
+      policy: 'bf',
+      profile: 'uniform',
+    });
     const watch = await NatsBus.connect(server().url);
     let running: () => void = () => {};
     const started = new Promise<void>((r) => (running = r));
@@ -232,8 +345,10 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     try {
       const first = runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
       await Promise.race([started, first]);
-      await assert.rejects(runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url }),
-        (e: Error) => e.name === 'JobNameTakenError' && /job twin is already running/.test(e.message));
+      await assert.rejects(
+        runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url }),
+        (e: Error) => e.name === 'JobNameTakenError' && /job twin is already running/.test(e.message),
+      );
       assert.equal(summarize((await first).result).tasks, 6 * 2 * 8 * 2);
     } finally {
       await watch.close();
@@ -241,12 +356,18 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   });
 
   it('refuses to start a second node agent of a name already in use', async () => {
-    const first = spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', 'dupe', '--json'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const first = spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', 'dupe', '--json'], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
     try {
-      const ready = await new Promise<string>((resolve) => first.stdout!.once('data', (d: Buffer) => resolve(d.toString())));
+      const ready = await new Promise<string>((resolve) =>
+        first.stdout!.once('data', (d: Buffer) => resolve(d.toString())),
+      );
       // The line node --help describes.
       assert.deepEqual(Object.keys(JSON.parse(ready) as object), ['node', 'pid', 'nats', 'ready']);
-      const second = spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', 'dupe'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      const second = spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', 'dupe'], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
       let err = '';
       second.stderr!.on('data', (d: Buffer) => (err += d.toString()));
       const code = await new Promise<number | null>((resolve) => second.once('exit', (c) => resolve(c)));
@@ -259,14 +380,19 @@ describe('end to end over a real nats-server, one OS process per stage', functio
 
   it('lets a node agent stopped with SIGTERM exit within seconds even while its server does not answer', async () => {
     const own = await startNatsServer();
-    const agent = spawn(process.execPath, [CLI, 'node', '--nats', own.url, '--name', 'unheard', '--json'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const agent = spawn(process.execPath, [CLI, 'node', '--nats', own.url, '--name', 'unheard', '--json'], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
     try {
       await new Promise<void>((resolve) => agent.stdout!.once('data', () => resolve()));
       process.kill(own.pid, 'SIGSTOP');
       const exited = new Promise<number | null>((resolve) => agent.once('exit', (code) => resolve(code)));
       const t0 = Date.now();
       agent.kill('SIGTERM');
-      const code = await Promise.race([exited, new Promise<string>((resolve) => setTimeout(() => resolve('still running'), 8000))]);
+      const code = await Promise.race([
+        exited,
+        new Promise<string>((resolve) => setTimeout(() => resolve('still running'), 8000)),
+      ]);
       assert.equal(code, 0, `after ${Date.now() - t0} ms`);
     } finally {
       process.kill(own.pid, 'SIGCONT');
@@ -283,19 +409,40 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   });
 
   // With the stage processes' connections and with every stage on the launcher's own.
-  for (const [processes, job, where] of [['per-stage', 'serverdied', ''], ['single', 'serverdied1', ' with every stage in the launcher (--processes single)']] as const) {
+  for (const [processes, job, where] of [
+    ['per-stage', 'serverdied', ''],
+    ['single', 'serverdied1', ' with every stage in the launcher (--processes single)'],
+  ] as const) {
     it(`fails at once, saying so, when its NATS server goes away mid-job${where}`, async () => {
       const own = await startNatsServer();
       try {
-        const cfg = resolveConfig({ job, stages: 2, microbatches: 8, iterations: 1000, policy: 'bf', profile: 'uniform', stallTimeoutMs: 60_000 });
+        const cfg = resolveConfig({
+          job,
+          stages: 2,
+          microbatches: 8,
+          iterations: 1000,
+          policy: 'bf',
+          profile: 'uniform',
+          stallTimeoutMs: 60_000,
+        });
         let t0 = 0;
-        const run = runOnce(cfg, { transport: 'nats', processes, natsUrl: own.url, onIteration: () => {
-          if (!t0) {
-            t0 = Date.now();
-            process.kill(own.pid, 'SIGKILL');
-          }
-        } });
-        await assert.rejects(run, (e: Error) => e.name === 'JobError' && /lost the connection to NATS at nats:\/\/127\.0\.0\.1:\d+: messages in flight are lost/.test(e.message));
+        const run = runOnce(cfg, {
+          transport: 'nats',
+          processes,
+          natsUrl: own.url,
+          onIteration: () => {
+            if (!t0) {
+              t0 = Date.now();
+              process.kill(own.pid, 'SIGKILL');
+            }
+          },
+        });
+        await assert.rejects(
+          run,
+          (e: Error) =>
+            e.name === 'JobError' &&
+            /lost the connection to NATS at nats:\/\/127\.0\.0\.1:\d+: messages in flight are lost/.test(e.message),
+        );
         assert.ok(Date.now() - t0 < 5000, `noticed after ${Date.now() - t0} ms`);
       } finally {
         await own.stop();
@@ -306,7 +453,9 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   it('keeps a node agent process serving through malformed variants of every message on its subjects, and a job then completes', async () => {
     // One agent process hosts both stages; a vandal hears everything and sends back
     // malformed variants (test/fuzz-gen.ts) of what it heard, on the subject it heard it on.
-    const agent = spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', 'fuzzed', '--json'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const agent = spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', 'fuzzed', '--json'], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
     const vandal = await NatsBus.connect(server().url);
     const rng = new Rng(FUZZ_SEED);
     const heard: { subject: string; data: Uint8Array }[] = [];
@@ -322,7 +471,9 @@ describe('end to end over a real nats-server, one OS process per stage', functio
         // (or an agent's exit, abort or finish request, which it obeys).
         try {
           if (decodeValue(bytes) !== null) continue;
-        } catch { /* malformed: sent */ }
+        } catch {
+          /* malformed: sent */
+        }
         vandal.publish(subject, bytes);
         sent++;
       }
@@ -331,7 +482,12 @@ describe('end to end over a real nats-server, one OS process per stage', functio
       await new Promise<void>((resolve) => agent.stdout!.once('data', () => resolve()));
       for (const job of ['fuzzed1', 'fuzzed2']) {
         const cfg = resolveConfig({ job, stages: 2, microbatches: 8, iterations: 3, policy: 'bf', profile: 'uniform' });
-        const o = await runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url, nodes: ['fuzzed'] });
+        const o = await runOnce(cfg, {
+          transport: 'nats',
+          processes: 'per-stage',
+          natsUrl: server().url,
+          nodes: ['fuzzed'],
+        });
         assert.equal(summarize(o.result).tasks, 3 * 2 * 8 * 2);
       }
       assert.ok(sent > 100, `sent ${sent}`);
@@ -345,53 +501,105 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   });
 
   it('fails at once, naming it, when a node agent of a --nodes run is stopped mid-job', async () => {
-    const agents = ['left1', 'left2'].map((name) => spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', name, '--json'], { stdio: ['ignore', 'pipe', 'ignore'] }));
+    const agents = ['left1', 'left2'].map((name) =>
+      spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', name, '--json'], {
+        stdio: ['ignore', 'pipe', 'ignore'],
+      }),
+    );
     try {
       await Promise.all(agents.map((a) => new Promise<void>((resolve) => a.stdout!.once('data', () => resolve()))));
-      const cfg = resolveConfig({ job: 'left', stages: 2, microbatches: 8, iterations: 1000, policy: 'bf', profile: 'uniform' });
+      const cfg = resolveConfig({
+        job: 'left',
+        stages: 2,
+        microbatches: 8,
+        iterations: 1000,
+        policy: 'bf',
+        profile: 'uniform',
+      });
       let t0 = 0;
-      const run = runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url, nodes: ['left1', 'left2'], onIteration: () => {
-        if (!t0) {
-          t0 = Date.now();
-          agents[1].kill('SIGTERM');
-        }
-      } });
-      await assert.rejects(run, (e: Error) => e.name === 'JobError' && /node left2 left during the job \(SIGTERM\)/.test(e.message));
+      const run = runOnce(cfg, {
+        transport: 'nats',
+        processes: 'per-stage',
+        natsUrl: server().url,
+        nodes: ['left1', 'left2'],
+        onIteration: () => {
+          if (!t0) {
+            t0 = Date.now();
+            agents[1].kill('SIGTERM');
+          }
+        },
+      });
+      await assert.rejects(
+        run,
+        (e: Error) => e.name === 'JobError' && /node left2 left during the job \(SIGTERM\)/.test(e.message),
+      );
       assert.ok(Date.now() - t0 < 5000, `noticed after ${Date.now() - t0} ms`);
     } finally {
       for (const a of agents) a.kill('SIGTERM');
     }
   });
 
-  it('fails at once, naming the node, when a node agent\'s connection is cut (a slow consumer) and comes back: what was in flight to it is lost', async () => {
+  it("fails at once, naming the node, when a node agent's connection is cut (a slow consumer) and comes back: what was in flight to it is lost", async () => {
     // A server that cuts a client at 2 MB pending; a stopped agent stops reading.
     const own = await startNatsServer({ maxPayload: 1 << 20, maxPending: 2 << 20 });
-    const agents = ['cut1', 'cut2'].map((name) => spawn(process.execPath, [CLI, 'node', '--nats', own.url, '--name', name, '--json'], { stdio: ['ignore', 'pipe', 'ignore'] }));
+    const agents = ['cut1', 'cut2'].map((name) =>
+      spawn(process.execPath, [CLI, 'node', '--nats', own.url, '--name', name, '--json'], {
+        stdio: ['ignore', 'pipe', 'ignore'],
+      }),
+    );
     const vandal = await NatsBus.connect(own.url);
     try {
       await Promise.all(agents.map((a) => new Promise<void>((resolve) => a.stdout!.once('data', () => resolve()))));
-      const cfg = resolveConfig({ job: 'cut', stages: 2, microbatches: 8, iterations: 1000, policy: 'bf', profile: 'uniform', stallTimeoutMs: 60_000 });
+      const cfg = resolveConfig({
+        job: 'cut',
+        stages: 2,
+        microbatches: 8,
+        iterations: 1000,
+        policy: 'bf',
+        profile: 'uniform',
+        stallTimeoutMs: 60_000,
+      });
       let resumed = 0;
       let cut = false;
-      const run = runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: own.url, nodes: ['cut1', 'cut2'], onIteration: () => {
-        if (cut) return;
-        cut = true;
-        void (async () => {
-          process.kill(agents[1].pid!, 'SIGSTOP');
-          for (let i = 0; i < 64 && !/Slow Consumer/.test(own.log()); i++) {
-            vandal.publish('baton._nodes.cut2', new Uint8Array(1 << 20));
-            await vandal.flush();
-          }
-          process.kill(agents[1].pid!, 'SIGCONT');
-          resumed = Date.now();
-        })();
-      } });
-      await assert.rejects(run, (e: Error) => e.name === 'JobError' && /node cut2 left during the job \(its connection to NATS at nats:\/\/127\.0\.0\.1:\d+ dropped: messages in flight to its stages were lost\)/.test(e.message));
+      const run = runOnce(cfg, {
+        transport: 'nats',
+        processes: 'per-stage',
+        natsUrl: own.url,
+        nodes: ['cut1', 'cut2'],
+        onIteration: () => {
+          if (cut) return;
+          cut = true;
+          void (async () => {
+            process.kill(agents[1].pid!, 'SIGSTOP');
+            for (let i = 0; i < 64 && !/Slow Consumer/.test(own.log()); i++) {
+              vandal.publish('baton._nodes.cut2', new Uint8Array(1 << 20));
+              await vandal.flush();
+            }
+            process.kill(agents[1].pid!, 'SIGCONT');
+            resumed = Date.now();
+          })();
+        },
+      });
+      await assert.rejects(
+        run,
+        (e: Error) =>
+          e.name === 'JobError' &&
+          /node cut2 left during the job \(its connection to NATS at nats:\/\/127\.0\.0\.1:\d+ dropped: messages in flight to its stages were lost\)/.test(
+            e.message,
+          ),
+      );
       assert.match(own.log(), /Slow Consumer/);
-      assert.ok(resumed > 0 && Date.now() - resumed < 15_000, `noticed ${Date.now() - resumed} ms after the agent resumed`);
+      assert.ok(
+        resumed > 0 && Date.now() - resumed < 15_000,
+        `noticed ${Date.now() - resumed} ms after the agent resumed`,
+      );
     } finally {
       for (const a of agents) {
-        try { process.kill(a.pid!, 'SIGCONT'); } catch { /* gone */ }
+        try {
+          process.kill(a.pid!, 'SIGCONT');
+        } catch {
+          /* gone */
+        }
         a.kill('SIGTERM');
       }
       await vandal.close();
@@ -400,21 +608,45 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   });
 
   it('fails naming the node, not as a deadlock, when a node agent of a --nodes run is killed mid-job', async () => {
-    const agents = ['gone1', 'gone2'].map((name) => spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', name, '--json'], { stdio: ['ignore', 'pipe', 'ignore'] }));
+    const agents = ['gone1', 'gone2'].map((name) =>
+      spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', name, '--json'], {
+        stdio: ['ignore', 'pipe', 'ignore'],
+      }),
+    );
     try {
       await Promise.all(agents.map((a) => new Promise<void>((resolve) => a.stdout!.once('data', () => resolve()))));
-      const cfg = resolveConfig({ job: 'gone', stages: 2, microbatches: 8, iterations: 1000, policy: 'bf', profile: 'uniform', stallTimeoutMs: 2000 });
+      const cfg = resolveConfig({
+        job: 'gone',
+        stages: 2,
+        microbatches: 8,
+        iterations: 1000,
+        policy: 'bf',
+        profile: 'uniform',
+        stallTimeoutMs: 2000,
+      });
       let killed = false;
       const bus = await NatsBus.connect(server().url);
       // A lease longer than the stall timeout: the watchdog, not the lease, notices first.
-      const run = runDistributed(cfg, { bus, nodes: ['gone1', 'gone2'], leaseMs: 60000, onIteration: () => {
-        if (!killed) {
-          killed = true;
-          agents[1].kill('SIGKILL');
-        }
-      } });
+      const run = runDistributed(cfg, {
+        bus,
+        nodes: ['gone1', 'gone2'],
+        leaseMs: 60000,
+        onIteration: () => {
+          if (!killed) {
+            killed = true;
+            agents[1].kill('SIGKILL');
+          }
+        },
+      });
       try {
-        await assert.rejects(run, (e: Error) => e.name === 'JobError' && /node\(s\) gone2 answered nothing within 5 s after the job made no progress for 2000 ms: gone or hung/.test(e.message));
+        await assert.rejects(
+          run,
+          (e: Error) =>
+            e.name === 'JobError' &&
+            /node\(s\) gone2 answered nothing within 5 s after the job made no progress for 2000 ms: gone or hung/.test(
+              e.message,
+            ),
+        );
       } finally {
         await bus.close();
       }
@@ -428,11 +660,39 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     const cfg = resolveConfig({ job: 'badtrace', stages: 2, microbatches: 4, policy: 'bf', profile: 'uniform' });
     // The vandal learns the run's launch id from a start message (a batch without it is not this run's, and is only counted).
     vandal.subscribe('baton.badtrace.control.0', (_s, d) =>
-      vandal.publish('baton.badtrace.trace.0', encodeValue({ launch: decodeEnvelope(d).launch, events: [{}, { type: 'send', t: 1, stage: 0, iteration: 0, kind: 'activation', mb: 0, chunk: 0, dst: 1, seq: 0, bytes: 'lots' }] })));
+      vandal.publish(
+        'baton.badtrace.trace.0',
+        encodeValue({
+          launch: decodeEnvelope(d).launch,
+          events: [
+            {},
+            {
+              type: 'send',
+              t: 1,
+              stage: 0,
+              iteration: 0,
+              kind: 'activation',
+              mb: 0,
+              chunk: 0,
+              dst: 1,
+              seq: 0,
+              bytes: 'lots',
+            },
+          ],
+        }),
+      ),
+    );
     await vandal.flush();
     try {
-      await assert.rejects(runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url }),
-        (e: Error) => e.name === 'JobError' && /malformed trace batches \(2 problems\): "baton\.badtrace\.trace\.0": event 0: unknown event type/.test(e.message) && /field "bytes" must be an integer/.test(e.message));
+      await assert.rejects(
+        runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url }),
+        (e: Error) =>
+          e.name === 'JobError' &&
+          /malformed trace batches \(2 problems\): "baton\.badtrace\.trace\.0": event 0: unknown event type/.test(
+            e.message,
+          ) &&
+          /field "bytes" must be an integer/.test(e.message),
+      );
     } finally {
       await vandal.close();
     }
@@ -452,11 +712,20 @@ describe('a job over a three-server NATS cluster', function () {
       await Promise.all([a.waitForRoutes(2), b.waitForRoutes(2), c.waitForRoutes(2)]);
       const servers = [a, b, c, b];
       const names = servers.map((_, i) => `cl-node${i}`);
-      names.forEach((name, i) => children.push(spawn(process.execPath, [CLI, 'node', '--nats', servers[i].url, '--name', name, '--quiet'], { stdio: 'ignore' })));
+      names.forEach((name, i) =>
+        children.push(
+          spawn(process.execPath, [CLI, 'node', '--nats', servers[i].url, '--name', name, '--quiet'], {
+            stdio: 'ignore',
+          }),
+        ),
+      );
       const cfg = resolveConfig({ job: 'cluster', stages: 4, microbatches: 8, policy: 'bf', profile: 'uniform' });
       const r = await runDistributed(cfg, { bus, nodes: names, settleMs: 500 });
       assert.equal(r.nodes.length, 4);
-      assert.deepEqual(r.nodes.map((n) => n.stages), [[0], [1], [2], [3]]);
+      assert.deepEqual(
+        r.nodes.map((n) => n.stages),
+        [[0], [1], [2], [3]],
+      );
       assert.equal(summarize(r).tasks, 4 * 8 * 2);
     } finally {
       for (const ch of children) ch.kill('SIGTERM');
@@ -474,7 +743,9 @@ function pidsWith(...parts: string[]): number[] {
     try {
       const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0').join(' ');
       if (parts.every((p) => cmd.includes(p))) out.push(Number(d));
-    } catch { /* gone meanwhile */ }
+    } catch {
+      /* gone meanwhile */
+    }
   }
   return out;
 }
@@ -493,10 +764,16 @@ describe('baton run, when its job is cut short', function () {
 
   /** A long `baton run` (its own nats-server, one process per stage) and its stage pids, once they run. */
   async function longRun(job: string) {
-    const launcher = spawn(process.execPath, [CLI, 'run', '--job', job, '--stages', '3', '--microbatches', '8', '--iterations', '10000', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const launcher = spawn(
+      process.execPath,
+      [CLI, 'run', '--job', job, '--stages', '3', '--microbatches', '8', '--iterations', '10000', '--json'],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let err = '';
     launcher.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    const exit = new Promise<{ code: number | null; signal: string | null }>((resolve) => launcher.once('exit', (code, signal) => resolve({ code, signal })));
+    const exit = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+      launcher.once('exit', (code, signal) => resolve({ code, signal })),
+    );
     await waitUntil(() => pidsWith('node', '--name', `${job}-stage`).length === 3, 20_000, 'three stage processes');
     await new Promise((r) => setTimeout(r, 500));
     return { launcher, exit, stderr: () => err, stages: pidsWith('node', '--name', `${job}-stage`) };
@@ -506,22 +783,36 @@ describe('baton run, when its job is cut short', function () {
     it(`stops its stage processes and its nats-server on ${sig}, then ends by the signal`, async () => {
       const job = `cut-${sig.toLowerCase()}-${process.pid}`;
       const run = await longRun(job);
-      const servers = pidsWith('nats-server').filter((p) => readFileSync(`/proc/${p}/stat`, 'utf8').split(' ')[3] === String(run.launcher.pid));
+      const servers = pidsWith('nats-server').filter(
+        (p) => readFileSync(`/proc/${p}/stat`, 'utf8').split(' ')[3] === String(run.launcher.pid),
+      );
       assert.equal(servers.length, 1, 'the launcher started one nats-server');
       for (const p of run.stages) {
         const argv = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0');
-        assert.deepEqual(argv.slice(1, 1 + stageNodeFlags().length), [...stageNodeFlags()], 'stage processes run with the stage Node flags');
+        assert.deepEqual(
+          argv.slice(1, 1 + stageNodeFlags().length),
+          [...stageNodeFlags()],
+          'stage processes run with the stage Node flags',
+        );
       }
       run.launcher.kill(sig);
       const { signal } = await run.exit;
       assert.equal(signal, sig);
-      await waitUntil(() => run.stages.every((p) => !isAlive(p)) && !isAlive(servers[0]), 10_000, 'the stage processes and the server to end');
+      await waitUntil(
+        () => run.stages.every((p) => !isAlive(p)) && !isAlive(servers[0]),
+        10_000,
+        'the stage processes and the server to end',
+      );
     });
   }
 
   it('ends at once when a stage process dies while the job is being set up', async () => {
     const job = `cut-early-${process.pid}`;
-    const launcher = spawn(process.execPath, [CLI, 'run', '--job', job, '--stages', '3', '--microbatches', '8', '--iterations', '3', '--json'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const launcher = spawn(
+      process.execPath,
+      [CLI, 'run', '--job', job, '--stages', '3', '--microbatches', '8', '--iterations', '3', '--json'],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
     let err = '';
     launcher.stderr!.on('data', (d: Buffer) => (err += d.toString()));
     const exit = new Promise<number | null>((resolve) => launcher.once('exit', (code) => resolve(code)));
@@ -533,10 +824,28 @@ describe('baton run, when its job is cut short', function () {
     assert.match(err, new RegExp(`stage process ${job}-stage1-[0-9a-f]+ .* ended during the job`));
   });
 
-  it('ends promptly when signalled while it collects the nodes\' final reports', async () => {
+  it("ends promptly when signalled while it collects the nodes' final reports", async () => {
     const job = `cut-finish-${process.pid}`;
     const watcher = await NatsBus.connect(server().url);
-    const launcher = spawn(process.execPath, [CLI, 'run', '--nats', server().url, '--job', job, '--stages', '3', '--microbatches', '4', '--iterations', '2', '--json'], { stdio: 'ignore' });
+    const launcher = spawn(
+      process.execPath,
+      [
+        CLI,
+        'run',
+        '--nats',
+        server().url,
+        '--job',
+        job,
+        '--stages',
+        '3',
+        '--microbatches',
+        '4',
+        '--iterations',
+        '2',
+        '--json',
+      ],
+      { stdio: 'ignore' },
+    );
     const exit = new Promise<string | null>((resolve) => launcher.once('exit', (_code, signal) => resolve(signal)));
     let signalledAt = 0;
     watcher.subscribe('baton._nodes.>', (_s, d) => {
@@ -545,7 +854,9 @@ describe('baton run, when its job is cut short', function () {
           signalledAt = Date.now();
           launcher.kill('SIGTERM');
         }
-      } catch { /* not a request */ }
+      } catch {
+        /* not a request */
+      }
     });
     await watcher.flush();
     try {
@@ -560,11 +871,17 @@ describe('baton run, when its job is cut short', function () {
   it('leaves no stage process or nats-server behind when it is killed with SIGKILL', async () => {
     const job = `cut-sigkill-${process.pid}`;
     const run = await longRun(job);
-    const servers = pidsWith('nats-server').filter((p) => readFileSync(`/proc/${p}/stat`, 'utf8').split(' ')[3] === String(run.launcher.pid));
+    const servers = pidsWith('nats-server').filter(
+      (p) => readFileSync(`/proc/${p}/stat`, 'utf8').split(' ')[3] === String(run.launcher.pid),
+    );
     run.launcher.kill('SIGKILL');
     await run.exit;
     try {
-      await waitUntil(() => run.stages.every((p) => !isAlive(p)) && servers.every((p) => !isAlive(p)), 10_000, 'the stage processes and the server to end');
+      await waitUntil(
+        () => run.stages.every((p) => !isAlive(p)) && servers.every((p) => !isAlive(p)),
+        10_000,
+        'the stage processes and the server to end',
+      );
     } finally {
       for (const p of [...run.stages, ...servers]) if (isAlive(p)) process.kill(p, 'SIGKILL');
     }
@@ -579,7 +896,10 @@ describe('baton run, when its job is cut short', function () {
     const { code } = await run.exit;
     assert.equal(code, 1);
     assert.ok(Date.now() - t0 < 10_000, `noticed after ${Date.now() - t0} ms`);
-    assert.match(run.stderr(), new RegExp(`stage process ${job}-stage1-[0-9a-f]+ \\(pid ${victim}\\) ended during the job \\(signal SIGKILL\\)`));
+    assert.match(
+      run.stderr(),
+      new RegExp(`stage process ${job}-stage1-[0-9a-f]+ \\(pid ${victim}\\) ended during the job \\(signal SIGKILL\\)`),
+    );
     await waitUntil(() => run.stages.every((p) => !isAlive(p)), 10_000, 'the other stage processes to end');
   });
 });

@@ -22,12 +22,24 @@ import { FUZZ_SEED, Rng, cases, malformed } from './fuzz-gen';
 class LaunchCheckedBus implements Bus {
   readonly kind = 'nats-like';
   constructor(readonly inner: LocalBus) {}
-  get maxMessageBytes() { return this.inner.maxMessageBytes; }
-  publish(s: string, d: Uint8Array) { this.inner.publish(s, d); }
-  subscribe(s: string, h: BusHandler) { return this.inner.subscribe(s, h); }
-  flush() { return this.inner.flush(); }
-  written() { return this.inner.written(); }
-  close() { return this.inner.close(); }
+  get maxMessageBytes() {
+    return this.inner.maxMessageBytes;
+  }
+  publish(s: string, d: Uint8Array) {
+    this.inner.publish(s, d);
+  }
+  subscribe(s: string, h: BusHandler) {
+    return this.inner.subscribe(s, h);
+  }
+  flush() {
+    return this.inner.flush();
+  }
+  written() {
+    return this.inner.written();
+  }
+  close() {
+    return this.inner.close();
+  }
 }
 
 /**
@@ -51,7 +63,13 @@ describe('fuzz: a job hearing malformed messages mid-run', () => {
     { stages: 3, microbatches: 4, iterations: 3, policy: 'bf' },
     { stages: 2, microbatches: 4, chunks: 2, iterations: 2, policy: 'interleaved-1f1b' },
     { stages: 3, microbatches: 3, iterations: 2, policy: 'zb-h1' },
-    { stages: 2, microbatches: 6, iterations: 1, mode: 'async', async: { ...resolveConfig({}).async, consistency: 'fresco' } },
+    {
+      stages: 2,
+      microbatches: 6,
+      iterations: 1,
+      mode: 'async',
+      async: { ...resolveConfig({}).async, consistency: 'fresco' },
+    },
   ];
   for (const [ci, partial] of configs.entries()) {
     it(`counts every one as rejected and completes (${partial.policy ?? partial.mode}, P=${partial.stages}, V=${partial.chunks ?? 1})`, async () => {
@@ -71,14 +89,19 @@ describe('fuzz: a job hearing malformed messages mid-run', () => {
         let injecting = false;
         const lastIteration = cfg.iterations - 1;
         const inject = (iteration: number) => {
-          if (injecting || seen.length === 0 || (iteration >= lastIteration && cfg.iterations > 1) || !rng.bool(0.3)) return;
+          if (injecting || seen.length === 0 || (iteration >= lastIteration && cfg.iterations > 1) || !rng.bool(0.3))
+            return;
           injecting = true;
           try {
             for (let k = 0; k < 1 + rng.int(3); k++) {
               const orig = rng.pick(seen);
               const bytes = rng.bool(0.1) ? orig.data : malformed(orig.data, rng);
               let e: Envelope | null = null;
-              try { e = decodeEnvelope(bytes); } catch { /* refused by the codec */ }
+              try {
+                e = decodeEnvelope(bytes);
+              } catch {
+                /* refused by the codec */
+              }
               // An exact replay is refused as a duplicate or as late; a forgery is not sent.
               if (e && bytes !== orig.data && !surelyRefused(e, orig.subject, cfg, launch)) continue;
               if (cfg.mode === 'async' && bytes === orig.data) continue; // one continuous iteration: a replay may come first
@@ -93,7 +116,11 @@ describe('fuzz: a job hearing malformed messages mid-run', () => {
         const r = await runJob(cfg, { clock: 'virtual', bus, sinks: [(e) => inject(e.iteration)] });
         assert.equal(local.errors, errorsBefore, 'a bus handler threw');
         assert.equal(r.records.length, cfg.iterations);
-        assert.equal(r.totals.rejected, injected, `run ${run}: ${injected} malformed messages sent, ${r.totals.rejected} rejected: ${r.rejects.slice(0, 5).join('\n')}`);
+        assert.equal(
+          r.totals.rejected,
+          injected,
+          `run ${run}: ${injected} malformed messages sent, ${r.totals.rejected} rejected: ${r.rejects.slice(0, 5).join('\n')}`,
+        );
         await local.close();
       }
     });
@@ -131,7 +158,11 @@ describe('fuzz: a node agent hearing malformed requests', () => {
     for (let i = 0; i < n; i++) {
       const bytes = malformed(rng.pick(valid), rng);
       let v: unknown;
-      try { v = decodeValue(bytes); } catch { /* malformed CBOR: counted */ }
+      try {
+        v = decodeValue(bytes);
+      } catch {
+        /* malformed CBOR: counted */
+      }
       // exit stops the agent, as it should: not sent.
       if (v && typeof v === 'object' && (v as { verb?: unknown }).verb === 'exit') continue;
       const before = { rejected: agent.rejected, replies: replies.length, hellos };
@@ -143,7 +174,10 @@ describe('fuzz: a node agent hearing malformed requests', () => {
       const heard = agent.rejected > before.rejected || replies.length > before.replies || hellos > before.hellos;
       // A request the agent takes but that names no reply subject it may answer on leaves no trace.
       const unanswerable = v !== null && typeof v === 'object' && (v as { reply?: unknown }).reply !== REPLY;
-      assert.ok(heard || unanswerable, `request ${i} (${Buffer.from(bytes.subarray(0, 48)).toString('hex')}) was neither answered nor counted`);
+      assert.ok(
+        heard || unanswerable,
+        `request ${i} (${Buffer.from(bytes.subarray(0, 48)).toString('hex')}) was neither answered nor counted`,
+      );
     }
     assert.equal(bus.errors, 0, 'a handler threw');
     agent.leave('test over');
@@ -179,19 +213,46 @@ describe('fuzz: a launcher and its agent hearing malformed messages on every sub
           const onJob = kind?.job === cfg.job;
           if (onJob) {
             let ok = true;
-            try { if (kind?.kind === 'trace') decodeValue(bytes); else decodeEnvelope(bytes); } catch { ok = false; }
+            try {
+              if (kind?.kind === 'trace') decodeValue(bytes);
+              else decodeEnvelope(bytes);
+            } catch {
+              ok = false;
+            }
             if (ok) continue;
           } else if (orig.subject === nodeSubject('n1')) {
             // Requests to the agent are the launcher's business; a malformed one that still
             // names the job could abort or finish it, as a launcher may.
             let v: unknown;
-            try { v = decodeValue(bytes); } catch { /* counted by the agent */ }
-            if (v && typeof v === 'object' && ['exit', 'abort', 'finish', 'host'].includes(String((v as { verb?: unknown }).verb))) continue;
-          } else if (orig.subject.startsWith(`${NODES_PREFIX}.reply.`) || orig.subject === ANNOUNCE_SUBJECT || orig.subject.startsWith(JOBS_PREFIX)) {
+            try {
+              v = decodeValue(bytes);
+            } catch {
+              /* counted by the agent */
+            }
+            if (
+              v &&
+              typeof v === 'object' &&
+              ['exit', 'abort', 'finish', 'host'].includes(String((v as { verb?: unknown }).verb))
+            )
+              continue;
+          } else if (
+            orig.subject.startsWith(`${NODES_PREFIX}.reply.`) ||
+            orig.subject === ANNOUNCE_SUBJECT ||
+            orig.subject.startsWith(JOBS_PREFIX)
+          ) {
             // Replies: a well-formed one of another verb may be a forgery (failure, leaving); send the malformed ones.
             let v: unknown;
-            try { v = decodeValue(bytes); } catch { /* malformed */ }
-            if (v && typeof v === 'object' && ['failure', 'leaving', 'error'].includes(String((v as { verb?: unknown }).verb))) continue;
+            try {
+              v = decodeValue(bytes);
+            } catch {
+              /* malformed */
+            }
+            if (
+              v &&
+              typeof v === 'object' &&
+              ['failure', 'leaving', 'error'].includes(String((v as { verb?: unknown }).verb))
+            )
+              continue;
           }
           injected++;
           bus.publish(orig.subject, bytes);

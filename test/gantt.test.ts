@@ -4,7 +4,8 @@ import { BatonEvent } from '../actors/events';
 import { runJob } from '../actors/job';
 import { escapeXml, ganttSvg, ganttTasks, tickStep } from '../cli/trace/gantt';
 
-const run = async (c: Partial<JobConfig>) => (await runJob(resolveConfig({ stages: 4, microbatches: 8, jitter: 'paper', ...c }), { clock: 'virtual' })).events;
+const run = async (c: Partial<JobConfig>) =>
+  (await runJob(resolveConfig({ stages: 4, microbatches: 8, jitter: 'paper', ...c }), { clock: 'virtual' })).events;
 
 /** Element names in document order; throws on an unbalanced or crossed tag. */
 function checkBalanced(svg: string): string[] {
@@ -22,8 +23,10 @@ function checkBalanced(svg: string): string[] {
   return seen;
 }
 
-const taskRects = (svg: string) => [...svg.matchAll(/<rect class="task" x="([\d.]+)" y="([\d.]+)" width="([\d.]+)"[^>]*><title>([^<]*)<\/title>/g)]
-  .map((m) => ({ x: Number(m[1]), y: Number(m[2]), w: Number(m[3]), tip: m[4] }));
+const taskRects = (svg: string) =>
+  [...svg.matchAll(/<rect class="task" x="([\d.]+)" y="([\d.]+)" width="([\d.]+)"[^>]*><title>([^<]*)<\/title>/g)].map(
+    (m) => ({ x: Number(m[1]), y: Number(m[2]), w: Number(m[3]), tip: m[4] }),
+  );
 
 describe('pipeline Gantt chart (SVG)', () => {
   let bf: BatonEvent[];
@@ -64,18 +67,25 @@ describe('pipeline Gantt chart (SVG)', () => {
     const svg = ganttSvg(await run({ policy: 'bfw', chunks: 2 }), { stages: 4 });
     const fills = new Set([...svg.matchAll(/<rect class="task"[^>]*fill="([^"]+)"/g)].map((m) => m[1]));
     assert.equal(fills.size, 6, `3 kinds x 2 chunks, got ${[...fills].join(' ')}`);
-    for (const label of ['F chunk 0', 'B chunk 1', 'W chunk 1', 'idle']) assert.ok(svg.includes(`>${label}</text>`), `legend has ${label}`);
+    for (const label of ['F chunk 0', 'B chunk 1', 'W chunk 1', 'idle'])
+      assert.ok(svg.includes(`>${label}</text>`), `legend has ${label}`);
   });
 
   it('labels iterations without covering one label with the next, inside the chart', async () => {
     const svg = ganttSvg(await run({ policy: 'bf', stages: 4, microbatches: 4, iterations: 30 }), { stages: 4 });
     assert.equal((svg.match(/class="iteration"/g) ?? []).length, 30, 'a line at every iteration');
-    const labels = [...svg.matchAll(/<text x="([-\d.]+)" y="\d+" font-size="10" fill="#b71c1c"[^>]*>([^<]+)<\/text>/g)].map((m) => ({ x: Number(m[1]), text: m[2] }));
+    const labels = [
+      ...svg.matchAll(/<text x="([-\d.]+)" y="\d+" font-size="10" fill="#b71c1c"[^>]*>([^<]+)<\/text>/g),
+    ].map((m) => ({ x: Number(m[1]), text: m[2] }));
     assert.ok(labels.length >= 2, `${labels.length} labels`);
     // At font-size 10 a character of Helvetica is at most 5.6 px wide.
     labels.forEach((l, i) => {
       assert.ok(l.x >= 0 && l.x + l.text.length * 5.6 <= 1200, `${l.text} at ${l.x} lies inside the chart`);
-      if (i > 0) assert.ok(labels[i - 1].x + labels[i - 1].text.length * 5.6 <= l.x, `${labels[i - 1].text} at ${labels[i - 1].x} ends before ${l.text} at ${l.x}`);
+      if (i > 0)
+        assert.ok(
+          labels[i - 1].x + labels[i - 1].text.length * 5.6 <= l.x,
+          `${labels[i - 1].text} at ${labels[i - 1].x} ends before ${l.text} at ${l.x}`,
+        );
     });
     assert.match(svg, />iteration 0<\/text>|>0<\/text>/);
   });
@@ -84,21 +94,31 @@ describe('pipeline Gantt chart (SVG)', () => {
     const svg = ganttSvg(await run({ policy: 'bfw', stages: 2, microbatches: 8, chunks: 8 }), { stages: 2 });
     const [, width, height] = (svg.match(/viewBox="0 0 (\d+) (\d+)"/) as string[]).map(Number);
     const axisY = Number((svg.match(/<line x1="64" y1="(\d+)"/) as string[])[1]);
-    const entries = [...svg.matchAll(/<rect [^>]*x="([-\d.]+)" y="([-\d.]+)" width="12" height="12"[^>]*\/>\n<text [^>]*>([^<]+)<\/text>/g)]
-      .map((m) => ({ x: Number(m[1]), y: Number(m[2]), end: Number(m[1]) + 16 + m[3].length * 7, text: m[3] }));
+    const entries = [
+      ...svg.matchAll(
+        /<rect [^>]*x="([-\d.]+)" y="([-\d.]+)" width="12" height="12"[^>]*\/>\n<text [^>]*>([^<]+)<\/text>/g,
+      ),
+    ].map((m) => ({ x: Number(m[1]), y: Number(m[2]), end: Number(m[1]) + 16 + m[3].length * 7, text: m[3] }));
     assert.equal(entries.length, 3 * 8 + 1, 'F, B and W of 8 chunks, and idle');
     for (const e of entries) {
       assert.ok(e.x >= 0 && e.end <= width, `${e.text} at x ${e.x}..${e.end} lies within the ${width} px width`);
-      assert.ok(e.y > axisY + 20 && e.y + 12 <= height, `${e.text} at y ${e.y} lies under the axis (${axisY}) and inside the ${height} px height`);
+      assert.ok(
+        e.y > axisY + 20 && e.y + 12 <= height,
+        `${e.text} at y ${e.y} lies under the axis (${axisY}) and inside the ${height} px height`,
+      );
     }
-    for (const a of entries) for (const b of entries) if (a !== b && a.y === b.y) assert.ok(a.end <= b.x || b.end <= a.x, `${a.text} and ${b.text} do not overlap`);
+    for (const a of entries)
+      for (const b of entries)
+        if (a !== b && a.y === b.y) assert.ok(a.end <= b.x || b.end <= a.x, `${a.text} and ${b.text} do not overlap`);
   });
 
   it('marks each iteration and reports the makespan in the title', () => {
     const svg = ganttSvg(bf, { stages: 4, title: 'bf' });
     assert.equal((svg.match(/class="iteration"/g) ?? []).length, 2);
     const tasks = ganttTasks(bf);
-    const span = (it: number) => Math.max(...tasks.filter((t) => t.iteration === it).map((t) => t.end)) - Math.min(...tasks.filter((t) => t.iteration === it).map((t) => t.start));
+    const span = (it: number) =>
+      Math.max(...tasks.filter((t) => t.iteration === it).map((t) => t.end)) -
+      Math.min(...tasks.filter((t) => t.iteration === it).map((t) => t.start));
     const mean = (span(0) + span(1)) / 2;
     assert.match(svg, new RegExp(`first task to last: ${mean.toFixed(0)} ms per iteration over 2 iterations`));
   });
@@ -124,20 +144,37 @@ describe('pipeline Gantt chart (SVG)', () => {
 
   it('replaces characters XML cannot hold, so the SVG stays well-formed', () => {
     const svg = ganttSvg(bf, { stages: 4, title: 'a\u0001b\u001bc\ufffed\ud800e\udc00f \ud83d\ude80\tg' });
-    assert.ok(svg.includes('>a\ufffdb\ufffdc\ufffdd\ufffde\ufffdf \ud83d\ude80\tg</text>'), 'a pair of surrogates and a tab stay');
+    assert.ok(
+      svg.includes('>a\ufffdb\ufffdc\ufffdd\ufffde\ufffdf \ud83d\ude80\tg</text>'),
+      'a pair of surrogates and a tab stay',
+    );
     assert.doesNotMatch(svg, /[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]/);
   });
 
   it('labels the axis with the right values when all tasks take no time', () => {
     const ev: BatonEvent[] = [
-      { type: 'task-start', t: 5, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0, inflight: 1, backpressure: false },
+      {
+        type: 'task-start',
+        t: 5,
+        stage: 0,
+        iteration: 0,
+        kind: 'F',
+        mb: 0,
+        chunk: 0,
+        inflight: 1,
+        backpressure: false,
+      },
       { type: 'task-end', t: 5, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0 },
     ];
     const svg = ganttSvg(ev, { stages: 1 });
     const ticks = [...svg.matchAll(/font-size="11" text-anchor="middle">([^<]+)<\/text>/g)].map((m) => Number(m[1]));
     assert.ok(ticks.length >= 2);
     assert.equal(ticks[0], 0);
-    ticks.slice(1).forEach((v, i) => assert.ok(v > ticks[i] && v <= 1.0001e-9, `tick ${v} follows ${ticks[i]} within the 1e-9 ms span`));
+    ticks
+      .slice(1)
+      .forEach((v, i) =>
+        assert.ok(v > ticks[i] && v <= 1.0001e-9, `tick ${v} follows ${ticks[i]} within the 1e-9 ms span`),
+      );
   });
 
   it('picks axis steps of 1, 2 or 5 times a power of ten', () => {
@@ -147,6 +184,9 @@ describe('pipeline Gantt chart (SVG)', () => {
   it('refuses bad sizes and unmatched task ends', () => {
     assert.throws(() => ganttSvg(bf, { stages: 0 }), /stages must be a positive integer, got 0/);
     assert.throws(() => ganttSvg(bf, { stages: 4, width: 50 }), /width must be at least 300 px, got 50/);
-    assert.throws(() => ganttSvg([{ type: 'task-end', t: 1, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0 }], { stages: 1 }), /task-end of F0@0/);
+    assert.throws(
+      () => ganttSvg([{ type: 'task-end', t: 1, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0 }], { stages: 1 }),
+      /task-end of F0@0/,
+    );
   });
 });

@@ -13,7 +13,10 @@ const pick = (p: HintPolicy<any>, ready: string, memo: unknown, s = shape) => {
 };
 
 function deepFreeze<T>(v: T): T {
-  if (typeof v === 'object' && v !== null) { Object.values(v).forEach(deepFreeze); Object.freeze(v); }
+  if (typeof v === 'object' && v !== null) {
+    Object.values(v).forEach(deepFreeze);
+    Object.freeze(v);
+  }
   return v;
 }
 
@@ -29,7 +32,9 @@ describe('hint orders', () => {
     });
     it('ignores duplicates and compares kinds F < B < W', () => {
       assert.deepEqual(view('F1 F1 B0').F.map(formatTask), ['F1']);
-      assert.ok(compareReady(parseTask('F9'), parseTask('B0')) < 0 && compareReady(parseTask('W0'), parseTask('B9')) > 0);
+      assert.ok(
+        compareReady(parseTask('F9'), parseTask('B0')) < 0 && compareReady(parseTask('W0'), parseTask('B9')) > 0,
+      );
     });
   });
 
@@ -82,7 +87,12 @@ describe('hint orders', () => {
     });
     it('bfw: after a W (nothing else was ready) the next round considers a ready backward first (RRFP §7.1)', () => {
       let memo = bfw.start(ctx(split));
-      const rounds: [string, string][] = [['B0 F2', 'B0'], ['W0', 'W0'], ['B1 F2', 'B1'], ['F2 W1', 'F2']];
+      const rounds: [string, string][] = [
+        ['B0 F2', 'B0'],
+        ['W0', 'W0'],
+        ['B1 F2', 'B1'],
+        ['F2 W1', 'F2'],
+      ];
       for (const [ready, expected] of rounds) {
         const t = bfw.choose(view(ready), memo, ctx(split))!;
         assert.equal(formatTask(t), expected, `ready {${ready}} in phase ${memo.phase}`);
@@ -91,7 +101,15 @@ describe('hint orders', () => {
     });
     it('bf alternates backward and forward while both are ready, and never idles when one kind is missing', () => {
       let memo = bf.start(ctx(shape));
-      const rounds: [string, string][] = [['F0', 'F0'], ['F1 B0', 'B0'], ['F1 B1', 'F1'], ['F2 B1', 'B1'], ['F2', 'F2'], ['F3 B2', 'B2'], ['F3 B3', 'F3']];
+      const rounds: [string, string][] = [
+        ['F0', 'F0'],
+        ['F1 B0', 'B0'],
+        ['F1 B1', 'F1'],
+        ['F2 B1', 'B1'],
+        ['F2', 'F2'],
+        ['F3 B2', 'B2'],
+        ['F3 B3', 'F3'],
+      ];
       const picks = rounds.map(([ready, expected]) => {
         const t = bf.choose(view(ready), memo, ctx(shape))!;
         assert.equal(formatTask(t), expected, `ready {${ready}} in phase ${memo.phase}`);
@@ -104,16 +122,27 @@ describe('hint orders', () => {
 
   describe('check', () => {
     it('bfw refuses a shape without split backward', () =>
-      assert.throws(() => bfw.check(shape), (e: unknown) => e instanceof ShapeError && /bfw needs splitBackward: true/.test(e.message)));
+      assert.throws(
+        () => bfw.check(shape),
+        (e: unknown) => e instanceof ShapeError && /bfw needs splitBackward: true/.test(e.message),
+      ));
     it('bf accepts both, and every order refuses an invalid shape', () => {
-      bf.check(shape); bf.check(split);
+      bf.check(shape);
+      bf.check(split);
       for (const p of [bf, fb, bPriority, fPriority, bfw])
         assert.throws(() => p.check({ ...split, microbatches: 0 }), /microbatches must be a positive integer, got 0/);
     });
     it('only bfw asks for split backward, and none is binding', () => {
-      assert.deepEqual([bf, fb, bPriority, fPriority, bfw].map((p) => [p.name, p.splitBackward, p.binding]), [
-        ['bf', false, false], ['fb', false, false], ['b-priority', false, false], ['f-priority', false, false], ['bfw', true, false],
-      ]);
+      assert.deepEqual(
+        [bf, fb, bPriority, fPriority, bfw].map((p) => [p.name, p.splitBackward, p.binding]),
+        [
+          ['bf', false, false],
+          ['fb', false, false],
+          ['b-priority', false, false],
+          ['f-priority', false, false],
+          ['bfw', true, false],
+        ],
+      );
     });
   });
 });

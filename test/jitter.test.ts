@@ -12,16 +12,28 @@ function quantile(sorted: Float64Array, p: number): number {
 function empiricalSpread(sigma: number, n: number, seed: number): number {
   const xs = new Float64Array(n);
   for (let i = 0; i < n; i++)
-    xs[i] = lognormalMultiplier(sigma, keyedNormal({ seed, iteration: i >> 10, stage: (i >> 4) & 63, event: 'F', mb: i & 15, chunk: 0 }));
+    xs[i] = lognormalMultiplier(
+      sigma,
+      keyedNormal({ seed, iteration: i >> 10, stage: (i >> 4) & 63, event: 'F', mb: i & 15, chunk: 0 }),
+    );
   xs.sort();
   return (quantile(xs, 0.95) - quantile(xs, 0.05)) / quantile(xs, 0.5);
 }
 
-const key = (over: Partial<DrawKey> = {}): DrawKey => ({ seed: 7, iteration: 3, stage: 2, event: 'B', mb: 5, chunk: 1, ...over });
+const key = (over: Partial<DrawKey> = {}): DrawKey => ({
+  seed: 7,
+  iteration: 3,
+  stage: 2,
+  event: 'B',
+  mb: 5,
+  chunk: 1,
+  ...over,
+});
 
 describe('jitter', () => {
   it('solves sigma in closed form so that the spread comes back exactly', () => {
-    for (const s of [0, 0.1, 0.73, 5, 58.74]) assert.ok(Math.abs(spreadForSigma(sigmaForSpread(s)) - s) < 1e-9 * (1 + s));
+    for (const s of [0, 0.1, 0.73, 5, 58.74])
+      assert.ok(Math.abs(spreadForSigma(sigmaForSpread(s)) - s) < 1e-9 * (1 + s));
     assert.ok(Math.abs(sigmaForSpread(0.73) - 0.2172) < 1e-3);
     assert.ok(Math.abs(sigmaForSpread(58.74) - 2.4764) < 1e-3);
   });
@@ -79,16 +91,24 @@ describe('keyed draws', () => {
 
   it('differ between seeds across a whole iteration', () => {
     let same = 0;
-    for (let mb = 0; mb < 500; mb++) if (keyedNormal(key({ mb, seed: 1 })) === keyedNormal(key({ mb, seed: 2 }))) same++;
+    for (let mb = 0; mb < 500; mb++)
+      if (keyedNormal(key({ mb, seed: 1 })) === keyedNormal(key({ mb, seed: 2 }))) same++;
     assert.equal(same, 0);
   });
 
   it('are standard normal and uncorrelated between neighbouring microbatches', () => {
     const n = 50_000;
-    let sum = 0, sq = 0, lag = 0, prev = 0, below = 0;
+    let sum = 0,
+      sq = 0,
+      lag = 0,
+      prev = 0,
+      below = 0;
     for (let i = 0; i < n; i++) {
       const z = keyedNormal(key({ mb: i }));
-      sum += z; sq += z * z; lag += z * prev; prev = z;
+      sum += z;
+      sq += z * z;
+      lag += z * prev;
+      prev = z;
       if (z < -1.6448536269514722) below++;
     }
     assert.ok(Math.abs(sum / n) < 0.02, `mean ${sum / n}`);
@@ -99,9 +119,18 @@ describe('keyed draws', () => {
 
   it('rejects a key whose fields do not fit the hash', () => {
     assert.throws(() => keyedNormal(key({ mb: 1.5 })), /draw key mb must be a 32-bit integer, got 1\.5/);
-    assert.throws(() => keyedNormal(key({ iteration: 2 ** 32 + 3 })), /draw key iteration must be a 32-bit integer, got 4294967299/);
-    assert.throws(() => keyedNormal(key({ seed: 2 ** 60 })), /draw key seed must be a safe integer, got 1152921504606847000/);
+    assert.throws(
+      () => keyedNormal(key({ iteration: 2 ** 32 + 3 })),
+      /draw key iteration must be a 32-bit integer, got 4294967299/,
+    );
+    assert.throws(
+      () => keyedNormal(key({ seed: 2 ** 60 })),
+      /draw key seed must be a safe integer, got 1152921504606847000/,
+    );
     assert.throws(() => keyedNormal(key({ event: 'toString' as never })), /draw key event must be one of/);
-    assert.throws(() => keyedNormal(key({ event: 'X' as never })), /draw key event must be one of F, B, W, send-activation, send-gradient, got "X"/);
+    assert.throws(
+      () => keyedNormal(key({ event: 'X' as never })),
+      /draw key event must be one of F, B, W, send-activation, send-gradient, got "X"/,
+    );
   });
 });

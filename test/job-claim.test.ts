@@ -7,8 +7,14 @@ describe('claiming a job name on a bus', () => {
   it('refuses a name another launcher holds, naming it, and frees it on release', async () => {
     const bus = new LocalBus();
     const release = await claimJob(bus, 'j', 20);
-    await assert.rejects(claimJob(bus, 'j', 20), (e: Error) =>
-      e instanceof JobNameTakenError && new RegExp(`job j is already running on this NATS system \\(launcher pid ${process.pid} on .*\\); give this run another --job NAME`).test(e.message));
+    await assert.rejects(
+      claimJob(bus, 'j', 20),
+      (e: Error) =>
+        e instanceof JobNameTakenError &&
+        new RegExp(
+          `job j is already running on this NATS system \\(launcher pid ${process.pid} on .*\\); give this run another --job NAME`,
+        ).test(e.message),
+    );
     const other = await claimJob(bus, 'k', 20);
     release();
     const again = await claimJob(bus, 'j', 20);
@@ -22,8 +28,14 @@ describe('claiming a job name on a bus', () => {
     const release = await claimJob(bus, 'j', 20);
     const heard: string[] = [];
     // Watched with a wildcard: the bus itself refuses a subject of 5 KB (MAX_SUBJECT_BYTES).
-    bus.subscribe('>', (subj) => { if (subj !== 'baton._jobs.j') heard.push(subj); });
-    for (const reply of [`baton._jobs.reply.${'a'.repeat(5000)}`, 'baton._jobs.reply.zz', 'baton._nodes.reply.abcdefabcdef'])
+    bus.subscribe('>', (subj) => {
+      if (subj !== 'baton._jobs.j') heard.push(subj);
+    });
+    for (const reply of [
+      `baton._jobs.reply.${'a'.repeat(5000)}`,
+      'baton._jobs.reply.zz',
+      'baton._nodes.reply.abcdefabcdef',
+    ])
       bus.publish('baton._jobs.j', encodeValue({ reply, token: 'other' }));
     assert.deepEqual(heard, []);
     release();
@@ -35,6 +47,9 @@ describe('claiming a job name on a bus', () => {
       const q = decodeValue(d) as { reply: string };
       bus.publish(q.reply, encodeValue({ node: { toString: 1 }, pid: { valueOf: 2 }, host: ['x'] }));
     });
-    await assert.rejects(claimJob(bus, 'j', 20), (e: Error) => e instanceof JobNameTakenError && /still hosted by node agent/.test(e.message));
+    await assert.rejects(
+      claimJob(bus, 'j', 20),
+      (e: Error) => e instanceof JobNameTakenError && /still hosted by node agent/.test(e.message),
+    );
   });
 });

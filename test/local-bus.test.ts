@@ -1,5 +1,11 @@
 import { strict as assert } from 'assert';
-import { BusClosedError, InvalidSubjectError, LocalBus, MAX_SUBJECT_BYTES, subjectMatches } from '../transport/local-bus';
+import {
+  BusClosedError,
+  InvalidSubjectError,
+  LocalBus,
+  MAX_SUBJECT_BYTES,
+  subjectMatches,
+} from '../transport/local-bus';
 
 const bytes = (...xs: number[]) => Uint8Array.from(xs);
 
@@ -42,7 +48,14 @@ describe('LocalBus', () => {
     const bus = new LocalBus();
     const seen: string[] = [];
     bus.subscribe('baton.j1.>', (s) => seen.push(s));
-    for (const s of ['baton.j1.activation.0', 'baton.j1.gradient.3', 'baton.j2.activation.0', 'baton.j1.control', 'baton.j1.tp.1.0']) bus.publish(s, bytes(0));
+    for (const s of [
+      'baton.j1.activation.0',
+      'baton.j1.gradient.3',
+      'baton.j2.activation.0',
+      'baton.j1.control',
+      'baton.j1.tp.1.0',
+    ])
+      bus.publish(s, bytes(0));
     assert.deepEqual(seen, ['baton.j1.activation.0', 'baton.j1.gradient.3', 'baton.j1.control', 'baton.j1.tp.1.0']);
   });
 
@@ -62,18 +75,29 @@ describe('LocalBus', () => {
     const seen: Array<[string, string]> = [];
     const bus = new LocalBus({ onError: (err, s) => seen.push([(err as Error).message, s]) });
     let after = 0;
-    bus.subscribe('a.b', () => { throw new Error('boom'); });
+    bus.subscribe('a.b', () => {
+      throw new Error('boom');
+    });
     bus.subscribe('a.b', () => after++);
     bus.publish('a.b', bytes(1));
     bus.publish('a.b', bytes(2));
     assert.equal(bus.errors, 2);
     assert.equal(after, 2);
-    assert.deepEqual(seen, [['boom', 'a.b'], ['boom', 'a.b']]);
+    assert.deepEqual(seen, [
+      ['boom', 'a.b'],
+      ['boom', 'a.b'],
+    ]);
   });
 
   it('survives an error hook that throws itself', () => {
-    const bus = new LocalBus({ onError: () => { throw new Error('hook'); } });
-    bus.subscribe('x', () => { throw new Error('handler'); });
+    const bus = new LocalBus({
+      onError: () => {
+        throw new Error('hook');
+      },
+    });
+    bus.subscribe('x', () => {
+      throw new Error('handler');
+    });
     assert.doesNotThrow(() => bus.publish('x', bytes(1)));
     assert.equal(bus.errors, 1);
   });
@@ -128,7 +152,10 @@ describe('LocalBus', () => {
     assert.throws(() => bus.subscribe('', () => undefined), InvalidSubjectError);
     assert.doesNotThrow(() => bus.publish(`a.${'x'.repeat(MAX_SUBJECT_BYTES - 2)}`, bytes(0)));
     assert.throws(() => bus.publish(`a.${'x'.repeat(MAX_SUBJECT_BYTES - 1)}`, bytes(0)), /longer than 1024 bytes/);
-    assert.throws(() => bus.subscribe(`a.${'é'.repeat(MAX_SUBJECT_BYTES / 2)}`, () => undefined), /longer than 1024 bytes/);
+    assert.throws(
+      () => bus.subscribe(`a.${'é'.repeat(MAX_SUBJECT_BYTES / 2)}`, () => undefined),
+      /longer than 1024 bytes/,
+    );
   });
 
   it('drops publishes after close and refuses new subscriptions', async () => {

@@ -11,11 +11,20 @@ import { PipelineShape, Task, allTasks, formatTask, task } from '../policies/tas
 type Ends = Map<string, number>;
 const keyOf = (v: number, t: Task) => `${v}:${t.kind}${t.mb}`;
 
-function readyAt(shape: PipelineShape, d: DurationModel, it: number, ends: Ends, stage: number, t: Task): number | undefined {
-  const P = shape.stages, last = P * shape.chunks - 1;
+function readyAt(
+  shape: PipelineShape,
+  d: DurationModel,
+  it: number,
+  ends: Ends,
+  stage: number,
+  t: Task,
+): number | undefined {
+  const P = shape.stages,
+    last = P * shape.chunks - 1;
   const v = t.chunk * P + stage;
   const from = (u: number, kind: 'F' | 'B', withComm: boolean): number | undefined => {
-    const s = u % P, c = Math.floor(u / P);
+    const s = u % P,
+      c = Math.floor(u / P);
     const end = ends.get(keyOf(u, task(kind, t.mb, c)));
     return end === undefined ? undefined : end + (withComm ? d.comm(it, s, task(kind, t.mb, c)) : 0);
   };
@@ -48,14 +57,16 @@ function runOrders(shape: PipelineShape, d: DurationModel, it: number, orders: T
       progress = true;
     }
   }
-  orders.forEach((o, s) => assert.equal(next[s], o.length, `stage ${s} deadlocked before ${o[next[s]] && formatTask(o[next[s]])}`));
+  orders.forEach((o, s) =>
+    assert.equal(next[s], o.length, `stage ${s} deadlocked before ${o[next[s]] && formatTask(o[next[s]])}`),
+  );
   return makespan;
 }
 
 /** Non-delay list scheduling: a free stage starts a ready task chosen by a seeded coin. */
 function runGreedyRandom(shape: PipelineShape, d: DurationModel, it: number, seed: number): number {
   let rng = seed >>> 0;
-  const random = () => ((rng = (Math.imul(rng, 1664525) + 1013904223) >>> 0) / 4294967296);
+  const random = () => (rng = (Math.imul(rng, 1664525) + 1013904223) >>> 0) / 4294967296;
   const ends: Ends = new Map();
   const free = new Array(shape.stages).fill(0);
   const todo = Array.from({ length: shape.stages }, () => allTasks(shape));
@@ -104,10 +115,16 @@ function oneFOneBOrders(shape: PipelineShape): Task[][] {
   const { stages: P, microbatches: M, splitBackward } = shape;
   return Array.from({ length: P }, (_, s) => {
     const o: Task[] = [];
-    const back = (j: number) => { o.push(task('B', j)); if (splitBackward) o.push(task('W', j)); };
+    const back = (j: number) => {
+      o.push(task('B', j));
+      if (splitBackward) o.push(task('W', j));
+    };
     const warm = Math.min(P - s - 1, M);
     for (let j = 0; j < warm; j++) o.push(task('F', j));
-    for (let j = warm; j < M; j++) { o.push(task('F', j)); back(j - warm); }
+    for (let j = warm; j < M; j++) {
+      o.push(task('F', j));
+      back(j - warm);
+    }
     for (let j = M - warm; j < M; j++) back(j);
     return o;
   });
@@ -128,7 +145,12 @@ describe('makespan lower bound', () => {
   });
 
   it('equals the 1F1B makespan (M+P-1)(F+B) on uniform without jitter, which the simulated 1F1B achieves', () => {
-    for (const [P, M] of [[2, 4], [4, 8], [8, 8], [8, 3]]) {
+    for (const [P, M] of [
+      [2, 4],
+      [4, 8],
+      [8, 8],
+      [8, 3],
+    ]) {
       const shape = { stages: P, chunks: 1, microbatches: M, splitBackward: false };
       const d = makeDurationModel({ profile: uniform, shape, jitter: 'none', seed: 0 });
       const lb = lowerBound(shape, 0, d);
@@ -156,14 +178,17 @@ describe('makespan lower bound', () => {
           if (shape.chunks === 1) makespans.push(runOrders(shape, d, 3, oneFOneBOrders(shape)));
           for (let r = 0; r < 4; r++) makespans.push(runGreedyRandom(shape, d, 3, seed * 100 + r));
           for (const m of makespans) {
-            assert.ok(bound <= m * (1 + 1e-12), `${name} ${JSON.stringify(shape)} ${jitter} seed ${seed}: bound ${bound} > makespan ${m}`);
+            assert.ok(
+              bound <= m * (1 + 1e-12),
+              `${name} ${JSON.stringify(shape)} ${jitter} seed ${seed}: bound ${bound} > makespan ${m}`,
+            );
             checked++;
           }
         }
     assert.ok(checked > 150);
   });
 
-  it('is at least every stage\'s total work and the critical path', () => {
+  it("is at least every stage's total work and the critical path", () => {
     const shape = { stages: 6, chunks: 2, microbatches: 9, splitBackward: true };
     for (const profile of [llm, multimodal]) {
       const d = makeDurationModel({ profile, shape, jitter: 'paper', seed: 11 });
@@ -184,7 +209,7 @@ describe('makespan lower bound', () => {
     assert.ok(lb.bound >= 32 * 3 * d.base(7, 'F', 0));
   });
 
-  it('solves small one-machine problems exactly with Jackson\'s preemptive rule', () => {
+  it("solves small one-machine problems exactly with Jackson's preemptive rule", () => {
     const f = (xs: number[]) => Float64Array.from(xs);
     // Task 0 (r=0, p=4, q=0) is preempted at t=1 by task 1 (p=2, q=10): C1=3, C1+q1=13, C0=5.
     assert.equal(jacksonPreemptive(f([0, 1]), f([4, 2]), f([0, 10]), 2), 13);

@@ -9,7 +9,8 @@ import type { ModelSpec, StageModule } from '../models/stage-module';
 import { loadCorpus, toTensors } from '../models/data';
 
 // Tiny models with a large init so every nonlinearity is exercised.
-const tinyGpt = (layers: number) => gptSpec({ vocabSize: 7, seqLen: 5, layers, width: 8, heads: 2, seed: 3, initStd: 0.3 });
+const tinyGpt = (layers: number) =>
+  gptSpec({ vocabSize: 7, seqLen: 5, layers, width: 8, heads: 2, seed: 3, initStd: 0.3 });
 const tinyMlp = (layers: number) =>
   mlpLmSpec({ vocabSize: 7, window: 3, embedWidth: 4, width: 8, hidden: 12, layers, seed: 3, initStd: 0.3 });
 
@@ -27,26 +28,42 @@ function gptCase(layers: number): Case {
   const rng = new SeededRandom(11);
   const ids = ints(rng, 2 * 5, 7);
   const tg = ints(rng, 2 * 5, 7);
-  return { spec: tinyGpt(layers), input: () => tf.tensor(ids, [2, 5], 'int32'), targets: () => tf.tensor(tg, [2, 5], 'int32') };
+  return {
+    spec: tinyGpt(layers),
+    input: () => tf.tensor(ids, [2, 5], 'int32'),
+    targets: () => tf.tensor(tg, [2, 5], 'int32'),
+  };
 }
 
 function mlpCase(layers: number): Case {
   const rng = new SeededRandom(12);
   const ids = ints(rng, 3 * 3, 7);
   const tg = ints(rng, 3, 7);
-  return { spec: tinyMlp(layers), input: () => tf.tensor(ids, [3, 3], 'int32'), targets: () => tf.tensor(tg, [3], 'int32') };
+  return {
+    spec: tinyMlp(layers),
+    input: () => tf.tensor(ids, [3, 3], 'int32'),
+    targets: () => tf.tensor(tg, [3], 'int32'),
+  };
 }
 
 function randomLike(rng: SeededRandom, shape: number[]): tf.Tensor {
   const n = shape.reduce((a, b) => a * b, 1);
-  return tf.tensor(Float32Array.from({ length: n }, () => rng.normal()), shape, 'float32');
+  return tf.tensor(
+    Float32Array.from({ length: n }, () => rng.normal()),
+    shape,
+    'float32',
+  );
 }
 
 /** A random direction of unit norm. */
 function direction(rng: SeededRandom, shape: number[]): tf.Tensor {
   const u = Float64Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.normal());
   const norm = Math.sqrt(u.reduce((s, x) => s + x * x, 0));
-  return tf.tensor(Float32Array.from(u, (x) => x / norm), shape, 'float32');
+  return tf.tensor(
+    Float32Array.from(u, (x) => x / norm),
+    shape,
+    'float32',
+  );
 }
 
 function dot(a: tf.Tensor, b: tf.Tensor): number {
@@ -80,7 +97,13 @@ function crossEntropy64(logits: tf.Tensor, targets: tf.Tensor): number {
  * resolve directional derivatives to about 1e-4 relative; a gradient off by 1% fails
  * the check by a factor of 6 (see the test that guards the tolerance).
  */
-function objective(stage: StageModule, input: tf.Tensor, params: tf.Tensor[], r: tf.Tensor | null, targets: tf.Tensor): number {
+function objective(
+  stage: StageModule,
+  input: tf.Tensor,
+  params: tf.Tensor[],
+  r: tf.Tensor | null,
+  targets: tf.Tensor,
+): number {
   const out = stage.forward(input, params);
   const value = stage.isLast ? crossEntropy64(out, targets) : dot(out, r!);
   out.dispose();
@@ -96,7 +119,10 @@ function directional(f: (step: number) => number, eps: number): number {
 
 function assertClose(actual: number, expected: number, scale: number, what: string): void {
   const err = Math.abs(actual - expected);
-  assert.ok(err <= 1e-3 * Math.abs(expected) + 2e-5 * scale, `${what}: finite differences give ${actual}, backward gives ${expected} (error ${err.toExponential(2)})`);
+  assert.ok(
+    err <= 1e-3 * Math.abs(expected) + 2e-5 * scale,
+    `${what}: finite differences give ${actual}, backward gives ${expected} (error ${err.toExponential(2)})`,
+  );
 }
 
 /** Checks every parameter's and the input's gradient of one stage along random directions. */
@@ -146,7 +172,10 @@ describe('models: stage modules', () => {
     await loadBackend({ force: 'cpu' });
   });
 
-  for (const [label, make, batch, seq] of [['char-GPT', gptCase, 2, 5], ['MLP LM', mlpCase, 3, 3]] as const) {
+  for (const [label, make, batch, seq] of [
+    ['char-GPT', gptCase, 2, 5],
+    ['MLP LM', mlpCase, 3, 3],
+  ] as const) {
     it(`${label}: what flows between stages has the spec's hiddenShape (receivers check arrivals against it)`, () => {
       const c = make(3);
       const stages = buildStages(c.spec, planPartition(c.spec, { stages: 3 }));
@@ -162,7 +191,10 @@ describe('models: stage modules', () => {
     });
   }
 
-  for (const [label, make] of [['char-GPT', gptCase], ['MLP LM', mlpCase]] as const) {
+  for (const [label, make] of [
+    ['char-GPT', gptCase],
+    ['MLP LM', mlpCase],
+  ] as const) {
     it(`${label}: every stage's parameter and input gradients match finite differences`, () => {
       const c = make(3);
       const stages = buildStages(c.spec, planPartition(c.spec, { stages: 3 }));
@@ -212,41 +244,74 @@ describe('models: stage modules', () => {
     assert.ok(Math.abs(lossTensor.dataSync()[0]! - a.loss!) < 1e-6);
     a.paramGrads.forEach((g, i) => {
       const diff = tf.max(tf.abs(g.mul(0.25).sub(b.paramGrads[i]!))).dataSync()[0]!;
-      assert.ok(diff <= 1e-7 * (1 + tf.max(tf.abs(g)).dataSync()[0]!), `${model.paramNames()[i]}: scaled gradient differs by ${diff}`);
+      assert.ok(
+        diff <= 1e-7 * (1 + tf.max(tf.abs(g)).dataSync()[0]!),
+        `${model.paramNames()[i]}: scaled gradient differs by ${diff}`,
+      );
     });
     assert.throws(() => model.backward(input, null, { targets }), /lossScale/);
     assert.throws(() => model.backward(input, null, { lossScale: 1 }), /targets/);
     model.dispose();
   });
 
-  for (const [label, make] of [['gpt', () => gptCase(3)], ['mlp', () => mlpCase(3)]] as const) {
+  for (const [label, make] of [
+    ['gpt', () => gptCase(3)],
+    ['mlp', () => mlpCase(3)],
+  ] as const) {
     it(`${label}: backward from a kept forward equals the recomputing backward (tf.grads), for first and middle stages`, () => {
       const c = make();
       const stages = buildStages(c.spec, planPartition(c.spec, { stages: 3 }));
       const rng = new SeededRandom(5);
       const input0 = c.input();
       const h0 = stages[0]!.forward(input0);
-      for (const [s, x] of [[stages[0]!, input0], [stages[1]!, h0]] as const) {
+      for (const [s, x] of [
+        [stages[0]!, input0],
+        [stages[1]!, h0],
+      ] as const) {
         const y = s.forward(x);
         const dy = randomLike(rng, y.shape);
         const kept = s.forwardKeepingActivations(x);
-        assert.deepStrictEqual(Array.from(kept.output.dataSync()), Array.from(y.dataSync()), `${s.name}: same forward output`);
+        assert.deepStrictEqual(
+          Array.from(kept.output.dataSync()),
+          Array.from(y.dataSync()),
+          `${s.name}: same forward output`,
+        );
         kept.output.dispose();
         const fromTape = s.backward(x, dy, { kept });
         const recomputed = s.backward(x, dy);
         if (s.isFirst) assert.strictEqual(fromTape.gradInput, null);
-        else assert.deepStrictEqual(Array.from(fromTape.gradInput!.dataSync()), Array.from(recomputed.gradInput!.dataSync()), `${s.name}: input gradient`);
+        else
+          assert.deepStrictEqual(
+            Array.from(fromTape.gradInput!.dataSync()),
+            Array.from(recomputed.gradInput!.dataSync()),
+            `${s.name}: input gradient`,
+          );
         recomputed.paramGrads.forEach((g, i) =>
-          assert.deepStrictEqual(Array.from(fromTape.paramGrads[i]!.dataSync()), Array.from(g.dataSync()), `${s.name}: ${s.paramNames()[i]}`));
+          assert.deepStrictEqual(
+            Array.from(fromTape.paramGrads[i]!.dataSync()),
+            Array.from(g.dataSync()),
+            `${s.name}: ${s.paramNames()[i]}`,
+          ),
+        );
         assert.throws(() => s.backward(x, dy, { kept }), /already used or released/);
-        tf.dispose([y, dy, fromTape.gradInput ?? [], recomputed.gradInput ?? [], ...fromTape.paramGrads, ...recomputed.paramGrads]);
+        tf.dispose([
+          y,
+          dy,
+          fromTape.gradInput ?? [],
+          recomputed.gradInput ?? [],
+          ...fromTape.paramGrads,
+          ...recomputed.paramGrads,
+        ]);
       }
       assert.throws(() => stages[2]!.forwardKeepingActivations(h0), /last stage/);
       stages.forEach((s) => s.dispose());
     });
   }
 
-  for (const [label, make] of [['gpt', () => gptCase(3)], ['mlp', () => mlpCase(3)]] as const) {
+  for (const [label, make] of [
+    ['gpt', () => gptCase(3)],
+    ['mlp', () => mlpCase(3)],
+  ] as const) {
     it(`${label}: a split backward from the kept forward (B input half, W weight half later) is bitwise the whole backward, on first, middle and last stages, and leaks nothing`, () => {
       const c = make();
       const stages = buildStages(c.spec, planPartition(c.spec, { stages: 3 }));
@@ -256,7 +321,11 @@ describe('models: stage modules', () => {
       const h1 = stages[1]!.forward(h0);
       const targets = c.targets();
       const lossScale = 0.25;
-      for (const [s, x] of [[stages[0]!, input0], [stages[1]!, h0], [stages[2]!, h1]] as const) {
+      for (const [s, x] of [
+        [stages[0]!, input0],
+        [stages[1]!, h0],
+        [stages[2]!, h1],
+      ] as const) {
         const y = s.isLast ? null : s.forward(x);
         const dy = y ? randomLike(rng, y.shape) : null;
         const whole = s.backward(x, dy, { targets, lossScale });
@@ -265,7 +334,12 @@ describe('models: stage modules', () => {
         kept?.output.dispose();
         const b = s.backwardInput(x, dy, { kept, targets, lossScale });
         if (s.isFirst) assert.strictEqual(b.gradInput, null);
-        else assert.deepStrictEqual(Array.from(b.gradInput!.dataSync()), Array.from(whole.gradInput!.dataSync()), `${s.name}: input gradient`);
+        else
+          assert.deepStrictEqual(
+            Array.from(b.gradInput!.dataSync()),
+            Array.from(whole.gradInput!.dataSync()),
+            `${s.name}: input gradient`,
+          );
         if (s.isLast) {
           const l = s.loss(x, targets);
           assert.strictEqual(b.loss, l.dataSync()[0], `${s.name}: loss`);
@@ -273,7 +347,12 @@ describe('models: stage modules', () => {
         }
         const w = s.backwardWeights(b.deferred);
         whole.paramGrads.forEach((g, i) =>
-          assert.deepStrictEqual(Array.from(w[i]!.dataSync()), Array.from(g.dataSync()), `${s.name}: ${s.paramNames()[i]}`));
+          assert.deepStrictEqual(
+            Array.from(w[i]!.dataSync()),
+            Array.from(g.dataSync()),
+            `${s.name}: ${s.paramNames()[i]}`,
+          ),
+        );
         assert.throws(() => s.backwardWeights(b.deferred), /already computed or released/);
         tf.dispose([b.gradInput ?? [], ...w]);
         assert.strictEqual(tf.memory().numTensors, before, `${s.name}: the two halves free what they kept`);
@@ -307,7 +386,10 @@ describe('models: stage modules', () => {
     tf.dispose([dy, ...r.paramGrads]);
     assert.strictEqual(tf.memory().numTensors, before, 'backward frees them');
     const third = stages[0]!.forwardKeepingActivations(input);
-    assert.throws(() => stages[0]!.backward(input, tf.onesLike(third.output), { kept: third, params: stages[0]!.params() }), /no params/);
+    assert.throws(
+      () => stages[0]!.backward(input, tf.onesLike(third.output), { kept: third, params: stages[0]!.params() }),
+      /no params/,
+    );
     assert.strictEqual(third.released, true, 'a refused kept backward still frees the tape');
     stages.forEach((s) => s.dispose());
   });
@@ -322,7 +404,9 @@ describe('models: stage modules', () => {
     model.params().forEach((p, i) => p.assign(stashed[i]!));
     const current = model.backward(input, null, { targets, lossScale: 1 });
     assert.strictEqual(atStash.loss, current.loss);
-    current.paramGrads.forEach((g, i) => assert.deepStrictEqual(Array.from(atStash.paramGrads[i]!.dataSync()), Array.from(g.dataSync())));
+    current.paramGrads.forEach((g, i) =>
+      assert.deepStrictEqual(Array.from(atStash.paramGrads[i]!.dataSync()), Array.from(g.dataSync())),
+    );
     assert.throws(() => model.forward(input, stashed.slice(1)), /weight tensors/);
     model.dispose();
   });
@@ -330,7 +414,10 @@ describe('models: stage modules', () => {
   it('a stage rejects an input of the wrong dtype, quoting the shape', () => {
     const c = gptCase(2);
     const stages = buildStages(c.spec, planPartition(c.spec, { stages: 2 }));
-    assert.throws(() => stages[1]!.forward(tf.zeros([2, 5, 8], 'int32')), /gpt\[h1, head\]: input dtype is int32, expected float32 \(shape \[2,5,8\]\)/);
+    assert.throws(
+      () => stages[1]!.forward(tf.zeros([2, 5, 8], 'int32')),
+      /gpt\[h1, head\]: input dtype is int32, expected float32 \(shape \[2,5,8\]\)/,
+    );
     assert.throws(() => stages[0]!.forward(tf.zeros([2, 9], 'int32')), /sequence of length 9, block size is only 5/);
     stages.forEach((s) => s.dispose());
   });
@@ -350,7 +437,15 @@ describe('models: stage modules', () => {
 
   it('the MLP LM learns the synthetic corpus: 40 SGD steps lower the validation loss', () => {
     const corpus = loadCorpus();
-    const spec = mlpLmSpec({ vocabSize: corpus.vocabSize, window: 8, embedWidth: 8, width: 32, hidden: 64, layers: 2, seed: 1 });
+    const spec = mlpLmSpec({
+      vocabSize: corpus.vocabSize,
+      window: 8,
+      embedWidth: 8,
+      width: 32,
+      hidden: 64,
+      layers: 2,
+      seed: 1,
+    });
     const model = buildFullModel(spec);
     const val = toTensors(corpus.windowBatch('val', 7, 0, 0, 256, 8));
     const valLoss = () => {

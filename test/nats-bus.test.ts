@@ -6,10 +6,17 @@ import { join } from 'path';
 import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
 import type { Envelope } from '../transport/envelope';
 import { NatsBus, NatsBusError, PayloadTooLargeError } from '../transport/nats-bus';
-import { NatsServerError, findNatsServer, freePort, freePorts, serverPorts, startNatsServer } from '../transport/nats-server';
+import {
+  NatsServerError,
+  findNatsServer,
+  freePort,
+  freePorts,
+  serverPorts,
+  startNatsServer,
+} from '../transport/nats-server';
 import type * as net from 'net';
 // The module object itself (an `import *` is a copy with getters), so a test can replace createServer.
-// eslint-disable-next-line @typescript-eslint/no-require-imports
+
 const netModule: { createServer: typeof net.createServer } = require('net');
 import { InvalidSubjectError } from '../transport/local-bus';
 import type { NatsServerHandle } from '../transport/nats-server';
@@ -17,8 +24,19 @@ import { jobWildcard, subject } from '../transport/subjects';
 
 function envelope(seq: number, values: number[]): Envelope {
   return {
-    v: 1, job: 'nt', kind: 'activation', iteration: 0, mb: seq, chunk: 0, dir: 'forward', src: 0, dst: 1,
-    seq, sentAt: Date.now(), bytes: 0, tensors: [{ dtype: 'float32', shape: [values.length], data: Float32Array.from(values) }],
+    v: 1,
+    job: 'nt',
+    kind: 'activation',
+    iteration: 0,
+    mb: seq,
+    chunk: 0,
+    dir: 'forward',
+    src: 0,
+    dst: 1,
+    seq,
+    sentAt: Date.now(),
+    bytes: 0,
+    tensors: [{ dtype: 'float32', shape: [values.length], data: Float32Array.from(values) }],
   };
 }
 
@@ -33,17 +51,31 @@ async function until(pred: () => boolean, what: string, ms = 5000): Promise<void
 
 /** True while `pid` runs; a zombie (killed, not yet reaped by its new parent) counts as dead. */
 function isAlive(pid: number): boolean {
-  try { process.kill(pid, 0); } catch { return false; }
-  try { return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8')); } catch { return false; }
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
 }
 
 describe('NatsBus over a real nats-server', function () {
   this.timeout(20_000);
   let server: NatsServerHandle;
   const buses: NatsBus[] = [];
-  const bus = async () => { const b = await NatsBus.connect(server.url); buses.push(b); return b; };
+  const bus = async () => {
+    const b = await NatsBus.connect(server.url);
+    buses.push(b);
+    return b;
+  };
 
-  before(async () => { server = await startNatsServer(); });
+  before(async () => {
+    server = await startNatsServer();
+  });
   after(async () => {
     await Promise.all(buses.map((b) => b.close()));
     await server?.stop();
@@ -58,10 +90,14 @@ describe('NatsBus over a real nats-server', function () {
     const got: Envelope[] = [];
     sub.subscribe(subject('nt', 'activation', 1), (_s, d) => got.push(decodeEnvelope(d)));
     await sub.flush();
-    for (let i = 0; i < 5; i++) pub.publish(subject('nt', 'activation', 1), encodeEnvelope(envelope(i, [i, i + 0.5, -i])));
+    for (let i = 0; i < 5; i++)
+      pub.publish(subject('nt', 'activation', 1), encodeEnvelope(envelope(i, [i, i + 0.5, -i])));
     await pub.flush();
     await until(() => got.length === 5, '5 envelopes');
-    assert.deepEqual(got.map((e) => [e.seq, Array.from(e.tensors[0].data)]), [0, 1, 2, 3, 4].map((i) => [i, [i, i + 0.5, -i]]));
+    assert.deepEqual(
+      got.map((e) => [e.seq, Array.from(e.tensors[0].data)]),
+      [0, 1, 2, 3, 4].map((i) => [i, [i, i + 0.5, -i]]),
+    );
   });
 
   it('lets a baton.<job>.> subscription see every subject of the job and none of another', async () => {
@@ -69,7 +105,12 @@ describe('NatsBus over a real nats-server', function () {
     const seen: string[] = [];
     tap.subscribe(jobWildcard('wj'), (s) => seen.push(s));
     await tap.flush();
-    const subjects = [subject('wj', 'activation', 0), subject('wj', 'gradient', 3), subject('wj', 'control'), subject('wj', 'tp', 1, 2)];
+    const subjects = [
+      subject('wj', 'activation', 0),
+      subject('wj', 'gradient', 3),
+      subject('wj', 'control'),
+      subject('wj', 'tp', 1, 2),
+    ];
     for (const s of [...subjects, subject('other', 'activation', 0)]) pub.publish(s, new Uint8Array([1]));
     pub.publish(subject('wj', 'report'), new Uint8Array([2]));
     await pub.flush();
@@ -82,7 +123,10 @@ describe('NatsBus over a real nats-server', function () {
     const b = await NatsBus.connect(server.url, { onError: (e) => errors.push((e as Error).message) });
     buses.push(b);
     const got: number[] = [];
-    b.subscribe('baton.throw.x', (_s, d) => { if (d[0] === 0) throw new Error('handler failed'); got.push(d[0]); });
+    b.subscribe('baton.throw.x', (_s, d) => {
+      if (d[0] === 0) throw new Error('handler failed');
+      got.push(d[0]);
+    });
     await b.flush();
     for (let i = 0; i < 4; i++) b.publish('baton.throw.x', new Uint8Array([i]));
     await b.flush();
@@ -130,8 +174,17 @@ describe('NatsBus over a real nats-server', function () {
     const mon = await startNatsServer({ monitor: true });
     const b = await NatsBus.connect(mon.url);
     try {
-      const inBytes = () => JSON.parse(execFileSync(process.execPath, ['-e',
-        `fetch(${JSON.stringify(`${mon.monitorUrl}/varz`)}).then((r) => r.json()).then((v) => console.log(JSON.stringify(v.in_bytes)))`], { encoding: 'utf8' })) as number;
+      const inBytes = () =>
+        JSON.parse(
+          execFileSync(
+            process.execPath,
+            [
+              '-e',
+              `fetch(${JSON.stringify(`${mon.monitorUrl}/varz`)}).then((r) => r.json()).then((v) => console.log(JSON.stringify(v.in_bytes)))`,
+            ],
+            { encoding: 'utf8' },
+          ),
+        ) as number;
       const before = inBytes();
       const size = 8 * 1024 * 1024;
       b.publish('baton.nt.activation.9', new Uint8Array(size));
@@ -152,10 +205,16 @@ describe('NatsBus over a real nats-server', function () {
   it('refuses a subject longer than MAX_SUBJECT_BYTES before the server sees it: a protocol line over 4 KB cost the connection, and what followed it', async () => {
     const [pub, sub] = [await bus(), await bus()];
     let got = 0;
-    sub.subscribe('baton.long.ok', () => { got++; });
+    sub.subscribe('baton.long.ok', () => {
+      got++;
+    });
     await sub.flush();
     const long = `baton._nodes.${'n'.repeat(5000)}`;
-    assert.throws(() => pub.publish(long, new Uint8Array(1)), (e: unknown) => e instanceof InvalidSubjectError && /longer than 1024 bytes/.test(e.message) && e.message.length < 300);
+    assert.throws(
+      () => pub.publish(long, new Uint8Array(1)),
+      (e: unknown) =>
+        e instanceof InvalidSubjectError && /longer than 1024 bytes/.test(e.message) && e.message.length < 300,
+    );
     assert.throws(() => pub.subscribe(long, () => undefined), InvalidSubjectError);
     pub.publish('baton.long.ok', new Uint8Array(1));
     await pub.flush();
@@ -176,7 +235,9 @@ describe('NatsBus over a real nats-server', function () {
   it('close() delivers what was published before it, even messages still queued in the socket', async () => {
     const sub = await bus();
     let got = 0;
-    sub.subscribe('baton.closing.x', () => { got++; });
+    sub.subscribe('baton.closing.x', () => {
+      got++;
+    });
     await sub.flush();
     const pub = await NatsBus.connect(server.url);
     for (let i = 0; i < 20; i++) pub.publish('baton.closing.x', new Uint8Array(4 * 1024 * 1024));
@@ -211,17 +272,21 @@ describe('NatsBus over a real nats-server', function () {
     assert.ok(Date.now() - t0 < 1000, `close took ${Date.now() - t0} ms`);
   });
 
-  it('keeps a subscriber whose thread a long compute task holds (over the server\'s default 10 s write deadline), and delivers to it afterwards', async function () {
+  it("keeps a subscriber whose thread a long compute task holds (over the server's default 10 s write deadline), and delivers to it afterwards", async function () {
     this.timeout(60_000);
     const [pub, sub] = [await bus(), await bus()];
     let got = 0;
-    sub.subscribe('baton.busy.x', (_s, d) => { got += d.byteLength; });
+    sub.subscribe('baton.busy.x', (_s, d) => {
+      got += d.byteLength;
+    });
     await sub.flush();
     pub.publish('baton.busy.x', new Uint8Array(8 * 1024 * 1024));
     await pub.flush();
     // The server now writes to a connection that does not read, as a stage process's in a task.
     const until12s = Date.now() + 12_000;
-    while (Date.now() < until12s) { /* busy */ }
+    while (Date.now() < until12s) {
+      /* busy */
+    }
     await until(() => got > 0 || sub.disconnects > 0, 'the message or a disconnect');
     assert.equal(sub.disconnects, 0, 'cut off as a slow consumer');
     assert.equal(got, 8 * 1024 * 1024);
@@ -231,7 +296,10 @@ describe('NatsBus over a real nats-server', function () {
     const own = await startNatsServer();
     const bus = await NatsBus.connect(own.url, { reconnect: false });
     let settled = false;
-    const closed = bus.closed().then((err) => { settled = true; return err; });
+    const closed = bus.closed().then((err) => {
+      settled = true;
+      return err;
+    });
     await new Promise((r) => setTimeout(r, 50));
     assert.equal(settled, false, 'open while the server runs');
     await own.stop();
@@ -241,7 +309,10 @@ describe('NatsBus over a real nats-server', function () {
 
   it('fails to connect to a port with no server with a typed error naming the url', async () => {
     const url = `nats://127.0.0.1:${await freePort()}`;
-    await assert.rejects(NatsBus.connect(url, { timeoutMs: 1000 }), (e: unknown) => e instanceof NatsBusError && e.message.includes(url));
+    await assert.rejects(
+      NatsBus.connect(url, { timeoutMs: 1000 }),
+      (e: unknown) => e instanceof NatsBusError && e.message.includes(url),
+    );
   });
 
   it('refuses a message over the server max_payload with a typed error naming size and limit', async () => {
@@ -250,10 +321,18 @@ describe('NatsBus over a real nats-server', function () {
     try {
       assert.equal(b.maxPayload, 256 * 1024);
       let got = 0;
-      b.subscribe('baton.big.x', (_s, d) => { got = d.byteLength; });
+      b.subscribe('baton.big.x', (_s, d) => {
+        got = d.byteLength;
+      });
       await b.flush();
-      assert.throws(() => b.publish('baton.big.x', new Uint8Array(256 * 1024 + 1)), (e: unknown) =>
-        e instanceof PayloadTooLargeError && e.size === 262145 && e.limit === 262144 && /262145 bytes.*262144/.test(e.message));
+      assert.throws(
+        () => b.publish('baton.big.x', new Uint8Array(256 * 1024 + 1)),
+        (e: unknown) =>
+          e instanceof PayloadTooLargeError &&
+          e.size === 262145 &&
+          e.limit === 262144 &&
+          /262145 bytes.*262144/.test(e.message),
+      );
       b.publish('baton.big.x', new Uint8Array(256 * 1024));
       await b.flush();
       await until(() => got > 0, 'the message at the limit');
@@ -298,7 +377,11 @@ describe('startNatsServer', function () {
     this.timeout(120_000);
     for (let i = 0; i < 10_000; i++) {
       const { port, clusterPort, monitorPort } = await serverPorts({ cluster: true, monitor: true });
-      assert.equal(new Set([port, clusterPort, monitorPort]).size, 3, `ports ${port}, ${clusterPort}, ${monitorPort} (try ${i})`);
+      assert.equal(
+        new Set([port, clusterPort, monitorPort]).size,
+        3,
+        `ports ${port}, ${clusterPort}, ${monitorPort} (try ${i})`,
+      );
     }
   });
 
@@ -310,9 +393,17 @@ describe('startNatsServer', function () {
       made.push(srv);
       // The first fails at once; the others bind a little later (as after a name lookup).
       const listen = srv.listen.bind(srv) as (...a: unknown[]) => net.Server;
-      srv.listen = (made.length === 1
-        ? () => { process.nextTick(() => srv.emit('error', new Error('EMFILE (simulated)'))); return srv; }
-        : (...a: unknown[]) => { setTimeout(() => listen(...a), 10); return srv; }) as typeof srv.listen;
+      srv.listen = (
+        made.length === 1
+          ? () => {
+              process.nextTick(() => srv.emit('error', new Error('EMFILE (simulated)')));
+              return srv;
+            }
+          : (...a: unknown[]) => {
+              setTimeout(() => listen(...a), 10);
+              return srv;
+            }
+      ) as typeof srv.listen;
       return srv;
     }) as typeof net.createServer;
     try {
@@ -328,19 +419,28 @@ describe('startNatsServer', function () {
   });
 
   it('says to install the Debian package when the binary is missing', async () => {
-    await assert.rejects(startNatsServer({ binary: '/nonexistent/nats-server' }), (e: unknown) =>
-      e instanceof NatsServerError && e.code === 'missing-binary' && /apt-get install nats-server/.test(e.message));
+    await assert.rejects(
+      startNatsServer({ binary: '/nonexistent/nats-server' }),
+      (e: unknown) =>
+        e instanceof NatsServerError && e.code === 'missing-binary' && /apt-get install nats-server/.test(e.message),
+    );
   });
 
   it('refuses a directory named nats-server, and fails within its start timeout when the binary cannot be run', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'baton-test-'));
     try {
       mkdirSync(join(dir, 'nats-server'));
-      await assert.rejects(startNatsServer({ binary: join(dir, 'nats-server') }), (e: unknown) => e instanceof NatsServerError && e.code === 'missing-binary');
+      await assert.rejects(
+        startNatsServer({ binary: join(dir, 'nats-server') }),
+        (e: unknown) => e instanceof NatsServerError && e.code === 'missing-binary',
+      );
       const script = join(dir, 'broken');
       writeFileSync(script, '#!/nonexistent/interpreter\n', { mode: 0o755 });
       const t0 = Date.now();
-      await assert.rejects(startNatsServer({ binary: script, startTimeoutMs: 1500 }), (e: unknown) => e instanceof NatsServerError && e.code === 'exited');
+      await assert.rejects(
+        startNatsServer({ binary: script, startTimeoutMs: 1500 }),
+        (e: unknown) => e instanceof NatsServerError && e.code === 'exited',
+      );
       assert.ok(Date.now() - t0 < 5000, `gave up after ${Date.now() - t0} ms`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -350,8 +450,11 @@ describe('startNatsServer', function () {
   it('fails with the server output when the server cannot start', async () => {
     const first = await startNatsServer();
     try {
-      await assert.rejects(startNatsServer({ port: first.port }), (e: unknown) =>
-        e instanceof NatsServerError && e.code === 'exited' && /address already in use/i.test(e.message));
+      await assert.rejects(
+        startNatsServer({ port: first.port }),
+        (e: unknown) =>
+          e instanceof NatsServerError && e.code === 'exited' && /address already in use/i.test(e.message),
+      );
     } finally {
       await first.stop();
     }
@@ -388,7 +491,9 @@ describe('startNatsServer', function () {
         console.log(JSON.stringify({ pid: s.pid }));
         process.exit(0);
       });`;
-      const { pid } = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, TMPDIR: own } })) as { pid: number };
+      const { pid } = JSON.parse(
+        execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, TMPDIR: own } }),
+      ) as { pid: number };
       assert.ok(pid > 0);
       await until(() => !isAlive(pid), `nats-server ${pid} to die with its parent`, 3000);
       assert.deepEqual(readdirSync(own), []);
@@ -405,7 +510,10 @@ describe('startNatsServer', function () {
     } finally {
       await first.stop();
     }
-    assert.deepEqual(readdirSync(tmpdir()).filter((f) => f.startsWith('baton-nats-') && !before.has(f)), []);
+    assert.deepEqual(
+      readdirSync(tmpdir()).filter((f) => f.startsWith('baton-nats-') && !before.has(f)),
+      [],
+    );
   });
 
   it('leaves no temp files when its parent is killed with SIGKILL while the server starts', async function () {
@@ -419,7 +527,10 @@ describe('startNatsServer', function () {
       mkdirSync(own);
       const script = `require(${JSON.stringify(join(__dirname, '../transport/nats-server.js'))}).startNatsServer({ binary: ${JSON.stringify(slow)} });
         setTimeout(() => console.log('starting'), 500);`;
-      const parent = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TMPDIR: own } });
+      const parent = spawn(process.execPath, ['-e', script], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+        env: { ...process.env, TMPDIR: own },
+      });
       await new Promise<void>((resolve) => parent.stdout!.once('data', () => resolve()));
       parent.kill('SIGKILL');
       await new Promise((r) => setTimeout(r, 2500));
@@ -436,8 +547,13 @@ describe('startNatsServer', function () {
       setInterval(() => {}, 60000);
     });`;
     const own = mkdtempSync(join(tmpdir(), 'baton-test-'));
-    const parent = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TMPDIR: own } });
-    const line = await new Promise<string>((resolve) => parent.stdout!.once('data', (d: Buffer) => resolve(d.toString())));
+    const parent = spawn(process.execPath, ['-e', script], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, TMPDIR: own },
+    });
+    const line = await new Promise<string>((resolve) =>
+      parent.stdout!.once('data', (d: Buffer) => resolve(d.toString())),
+    );
     const { pid } = JSON.parse(line) as { pid: number };
     assert.ok(isAlive(pid));
     parent.kill('SIGKILL');

@@ -34,7 +34,12 @@ const settle = () => new Promise((r) => setTimeout(r, 20));
  * `cfg` run by a launcher on `bus` with one silent agent, n1, hosting every stage;
  * `meanwhile` runs once the launch has begun. The bus is closed after.
  */
-async function runOnAgentN1(bus: LocalBus, cfg: JobConfig, opts: Partial<DistributedOptions> = {}, meanwhile?: () => void): Promise<DistributedResult> {
+async function runOnAgentN1(
+  bus: LocalBus,
+  cfg: JobConfig,
+  opts: Partial<DistributedOptions> = {},
+  meanwhile?: () => void,
+): Promise<DistributedResult> {
   new NodeAgent({ name: 'n1', bus, log: () => {} }).start();
   try {
     const running = runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0, ...opts });
@@ -63,7 +68,10 @@ describe('the node agent', () => {
     }
     await settle();
     assert.ok(agent.rejected >= 3, `rejected ${agent.rejected}`);
-    assert.ok(logs.some((l) => /cannot answer on/.test(l)), logs.join('\n'));
+    assert.ok(
+      logs.some((l) => /cannot answer on/.test(l)),
+      logs.join('\n'),
+    );
     request({ verb: 'ping' });
     await settle();
     assert.equal(hellos.length, before + 1, 'the agent still answers after the bad requests');
@@ -88,16 +96,26 @@ describe('the node agent', () => {
     assert.equal(bus.subscriptionCount, subscriptions);
   });
 
-  it('answers claims of a job name while it hosts the job\'s stages, so a new run cannot share them', async () => {
+  it("answers claims of a job name while it hosts the job's stages, so a new run cannot share them", async () => {
     const { bus, logs, replies, request } = agentOnLocalBus();
     const config = resolveConfig({ job: 'orphan', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
     request({ verb: 'host', reply: REPLY, config, stages: [0, 1], leaseMs: MIN_LEASE_MS });
     await until(() => replies.some((r) => r.verb === 'hosting'), 5000);
-    await assert.rejects(claimJob(bus, 'orphan', 20), (e: Error) => e instanceof JobNameTakenError &&
-      new RegExp(`job orphan's stages are still hosted by node agent n1 \\(pid ${process.pid} on .*\\), left by a launcher that stopped without finishing; they are dropped once their launcher has not renewed them for ${MIN_LEASE_MS} ms`).test(e.message), 'refused while hosted');
+    await assert.rejects(
+      claimJob(bus, 'orphan', 20),
+      (e: Error) =>
+        e instanceof JobNameTakenError &&
+        new RegExp(
+          `job orphan's stages are still hosted by node agent n1 \\(pid ${process.pid} on .*\\), left by a launcher that stopped without finishing; they are dropped once their launcher has not renewed them for ${MIN_LEASE_MS} ms`,
+        ).test(e.message),
+      'refused while hosted',
+    );
     request({ verb: 'abort', reply: REPLY, job: 'orphan' });
     await until(() => replies.some((r) => r.verb === 'aborted'), 5000);
-    assert.ok(logs.some((l) => /^node n1: job orphan aborted; its stages are stopped$/.test(l)), logs.join('\n'));
+    assert.ok(
+      logs.some((l) => /^node n1: job orphan aborted; its stages are stopped$/.test(l)),
+      logs.join('\n'),
+    );
     const release = await claimJob(bus, 'orphan', 20);
     release();
   });
@@ -114,7 +132,7 @@ describe('the node agent', () => {
     assert.ok(agent.rejected >= 1 && logs.some((l) => /cannot answer on/.test(l)), logs.join('\n'));
   });
 
-  it('sends a small error when an answer is over the server\'s max_payload, so the launcher knows it lives', async () => {
+  it("sends a small error when an answer is over the server's max_payload, so the launcher knows it lives", async () => {
     // The in-process bus with the limit a nats-server enforces, on the answers.
     class LimitedBus extends LocalBus {
       override publish(subject: string, data: Uint8Array): void {
@@ -147,7 +165,10 @@ describe('the node agent', () => {
     await settle();
     assert.equal(agent.rejected, 3);
     assert.equal(replies.length, 3);
-    assert.ok(replies.every((r) => r.verb === 'error' && String(r.message).length < 400), JSON.stringify(replies).slice(0, 500));
+    assert.ok(
+      replies.every((r) => r.verb === 'error' && String(r.message).length < 400),
+      JSON.stringify(replies).slice(0, 500),
+    );
     assert.match(String(replies[1].message), /job must be a string/);
     const before = hellos.length;
     request({ verb: 'ping' });
@@ -171,7 +192,16 @@ describe('the node agent', () => {
   it('refuses a second host request for a job whose backend is still loading', async () => {
     const { bus, replies, request } = agentOnLocalBus();
     const subscriptions = bus.subscriptionCount;
-    const train = { ...TRAIN_DEFAULTS, model: 'mlp' as const, microbatchSize: 2, seq: 4, layers: 2, width: 8, totalIterations: 1, valBatches: 1 };
+    const train = {
+      ...TRAIN_DEFAULTS,
+      model: 'mlp' as const,
+      microbatchSize: 2,
+      seq: 4,
+      layers: 2,
+      width: 8,
+      totalIterations: 1,
+      valBatches: 1,
+    };
     const config = resolveConfig({ job: 'twice', stages: 2, microbatches: 2, policy: 'bf', profile: 'train', train });
     request({ verb: 'host', reply: REPLY, config, stages: [0] });
     request({ verb: 'host', reply: REPLY, config, stages: [1] });
@@ -197,11 +227,17 @@ describe('the node agent', () => {
       [{ ...good, jitter: 'huge' }, /config\.jitter must be one of none, compute, paper, got "huge"/],
       [{ ...good, stages: '2' }, /config\.stages must be an integer >= 1, got "2"/],
       [{ ...good, bufferLimit: 'deep' }, /config\.bufferLimit must be an integer >= 1 or "depth", got "deep"/],
-      [{ ...good, stallTimeoutMs: 2 ** 31 }, /config\.stallTimeoutMs must be a number of ms from 1 to 2147483647, got 2147483648/],
+      [
+        { ...good, stallTimeoutMs: 2 ** 31 },
+        /config\.stallTimeoutMs must be a number of ms from 1 to 2147483647, got 2147483648/,
+      ],
       [{ ...good, extra: 1 }, /config: unknown field "extra"/],
       [{ ...good, async: { ...good.async, lr: 'fast' } }, /config\.async\.lr must be a finite number, got "fast"/],
       [{ ...good, train: { model: 'mlp' } }, /config\.train\.data is missing/],
-      [{ ...good, train: { ...TRAIN_DEFAULTS, model: 'rnn' } }, /config\.train\.model must be one of gpt, mlp, got "rnn"/],
+      [
+        { ...good, train: { ...TRAIN_DEFAULTS, model: 'rnn' } },
+        /config\.train\.model must be one of gpt, mlp, got "rnn"/,
+      ],
       [{ ...good, train: 5 }, /config\.train must be a map or null, got 5/],
     ];
     for (const [config] of cases) request({ verb: 'host', reply: REPLY, config, stages: [0] });
@@ -222,26 +258,48 @@ describe('the node agent', () => {
   it('refuses to host a job aborted while its backend was loading, and leaves nothing of it', async () => {
     const { bus, logs, replies, request } = agentOnLocalBus();
     const subscriptions = bus.subscriptionCount;
-    const train = { ...TRAIN_DEFAULTS, model: 'mlp' as const, microbatchSize: 2, seq: 4, layers: 2, width: 8, totalIterations: 1, valBatches: 1 };
+    const train = {
+      ...TRAIN_DEFAULTS,
+      model: 'mlp' as const,
+      microbatchSize: 2,
+      seq: 4,
+      layers: 2,
+      width: 8,
+      totalIterations: 1,
+      valBatches: 1,
+    };
     const config = resolveConfig({ job: 'cut', stages: 2, microbatches: 2, policy: 'bf', profile: 'train', train });
     request({ verb: 'host', reply: REPLY, config, stages: [0, 1], launch: 'l1' });
     request({ verb: 'abort', reply: REPLY, job: 'cut', launch: 'l1' });
     await until(() => replies.length === 2, 60_000);
-    assert.deepEqual(replies.map((r) => r.verb), ['aborted', 'error']);
+    assert.deepEqual(
+      replies.map((r) => r.verb),
+      ['aborted', 'error'],
+    );
     assert.match(String(replies[1].message), /job cut is not hosted: aborted while it was starting/);
-    assert.ok(logs.some((l) => /host failed: job cut is not hosted/.test(l)), logs.join('\n'));
-    assert.ok(logs.some((l) => /job cut aborted while it was starting; it will not be hosted/.test(l)), logs.join('\n'));
+    assert.ok(
+      logs.some((l) => /host failed: job cut is not hosted/.test(l)),
+      logs.join('\n'),
+    );
+    assert.ok(
+      logs.some((l) => /job cut aborted while it was starting; it will not be hosted/.test(l)),
+      logs.join('\n'),
+    );
     assert.equal(bus.subscriptionCount, subscriptions, 'nothing of the job is left');
   });
 
   it('drops a job whose launcher stops renewing its lease, and keeps one that is renewed', async () => {
     const { bus, logs, replies, request } = agentOnLocalBus();
     const subscriptions = bus.subscriptionCount;
-    const config = (job: string) => resolveConfig({ job, stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    const config = (job: string) =>
+      resolveConfig({ job, stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
     request({ verb: 'host', reply: REPLY, config: config('kept'), stages: [0], leaseMs: MIN_LEASE_MS });
     request({ verb: 'host', reply: REPLY, config: config('dropped'), stages: [0], leaseMs: MIN_LEASE_MS });
     await settle();
-    assert.deepEqual(replies.map((r) => r.verb), ['hosting', 'hosting']);
+    assert.deepEqual(
+      replies.map((r) => r.verb),
+      ['hosting', 'hosting'],
+    );
     // Per job: the stage's four inboxes and the answer to claims of its name.
     assert.equal(bus.subscriptionCount, subscriptions + 2 * 5);
     const renew = setInterval(() => request({ verb: 'renew', job: 'kept' }), MIN_LEASE_MS / 4);
@@ -252,7 +310,10 @@ describe('the node agent', () => {
     } finally {
       clearInterval(renew);
     }
-    assert.ok(logs.some((l) => /job dropped: nothing from its launcher for 1000 ms \(lease expired\)/.test(l)), logs.join('\n'));
+    assert.ok(
+      logs.some((l) => /job dropped: nothing from its launcher for 1000 ms \(lease expired\)/.test(l)),
+      logs.join('\n'),
+    );
     request({ verb: 'host', reply: REPLY, config: config('dropped'), stages: [0] });
     await settle();
     assert.equal(replies.at(-1)?.verb, 'hosting', 'the name of a dropped job can be hosted again');
@@ -280,42 +341,78 @@ describe('an exit request', () => {
     await until(() => replies.some((r) => r.verb === 'hosting'), 5000);
     request({ verb: 'exit' });
     await agent.exited;
-    assert.deepEqual(replies.filter((r) => r.verb === 'leaving'), [{ verb: 'leaving', job: 'left', reason: 'a peer asked it to exit', name: 'n1' }]);
-    assert.ok(logs.some((l) => /a peer asked this agent to exit/.test(l)), logs.join('\n'));
+    assert.deepEqual(
+      replies.filter((r) => r.verb === 'leaving'),
+      [{ verb: 'leaving', job: 'left', reason: 'a peer asked it to exit', name: 'n1' }],
+    );
+    assert.ok(
+      logs.some((l) => /a peer asked this agent to exit/.test(l)),
+      logs.join('\n'),
+    );
   });
 });
 
-describe('a host request naming a file on the agent\'s machine', () => {
+describe("a host request naming a file on the agent's machine", () => {
   const uniformFile = path.join(__dirname, '..', '..', 'models', 'profiles', 'uniform.json');
 
   it('is refused, naming the file and --allow-files, by an agent started without it', async () => {
     const { bus, replies, request } = agentOnLocalBus();
     const subscriptions = bus.subscriptionCount;
-    const config = (policy: string, profile: string) => resolveConfig({ job: 'files', stages: 2, microbatches: 2, policy, profile });
+    const config = (policy: string, profile: string) =>
+      resolveConfig({ job: 'files', stages: 2, microbatches: 2, policy, profile });
     request({ verb: 'host', reply: REPLY, config: config('./evil.js', 'uniform'), stages: [0] });
     request({ verb: 'host', reply: REPLY, config: config('bf', '/etc/passwd'), stages: [0] });
     request({ verb: 'host', reply: REPLY, config: config('/tmp/x/p', uniformFile), stages: [0] });
     await settle();
-    assert.deepEqual(replies.map((r) => [r.verb, r.error]), Array(3).fill(['error', 'FilesNotAllowedError']));
-    assert.match(String(replies[0].message), /the job names policy module "\.\/evil\.js"; this agent loads files a launcher names only when started with baton node --allow-files/);
+    assert.deepEqual(
+      replies.map((r) => [r.verb, r.error]),
+      Array(3).fill(['error', 'FilesNotAllowedError']),
+    );
+    assert.match(
+      String(replies[0].message),
+      /the job names policy module "\.\/evil\.js"; this agent loads files a launcher names only when started with baton node --allow-files/,
+    );
     assert.match(String(replies[1].message), /the job names profile file "\/etc\/passwd"; this agent/);
     assert.match(String(replies[2].message), /policy module "\/tmp\/x\/p" and profile file ".*uniform\.json"/);
     // A training job's corpus is read on the agent's machine too, and so is its checkpoint when it resumes.
-    const train = { ...TRAIN_DEFAULTS, model: 'mlp' as const, data: '/etc/shadow', checkpoint: '/root/ck', startIteration: 2, totalIterations: 4 };
-    request({ verb: 'host', reply: REPLY, config: resolveConfig({ job: 'files-t', stages: 2, microbatches: 2, train }), stages: [0] });
+    const train = {
+      ...TRAIN_DEFAULTS,
+      model: 'mlp' as const,
+      data: '/etc/shadow',
+      checkpoint: '/root/ck',
+      startIteration: 2,
+      totalIterations: 4,
+    };
+    request({
+      verb: 'host',
+      reply: REPLY,
+      config: resolveConfig({ job: 'files-t', stages: 2, microbatches: 2, train }),
+      stages: [0],
+    });
     await settle();
     assert.deepEqual([replies[3].verb, replies[3].error], ['error', 'FilesNotAllowedError']);
-    assert.match(String(replies[3].message), /the job names corpus file "\/etc\/shadow" and checkpoint directory "\/root\/ck"; this agent/);
+    assert.match(
+      String(replies[3].message),
+      /the job names corpus file "\/etc\/shadow" and checkpoint directory "\/root\/ck"; this agent/,
+    );
     assert.equal(bus.subscriptionCount, subscriptions, 'nothing was hosted');
   });
 
   it('is refused when its model is too large to build, before any tensor is made', async () => {
     const { replies, request } = agentOnLocalBus();
     const train = { ...TRAIN_DEFAULTS, model: 'gpt' as const, width: 30000, heads: 1 };
-    request({ verb: 'host', reply: REPLY, config: resolveConfig({ job: 'huge', stages: 2, microbatches: 2, profile: 'train', train }), stages: [0] });
+    request({
+      verb: 'host',
+      reply: REPLY,
+      config: resolveConfig({ job: 'huge', stages: 2, microbatches: 2, profile: 'train', train }),
+      stages: [0],
+    });
     await until(() => replies.length > 0, 20000);
     assert.deepEqual([replies[0].verb, replies[0].error], ['error', 'ModelConfigError']);
-    assert.match(String(replies[0].message), /gpt config: \d+ parameters \(--layers \d+, --width 30000\), over the limit of 268435456/);
+    assert.match(
+      String(replies[0].message),
+      /gpt config: \d+ parameters \(--layers \d+, --width 30000\), over the limit of 268435456/,
+    );
   });
 
   it('is hosted by an agent started with --allow-files', async () => {
@@ -339,14 +436,25 @@ describe('job requests of another launch', () => {
     const config = resolveConfig({ job: 'again', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
     request({ verb: 'host', reply: REPLY, config, stages: [0, 1], leaseMs: MIN_LEASE_MS, launch: 'new' });
     await until(() => replies.some((r) => r.verb === 'hosting'), 5000);
-    for (const verb of ['abort', 'finish', 'status', 'renew']) request({ verb, reply: REPLY, job: 'again', launch: 'old' });
+    for (const verb of ['abort', 'finish', 'status', 'renew'])
+      request({ verb, reply: REPLY, job: 'again', launch: 'old' });
     request({ verb: 'abort', reply: REPLY, job: 'again' });
     await settle();
     const refused = replies.filter((r) => r.verb === 'error');
-    assert.deepEqual(refused.map((r) => r.request), ['abort', 'finish', 'status', 'renew', 'abort']);
-    for (const r of refused.slice(0, 4)) assert.match(String(r.message), /LaunchMismatchError: job again is hosted here for launch new, not for launch "old"; \w+ refused/);
+    assert.deepEqual(
+      refused.map((r) => r.request),
+      ['abort', 'finish', 'status', 'renew', 'abort'],
+    );
+    for (const r of refused.slice(0, 4))
+      assert.match(
+        String(r.message),
+        /LaunchMismatchError: job again is hosted here for launch new, not for launch "old"; \w+ refused/,
+      );
     assert.match(String(refused[4].message), /not for launch undefined; abort refused/);
-    assert.ok(logs.some((l) => /abort failed: job again is hosted here for launch new/.test(l)), logs.join('\n'));
+    assert.ok(
+      logs.some((l) => /abort failed: job again is hosted here for launch new/.test(l)),
+      logs.join('\n'),
+    );
     assert.equal(bus.subscriptionCount, subscriptions + 2 * 4 + 1, 'the job is still hosted');
     // Requests of another launch do not keep the job's lease alive either.
     const renew = setInterval(() => request({ verb: 'renew', job: 'again', launch: 'old' }), MIN_LEASE_MS / 4);
@@ -365,8 +473,14 @@ describe('job requests of another launch', () => {
     const cfg = resolveConfig({ job: 'ownlaunch', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
     try {
       const result = await runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0 });
-      assert.deepEqual(result.nodes.map((n) => n.name), ['n1']);
-      assert.ok(logs.some((l) => /^node n1: job ownlaunch finished; its stages are stopped$/.test(l)), logs.join('\n'));
+      assert.deepEqual(
+        result.nodes.map((n) => n.name),
+        ['n1'],
+      );
+      assert.ok(
+        logs.some((l) => /^node n1: job ownlaunch finished; its stages are stopped$/.test(l)),
+        logs.join('\n'),
+      );
     } finally {
       await bus.close();
     }
@@ -385,7 +499,12 @@ describe('a launcher that hears stray messages on its trace subjects', () => {
   /** A 2-stage job on one agent over the in-process bus, with `stray` published on its trace subjects meanwhile. */
   async function runWithStrays(job: string, stray: (bus: LocalBus) => void) {
     const bus = new LocalBus();
-    const result = await runOnAgentN1(bus, resolveConfig({ job, stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' }), {}, () => stray(bus));
+    const result = await runOnAgentN1(
+      bus,
+      resolveConfig({ job, stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' }),
+      {},
+      () => stray(bus),
+    );
     return { result, launcher: result.rejects.filter((r) => r.startsWith('launcher: ')) };
   }
 
@@ -398,7 +517,10 @@ describe('a launcher that hears stray messages on its trace subjects', () => {
     });
     assert.equal(launcher.length, 3, result.rejects.join('\n'));
     assert.match(launcher[0], /"baton\.stray\.trace\.0": not a trace batch: decodeValue: malformed CBOR/);
-    assert.match(launcher[1], /"baton\.stray\.trace\.1": not a trace batch \(a map with this run's launch id\), got \[1,2\]/);
+    assert.match(
+      launcher[1],
+      /"baton\.stray\.trace\.1": not a trace batch \(a map with this run's launch id\), got \[1,2\]/,
+    );
     assert.match(launcher[2], /trace batch of launch undefined/);
     assert.ok(result.totals.rejected >= 3);
   });
@@ -419,31 +541,47 @@ describe('a launcher whose node answers finish with an error', () => {
     class FinishRefusingBus extends LocalBus {
       override publish(subject: string, data: Uint8Array): void {
         const req = subject === nodeSubject('n1') ? (decodeValue(data) as Record<string, unknown>) : null;
-        if (req?.verb === 'finish') return super.publish(String(req.reply), encodeValue({ verb: 'error', name: 'n1', request: 'finish', message: 'Error: the dog ate it' }));
+        if (req?.verb === 'finish')
+          return super.publish(
+            String(req.reply),
+            encodeValue({ verb: 'error', name: 'n1', request: 'finish', message: 'Error: the dog ate it' }),
+          );
         super.publish(subject, data);
       }
     }
     const cfg = resolveConfig({ job: 'unfinished', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
     const started = Date.now();
-    await assert.rejects(runOnAgentN1(new FinishRefusingBus(), cfg, { nodeTimeoutMs: 20000 }),
-      (e: Error) => e.name === 'JobError' && /^node n1 could not finish job unfinished: Error: the dog ate it$/.test(e.message));
+    await assert.rejects(
+      runOnAgentN1(new FinishRefusingBus(), cfg, { nodeTimeoutMs: 20000 }),
+      (e: Error) =>
+        e.name === 'JobError' && /^node n1 could not finish job unfinished: Error: the dog ate it$/.test(e.message),
+    );
     assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
   });
 });
 
 describe('a launcher that hears malformed answers to finish and status', () => {
-  it('refuses them, counted, and completes with the node\'s own answer instead of failing with a TypeError', async () => {
+  it("refuses them, counted, and completes with the node's own answer instead of failing with a TypeError", async () => {
     // A malformed finished answer ahead of the agent's: no events, a number for failures, a string for lostTrace.
     class MalformedFinishedBus extends LocalBus {
       override publish(subject: string, data: Uint8Array): void {
         const req = subject === nodeSubject('n1') ? (decodeValue(data) as Record<string, unknown>) : null;
         if (req?.verb === 'finish')
-          for (const bad of [{}, { events: 5 }, { events: { 0: 'a' } }, { events: {}, failures: 7 }, { events: {}, lostTrace: 'x' }])
+          for (const bad of [
+            {},
+            { events: 5 },
+            { events: { 0: 'a' } },
+            { events: {}, failures: 7 },
+            { events: {}, lostTrace: 'x' },
+          ])
             super.publish(String(req.reply), encodeValue({ verb: 'finished', name: 'n1', ...bad }));
         super.publish(subject, data);
       }
     }
-    const result = await runOnAgentN1(new MalformedFinishedBus(), resolveConfig({ job: 'badfinish', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' }));
+    const result = await runOnAgentN1(
+      new MalformedFinishedBus(),
+      resolveConfig({ job: 'badfinish', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' }),
+    );
     const refused = result.rejects.filter((r) => / a finished reply from node n1 refused: /.test(r));
     assert.equal(refused.length, 5, result.rejects.join('\n'));
     assert.match(refused[0], /its events must be a map of stage to count, got undefined$/);
@@ -456,33 +594,80 @@ describe('a launcher that hears malformed answers to finish and status', () => {
       override publish(subject: string, data: Uint8Array): void {
         const req = subject === nodeSubject('n1') ? (decodeValue(data) as Record<string, unknown>) : null;
         if (req?.verb === 'finish')
-          super.publish(String(req.reply), encodeValue({ verb: 'finished', name: 'n1', events: {}, failures: new Array(300_000).fill('boom'), lostTrace: new Array(300_000).fill('gone') }));
+          super.publish(
+            String(req.reply),
+            encodeValue({
+              verb: 'finished',
+              name: 'n1',
+              events: {},
+              failures: new Array(300_000).fill('boom'),
+              lostTrace: new Array(300_000).fill('gone'),
+            }),
+          );
         super.publish(subject, data);
       }
     }
-    await assert.rejects(runOnAgentN1(new ManyFailuresBus(), resolveConfig({ job: 'manyfailures', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' })),
-      (e: Error) => e.name === 'JobError' && /^actor failures on the nodes: boom; boom; boom; boom; boom$/.test(e.message));
+    await assert.rejects(
+      runOnAgentN1(
+        new ManyFailuresBus(),
+        resolveConfig({ job: 'manyfailures', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' }),
+      ),
+      (e: Error) =>
+        e.name === 'JobError' && /^actor failures on the nodes: boom; boom; boom; boom; boom$/.test(e.message),
+    );
   });
 
   it('refuses a status answer whose statuses the deadlock report could not read', () => {
-    const status = { stage: 0, iteration: 0, running: null, remaining: 2, inflight: 1, forwardReady: ['F1'], backwardReady: [], weightReady: [], waitingFor: ['B0 (gradient)'], idleSince: 3.5, held: 0, heldIteration: null };
+    const status = {
+      stage: 0,
+      iteration: 0,
+      running: null,
+      remaining: 2,
+      inflight: 1,
+      forwardReady: ['F1'],
+      backwardReady: [],
+      weightReady: [],
+      waitingFor: ['B0 (gradient)'],
+      idleSince: 3.5,
+      held: 0,
+      heldIteration: null,
+    };
     assert.equal(replyProblem({ verb: 'status', name: 'n1', statuses: [status] }), null);
-    assert.equal(replyProblem({ verb: 'status', name: 'n1', statuses: [{ ...status, held: undefined, heldIteration: undefined }] }), null);
+    assert.equal(
+      replyProblem({
+        verb: 'status',
+        name: 'n1',
+        statuses: [{ ...status, held: undefined, heldIteration: undefined }],
+      }),
+      null,
+    );
     assert.match(replyProblem({ verb: 'status', name: 'n1', statuses: 5 }) ?? '', /statuses must be a list, got 5/);
-    assert.match(replyProblem({ verb: 'status', name: 'n1', statuses: [null] }) ?? '', /a stage status must be a map, got null/);
-    assert.match(replyProblem({ verb: 'status', name: 'n1', statuses: [{ ...status, forwardReady: 'F1' }] }) ?? '', /forwardReady is "F1"/);
+    assert.match(
+      replyProblem({ verb: 'status', name: 'n1', statuses: [null] }) ?? '',
+      /a stage status must be a map, got null/,
+    );
+    assert.match(
+      replyProblem({ verb: 'status', name: 'n1', statuses: [{ ...status, forwardReady: 'F1' }] }) ?? '',
+      /forwardReady is "F1"/,
+    );
   });
 });
 
-describe('a launcher given a stall timeout beyond Node\'s longest timer', () => {
+describe("a launcher given a stall timeout beyond Node's longest timer", () => {
   it('refuses the job before it asks any node, rather than renew every millisecond', async () => {
     const bus = new LocalBus();
     let asked = 0;
     bus.subscribe(nodeSubject('n1'), () => asked++);
     const cfg = resolveConfig({ job: 'forever', stages: 2, microbatches: 2, stallTimeoutMs: 2 ** 31 });
     try {
-      await assert.rejects(runDistributed(cfg, { bus, nodes: ['n1'] }),
-        (e: Error) => e.name === 'JobConfigError' && /the lease \(by default the stall timeout\) is 2147483648 ms; it must be at most 2147483647 ms/.test(e.message));
+      await assert.rejects(
+        runDistributed(cfg, { bus, nodes: ['n1'] }),
+        (e: Error) =>
+          e.name === 'JobConfigError' &&
+          /the lease \(by default the stall timeout\) is 2147483648 ms; it must be at most 2147483647 ms/.test(
+            e.message,
+          ),
+      );
       assert.equal(asked, 0);
     } finally {
       await bus.close();
@@ -491,13 +676,20 @@ describe('a launcher given a stall timeout beyond Node\'s longest timer', () => 
 });
 
 describe('a job its node no longer hosts', () => {
-  it('is named in the agent\'s error answer to renew and status', async () => {
+  it("is named in the agent's error answer to renew and status", async () => {
     const { replies, request } = agentOnLocalBus();
     request({ verb: 'renew', reply: REPLY, job: 'gone' });
     request({ verb: 'status', reply: REPLY, job: 'gone' });
     await settle();
-    assert.deepEqual(replies.map((r) => [r.verb, r.request, r.error]), [['error', 'renew', 'JobNotHostedError'], ['error', 'status', 'JobNotHostedError']]);
-    for (const r of replies) assert.match(String(r.message), /^JobNotHostedError: job gone is not hosted here \(never, or no longer/);
+    assert.deepEqual(
+      replies.map((r) => [r.verb, r.request, r.error]),
+      [
+        ['error', 'renew', 'JobNotHostedError'],
+        ['error', 'status', 'JobNotHostedError'],
+      ],
+    );
+    for (const r of replies)
+      assert.match(String(r.message), /^JobNotHostedError: job gone is not hosted here \(never, or no longer/);
   });
 
   it('fails its launcher at once, naming the node, instead of after a lease', async () => {
@@ -505,35 +697,74 @@ describe('a job its node no longer hosts', () => {
     // The agent drops the job soon after hosting it, as one that restarted would have.
     bus.subscribe(nodeSubject('n1'), (_s, d) => {
       const req = decodeValue(d) as Record<string, unknown>;
-      if (req.verb === 'host') setTimeout(() => bus.publish(nodeSubject('n1'), encodeValue({ verb: 'abort', job: 'dropped', launch: req.launch })), 100);
+      if (req.verb === 'host')
+        setTimeout(
+          () => bus.publish(nodeSubject('n1'), encodeValue({ verb: 'abort', job: 'dropped', launch: req.launch })),
+          100,
+        );
     });
-    const cfg = resolveConfig({ job: 'dropped', stages: 2, microbatches: 8, iterations: 100, policy: 'bf', profile: 'uniform' });
+    const cfg = resolveConfig({
+      job: 'dropped',
+      stages: 2,
+      microbatches: 8,
+      iterations: 100,
+      policy: 'bf',
+      profile: 'uniform',
+    });
     const started = Date.now();
-    await assert.rejects(runOnAgentN1(bus, cfg, { leaseMs: 4000 }),
-      (e: Error) => e.name === 'JobError' && /^node n1 no longer hosts job dropped: JobNotHostedError: job dropped is not hosted here/.test(e.message));
+    await assert.rejects(
+      runOnAgentN1(bus, cfg, { leaseMs: 4000 }),
+      (e: Error) =>
+        e.name === 'JobError' &&
+        /^node n1 no longer hosts job dropped: JobNotHostedError: job dropped is not hosted here/.test(e.message),
+    );
     assert.ok(Date.now() - started < 3000, `took ${Date.now() - started} ms`);
   });
 });
 
-describe('a node\'s refusal of the job\'s input', () => {
+describe("a node's refusal of the job's input", () => {
   it('fails the launcher with a NodeInputError naming the node, which baton exits 2 for, as for the same error here', async () => {
     // The profile is only checked on the nodes (with --nodes it may exist only there).
-    const cfg = resolveConfig({ job: 'badinput', stages: 2, microbatches: 2, policy: 'bf', profile: 'no-such-profile' });
-    await assert.rejects(runOnAgentN1(new LocalBus(), cfg), (e: Error) =>
-      e.name === 'NodeInputError' && /^node n1 refused to host: ProfileError: unknown profile "no-such-profile"/.test(e.message) && exitCodeFor(e) === 2);
+    const cfg = resolveConfig({
+      job: 'badinput',
+      stages: 2,
+      microbatches: 2,
+      policy: 'bf',
+      profile: 'no-such-profile',
+    });
+    await assert.rejects(
+      runOnAgentN1(new LocalBus(), cfg),
+      (e: Error) =>
+        e.name === 'NodeInputError' &&
+        /^node n1 refused to host: ProfileError: unknown profile "no-such-profile"/.test(e.message) &&
+        exitCodeFor(e) === 2,
+    );
   });
 });
 
-describe('the processes of a job\'s nodes', () => {
+describe("the processes of a job's nodes", () => {
   it('are told apart by machine and pid, so two agents on two machines with one pid count twice', async () => {
     const bus = new LocalBus();
     // In one test process both agents have its pid; they report two machines.
-    for (const [name, host] of [['n1', 'machine-a'], ['n2', 'machine-b']]) new NodeAgent({ name, bus, log: () => {}, host }).start();
+    for (const [name, host] of [
+      ['n1', 'machine-a'],
+      ['n2', 'machine-b'],
+    ])
+      new NodeAgent({ name, bus, log: () => {}, host }).start();
     const cfg = resolveConfig({ job: 'twohosts', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
     try {
       const result = await runDistributed(cfg, { bus, nodes: ['n1', 'n2'], settleMs: 0 });
-      assert.deepEqual(result.nodes.map((n) => [n.name, n.host, n.pid]), [['n1', 'machine-a', process.pid], ['n2', 'machine-b', process.pid]]);
-      assert.deepEqual(distinctProcesses(result.nodes), [{ pid: process.pid, host: 'machine-a' }, { pid: process.pid, host: 'machine-b' }]);
+      assert.deepEqual(
+        result.nodes.map((n) => [n.name, n.host, n.pid]),
+        [
+          ['n1', 'machine-a', process.pid],
+          ['n2', 'machine-b', process.pid],
+        ],
+      );
+      assert.deepEqual(distinctProcesses(result.nodes), [
+        { pid: process.pid, host: 'machine-a' },
+        { pid: process.pid, host: 'machine-b' },
+      ]);
       assert.equal(distinctProcesses([...result.nodes, ...result.nodes]).length, 2);
     } finally {
       await bus.close();
@@ -548,12 +779,22 @@ describe('a launcher and an agent that does not take the launch id', () => {
     bus.subscribe(nodeSubject('old1'), (_s, d) => {
       const req = decodeValue(d) as Record<string, unknown>;
       if (req.verb === 'ping') bus.publish(ANNOUNCE_SUBJECT, encodeValue({ verb: 'hello', name: 'old1', pid: 1 }));
-      if (req.verb === 'host') bus.publish(String(req.reply), encodeValue({ verb: 'hosting', name: 'old1', pid: 1, stages: req.stages, job: 'oldagent' }));
+      if (req.verb === 'host')
+        bus.publish(
+          String(req.reply),
+          encodeValue({ verb: 'hosting', name: 'old1', pid: 1, stages: req.stages, job: 'oldagent' }),
+        );
     });
     const cfg = resolveConfig({ job: 'oldagent', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
     try {
-      await assert.rejects(runDistributed(cfg, { bus, nodes: ['old1'], settleMs: 0 }),
-        (e: Error) => e.name === 'JobError' && /node\(s\) old1 hosted the job without taking its launch id: an agent older than this launcher\?/.test(e.message));
+      await assert.rejects(
+        runDistributed(cfg, { bus, nodes: ['old1'], settleMs: 0 }),
+        (e: Error) =>
+          e.name === 'JobError' &&
+          /node\(s\) old1 hosted the job without taking its launch id: an agent older than this launcher\?/.test(
+            e.message,
+          ),
+      );
     } finally {
       await bus.close();
     }

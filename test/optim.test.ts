@@ -27,7 +27,8 @@ describe('AdamW', () => {
     for (let i = 0; i < 2; i++) {
       const m = 0.9 * (0.1 * g1[i]) + 0.1 * g2[i];
       const v = 0.999 * (0.001 * g1[i] * g1[i]) + 0.001 * g2[i] * g2[i];
-      const expected = -0.05 * 0.01 * p1[i] - ((0.05 / (1 - 0.81)) * m) / (Math.sqrt(v) / Math.sqrt(1 - 0.999 ** 2) + 1e-8);
+      const expected =
+        -0.05 * 0.01 * p1[i] - ((0.05 / (1 - 0.81)) * m) / (Math.sqrt(v) / Math.sqrt(1 - 0.999 ** 2) + 1e-8);
       close(d[i], expected, 1e-5, `step 2, p${i}`);
     }
   });
@@ -55,8 +56,14 @@ describe('AdamW', () => {
   });
 
   it('rejects a missing gradient, naming it, and leaves its state unchanged', () => {
-    const opt = new AdamW([{ name: 'a', shape: [1] }, { name: 'b', shape: [1] }]);
-    assert.throws(() => opt.propose(map({ a: [1], b: [1] }), map({ a: [1] }), 0.1), (e: Error) => e instanceof ParamError && /"b"/.test(e.message));
+    const opt = new AdamW([
+      { name: 'a', shape: [1] },
+      { name: 'b', shape: [1] },
+    ]);
+    assert.throws(
+      () => opt.propose(map({ a: [1], b: [1] }), map({ a: [1] }), 0.1),
+      (e: Error) => e instanceof ParamError && /"b"/.test(e.message),
+    );
     assert.equal(opt.step, 0);
     assert.equal(opt.state().m.a[0], 0);
   });
@@ -65,8 +72,15 @@ describe('AdamW', () => {
 describe('NAdamW', () => {
   // Reference: PyTorch's documented NAdam with decoupled weight decay, in float64.
   function reference(p0: number, grads: number[], lrs: number[]): number[] {
-    const b1 = 0.99, b2 = 0.999, eps = 1e-8, lam = 0.01, psi = 0.004;
-    let p = p0, m = 0, v = 0, prod = 1;
+    const b1 = 0.99,
+      b2 = 0.999,
+      eps = 1e-8,
+      lam = 0.01,
+      psi = 0.004;
+    let p = p0,
+      m = 0,
+      v = 0,
+      prod = 1;
     const deltas: number[] = [];
     grads.forEach((g, idx) => {
       const t = idx + 1;
@@ -102,7 +116,10 @@ describe('NAdamW', () => {
 
   it('uses the FRESCO defaults: β1 0.99, β2 0.999, ε 1e-8, weight decay 0.01, ψ 0.004', () => {
     const opt = new NAdamW([{ name: 'w', shape: [1] }]);
-    assert.deepEqual([opt.beta1, opt.beta2, opt.eps, opt.weightDecay, opt.momentumDecay], [0.99, 0.999, 1e-8, 0.01, 0.004]);
+    assert.deepEqual(
+      [opt.beta1, opt.beta2, opt.eps, opt.weightDecay, opt.momentumDecay],
+      [0.99, 0.999, 1e-8, 0.01, 0.004],
+    );
     close(opt.mu(1), 0.99 * (1 - 0.5 * 0.96 ** 0.004), 1e-15, 'μ_1');
   });
 
@@ -154,6 +171,9 @@ describe('global-norm clipping', () => {
     assert.deepEqual([...g.get('a')!], [...Float32Array.from([0.3, 0.4])]);
   });
   it('throws on a non-finite gradient, naming the parameter', () => {
-    assert.throws(() => clipGradNorm(map({ ok: [1], bad: [NaN] })), (e: Error) => e instanceof NonFiniteGradientError && /"bad"/.test(e.message));
+    assert.throws(
+      () => clipGradNorm(map({ ok: [1], bad: [NaN] })),
+      (e: Error) => e instanceof NonFiniteGradientError && /"bad"/.test(e.message),
+    );
   });
 });

@@ -8,7 +8,8 @@ import { SeededRandom } from '../models/seeded-init';
 import type { ModelSpec } from '../models/stage-module';
 
 const gpt8 = () => gptSpec({ vocabSize: 9, seqLen: 6, layers: 8, width: 8, heads: 2, seed: 4, initStd: 0.2 });
-const mlp8 = () => mlpLmSpec({ vocabSize: 9, window: 4, embedWidth: 4, width: 8, hidden: 16, layers: 8, seed: 4, initStd: 0.2 });
+const mlp8 = () =>
+  mlpLmSpec({ vocabSize: 9, window: 4, embedWidth: 4, width: 8, hidden: 16, layers: 8, seed: 4, initStd: 0.2 });
 
 function batchFor(spec: ModelSpec): { input: tf.Tensor; targets: tf.Tensor } {
   const rng = new SeededRandom(21);
@@ -35,7 +36,10 @@ describe('partition: cutting a model into P × V stage modules', () => {
     await loadBackend({ force: 'cpu' });
   });
 
-  for (const [label, make] of [['char-GPT', gpt8], ['MLP LM', mlp8]] as const) {
+  for (const [label, make] of [
+    ['char-GPT', gpt8],
+    ['MLP LM', mlp8],
+  ] as const) {
     for (const P of [1, 2, 4]) {
       for (const V of [1, 2]) {
         it(`${label}, P=${P} V=${V}: chained stage modules give the full model's loss and every gradient`, () => {
@@ -60,8 +64,15 @@ describe('partition: cutting a model into P × V stage modules', () => {
             dy = res.gradInput;
           }
           assert.strictEqual(dy, null);
-          assert.ok(Math.abs(loss! - ref.loss!) <= 1e-5 * Math.abs(ref.loss!), `loss: chained ${loss}, full ${ref.loss}`);
-          assert.deepStrictEqual(stages.flatMap((s) => s.paramNames()), full.paramNames(), 'stages cover every parameter once, in order');
+          assert.ok(
+            Math.abs(loss! - ref.loss!) <= 1e-5 * Math.abs(ref.loss!),
+            `loss: chained ${loss}, full ${ref.loss}`,
+          );
+          assert.deepStrictEqual(
+            stages.flatMap((s) => s.paramNames()),
+            full.paramNames(),
+            'stages cover every parameter once, in order',
+          );
           full.paramNames().forEach((n, i) => assertAllClose(grads.get(n)!, ref.paramGrads[i]!, 1e-5, n));
 
           tf.dispose([...inputs, targets, ...grads.values(), ...ref.paramGrads]);
@@ -83,7 +94,15 @@ describe('partition: cutting a model into P × V stage modules', () => {
         [3, 1, 1, false, true],
       ],
     );
-    assert.deepStrictEqual(plan.virtual.map((v) => [v.blockStart, v.blockEnd]), [[0, 2], [2, 4], [4, 6], [6, 8]]);
+    assert.deepStrictEqual(
+      plan.virtual.map((v) => [v.blockStart, v.blockEnd]),
+      [
+        [0, 2],
+        [2, 4],
+        [4, 6],
+        [6, 8],
+      ],
+    );
     const names = buildStages(gpt8(), plan).map((s) => {
       s.dispose();
       return s.name;
@@ -95,8 +114,17 @@ describe('partition: cutting a model into P × V stage modules', () => {
     // Uneven block costs: a synthetic spec whose blocks cost 1..9 (as FLOPs).
     const base = gpt8();
     const costs = [5, 1, 9, 2, 2, 7, 3, 4];
-    const spec: ModelSpec = { ...base, blocks: base.blocks.map((b, i) => ({ ...b, flopsPerSample: costs[i]! })), embed: { ...base.embed, flopsPerSample: 3 }, head: { ...base.head, flopsPerSample: 6 } };
-    for (const [P, V, weights] of [[3, 1, [1, 1, 1]], [2, 2, [1, 3]], [4, 1, [2, 1, 1, 1]]] as const) {
+    const spec: ModelSpec = {
+      ...base,
+      blocks: base.blocks.map((b, i) => ({ ...b, flopsPerSample: costs[i]! })),
+      embed: { ...base.embed, flopsPerSample: 3 },
+      head: { ...base.head, flopsPerSample: 6 },
+    };
+    for (const [P, V, weights] of [
+      [3, 1, [1, 1, 1]],
+      [2, 2, [1, 3]],
+      [4, 1, [2, 1, 1, 1]],
+    ] as const) {
       const plan = planPartition(spec, { stages: P, chunks: V, weights: [...weights] });
       const got = Math.max(...plan.virtual.map((v) => v.weightedCost));
       // Brute force over all placements of S-1 cuts among 7 gaps.
@@ -114,7 +142,11 @@ describe('partition: cutting a model into P × V stage modules', () => {
         }
       };
       walk(0, 0, 0);
-      assert.strictEqual(got, best, `P=${P} V=${V} weights=[${weights}]: plan's slowest stage ${got}, optimum ${best}\n${formatPlan(plan)}`);
+      assert.strictEqual(
+        got,
+        best,
+        `P=${P} V=${V} weights=[${weights}]: plan's slowest stage ${got}, optimum ${best}\n${formatPlan(plan)}`,
+      );
     }
   });
 
@@ -130,17 +162,28 @@ describe('partition: cutting a model into P × V stage modules', () => {
   it('reports FLOPs per virtual stage that add up to the model total', () => {
     const spec = gpt8();
     const plan = planPartition(spec, { stages: 4, chunks: 2 });
-    const total = spec.embed.flopsPerSample + spec.head.flopsPerSample + spec.blocks.reduce((s, b) => s + b.flopsPerSample, 0);
-    assert.strictEqual(plan.virtual.reduce((s, v) => s + v.flopsPerSample, 0), total);
+    const total =
+      spec.embed.flopsPerSample + spec.head.flopsPerSample + spec.blocks.reduce((s, b) => s + b.flopsPerSample, 0);
+    assert.strictEqual(
+      plan.virtual.reduce((s, v) => s + v.flopsPerSample, 0),
+      total,
+    );
     const table = formatPlan(plan);
     assert.match(table, /^gpt: P=4 V=2 weights=\[1, 1, 1, 1\]/);
     assert.match(table, /v7 \(stage 3, chunk 1\): h7 head {2}[\d.]+ MFLOP\/sample/);
   });
 
   it('refuses fewer blocks than virtual stages, bad weights and bad counts, saying which', () => {
-    assert.throws(() => planPartition(gpt8(), { stages: 4, chunks: 3 }), (e: Error) => e instanceof PartitionError && /8 blocks cannot fill 12 virtual stages \(P=4 × V=3\)/.test(e.message));
+    assert.throws(
+      () => planPartition(gpt8(), { stages: 4, chunks: 3 }),
+      (e: Error) =>
+        e instanceof PartitionError && /8 blocks cannot fill 12 virtual stages \(P=4 × V=3\)/.test(e.message),
+    );
     assert.throws(() => planPartition(gpt8(), { stages: 2, weights: [1] }), /1 stage weights for 2 stages/);
-    assert.throws(() => planPartition(gpt8(), { stages: 2, weights: [1, 0] }), /weight of stage 1 must be a positive number, got 0/);
+    assert.throws(
+      () => planPartition(gpt8(), { stages: 2, weights: [1, 0] }),
+      /weight of stage 1 must be a positive number, got 0/,
+    );
     assert.throws(() => planPartition(gpt8(), { stages: 0 }), /stages must be a positive integer, got 0/);
   });
 });

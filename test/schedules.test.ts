@@ -1,11 +1,30 @@
 import { strict as assert } from 'node:assert';
-import { SCHEDULES, ScheduleBuilder, gpipe, interleaved1F1B, oneFOneB, scheduleText, zbH1 } from '../policies/schedules/index';
 import {
-  PipelineShape, ShapeError, Task, allTasks, backwardPredecessor, formatTask, forwardPredecessor, task,
+  SCHEDULES,
+  ScheduleBuilder,
+  gpipe,
+  interleaved1F1B,
+  oneFOneB,
+  scheduleText,
+  zbH1,
+} from '../policies/schedules/index';
+import {
+  PipelineShape,
+  ShapeError,
+  Task,
+  allTasks,
+  backwardPredecessor,
+  formatTask,
+  forwardPredecessor,
+  task,
 } from '../policies/task';
 
-const shape = (stages: number, microbatches: number, chunks = 1, splitBackward = false): PipelineShape =>
-  ({ stages, chunks, microbatches, splitBackward });
+const shape = (stages: number, microbatches: number, chunks = 1, splitBackward = false): PipelineShape => ({
+  stages,
+  chunks,
+  microbatches,
+  splitBackward,
+});
 
 /** Problems with one stage's list: missing/duplicate tasks and local dependency order. */
 function localProblems(list: readonly Task[], s: PipelineShape): string[] {
@@ -20,7 +39,8 @@ function localProblems(list: readonly Task[], s: PipelineShape): string[] {
   for (const k of expected) if (!at.has(k)) problems.push(`${k} missing`);
   if (list.length !== expected.length) problems.push(`${list.length} tasks, expected ${expected.length}`);
   const before = (a: Task, b: Task) => {
-    const ia = at.get(formatTask(a)), ib = at.get(formatTask(b));
+    const ia = at.get(formatTask(a)),
+      ib = at.get(formatTask(b));
     if (ia !== undefined && ib !== undefined && ia > ib) problems.push(`${formatTask(a)} after ${formatTask(b)}`);
   };
   for (let c = 0; c < s.chunks; c++)
@@ -50,11 +70,12 @@ function bindingDeadlock(lists: readonly (readonly Task[])[], s: PipelineShape):
     }
     if (t.kind === 'W') return done.has(key(stage, task('B', t.mb, t.chunk)));
     const g = backwardPredecessor(stage, t.chunk, s);
-    return done.has(key(stage, task('F', t.mb, t.chunk))) &&
-      (g === null || done.has(key(g.stage, task('B', t.mb, g.chunk))));
+    return (
+      done.has(key(stage, task('F', t.mb, t.chunk))) && (g === null || done.has(key(g.stage, task('B', t.mb, g.chunk))))
+    );
   };
   const cursor = lists.map(() => 0);
-  for (let progress = true; progress; ) {
+  for (let progress = true; progress;) {
     progress = false;
     lists.forEach((list, stage) => {
       while (cursor[stage] < list.length && inputsReady(stage, list[cursor[stage]])) {
@@ -64,13 +85,15 @@ function bindingDeadlock(lists: readonly (readonly Task[])[], s: PipelineShape):
     });
   }
   return lists.flatMap((list, stage) =>
-    cursor[stage] < list.length ? [`stage ${stage} waits at ${formatTask(list[cursor[stage]])}`] : []);
+    cursor[stage] < list.length ? [`stage ${stage} waits at ${formatTask(list[cursor[stage]])}`] : [],
+  );
 }
 
 /** Largest number of forwards run whose memory is not released (B, or W when split). */
 function peakInflight(list: readonly Task[], s: PipelineShape): number {
   const release = s.splitBackward ? 'W' : 'B';
-  let now = 0, peak = 0;
+  let now = 0,
+    peak = 0;
   for (const t of list) {
     if (t.kind === 'F') peak = Math.max(peak, ++now);
     else if (t.kind === release) now--;
@@ -112,7 +135,10 @@ describe('fixed schedules', () => {
     ];
     for (const [b, s, re] of table)
       it(`${b.name} refuses P=${s.stages} V=${s.chunks} M=${s.microbatches}${s.splitBackward ? ' split' : ''}`, () => {
-        assert.throws(() => b.check(s), (e: unknown) => e instanceof ShapeError && re.test(e.message));
+        assert.throws(
+          () => b.check(s),
+          (e: unknown) => e instanceof ShapeError && re.test(e.message),
+        );
         assert.throws(() => b.build(s, 0), ShapeError);
       });
     it('a stage outside the pipeline is refused with its index', () =>
@@ -123,16 +149,24 @@ describe('fixed schedules', () => {
     for (const b of SCHEDULES) {
       it(`${b.name}: complete lists, local dependency order, and no deadlock when binding`, () => {
         let accepted = 0;
-        for (const P of [1, 2, 3, 4, 8]) for (const V of [1, 2, 3, 4]) for (const M of [1, 3, 4, 8, 13])
-          for (const split of [false, true]) {
-            const s = shape(P, M, V, split);
-            try { b.check(s); } catch (e) { assert.ok(e instanceof ShapeError, String(e)); continue; }
-            accepted++;
-            const lists = Array.from({ length: P }, (_, stage) => b.build(s, stage));
-            lists.forEach((l, stage) =>
-              assert.deepEqual(localProblems(l, s), [], `P=${P} V=${V} M=${M} split=${split} stage ${stage}`));
-            assert.deepEqual(bindingDeadlock(lists, s), [], `P=${P} V=${V} M=${M} split=${split}`);
-          }
+        for (const P of [1, 2, 3, 4, 8])
+          for (const V of [1, 2, 3, 4])
+            for (const M of [1, 3, 4, 8, 13])
+              for (const split of [false, true]) {
+                const s = shape(P, M, V, split);
+                try {
+                  b.check(s);
+                } catch (e) {
+                  assert.ok(e instanceof ShapeError, String(e));
+                  continue;
+                }
+                accepted++;
+                const lists = Array.from({ length: P }, (_, stage) => b.build(s, stage));
+                lists.forEach((l, stage) =>
+                  assert.deepEqual(localProblems(l, s), [], `P=${P} V=${V} M=${M} split=${split} stage ${stage}`),
+                );
+                assert.deepEqual(bindingDeadlock(lists, s), [], `P=${P} V=${V} M=${M} split=${split}`);
+              }
         // gpipe takes all 200; 1f1b the 50 with V=1; zb-h1 the 25 split V=1; interleaved 22 for each V ≥ 2 (P | M).
         const expected = { gpipe: 200, '1f1b': 50, 'zb-h1': 25, 'interleaved-1f1b': 66 }[b.name];
         assert.equal(accepted, expected);
@@ -149,16 +183,24 @@ describe('fixed schedules', () => {
   });
 
   it('1f1b holds at most min(P-s, M) microbatches in flight at stage s', () => {
-    for (const P of [1, 2, 3, 4, 8]) for (const M of [1, 3, 4, 8, 13]) for (let s = 0; s < P; s++)
-      assert.equal(peakInflight(oneFOneB.build(shape(P, M), s), shape(P, M)), Math.min(P - s, M), `P=${P} M=${M} s=${s}`);
+    for (const P of [1, 2, 3, 4, 8])
+      for (const M of [1, 3, 4, 8, 13])
+        for (let s = 0; s < P; s++)
+          assert.equal(
+            peakInflight(oneFOneB.build(shape(P, M), s), shape(P, M)),
+            Math.min(P - s, M),
+            `P=${P} M=${M} s=${s}`,
+          );
   });
 
   it('zb-h1 holds at most min(P, M) microbatches until their W: the 1f1b peak of stage 0', () => {
-    for (const P of [1, 2, 3, 4, 8]) for (const M of [1, 3, 4, 8, 13]) for (let s = 0; s < P; s++) {
-      const sp = shape(P, M, 1, true);
-      assert.equal(peakInflight(zbH1.build(sp, s), sp), Math.min(P, M), `P=${P} M=${M} s=${s}`);
-      assert.equal(Math.min(P, M), peakInflight(oneFOneB.build(shape(P, M), 0), shape(P, M)));
-    }
+    for (const P of [1, 2, 3, 4, 8])
+      for (const M of [1, 3, 4, 8, 13])
+        for (let s = 0; s < P; s++) {
+          const sp = shape(P, M, 1, true);
+          assert.equal(peakInflight(zbH1.build(sp, s), sp), Math.min(P, M), `P=${P} M=${M} s=${s}`);
+          assert.equal(Math.min(P, M), peakInflight(oneFOneB.build(shape(P, M), 0), shape(P, M)));
+        }
   });
 
   it('zb-h1 postpones exactly s weight tasks of stage s to after its last B', () => {

@@ -1,5 +1,17 @@
 import { strict as assert } from 'assert';
-import { SHAPE_LIMITS, TaskParseError, allTasks, validateShape, formatTask, fromVirtual, forwardSuccessor, backwardSuccessor, parseTask, task, virtualStage } from '../policies/task';
+import {
+  SHAPE_LIMITS,
+  TaskParseError,
+  allTasks,
+  validateShape,
+  formatTask,
+  fromVirtual,
+  forwardSuccessor,
+  backwardSuccessor,
+  parseTask,
+  task,
+  virtualStage,
+} from '../policies/task';
 
 describe('task IR', () => {
   it('formats and parses back unchanged', () => {
@@ -10,7 +22,11 @@ describe('task IR', () => {
 
   it('quotes the input and the grammar on a parse error', () => {
     for (const bad of ['', 'X1', 'F', 'F-1', 'F1@', 'f1', 'F1@x', ' F1']) {
-      assert.throws(() => parseTask(bad), (e: unknown) => e instanceof TaskParseError && e.message.includes(JSON.stringify(bad)) && e.message.includes('<F|B|W>'));
+      assert.throws(
+        () => parseTask(bad),
+        (e: unknown) =>
+          e instanceof TaskParseError && e.message.includes(JSON.stringify(bad)) && e.message.includes('<F|B|W>'),
+      );
     }
   });
 
@@ -41,7 +57,14 @@ describe('task IR', () => {
       [{ ...ok, microbatches: 1e8 }, /chunks × microbatches .* must be at most 262144, got 200000000/],
       [{ ...ok, stages: 5000 }, /stages must be at most 1024, got 5000/],
       [{ ...ok, chunks: 65 }, /chunks must be at most 64, got 65/],
-      [{ ...ok, stages: 1000, chunks: 1, microbatches: 2000 }, /stages × chunks × microbatches must be at most 1048576, got 2000000/],
-    ] as const) assert.throws(() => validateShape(shape), (e: Error) => e.name === 'ShapeError' && re.test(e.message));
+      [
+        { ...ok, stages: 1000, chunks: 1, microbatches: 2000 },
+        /stages × chunks × microbatches must be at most 1048576, got 2000000/,
+      ],
+    ] as const)
+      assert.throws(
+        () => validateShape(shape),
+        (e: Error) => e.name === 'ShapeError' && re.test(e.message),
+      );
   });
 });

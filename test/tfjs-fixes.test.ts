@@ -1,7 +1,14 @@
 import * as assert from 'assert';
 import * as tf from '@tensorflow/tfjs';
 import { loadBackend } from '../models/backend';
-import { checkWasmHeap, installWasmFixes, removeWasmFixes, setWasmAllocationLimit, transposePlan, WasmHeapError } from '../models/tfjs-fixes';
+import {
+  checkWasmHeap,
+  installWasmFixes,
+  removeWasmFixes,
+  setWasmAllocationLimit,
+  transposePlan,
+  WasmHeapError,
+} from '../models/tfjs-fixes';
 import { SeededRandom } from '../models/seeded-init';
 import { gptSpec } from '../models/gpt';
 import { buildFullModel } from '../models/partition';
@@ -17,7 +24,13 @@ function values(rng: SeededRandom, n: number, integers: boolean): Float32Array {
   return Float32Array.from({ length: n }, () => (integers ? rng.int(7) - 3 : rng.normal()));
 }
 
-function assertNear(actual: ArrayLike<number>, expected: ArrayLike<number>, rtol: number, what: string, floor = 0): void {
+function assertNear(
+  actual: ArrayLike<number>,
+  expected: ArrayLike<number>,
+  rtol: number,
+  what: string,
+  floor = 0,
+): void {
   assert.strictEqual(actual.length, expected.length, `${what}: length`);
   let peak = floor;
   for (let i = 0; i < expected.length; i++) peak = Math.max(peak, Math.abs(expected[i]!));
@@ -28,7 +41,12 @@ function assertNear(actual: ArrayLike<number>, expected: ArrayLike<number>, rtol
   }
 }
 
-const FLAGS: Array<[boolean, boolean]> = [[false, false], [true, false], [false, true], [true, true]];
+const FLAGS: Array<[boolean, boolean]> = [
+  [false, false],
+  [true, false],
+  [false, true],
+  [true, true],
+];
 // [batchA, batchB, m, k, n]: a is (batchA, m, k) before transposition, b is (batchB, k, n).
 const SHAPES: Array<[number[], number[], number, number, number]> = [
   [[], [], 5, 7, 3],
@@ -59,8 +77,16 @@ describe('tfjs-fixes: wasm kernels', () => {
           const rng = new SeededRandom(m * 1000 + k * 10 + n);
           const aShape = physical(batchA, m, k, tA);
           const bShape = physical(batchB, k, n, tB);
-          const av = values(rng, aShape.reduce((x, y) => x * y, 1), integers);
-          const bv = values(rng, bShape.reduce((x, y) => x * y, 1), integers);
+          const av = values(
+            rng,
+            aShape.reduce((x, y) => x * y, 1),
+            integers,
+          );
+          const bv = values(
+            rng,
+            bShape.reduce((x, y) => x * y, 1),
+            integers,
+          );
           plans.add(transposePlan(aShape, bShape, tA, tB));
           const run = () => tf.tidy(() => tf.matMul(tf.tensor(av, aShape), tf.tensor(bv, bShape), tA, tB).dataSync());
           const cpu = await on('cpu', run);
@@ -80,11 +106,22 @@ describe('tfjs-fixes: wasm kernels', () => {
         const rng = new SeededRandom(7 + m + k + n);
         const aShape = physical(batchA, m, k, tA);
         const bShape = physical(batchB, k, n, tB);
-        const av = values(rng, aShape.reduce((x, y) => x * y, 1), false);
-        const bv = values(rng, bShape.reduce((x, y) => x * y, 1), false);
+        const av = values(
+          rng,
+          aShape.reduce((x, y) => x * y, 1),
+          false,
+        );
+        const bv = values(
+          rng,
+          bShape.reduce((x, y) => x * y, 1),
+          false,
+        );
         const run = () =>
           tf.tidy(() => {
-            const [ga, gb] = tf.grads((a: tf.Tensor, b: tf.Tensor) => tf.matMul(a, b, tA, tB).square().sum())([tf.tensor(av, aShape), tf.tensor(bv, bShape)]);
+            const [ga, gb] = tf.grads((a: tf.Tensor, b: tf.Tensor) => tf.matMul(a, b, tA, tB).square().sum())([
+              tf.tensor(av, aShape),
+              tf.tensor(bv, bShape),
+            ]);
             return [ga!.dataSync(), gb!.dataSync()];
           });
         const cpu = await on('cpu', run);
@@ -99,12 +136,22 @@ describe('tfjs-fixes: wasm kernels', () => {
     // Small integers add exactly in float32 in any order, so the comparison can be exact.
     const rng = new SeededRandom(4);
     const x = values(rng, 3 * 5 * 7, true);
-    const cases: Array<[number | number[], boolean]> = [[0, false], [[0, 1], false], [[1, 0], true], [-3, true], [2, false], [[1, 2], false], [[0, 1, 2], false], [1, true]];
+    const cases: Array<[number | number[], boolean]> = [
+      [0, false],
+      [[0, 1], false],
+      [[1, 0], true],
+      [-3, true],
+      [2, false],
+      [[1, 2], false],
+      [[0, 1, 2], false],
+      [1, true],
+    ];
     for (const [axis, keepDims] of cases) {
-      const run = () => tf.tidy(() => {
-        const s = tf.sum(tf.tensor(x, [3, 5, 7]), axis, keepDims);
-        return { shape: s.shape, data: s.dataSync() };
-      });
+      const run = () =>
+        tf.tidy(() => {
+          const s = tf.sum(tf.tensor(x, [3, 5, 7]), axis, keepDims);
+          return { shape: s.shape, data: s.dataSync() };
+        });
       const cpu = await on('cpu', run);
       const wasm = await on('wasm', run);
       assert.deepStrictEqual(wasm.shape, cpu.shape, `axis ${JSON.stringify(axis)} keepDims=${keepDims}: shape`);
@@ -119,19 +166,28 @@ describe('tfjs-fixes: wasm kernels', () => {
     const weights = values(rng, 8 * 4, false);
     const run = () =>
       tf.tidy(() => {
-        const [g] = tf.grads((w: tf.Tensor) => tf.gather(w, tf.tensor(ids, [2, 4], 'int32')).mul(tf.tensor(weights, [2, 4, 4])).sum())([tf.tensor(table, [10, 4])]);
+        const [g] = tf.grads((w: tf.Tensor) =>
+          tf
+            .gather(w, tf.tensor(ids, [2, 4], 'int32'))
+            .mul(tf.tensor(weights, [2, 4, 4]))
+            .sum(),
+        )([tf.tensor(table, [10, 4])]);
         return g!.dataSync();
       });
     const cpu = await on('cpu', run);
     const wasm = await on('wasm', run);
     assertNear(wasm, cpu, 1e-6, 'embedding gradient');
     // Rows never looked up get exactly zero gradient.
-    for (const row of [2, 4, 5, 6, 7, 8]) assert.deepStrictEqual(Array.from(wasm.slice(row * 4, row * 4 + 4)), [0, 0, 0, 0]);
+    for (const row of [2, 4, 5, 6, 7, 8])
+      assert.deepStrictEqual(Array.from(wasm.slice(row * 4, row * 4 + 4)), [0, 0, 0, 0]);
   });
 
   it('unsortedSegmentSum drops ids outside [0, numSegments) like the cpu backend', async () => {
     const x = Float32Array.from({ length: 6 * 2 }, (_, i) => i + 0.5);
-    const run = () => tf.tidy(() => tf.unsortedSegmentSum(tf.tensor(x, [6, 2]), tf.tensor([0, 2, -1, 2, 5, 0], [6], 'int32'), 3).dataSync());
+    const run = () =>
+      tf.tidy(() =>
+        tf.unsortedSegmentSum(tf.tensor(x, [6, 2]), tf.tensor([0, 2, -1, 2, 5, 0], [6], 'int32'), 3).dataSync(),
+      );
     const cpu = await on('cpu', run);
     const wasm = await on('wasm', run);
     assert.deepStrictEqual(Array.from(wasm), Array.from(cpu));
@@ -142,7 +198,13 @@ describe('tfjs-fixes: wasm kernels', () => {
     await loadBackend({ force: 'wasm' });
     removeWasmFixes();
     try {
-      assert.throws(() => tf.tidy(() => tf.grads((w: tf.Tensor) => tf.gather(w, tf.tensor([1], [1], 'int32')).sum())([tf.ones([3, 2])])), /UnsortedSegmentSum/);
+      assert.throws(
+        () =>
+          tf.tidy(() =>
+            tf.grads((w: tf.Tensor) => tf.gather(w, tf.tensor([1], [1], 'int32')).sum())([tf.ones([3, 2])]),
+          ),
+        /UnsortedSegmentSum/,
+      );
     } finally {
       installWasmFixes();
     }
@@ -155,7 +217,10 @@ describe('tfjs-fixes: wasm kernels', () => {
     const tg = Array.from({ length: 16 }, () => rng.int(11));
     const run = () => {
       const model = buildFullModel(spec);
-      const res = model.backward(tf.tensor(ids, [2, 8], 'int32'), null, { targets: tf.tensor(tg, [2, 8], 'int32'), lossScale: 1 });
+      const res = model.backward(tf.tensor(ids, [2, 8], 'int32'), null, {
+        targets: tf.tensor(tg, [2, 8], 'int32'),
+        lossScale: 1,
+      });
       const out = { loss: res.loss!, grads: res.paramGrads.map((g) => g.dataSync()) };
       tf.dispose(res.paramGrads);
       model.dispose();
@@ -176,8 +241,13 @@ describe('tfjs-fixes: wasm kernels', () => {
     try {
       const live = checkWasmHeap();
       assert.ok(live >= 1024 * 1024);
-      assert.throws(() => checkWasmHeap(512 * 1024, 'stage 3, F2'), (e: Error) => e instanceof WasmHeapError && /^stage 3, F2: \d+\.\d{3} GiB of live tensors/.test(e.message));
-      const model = buildFullModel(gptSpec({ vocabSize: 5, seqLen: 4, layers: 1, width: 8, heads: 2 }), { heapLimitBytes: 512 * 1024 });
+      assert.throws(
+        () => checkWasmHeap(512 * 1024, 'stage 3, F2'),
+        (e: Error) => e instanceof WasmHeapError && /^stage 3, F2: \d+\.\d{3} GiB of live tensors/.test(e.message),
+      );
+      const model = buildFullModel(gptSpec({ vocabSize: 5, seqLen: 4, layers: 1, width: 8, heads: 2 }), {
+        heapLimitBytes: 512 * 1024,
+      });
       const input = tf.zeros([1, 4], 'int32');
       assert.throws(() => model.forward(input), /gpt\[embed, h0, head\] forward: .* GiB of live tensors/);
       input.dispose();
@@ -198,9 +268,17 @@ describe('tfjs-fixes: wasm kernels', () => {
     setWasmAllocationLimit(tf.memory().numBytes + 2 * 1024 * 1024);
     try {
       const x = tf.ones([768, 512]); // 1.5 MiB: fits
-      assert.throws(() => tf.matMul(x, x, false, true), (e: Error) => e instanceof WasmHeapError && /^allocating a tensor of \d+ bytes: .* past the \d+\.\d+ GiB guard/.test(e.message));
+      assert.throws(
+        () => tf.matMul(x, x, false, true),
+        (e: Error) =>
+          e instanceof WasmHeapError &&
+          /^allocating a tensor of \d+ bytes: .* past the \d+\.\d+ GiB guard/.test(e.message),
+      );
       x.dispose();
-      assert.throws(() => tf.zeros([1024, 1024]), (e: Error) => e instanceof WasmHeapError && /allocating a tensor of 4194304 bytes/.test(e.message));
+      assert.throws(
+        () => tf.zeros([1024, 1024]),
+        (e: Error) => e instanceof WasmHeapError && /allocating a tensor of 4194304 bytes/.test(e.message),
+      );
     } finally {
       setWasmAllocationLimit();
     }
@@ -224,7 +302,9 @@ describe('tfjs-fixes: wasm kernels', () => {
     const before = time();
     installWasmFixes();
     const after = time();
-    console.log(`      wasm matMul (256x512)·(256x512)ᵀ: ${before.toFixed(1)} ms with the flag, ${after.toFixed(1)} ms with the fix`);
+    console.log(
+      `      wasm matMul (256x512)·(256x512)ᵀ: ${before.toFixed(1)} ms with the flag, ${after.toFixed(1)} ms with the fix`,
+    );
     tf.dispose([a, b]);
   });
 });

@@ -16,7 +16,11 @@ describe('baton trace', () => {
   const call = async (...argv: string[]) => {
     const out: string[] = [];
     const err: string[] = [];
-    const code = await traceCommand(argv, (s) => out.push(s), (s) => err.push(s));
+    const code = await traceCommand(
+      argv,
+      (s) => out.push(s),
+      (s) => err.push(s),
+    );
     return { code, out: out.join('\n'), err: err.join('\n') };
   };
 
@@ -58,9 +62,18 @@ describe('baton trace', () => {
     assert.ok(!fs.existsSync(path.join(dir, 'never.svg')));
   });
 
-  it('checks Baton\'s embedded events and stage count too, so summary and gantt never meet a bad one', async () => {
+  it("checks Baton's embedded events and stage count too, so summary and gantt never meet a bad one", async () => {
     const nullEvent = path.join(dir, 'null-event.json');
-    fs.writeFileSync(nullEvent, JSON.stringify({ traceEvents: [], metadata: { baton_events: [null, { type: 'task-end', t: 0, stage: 0, iteration: 0, kind: 'F', mb: -3, chunk: 0 }], stages: 1e9 } }));
+    fs.writeFileSync(
+      nullEvent,
+      JSON.stringify({
+        traceEvents: [],
+        metadata: {
+          baton_events: [null, { type: 'task-end', t: 0, stage: 0, iteration: 0, kind: 'F', mb: -3, chunk: 0 }],
+          stages: 1e9,
+        },
+      }),
+    );
     const c = await call('check', nullEvent);
     assert.equal(c.code, 1);
     assert.match(c.out, /metadata\.stages must be an integer from 1 to 1024, got 1000000000/);
@@ -72,10 +85,16 @@ describe('baton trace', () => {
       assert.match(r.err, /not a valid trace \(3 problems/);
     }
     const hugePid = path.join(dir, 'huge-pid.json');
-    fs.writeFileSync(hugePid, JSON.stringify({ traceEvents: [{ name: 'F0', cat: 'F', ph: 'X', ts: 0, dur: 1, pid: 1e8, tid: 0 }] }));
+    fs.writeFileSync(
+      hugePid,
+      JSON.stringify({ traceEvents: [{ name: 'F0', cat: 'F', ph: 'X', ts: 0, dur: 1, pid: 1e8, tid: 0 }] }),
+    );
     const r = await call('summary', hugePid);
     assert.equal(r.code, 2);
-    assert.match(r.err, /traceEvents\[0\] \(name "F0", pid 100000000, tid 0\) cannot be read as a Baton event: task-start event: field "stage" must be an integer from 0 to 1023/);
+    assert.match(
+      r.err,
+      /traceEvents\[0\] \(name "F0", pid 100000000, tid 0\) cannot be read as a Baton event: task-start event: field "stage" must be an integer from 0 to 1023/,
+    );
   });
 
   it('refuses, with exit 2 and the reason, traces whose events would hang, corrupt or crash summary and gantt', async () => {
@@ -85,29 +104,94 @@ describe('baton trace', () => {
       return f;
     };
     const svg = path.join(dir, 'bad.svg');
-    const task = (over: Record<string, unknown>) => ({ type: 'task-start', t: 0, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0, inflight: 0, backpressure: false, ...over });
-    const end = (over: Record<string, unknown>) => ({ type: 'task-end', t: 1, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0, ...over });
-    const X = (args: Record<string, unknown>, over: Record<string, unknown> = {}) => ({ name: 'F0', cat: 'F', ph: 'X', ts: 0, dur: 10000, pid: 0, tid: 0, args, ...over });
+    const task = (over: Record<string, unknown>) => ({
+      type: 'task-start',
+      t: 0,
+      stage: 0,
+      iteration: 0,
+      kind: 'F',
+      mb: 0,
+      chunk: 0,
+      inflight: 0,
+      backpressure: false,
+      ...over,
+    });
+    const end = (over: Record<string, unknown>) => ({
+      type: 'task-end',
+      t: 1,
+      stage: 0,
+      iteration: 0,
+      kind: 'F',
+      mb: 0,
+      chunk: 0,
+      ...over,
+    });
+    const X = (args: Record<string, unknown>, over: Record<string, unknown> = {}) => ({
+      name: 'F0',
+      cat: 'F',
+      ph: 'X',
+      ts: 0,
+      dur: 10000,
+      pid: 0,
+      tid: 0,
+      args,
+      ...over,
+    });
     const cases: [string, unknown, RegExp][] = [
       // A span of 2e308 ms once spun the axis loop forever; a chunk of 1e9 the legend loop.
-      ['infinite span', { traceEvents: [], metadata: { baton_events: [task({ t: -1e308 }), end({ t: 1e308 })] } }, /field "t" must be a number from -1000000000000 to 1000000000000/],
-      ['huge chunk', { traceEvents: [], metadata: { baton_events: [task({ chunk: 1e9 }), end({ chunk: 1e9 })] } }, /field "chunk" must be an integer from 0 to 63/],
-      ['huge chunk in args', [X({ chunk: 1e9 })], /cannot be read as a Baton event: task-start event: field "chunk" must be an integer from 0 to 63/],
+      [
+        'infinite span',
+        { traceEvents: [], metadata: { baton_events: [task({ t: -1e308 }), end({ t: 1e308 })] } },
+        /field "t" must be a number from -1000000000000 to 1000000000000/,
+      ],
+      [
+        'huge chunk',
+        { traceEvents: [], metadata: { baton_events: [task({ chunk: 1e9 }), end({ chunk: 1e9 })] } },
+        /field "chunk" must be an integer from 0 to 63/,
+      ],
+      [
+        'huge chunk in args',
+        [X({ chunk: 1e9 })],
+        /cannot be read as a Baton event: task-start event: field "chunk" must be an integer from 0 to 63/,
+      ],
       // Once copied into the SVG as markup.
-      ['markup microbatch', [X({ microbatch: '<script>alert(1)</script>' })], /field "mb" must be an integer from 0 to 262143/],
+      [
+        'markup microbatch',
+        [X({ microbatch: '<script>alert(1)</script>' })],
+        /field "mb" must be an integer from 0 to 262143/,
+      ],
       ['fractional pid', [X({}, { pid: 1.5 })], /pid 1\.5.*field "stage" must be an integer from 0 to 1023/],
-      ['string dst', [{ name: 'activation mb0 0→1', cat: 'activation', ph: 'X', ts: 0, dur: 5, pid: 0, tid: 1, args: { dst: 'x' } }], /send event: field "dst" must be an integer from -1 to 1023/],
-      ['object title', { traceEvents: [], metadata: { title: { x: 1 } } }, /metadata\.title must be a string, got \{"x":1\}/],
-      ['a task started twice', [X({}), X({}, { ts: 5000 })], /F0@0 starts at 5 ms while it is still running \(started at 0 ms\)/],
-      ['an end without its start', { traceEvents: [], metadata: { baton_events: [end({})] } }, /task-end of F0@0 at 1 ms without its task-start/],
+      [
+        'string dst',
+        [{ name: 'activation mb0 0→1', cat: 'activation', ph: 'X', ts: 0, dur: 5, pid: 0, tid: 1, args: { dst: 'x' } }],
+        /send event: field "dst" must be an integer from -1 to 1023/,
+      ],
+      [
+        'object title',
+        { traceEvents: [], metadata: { title: { x: 1 } } },
+        /metadata\.title must be a string, got \{"x":1\}/,
+      ],
+      [
+        'a task started twice',
+        [X({}), X({}, { ts: 5000 })],
+        /F0@0 starts at 5 ms while it is still running \(started at 0 ms\)/,
+      ],
+      [
+        'an end without its start',
+        { traceEvents: [], metadata: { baton_events: [end({})] } },
+        /task-end of F0@0 at 1 ms without its task-start/,
+      ],
     ];
     for (const [what, json, re] of cases) {
       const f = write('bad.json', json);
-      for (const argv of [['summary', f], ['gantt', f, '-o', svg]]) {
+      for (const argv of [
+        ['summary', f],
+        ['gantt', f, '-o', svg],
+      ]) {
         const r = await call(...argv);
         assert.equal(r.code, 2, `${what}: ${argv[0]} exits 2 (${r.err})`);
         assert.match(r.err, re, `${what}: ${argv[0]}`);
-        assert.doesNotMatch(r.err, /TypeError|    at /, `${what}: ${argv[0]} names the problem, not an internal error`);
+        assert.doesNotMatch(r.err, /TypeError| {4}at /, `${what}: ${argv[0]} names the problem, not an internal error`);
       }
       assert.ok(!fs.existsSync(svg), `${what}: no chart written`);
     }
@@ -115,7 +199,13 @@ describe('baton trace', () => {
 
   it('reads metadata events of any name, and refuses a file that is not a regular file', async () => {
     const odd = path.join(dir, 'odd-names.json');
-    fs.writeFileSync(odd, JSON.stringify([{ name: 'constructor', ph: 'M', pid: 0, tid: 0 }, { name: '__proto__', ph: 'M', pid: 0, tid: 0 }]));
+    fs.writeFileSync(
+      odd,
+      JSON.stringify([
+        { name: 'constructor', ph: 'M', pid: 0, tid: 0 },
+        { name: '__proto__', ph: 'M', pid: 0, tid: 0 },
+      ]),
+    );
     assert.equal((await call('check', odd)).code, 0);
     const dev = await call('check', '/dev/zero');
     assert.equal(dev.code, 2);
@@ -160,8 +250,15 @@ describe('baton trace', () => {
     assert.equal(summary.code, 0, summary.err);
     assert.match(summary.out, /^job x\\u001b\[2J\\u009b31m · 3 stages/);
     fs.writeFileSync(evil, '{"traceEvents": \u001b[2J\u001b[31mred}');
-    const outs = [await call('summary', evil), await call('gantt', evil, '-o', path.join(dir, 'never.svg')), await call('check', evil)];
-    assert.deepEqual(outs.map((r) => r.code), [2, 2, 1]);
+    const outs = [
+      await call('summary', evil),
+      await call('gantt', evil, '-o', path.join(dir, 'never.svg')),
+      await call('check', evil),
+    ];
+    assert.deepEqual(
+      outs.map((r) => r.code),
+      [2, 2, 1],
+    );
     for (const r of outs) {
       assert.match(r.out + r.err, /is not JSON: .*\\u001b\[2J/);
       assert.doesNotMatch(r.out + r.err, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
@@ -212,20 +309,49 @@ describe('baton trace', () => {
     const svgFile = path.join(dir, 'json.svg');
     const r = await call('gantt', file, '-o', svgFile, '--json');
     assert.equal(r.code, 0, r.err);
-    assert.deepEqual(JSON.parse(r.out), { output: svgFile, svg_bytes: fs.statSync(svgFile).size, tasks: 36, stages: 3, width: 1200 });
+    assert.deepEqual(JSON.parse(r.out), {
+      output: svgFile,
+      svg_bytes: fs.statSync(svgFile).size,
+      tasks: 36,
+      stages: 3,
+      width: 1200,
+    });
   });
 
   it('summarizes tasks, busy and wait time and messages per stage', async () => {
     const r = await call('summary', file, '--json');
     assert.equal(r.code, 0, r.err);
-    const rows = JSON.parse(r.out) as { stage: number; tasks: number; busy_ms: number; wait_ms: number; sent: number; received: number }[];
-    assert.deepEqual(rows.map((x) => x.stage), [0, 1, 2]);
-    assert.deepEqual(rows.map((x) => x.tasks), [12, 12, 12]);
-    assert.deepEqual(rows.map((x) => x.sent), [6, 12, 6], 'edge stages send one way, the middle both');
-    assert.deepEqual(rows.map((x) => x.received), [6, 12, 6], 'data-feed inputs are not messages');
+    const rows = JSON.parse(r.out) as {
+      stage: number;
+      tasks: number;
+      busy_ms: number;
+      wait_ms: number;
+      sent: number;
+      received: number;
+    }[];
+    assert.deepEqual(
+      rows.map((x) => x.stage),
+      [0, 1, 2],
+    );
+    assert.deepEqual(
+      rows.map((x) => x.tasks),
+      [12, 12, 12],
+    );
+    assert.deepEqual(
+      rows.map((x) => x.sent),
+      [6, 12, 6],
+      'edge stages send one way, the middle both',
+    );
+    assert.deepEqual(
+      rows.map((x) => x.received),
+      [6, 12, 6],
+      'data-feed inputs are not messages',
+    );
     for (const row of rows) {
       const mine = events.filter((e) => e.stage === row.stage);
-      const busy = mine.filter((e) => e.type === 'task-end').reduce((a, e) => a + e.t, 0) - mine.filter((e) => e.type === 'task-start').reduce((a, e) => a + e.t, 0);
+      const busy =
+        mine.filter((e) => e.type === 'task-end').reduce((a, e) => a + e.t, 0) -
+        mine.filter((e) => e.type === 'task-start').reduce((a, e) => a + e.t, 0);
       assert.ok(Math.abs(row.busy_ms - busy) < 1e-6);
       const wait = mine.reduce((a, e) => a + (e.type === 'wait' ? e.ms : 0), 0);
       assert.ok(Math.abs(row.wait_ms - wait) < 1e-6);

@@ -6,9 +6,19 @@ import { writeTraceFiles } from '../cli/trace-output';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { ChromeEvent, TID, batonEventsFromTrace, checkChromeTrace, commTid, stagePid, toChromeTrace, writeChromeTrace } from '../cli/trace/chrome';
+import {
+  ChromeEvent,
+  TID,
+  batonEventsFromTrace,
+  checkChromeTrace,
+  commTid,
+  stagePid,
+  toChromeTrace,
+  writeChromeTrace,
+} from '../cli/trace/chrome';
 
-const run = async (c: Partial<JobConfig>) => (await runJob(resolveConfig({ stages: 4, microbatches: 8, jitter: 'paper', ...c }), { clock: 'virtual' })).events;
+const run = async (c: Partial<JobConfig>) =>
+  (await runJob(resolveConfig({ stages: 4, microbatches: 8, jitter: 'paper', ...c }), { clock: 'virtual' })).events;
 const of = (events: readonly BatonEvent[], type: BatonEvent['type']) => events.filter((e) => e.type === type);
 const valid = (): ChromeEvent[] => [
   { name: 'process_name', ph: 'M', ts: 0, pid: 0, tid: 0, args: { name: 'stage 0' } },
@@ -20,7 +30,11 @@ const valid = (): ChromeEvent[] => [
 /** Perfetto's time for a trace timestamp in microseconds: integer nanoseconds. */
 const perfettoNs = (us: number) => Math.round(us * 1000);
 
-interface Slice { name: string; start: number; end: number }
+interface Slice {
+  name: string;
+  start: number;
+  end: number;
+}
 
 /**
  * Reads the complete and thread-instant events of each thread as Perfetto's slice stack
@@ -29,7 +43,10 @@ interface Slice { name: string; start: number; end: number }
  * an open slice but ends after it is dropped. Calls `visit` with each event and the
  * slice stack of its thread; returns the names of the dropped slices.
  */
-function perfettoStacks(events: readonly ChromeEvent[], visit: (e: ChromeEvent, stack: Slice[]) => void = () => {}): string[] {
+function perfettoStacks(
+  events: readonly ChromeEvent[],
+  visit: (e: ChromeEvent, stack: Slice[]) => void = () => {},
+): string[] {
   const stacks = new Map<string, Slice[]>();
   const dropped: string[] = [];
   for (const e of [...events].filter((x) => x.ph !== 'M').sort((a, b) => a.ts - b.ts)) {
@@ -78,7 +95,8 @@ describe('Chrome trace of a Baton run', () => {
   });
 
   it('passes the schema check for bf and 1f1b runs', () => {
-    for (const events of [bf, ofb]) assert.deepEqual(checkChromeTrace(toChromeTrace(events, { job: 'j', stages: 4 })), []);
+    for (const events of [bf, ofb])
+      assert.deepEqual(checkChromeTrace(toChromeTrace(events, { job: 'j', stages: 4 })), []);
   });
 
   it('survives a JSON round trip unchanged and still valid', () => {
@@ -97,17 +115,37 @@ describe('Chrome trace of a Baton run', () => {
     const names = new Set(compute.map((e) => `${e.pid}|${(e.args as { iteration: number }).iteration}|${e.name}`));
     assert.equal(names.size, compute.length, 'no task appears twice');
     const origin = Math.min(...bf.map((e) => e.t));
-    const end = bf.find((e) => e.type === 'task-end' && e.stage === 2 && e.mb === 5 && e.kind === 'B' && e.iteration === 1) as BatonEvent;
-    const box = compute.find((e) => e.pid === stagePid(2) && e.name === 'B5' && (e.args as { iteration: number }).iteration === 1) as ChromeEvent;
+    const end = bf.find(
+      (e) => e.type === 'task-end' && e.stage === 2 && e.mb === 5 && e.kind === 'B' && e.iteration === 1,
+    ) as BatonEvent;
+    const box = compute.find(
+      (e) => e.pid === stagePid(2) && e.name === 'B5' && (e.args as { iteration: number }).iteration === 1,
+    ) as ChromeEvent;
     assert.equal(box.cat, 'B');
     assert.ok(Math.abs((box.ts + (box.dur as number)) / 1000 - (end.t - origin)) < 1e-6, 'box ends at the task-end');
-    assert.deepEqual(Object.keys(box.args as object).sort(), ['backpressure', 'chunk', 'inflight', 'iteration', 'microbatch']);
+    assert.deepEqual(Object.keys(box.args as object).sort(), [
+      'backpressure',
+      'chunk',
+      'inflight',
+      'iteration',
+      'microbatch',
+    ]);
   });
 
   it('names the processes after stages and the threads compute, comm and waits', () => {
     const meta = toChromeTrace(ofb, { job: 'j', stages: 4 }).traceEvents.filter((e) => e.ph === 'M');
-    assert.deepEqual(meta.filter((e) => e.name === 'process_name').map((e) => (e.args as { name: string }).name), ['stage 0', 'stage 1', 'stage 2', 'stage 3']);
-    assert.deepEqual([...new Set(meta.filter((e) => e.name === 'thread_name').map((e) => `${e.tid}:${(e.args as { name: string }).name}`))], ['1:compute', '2:comm', '3:waits']);
+    assert.deepEqual(
+      meta.filter((e) => e.name === 'process_name').map((e) => (e.args as { name: string }).name),
+      ['stage 0', 'stage 1', 'stage 2', 'stage 3'],
+    );
+    assert.deepEqual(
+      [
+        ...new Set(
+          meta.filter((e) => e.name === 'thread_name').map((e) => `${e.tid}:${(e.args as { name: string }).name}`),
+        ),
+      ],
+      ['1:compute', '2:comm', '3:waits'],
+    );
   });
 
   it('draws one comm event per message and pairs every flow start with a finish on the receiver', () => {
@@ -165,9 +203,29 @@ describe('Chrome trace of a Baton run', () => {
     // Rounded apart, ts 1 ns + dur 1 ns would end F0 at 2 ns, after F1's start at 1 ns.
     const ev: BatonEvent[] = [
       { type: 'iteration-start', t: 0, stage: 0, iteration: 0 },
-      { type: 'task-start', t: 6e-7, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0, inflight: 1, backpressure: false },
+      {
+        type: 'task-start',
+        t: 6e-7,
+        stage: 0,
+        iteration: 0,
+        kind: 'F',
+        mb: 0,
+        chunk: 0,
+        inflight: 1,
+        backpressure: false,
+      },
       { type: 'task-end', t: 1.2e-6, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0 },
-      { type: 'task-start', t: 1.2e-6, stage: 0, iteration: 0, kind: 'F', mb: 1, chunk: 0, inflight: 2, backpressure: false },
+      {
+        type: 'task-start',
+        t: 1.2e-6,
+        stage: 0,
+        iteration: 0,
+        kind: 'F',
+        mb: 1,
+        chunk: 0,
+        inflight: 2,
+        backpressure: false,
+      },
       { type: 'task-end', t: 1, stage: 0, iteration: 0, kind: 'F', mb: 1, chunk: 0 },
     ];
     const trace = toChromeTrace(ev, { job: 'j', stages: 1 });
@@ -180,33 +238,71 @@ describe('Chrome trace of a Baton run', () => {
     const events = await run({ stages: 8, microbatches: 32, profile: 'llm', policy: 'bf' });
     const trace = toChromeTrace(events, { job: 'j', stages: 8 });
     assert.deepEqual(perfettoDrops(trace.traceEvents), []);
-    assert.deepEqual(flowBindings(trace.traceEvents).filter((b) => !b.ok), []);
-    assert.equal(trace.traceEvents.filter((e) => e.ph === 'X' && e.tid === TID.compute).length, of(events, 'task-start').length);
-    assert.equal(trace.traceEvents.filter((e) => e.ph === 'X' && e.cat !== 'wait' && e.tid !== TID.compute).length, of(events, 'send').length);
+    assert.deepEqual(
+      flowBindings(trace.traceEvents).filter((b) => !b.ok),
+      [],
+    );
+    assert.equal(
+      trace.traceEvents.filter((e) => e.ph === 'X' && e.tid === TID.compute).length,
+      of(events, 'task-start').length,
+    );
+    assert.equal(
+      trace.traceEvents.filter((e) => e.ph === 'X' && e.cat !== 'wait' && e.tid !== TID.compute).length,
+      of(events, 'send').length,
+    );
   });
 
   it('puts messages in flight at once on separate comm lanes of the sender', () => {
-    const msg = (t: number, mb: number, type: 'send' | 'receive'): BatonEvent => (type === 'send'
-      ? { type, t, stage: 0, iteration: 0, kind: 'activation', mb, chunk: 0, dst: 1, seq: mb, bytes: 8 }
-      : { type, t, stage: 1, iteration: 0, kind: 'activation', mb, chunk: 0, src: 0, seq: mb, bytes: 8, latency: 10 });
+    const msg = (t: number, mb: number, type: 'send' | 'receive'): BatonEvent =>
+      type === 'send'
+        ? { type, t, stage: 0, iteration: 0, kind: 'activation', mb, chunk: 0, dst: 1, seq: mb, bytes: 8 }
+        : { type, t, stage: 1, iteration: 0, kind: 'activation', mb, chunk: 0, src: 0, seq: mb, bytes: 8, latency: 10 };
     // mb0 is in flight from 0 to 10 ms, mb1 from 5 to 15, mb2 from 12 to 22 (lane 0 is free again).
-    const ev = [msg(0, 0, 'send'), msg(5, 1, 'send'), msg(10, 0, 'receive'), msg(12, 2, 'send'), msg(15, 1, 'receive'), msg(22, 2, 'receive')];
+    const ev = [
+      msg(0, 0, 'send'),
+      msg(5, 1, 'send'),
+      msg(10, 0, 'receive'),
+      msg(12, 2, 'send'),
+      msg(15, 1, 'receive'),
+      msg(22, 2, 'receive'),
+    ];
     const trace = toChromeTrace(ev, { job: 'j', stages: 2 });
     assert.deepEqual(checkChromeTrace(trace), []);
     assert.deepEqual(perfettoDrops(trace.traceEvents), []);
-    assert.deepEqual(flowBindings(trace.traceEvents).map((b) => b.ok), [true, true, true, true, true, true]);
+    assert.deepEqual(
+      flowBindings(trace.traceEvents).map((b) => b.ok),
+      [true, true, true, true, true, true],
+    );
     const comm = trace.traceEvents.filter((e) => e.ph === 'X');
-    assert.deepEqual(comm.map((e) => [e.name, e.tid]), [['activation mb0 0→1', TID.comm], ['activation mb1 0→1', commTid(1)], ['activation mb2 0→1', TID.comm]]);
-    const threads = trace.traceEvents.filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.pid === stagePid(0)).map((e) => `${e.tid}:${(e.args as { name: string }).name}`);
+    assert.deepEqual(
+      comm.map((e) => [e.name, e.tid]),
+      [
+        ['activation mb0 0→1', TID.comm],
+        ['activation mb1 0→1', commTid(1)],
+        ['activation mb2 0→1', TID.comm],
+      ],
+    );
+    const threads = trace.traceEvents
+      .filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.pid === stagePid(0))
+      .map((e) => `${e.tid}:${(e.args as { name: string }).name}`);
     assert.deepEqual(threads, ['1:compute', '2:comm', `${commTid(1)}:comm 2`, '3:waits']);
     const { baton_events: _dropped, ...rest } = trace.metadata;
-    assert.equal(of(batonEventsFromTrace({ traceEvents: trace.traceEvents, metadata: rest }), 'send').length, 3, 'messages on every lane are read back');
+    assert.equal(
+      of(batonEventsFromTrace({ traceEvents: trace.traceEvents, metadata: rest }), 'send').length,
+      3,
+      'messages on every lane are read back',
+    );
   });
 
   it('uses no pid 0 or tid 0, which Perfetto reads as the idle process and its swapper thread', () => {
     const trace = toChromeTrace(bf, { job: 'j', stages: 4 });
-    assert.deepEqual(trace.traceEvents.filter((e) => e.pid === 0 || e.tid === 0), []);
-    const names = trace.traceEvents.filter((e) => e.name === 'process_name').map((e) => `${e.pid}:${(e.args as { name: string }).name}`);
+    assert.deepEqual(
+      trace.traceEvents.filter((e) => e.pid === 0 || e.tid === 0),
+      [],
+    );
+    const names = trace.traceEvents
+      .filter((e) => e.name === 'process_name')
+      .map((e) => `${e.pid}:${(e.args as { name: string }).name}`);
     assert.deepEqual(names, ['1:stage 0', '2:stage 1', '3:stage 2', '4:stage 3']);
   });
 
@@ -217,7 +313,16 @@ describe('Chrome trace of a Baton run', () => {
     for (const traceEvents of [trace.traceEvents, earlier]) {
       const back = batonEventsFromTrace({ traceEvents });
       for (const type of ['task-start', 'wait', 'send', 'receive'] as const)
-        assert.deepEqual(of(back, type).map((e) => e.stage).sort(), of(ofb, type).filter((e) => type !== 'receive' || (e as { src: number }).src >= 0).map((e) => e.stage).sort(), type);
+        assert.deepEqual(
+          of(back, type)
+            .map((e) => e.stage)
+            .sort(),
+          of(ofb, type)
+            .filter((e) => type !== 'receive' || (e as { src: number }).src >= 0)
+            .map((e) => e.stage)
+            .sort(),
+          type,
+        );
     }
   });
 
@@ -233,14 +338,28 @@ describe('a trace of a timeline too long to read back', () => {
     try {
       // Within every profile limit: 10^7 ms forwards, backward 100 times that, one stage, 1024 microbatches: 10^12 ms and more.
       const profile = path.join(dir, 'heavy.json');
-      fs.writeFileSync(profile, JSON.stringify({
-        description: 'heavy', depth: 'fixed', backwardRatio: 100, weightGradFraction: 0.5,
-        communication: { latencyMs: 0, bandwidthGBps: 1, activationBytes: 0 }, layers: [{ name: 'x', count: 1, forwardMs: 1e7 }],
-      }));
+      fs.writeFileSync(
+        profile,
+        JSON.stringify({
+          description: 'heavy',
+          depth: 'fixed',
+          backwardRatio: 100,
+          weightGradFraction: 0.5,
+          communication: { latencyMs: 0, bandwidthGBps: 1, activationBytes: 0 },
+          layers: [{ name: 'x', count: 1, forwardMs: 1e7 }],
+        }),
+      );
       const r = await runJob(resolveConfig({ stages: 1, microbatches: 1024, profile }), { clock: 'virtual' });
       const file = path.join(dir, 't.json');
-      assert.throws(() => writeTraceFiles(r, file), (e: Error) => e.name === 'TraceBuildError' &&
-        /the run's timeline reaches 1\.0\d\de\+12 ms, beyond the 1000000000000 ms \(about 31 years\) a trace holds/.test(e.message) && /--jitter-scale/.test(e.message));
+      assert.throws(
+        () => writeTraceFiles(r, file),
+        (e: Error) =>
+          e.name === 'TraceBuildError' &&
+          /the run's timeline reaches 1\.0\d\de\+12 ms, beyond the 1000000000000 ms \(about 31 years\) a trace holds/.test(
+            e.message,
+          ) &&
+          /--jitter-scale/.test(e.message),
+      );
       assert.equal(fs.existsSync(file), false);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
@@ -253,15 +372,35 @@ describe('writing a trace file', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-trace-'));
     try {
       const file = path.join(dir, 't.json');
-      const small = toChromeTrace([
-        { type: 'task-start', t: 1, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0, inflight: 1, backpressure: false },
-        { type: 'task-end', t: 2, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0 },
-      ], { job: 'j', stages: 2, title: 'a "quoted" title', config: { policy: 'bf' } });
+      const small = toChromeTrace(
+        [
+          {
+            type: 'task-start',
+            t: 1,
+            stage: 0,
+            iteration: 0,
+            kind: 'F',
+            mb: 0,
+            chunk: 0,
+            inflight: 1,
+            backpressure: false,
+          },
+          { type: 'task-end', t: 2, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0 },
+        ],
+        { job: 'j', stages: 2, title: 'a "quoted" title', config: { policy: 'bf' } },
+      );
       writeChromeTrace(file, small);
       assert.equal(fs.readFileSync(file, 'utf8'), JSON.stringify(small));
       // Nine events of 64 MiB of args: 576 MiB of JSON, over the longest string V8 makes.
       const big = toChromeTrace([], { job: 'j', stages: 1 });
-      const event: ChromeEvent = { name: 'big', ph: 'i', ts: 0, pid: 0, tid: 0, args: { pad: 'x'.repeat(64 * 1024 * 1024) } };
+      const event: ChromeEvent = {
+        name: 'big',
+        ph: 'i',
+        ts: 0,
+        pid: 0,
+        tid: 0,
+        args: { pad: 'x'.repeat(64 * 1024 * 1024) },
+      };
       big.traceEvents.push(...Array.from({ length: 9 }, () => event));
       writeChromeTrace(file, big);
       const size = fs.statSync(file).size;
@@ -270,7 +409,10 @@ describe('writing a trace file', () => {
       try {
         const tail = Buffer.alloc(200);
         fs.readSync(fd, tail, 0, 200, size - 200);
-        assert.match(tail.toString(), /"}}\],"displayTimeUnit":"ms","metadata":\{"job":"j","stages":1,"generator":"baton","time_origin_ms":0,"baton_events":\[\]\}\}$/);
+        assert.match(
+          tail.toString(),
+          /"}}\],"displayTimeUnit":"ms","metadata":\{"job":"j","stages":1,"generator":"baton","time_origin_ms":0,"baton_events":\[\]\}\}$/,
+        );
       } finally {
         fs.closeSync(fd);
       }
@@ -282,7 +424,10 @@ describe('writing a trace file', () => {
 
 describe('trace files written by a run', () => {
   it('hold the measured iterations only, as the statistics do', async () => {
-    const r = await runJob(resolveConfig({ stages: 2, microbatches: 3, iterations: 2, warmupIterations: 1, policy: 'bf' }), { clock: 'virtual' });
+    const r = await runJob(
+      resolveConfig({ stages: 2, microbatches: 3, iterations: 2, warmupIterations: 1, policy: 'bf' }),
+      { clock: 'virtual' },
+    );
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-trace-'));
     try {
       const file = path.join(dir, 't.json');
@@ -311,10 +456,18 @@ describe('the trace schema check', () => {
     ['an unknown ph', (ev) => (ev[1].ph = 'Q'), /ph must be one of .*got "Q"/],
     ['a flow without id', (ev) => delete ev[2].id, /traceEvents\[2\].*flow event needs an id/],
     ['a flow start without a finish', (ev) => ev.pop(), /flow id 1 .*start without a finish/],
-    ['a flow finishing before it starts', (ev) => (ev[3].ts = 1), /flow id 1: finishes at 1 us before it starts at 10 us/],
+    [
+      'a flow finishing before it starts',
+      (ev) => (ev[3].ts = 1),
+      /flow id 1: finishes at 1 us before it starts at 10 us/,
+    ],
     ['a missing pid', (ev) => delete ev[1].pid, /pid must be a number/],
     ['a missing name', (ev) => delete ev[1].name, /name must be a string/],
-    ['a process_name without args.name', (ev) => (ev[0].args = {}), /metadata process_name needs args.name as a string/],
+    [
+      'a process_name without args.name',
+      (ev) => (ev[0].args = {}),
+      /metadata process_name needs args.name as a string/,
+    ],
     ['args that are not an object', (ev) => (ev[1].args = [1]), /args must be an object/],
   ];
   for (const [what, breakIt, message] of broken)
@@ -322,7 +475,10 @@ describe('the trace schema check', () => {
       const ev = valid() as unknown as Record<string, unknown>[];
       breakIt(ev);
       const problems = checkChromeTrace({ traceEvents: ev });
-      assert.ok(problems.some((p) => message.test(p)), `expected ${message} in ${JSON.stringify(problems)}`);
+      assert.ok(
+        problems.some((p) => message.test(p)),
+        `expected ${message} in ${JSON.stringify(problems)}`,
+      );
     });
 
   it('reports a counter with a non-numeric series and a wrong top level', () => {

@@ -6,7 +6,10 @@ describe('the train benchmark', function () {
   this.timeout(300000);
 
   it('alternates which setup runs first, so each goes first in half the rounds', () => {
-    assert.deepEqual([0, 1, 2, 3].map((r) => roundOrder(r)[0]), ['single', 'pipeline', 'single', 'pipeline']);
+    assert.deepEqual(
+      [0, 1, 2, 3].map((r) => roundOrder(r)[0]),
+      ['single', 'pipeline', 'single', 'pipeline'],
+    );
     for (const r of [0, 1]) assert.deepEqual([...roundOrder(r)].sort(), ['pipeline', 'single']);
   });
 

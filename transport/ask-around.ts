@@ -23,7 +23,9 @@ export async function askAround<T>(bus: Bus, o: AskAround<T>): Promise<T[]> {
       const v = decodeValue(d);
       const kept = v && typeof v === 'object' && !Array.isArray(v) ? o.pick(v as Record<string, unknown>) : null;
       if (kept !== null) got.push(kept);
-    } catch { /* not an answer */ }
+    } catch {
+      /* not an answer */
+    }
   });
   try {
     await bus.flush();

@@ -29,15 +29,21 @@ export const MAX_SUBJECT_BYTES = 1024;
 
 /** Throw InvalidSubjectError unless `s` is a valid NATS subject (wildcards only where allowed). */
 export function checkSubject(s: string, allowWildcards: boolean): string {
-  if (typeof s !== 'string' || s.length === 0) throw new InvalidSubjectError(`subject ${quoteValue(s)} must be a non-empty string`);
+  if (typeof s !== 'string' || s.length === 0)
+    throw new InvalidSubjectError(`subject ${quoteValue(s)} must be a non-empty string`);
   if (s.length * 3 > MAX_SUBJECT_BYTES && Buffer.byteLength(s) > MAX_SUBJECT_BYTES)
     throw new InvalidSubjectError(`subject ${quoteValue(s)} is longer than ${MAX_SUBJECT_BYTES} bytes`);
   const tokens = s.split('.');
   tokens.forEach((t, i) => {
-    if (t.length === 0 || /\s/.test(t)) throw new InvalidSubjectError(`subject ${JSON.stringify(s)}: token ${i} ${JSON.stringify(t)} is empty or has whitespace`);
+    if (t.length === 0 || /\s/.test(t))
+      throw new InvalidSubjectError(
+        `subject ${JSON.stringify(s)}: token ${i} ${JSON.stringify(t)} is empty or has whitespace`,
+      );
     const wild = t === '*' || t === '>';
-    if (wild && !allowWildcards) throw new InvalidSubjectError(`subject ${JSON.stringify(s)}: wildcards are not allowed when publishing`);
-    if (t === '>' && i !== tokens.length - 1) throw new InvalidSubjectError(`subject ${JSON.stringify(s)}: '>' must be the last token`);
+    if (wild && !allowWildcards)
+      throw new InvalidSubjectError(`subject ${JSON.stringify(s)}: wildcards are not allowed when publishing`);
+    if (t === '>' && i !== tokens.length - 1)
+      throw new InvalidSubjectError(`subject ${JSON.stringify(s)}: '>' must be the last token`);
   });
   return s;
 }
@@ -93,7 +99,10 @@ export class LocalBus implements Bus {
   }
 
   publish(subject: string, data: Uint8Array): void {
-    if (this.closed) { this.dropped++; return; }
+    if (this.closed) {
+      this.dropped++;
+      return;
+    }
     let entries = this.cache.get(subject);
     if (entries === undefined) entries = this.resolve(checkSubject(subject, false));
     this.published++;
@@ -114,7 +123,13 @@ export class LocalBus implements Bus {
     if (this.closed) throw new BusClosedError(`LocalBus: subscribe to ${JSON.stringify(subject)} after close()`);
     checkSubject(subject, true);
     const wild = subject.includes('*') || subject.includes('>');
-    const entry: Entry = { id: this.nextId++, pattern: subject, tokens: wild ? subject.split('.') : null, handler, active: true };
+    const entry: Entry = {
+      id: this.nextId++,
+      pattern: subject,
+      tokens: wild ? subject.split('.') : null,
+      handler,
+      active: true,
+    };
     if (wild) this.wildcards = [...this.wildcards, entry];
     else this.exact.set(subject, [...(this.exact.get(subject) ?? []), entry]);
     this.cache.clear();

@@ -42,8 +42,14 @@ const CLOSE_FLUSH_MS = 5000;
 
 export class PayloadTooLargeError extends Error {
   override name = 'PayloadTooLargeError';
-  constructor(readonly subject: string, readonly size: number, readonly limit: number) {
-    super(`publish to ${JSON.stringify(subject)}: message is ${size} bytes, over the server's max_payload of ${limit} bytes (Baton refuses oversize messages; it does not split them)`);
+  constructor(
+    readonly subject: string,
+    readonly size: number,
+    readonly limit: number,
+  ) {
+    super(
+      `publish to ${JSON.stringify(subject)}: message is ${size} bytes, over the server's max_payload of ${limit} bytes (Baton refuses oversize messages; it does not split them)`,
+    );
   }
 }
 
@@ -98,7 +104,11 @@ export class NatsBus implements Bus {
   /** The server list with credentials masked: what messages show. */
   readonly url: string;
 
-  private constructor(readonly connection: NatsConnection, url: string, opts: NatsBusOptions) {
+  private constructor(
+    readonly connection: NatsConnection,
+    url: string,
+    opts: NatsBusOptions,
+  ) {
     this.url = redactNatsUrl(url);
     this.onError = opts.onError;
     this.onReconnect = opts.onReconnect;
@@ -111,10 +121,21 @@ export class NatsBus implements Bus {
   static async connect(url: string, opts: NatsBusOptions = {}): Promise<NatsBus> {
     try {
       const { servers, user, pass, token } = parseNatsUrl(url);
-      const nc = await connect({ servers, user, pass, token, name: opts.name ?? 'baton', timeout: opts.timeoutMs ?? 5000, reconnect: opts.reconnect ?? true });
+      const nc = await connect({
+        servers,
+        user,
+        pass,
+        token,
+        name: opts.name ?? 'baton',
+        timeout: opts.timeoutMs ?? 5000,
+        reconnect: opts.reconnect ?? true,
+      });
       return new NatsBus(nc, url, opts);
     } catch (err) {
-      throw new NatsBusError(`cannot connect to NATS at ${redactNatsUrl(url)}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+      throw new NatsBusError(
+        `cannot connect to NATS at ${redactNatsUrl(url)}: ${err instanceof Error ? err.message : String(err)}`,
+        { cause: err },
+      );
     }
   }
 
@@ -137,7 +158,13 @@ export class NatsBus implements Bus {
       this.bytesOut += data.byteLength;
     } catch (err) {
       this.publishErrors++;
-      this.report(new NatsBusError(`publish to ${JSON.stringify(subject)} (${data.byteLength} bytes) failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err }), subject);
+      this.report(
+        new NatsBusError(
+          `publish to ${JSON.stringify(subject)} (${data.byteLength} bytes) failed: ${err instanceof Error ? err.message : String(err)}`,
+          { cause: err },
+        ),
+        subject,
+      );
     }
   }
 
@@ -150,7 +177,14 @@ export class NatsBus implements Bus {
         callback: (err, msg) => {
           // Nothing may escape this callback: a throw here kills the connection.
           try {
-            if (err) { this.transportErrors++; this.report(new NatsBusError(`subscription ${JSON.stringify(subject)}: ${err.message}`, { cause: err }), subject); return; }
+            if (err) {
+              this.transportErrors++;
+              this.report(
+                new NatsBusError(`subscription ${JSON.stringify(subject)}: ${err.message}`, { cause: err }),
+                subject,
+              );
+              return;
+            }
             this.msgsIn++;
             this.bytesIn += msg.data.byteLength;
             handler(msg.subject, msg.data);
@@ -161,12 +195,20 @@ export class NatsBus implements Bus {
         },
       });
     } catch (err) {
-      throw new NatsBusError(`subscribe to ${JSON.stringify(subject)} failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+      throw new NatsBusError(
+        `subscribe to ${JSON.stringify(subject)} failed: ${err instanceof Error ? err.message : String(err)}`,
+        { cause: err },
+      );
     }
     return {
       unsubscribe: () => {
         this.commands++;
-        try { sub.unsubscribe(); } catch (err) { this.transportErrors++; this.report(err, subject); }
+        try {
+          sub.unsubscribe();
+        } catch (err) {
+          this.transportErrors++;
+          this.report(err, subject);
+        }
       },
     };
   }
@@ -199,9 +241,10 @@ export class NatsBus implements Bus {
 
   /** nats.js's socket for this connection, when its internals are as expected. */
   private socket(): { writableLength: number; write(data: Uint8Array, cb: () => void): boolean } | null {
-    const s = (this.connection as unknown as { protocol?: { transport?: { socket?: unknown } } }).protocol?.transport?.socket as
-      { writableLength?: unknown; write?: unknown; destroyed?: unknown } | undefined;
-    if (!s || typeof s.writableLength !== 'number' || typeof s.write !== 'function' || s.destroyed === true) return null;
+    const s = (this.connection as unknown as { protocol?: { transport?: { socket?: unknown } } }).protocol?.transport
+      ?.socket as { writableLength?: unknown; write?: unknown; destroyed?: unknown } | undefined;
+    if (!s || typeof s.writableLength !== 'number' || typeof s.write !== 'function' || s.destroyed === true)
+      return null;
     return s as { writableLength: number; write(data: Uint8Array, cb: () => void): boolean };
   }
 
@@ -251,8 +294,15 @@ export class NatsBus implements Bus {
           this.drop(new NatsBusError(`lost the connection to NATS at ${this.url}`));
         } else if (s.type === 'reconnect') {
           this.down = false;
-          try { this.onReconnect?.(); } catch (e) { this.report(e, ''); }
-        } else if (s.type === 'error') { this.transportErrors++; this.report(s.error, ''); }
+          try {
+            this.onReconnect?.();
+          } catch (e) {
+            this.report(e, '');
+          }
+        } else if (s.type === 'error') {
+          this.transportErrors++;
+          this.report(s.error, '');
+        }
       }
     } catch {
       // The status iterator ends with the connection; nothing to report.
@@ -261,6 +311,10 @@ export class NatsBus implements Bus {
 
   private report(err: unknown, subject: string): void {
     if (!this.onError) return;
-    try { this.onError(err, subject); } catch { /* the hook must not break delivery either */ }
+    try {
+      this.onError(err, subject);
+    } catch {
+      /* the hook must not break delivery either */
+    }
   }
 }

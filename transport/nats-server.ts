@@ -14,7 +14,18 @@
 // Not modelled: TLS, auth, JetStream, leaf nodes, gateways, non-loopback addresses.
 
 import { ChildProcess, spawn, spawnSync } from 'child_process';
-import { accessSync, constants, mkdtempSync, openSync, closeSync, fstatSync, readSync, rmSync, statSync, writeFileSync } from 'fs';
+import {
+  accessSync,
+  constants,
+  mkdtempSync,
+  openSync,
+  closeSync,
+  fstatSync,
+  readSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'fs';
 import { createConnection, createServer } from 'net';
 import { tmpdir } from 'os';
 import { delimiter, join } from 'path';
@@ -24,7 +35,11 @@ export type NatsServerErrorCode = 'missing-binary' | 'start-timeout' | 'exited' 
 
 export class NatsServerError extends Error {
   override name = 'NatsServerError';
-  constructor(readonly code: NatsServerErrorCode, message: string, options?: { cause?: unknown }) {
+  constructor(
+    readonly code: NatsServerErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
   }
 }
@@ -85,17 +100,29 @@ export const WRITE_DEADLINE_S = 300;
 
 /** Locate the nats-server binary, or throw telling how to install it. */
 export function findNatsServer(explicit?: string): string {
-  const candidates = explicit ? [explicit] : [
-    ...(process.env.PATH ?? '').split(delimiter).filter(Boolean).map((d) => join(d, 'nats-server')),
-    '/usr/sbin/nats-server', '/usr/local/bin/nats-server', '/usr/bin/nats-server',
-  ];
+  const candidates = explicit
+    ? [explicit]
+    : [
+        ...(process.env.PATH ?? '')
+          .split(delimiter)
+          .filter(Boolean)
+          .map((d) => join(d, 'nats-server')),
+        '/usr/sbin/nats-server',
+        '/usr/local/bin/nats-server',
+        '/usr/bin/nats-server',
+      ];
   for (const c of candidates) {
     try {
       accessSync(c, constants.X_OK);
       if (statSync(c).isFile()) return c;
-    } catch { /* next */ }
+    } catch {
+      /* next */
+    }
   }
-  throw new NatsServerError('missing-binary', `nats-server not found (looked at ${candidates.join(', ')}); install the Debian package: apt-get install nats-server`);
+  throw new NatsServerError(
+    'missing-binary',
+    `nats-server not found (looked at ${candidates.join(', ')}); install the Debian package: apt-get install nats-server`,
+  );
 }
 
 /** A port on 127.0.0.1 that was free a moment ago (bind port 0, read it, close). */
@@ -112,27 +139,36 @@ export async function freePorts(count: number): Promise<number[]> {
   const servers = Array.from({ length: count }, () => createServer());
   // Every listen settles before any socket is closed: one that failed must not leave the
   // others listening (and the process alive) after this has returned.
-  const bound = await Promise.allSettled(servers.map((srv) => new Promise<number>((resolve, reject) => {
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      resolve(typeof addr === 'object' && addr ? addr.port : 0);
-    });
-  })));
-  await Promise.all(servers.map((srv) => new Promise<void>((resolve) => (srv.listening ? srv.close(() => resolve()) : resolve()))));
+  const bound = await Promise.allSettled(
+    servers.map(
+      (srv) =>
+        new Promise<number>((resolve, reject) => {
+          srv.once('error', reject);
+          srv.listen(0, '127.0.0.1', () => {
+            const addr = srv.address();
+            resolve(typeof addr === 'object' && addr ? addr.port : 0);
+          });
+        }),
+    ),
+  );
+  await Promise.all(
+    servers.map((srv) => new Promise<void>((resolve) => (srv.listening ? srv.close(() => resolve()) : resolve()))),
+  );
   const failed = bound.find((b): b is PromiseRejectedResult => b.status === 'rejected');
   if (failed) throw failed.reason;
   return bound.map((b) => (b as PromiseFulfilledResult<number>).value);
 }
 
 /** The client, cluster and monitoring ports a server of these options listens on; the ones it picks all differ. */
-export async function serverPorts(opts: Pick<NatsServerOptions, 'port' | 'routes' | 'cluster' | 'clusterPort' | 'monitor'>): Promise<{ port: number; clusterPort?: number; monitorPort?: number }> {
+export async function serverPorts(
+  opts: Pick<NatsServerOptions, 'port' | 'routes' | 'cluster' | 'clusterPort' | 'monitor'>,
+): Promise<{ port: number; clusterPort?: number; monitorPort?: number }> {
   const clustered = (opts.routes ?? []).length > 0 || opts.cluster === true || opts.clusterPort !== undefined;
   const wanted = [opts.port === undefined, clustered && opts.clusterPort === undefined, opts.monitor === true];
   const fresh = await freePorts(wanted.filter(Boolean).length);
   const next = (): number => fresh.shift() as number;
   const port = opts.port ?? next();
-  const clusterPort = clustered ? opts.clusterPort ?? next() : undefined;
+  const clusterPort = clustered ? (opts.clusterPort ?? next()) : undefined;
   const monitorPort = opts.monitor ? next() : undefined;
   return { port, clusterPort, monitorPort };
 }
@@ -140,14 +176,28 @@ export async function serverPorts(opts: Pick<NatsServerOptions, 'port' | 'routes
 function canConnect(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const sock = createConnection({ host: '127.0.0.1', port });
-    sock.once('connect', () => { sock.destroy(); resolve(true); });
-    sock.once('error', () => { sock.destroy(); resolve(false); });
+    sock.once('connect', () => {
+      sock.destroy();
+      resolve(true);
+    });
+    sock.once('error', () => {
+      sock.destroy();
+      resolve(false);
+    });
   });
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function renderConfig(o: { port: number; name: string; maxPayload: number; maxPending: number; monitorPort?: number; cluster?: { port: number; name: string; routes: string[] }; auth?: NatsServerOptions['auth'] }): string {
+function renderConfig(o: {
+  port: number;
+  name: string;
+  maxPayload: number;
+  maxPending: number;
+  monitorPort?: number;
+  cluster?: { port: number; name: string; routes: string[] };
+  auth?: NatsServerOptions['auth'];
+}): string {
   const lines = [
     `server_name: "${o.name}"`,
     `listen: "127.0.0.1:${o.port}"`,
@@ -156,9 +206,21 @@ function renderConfig(o: { port: number; name: string; maxPayload: number; maxPe
     `write_deadline: "${WRITE_DEADLINE_S}s"`,
   ];
   if (o.monitorPort !== undefined) lines.push(`http: "127.0.0.1:${o.monitorPort}"`);
-  if (o.auth) lines.push('authorization {', ...('token' in o.auth ? [`  token: ${JSON.stringify(o.auth.token)}`] : [`  user: ${JSON.stringify(o.auth.user)}`, `  password: ${JSON.stringify(o.auth.password)}`]), '}');
+  if (o.auth)
+    lines.push(
+      'authorization {',
+      ...('token' in o.auth
+        ? [`  token: ${JSON.stringify(o.auth.token)}`]
+        : [`  user: ${JSON.stringify(o.auth.user)}`, `  password: ${JSON.stringify(o.auth.password)}`]),
+      '}',
+    );
   if (o.cluster) {
-    lines.push('cluster {', `  name: "${o.cluster.name}"`, `  listen: "127.0.0.1:${o.cluster.port}"`, '  no_advertise: true');
+    lines.push(
+      'cluster {',
+      `  name: "${o.cluster.name}"`,
+      `  listen: "127.0.0.1:${o.cluster.port}"`,
+      '  no_advertise: true',
+    );
     if (o.cluster.routes.length > 0) lines.push(`  routes: [${o.cluster.routes.map((r) => `"${r}"`).join(', ')}]`);
     lines.push('}');
   }
@@ -169,7 +231,8 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   const binary = findNatsServer(opts.binary);
   const maxPayload = opts.maxPayload ?? DEFAULT_MAX_PAYLOAD;
   const maxPending = opts.maxPending ?? 4 * maxPayload;
-  if (maxPending <= maxPayload) throw new RangeError(`startNatsServer: maxPending ${maxPending} must exceed maxPayload ${maxPayload}`);
+  if (maxPending <= maxPayload)
+    throw new RangeError(`startNatsServer: maxPending ${maxPending} must exceed maxPayload ${maxPayload}`);
   const { port, clusterPort, monitorPort } = await serverPorts(opts);
   const name = opts.name ?? `baton-${port}`;
   const routes = opts.routes ?? [];
@@ -191,10 +254,20 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     dir = mkdtempSync(join(tmpdir(), 'baton-nats-'));
     const confPath = join(dir, 'nats.conf');
     const logPath = join(dir, 'nats.log');
-    writeFileSync(confPath, renderConfig({
-      port, name, maxPayload, maxPending, monitorPort, auth: opts.auth,
-      cluster: clusterPort !== undefined ? { port: clusterPort, name: opts.clusterName ?? 'baton', routes } : undefined,
-    }), { mode: 0o600 });
+    writeFileSync(
+      confPath,
+      renderConfig({
+        port,
+        name,
+        maxPayload,
+        maxPending,
+        monitorPort,
+        auth: opts.auth,
+        cluster:
+          clusterPort !== undefined ? { port: clusterPort, name: opts.clusterName ?? 'baton', routes } : undefined,
+      }),
+      { mode: 0o600 },
+    );
     confFd = openSync(confPath, 'r');
     logFd = openSync(logPath, 'a');
     // The log is read through a descriptor of our own and written through the server's; the
@@ -208,7 +281,13 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     for (const fd of [logFd, confFd]) closeSync(fd);
   } catch (err) {
     // Nothing of a server that could not be set up outlives this call.
-    for (const fd of [logFd, readFd, confFd]) if (fd >= 0) try { closeSync(fd); } catch { /* already closed */ }
+    for (const fd of [logFd, readFd, confFd])
+      if (fd >= 0)
+        try {
+          closeSync(fd);
+        } catch {
+          /* already closed */
+        }
     removeAll();
     forget();
     throw err;
@@ -230,13 +309,23 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     if (readClosed) return;
     finalLog = readLog();
     readClosed = true;
-    try { closeSync(readFd); } catch { /* already closed */ }
+    try {
+      closeSync(readFd);
+    } catch {
+      /* already closed */
+    }
   };
   let exited: { code: number | null; signal: string | null; error?: Error } | undefined;
   // A child that could not be spawned at all reports 'error' and never 'exit'.
   const exitPromise = new Promise<void>((resolve) => {
-    child.once('exit', (code, signal) => { exited ??= { code, signal }; resolve(); });
-    child.once('error', (error) => { exited ??= { code: null, signal: null, error }; resolve(); });
+    child.once('exit', (code, signal) => {
+      exited ??= { code, signal };
+      resolve();
+    });
+    child.once('error', (error) => {
+      exited ??= { code: null, signal: null, error };
+      resolve();
+    });
   });
 
   let stopped = false;
@@ -260,14 +349,20 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
       const log = readLog();
       await stop();
       if (exited.error) throw new NatsServerError('exited', `cannot start ${binary}: ${exited.error.message}`);
-      throw new NatsServerError('exited', `nats-server exited (code ${exited.code}, signal ${exited.signal}) before accepting connections on 127.0.0.1:${port}; its output:\n${log}`);
+      throw new NatsServerError(
+        'exited',
+        `nats-server exited (code ${exited.code}, signal ${exited.signal}) before accepting connections on 127.0.0.1:${port}; its output:\n${log}`,
+      );
     }
     // The log line guards against a port taken by someone else answering our connect.
-    if (await canConnect(port) && readLog().includes('Server is ready')) break;
+    if ((await canConnect(port)) && readLog().includes('Server is ready')) break;
     if (Date.now() > deadline) {
       const log = readLog();
       await stop();
-      throw new NatsServerError('start-timeout', `nats-server did not accept connections on 127.0.0.1:${port} within ${timeout} ms; its output:\n${log}`);
+      throw new NatsServerError(
+        'start-timeout',
+        `nats-server did not accept connections on 127.0.0.1:${port} within ${timeout} ms; its output:\n${log}`,
+      );
     }
     await sleep(20);
   }
@@ -311,8 +406,14 @@ function setprivWithPdeathsig(): string | null {
   return setprivFound;
 }
 
-async function waitForRoutes(name: string, monitorUrl: string | undefined, count: number, timeoutMs: number): Promise<void> {
-  if (!monitorUrl) throw new NatsServerError('no-monitor', `server ${name}: waitForRoutes needs startNatsServer({ monitor: true })`);
+async function waitForRoutes(
+  name: string,
+  monitorUrl: string | undefined,
+  count: number,
+  timeoutMs: number,
+): Promise<void> {
+  if (!monitorUrl)
+    throw new NatsServerError('no-monitor', `server ${name}: waitForRoutes needs startNatsServer({ monitor: true })`);
   const deadline = Date.now() + timeoutMs;
   let last = -1;
   for (;;) {
@@ -320,8 +421,14 @@ async function waitForRoutes(name: string, monitorUrl: string | undefined, count
       const res = await fetch(`${monitorUrl}/routez`);
       last = ((await res.json()) as { num_routes?: number }).num_routes ?? 0;
       if (last >= count) return;
-    } catch { /* not up yet */ }
-    if (Date.now() > deadline) throw new NatsServerError('routes-timeout', `server ${name}: ${last} routes after ${timeoutMs} ms, wanted ${count}`);
+    } catch {
+      /* not up yet */
+    }
+    if (Date.now() > deadline)
+      throw new NatsServerError(
+        'routes-timeout',
+        `server ${name}: ${last} routes after ${timeoutMs} ms, wanted ${count}`,
+      );
     await sleep(50);
   }
 }

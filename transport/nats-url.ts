@@ -33,7 +33,9 @@ export function parseNatsUrl(raw: string): NatsTarget {
   entries.forEach((entry, i) => {
     const scheme = SCHEME_RE.exec(entry)?.[0].toLowerCase();
     if (scheme !== undefined && scheme !== 'nats://')
-      throw new Error(`${shown(entry, i, raw)}: the scheme must be nats://${scheme === 'tls://' ? ' (TLS is not supported)' : `, not ${scheme}`}`);
+      throw new Error(
+        `${shown(entry, i, raw)}: the scheme must be nats://${scheme === 'tls://' ? ' (TLS is not supported)' : `, not ${scheme}`}`,
+      );
     let u: URL;
     try {
       u = new URL(scheme ? entry : `nats://${entry}`);
@@ -50,11 +52,14 @@ export function parseNatsUrl(raw: string): NatsTarget {
       user = decodeURIComponent(u.username);
       pass = decodeURIComponent(u.password);
     } catch {
-      throw new Error(`${shown(entry, i, raw)}: a % in the credentials must start an escape such as %25 (for %) or %40 (for @)`);
+      throw new Error(
+        `${shown(entry, i, raw)}: a % in the credentials must start an escape such as %25 (for %) or %40 (for @)`,
+      );
     }
     if (user === '' && pass === '') return;
     const these = `${user}\u0000${pass}`;
-    if (credentials !== null && credentials !== these) throw new Error(`${shown(entry, i, raw)}: the servers of one --nats value must share their credentials`);
+    if (credentials !== null && credentials !== these)
+      throw new Error(`${shown(entry, i, raw)}: the servers of one --nats value must share their credentials`);
     credentials = these;
     if (pass === '') target.token = user;
     else Object.assign(target, { user, pass });

@@ -14,9 +14,14 @@ export class SubjectError extends Error {
 
 export function checkJobName(job: unknown): string {
   if (typeof job !== 'string' || !TOKEN_RE.test(job) || job.length > MAX_JOB_NAME)
-    throw new SubjectError(`job name ${quoteValue(job)} must be a string matching ${TOKEN_RE} of at most ${MAX_JOB_NAME} characters (it is a NATS subject token)`);
+    throw new SubjectError(
+      `job name ${quoteValue(job)} must be a string matching ${TOKEN_RE} of at most ${MAX_JOB_NAME} characters (it is a NATS subject token)`,
+    );
   // baton._nodes.… and baton._jobs.… are the node agents' and the job claims' subjects.
-  if (job.startsWith('_')) throw new SubjectError(`job name ${quoteValue(job)}: names starting with _ are reserved for Baton's own subjects (baton._nodes, baton._jobs)`);
+  if (job.startsWith('_'))
+    throw new SubjectError(
+      `job name ${quoteValue(job)}: names starting with _ are reserved for Baton's own subjects (baton._nodes, baton._jobs)`,
+    );
   return job;
 }
 

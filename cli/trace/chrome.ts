@@ -20,7 +20,15 @@
 // read back the same.
 
 import * as fs from 'fs';
-import { BatonEvent, MAX_EVENT_TIME_MS, ReceiveEvent, SendEvent, TaskStartEvent, WaitEvent, eventProblem } from '../../actors/events';
+import {
+  BatonEvent,
+  MAX_EVENT_TIME_MS,
+  ReceiveEvent,
+  SendEvent,
+  TaskStartEvent,
+  WaitEvent,
+  eventProblem,
+} from '../../actors/events';
 import { SHAPE_LIMITS, TaskKind } from '../../policies/task';
 
 export interface ChromeEvent {
@@ -76,7 +84,8 @@ export class TraceBuildError extends Error {
 }
 
 export function toChromeTrace(events: readonly BatonEvent[], meta: ChromeTraceMeta): ChromeTrace {
-  if (!Number.isInteger(meta.stages) || meta.stages < 1) throw new TraceBuildError(`toChromeTrace: stages must be a positive integer, got ${JSON.stringify(meta.stages)}`);
+  if (!Number.isInteger(meta.stages) || meta.stages < 1)
+    throw new TraceBuildError(`toChromeTrace: stages must be a positive integer, got ${JSON.stringify(meta.stages)}`);
   let origin = events.length === 0 ? 0 : Infinity;
   let stages = meta.stages;
   let farthest = 0;
@@ -88,7 +97,9 @@ export function toChromeTrace(events: readonly BatonEvent[], meta: ChromeTraceMe
   // baton trace reads back only times it can hold (actors/events.ts): a virtual run of a heavy
   // profile can go beyond them, and its trace would be written only to be refused.
   if (farthest > MAX_EVENT_TIME_MS)
-    throw new TraceBuildError(`the run's timeline reaches ${farthest.toExponential(3)} ms, beyond the ${MAX_EVENT_TIME_MS} ms (about 31 years) a trace holds for baton trace to read back; lower the profile's durations, --jitter-scale or --microbatches`);
+    throw new TraceBuildError(
+      `the run's timeline reaches ${farthest.toExponential(3)} ms, beyond the ${MAX_EVENT_TIME_MS} ms (about 31 years) a trace holds for baton trace to read back; lower the profile's durations, --jitter-scale or --microbatches`,
+    );
   // Integer nanoseconds since the origin: a start and the end before it meet exactly.
   const ns = (t: number) => Math.round((t - origin) * 1e6);
   const rel = (t: number) => ns(t) / 1e3;
@@ -102,16 +113,37 @@ export function toChromeTrace(events: readonly BatonEvent[], meta: ChromeTraceMe
     switch (e.type) {
       case 'task-start':
         open.set(`${e.stage}|${e.iteration}|${e.kind}|${e.mb}|${e.chunk}`, e);
-        out.push({ name: 'in-flight', ph: 'C', ts: rel(e.t), pid: stagePid(e.stage), tid: TID.compute, args: { forwards: e.inflight } });
+        out.push({
+          name: 'in-flight',
+          ph: 'C',
+          ts: rel(e.t),
+          pid: stagePid(e.stage),
+          tid: TID.compute,
+          args: { forwards: e.inflight },
+        });
         break;
       case 'task-end': {
         const key = `${e.stage}|${e.iteration}|${e.kind}|${e.mb}|${e.chunk}`;
         const start = open.get(key);
-        if (!start) throw new TraceBuildError(`stage ${e.stage}, iteration ${e.iteration}: task-end of ${taskName(e.kind, e.mb, e.chunk)} at ${e.t} ms without its task-start`);
+        if (!start)
+          throw new TraceBuildError(
+            `stage ${e.stage}, iteration ${e.iteration}: task-end of ${taskName(e.kind, e.mb, e.chunk)} at ${e.t} ms without its task-start`,
+          );
         open.delete(key);
         out.push({
-          name: taskName(e.kind, e.mb, e.chunk), cat: e.kind, ph: 'X', ...span(start.t, e.t), pid: stagePid(e.stage), tid: TID.compute,
-          args: { iteration: e.iteration, microbatch: e.mb, chunk: e.chunk, inflight: start.inflight, backpressure: start.backpressure },
+          name: taskName(e.kind, e.mb, e.chunk),
+          cat: e.kind,
+          ph: 'X',
+          ...span(start.t, e.t),
+          pid: stagePid(e.stage),
+          tid: TID.compute,
+          args: {
+            iteration: e.iteration,
+            microbatch: e.mb,
+            chunk: e.chunk,
+            inflight: start.inflight,
+            backpressure: start.backpressure,
+          },
         });
         break;
       }
@@ -126,20 +158,48 @@ export function toChromeTrace(events: readonly BatonEvent[], meta: ChromeTraceMe
         receives.push(e);
         break;
       case 'wait':
-        out.push({ name: e.reason, cat: 'wait', ph: 'X', ...span(e.t, e.t + e.ms), pid: stagePid(e.stage), tid: TID.waits, args: { iteration: e.iteration, ms: e.ms } });
+        out.push({
+          name: e.reason,
+          cat: 'wait',
+          ph: 'X',
+          ...span(e.t, e.t + e.ms),
+          pid: stagePid(e.stage),
+          tid: TID.waits,
+          args: { iteration: e.iteration, ms: e.ms },
+        });
         break;
       case 'reject':
-        out.push({ name: `reject: ${e.reason}`, cat: 'reject', ph: 'i', s: 't', ts: rel(e.t), pid: stagePid(e.stage), tid: TID.compute, args: { iteration: e.iteration, detail: e.detail } });
+        out.push({
+          name: `reject: ${e.reason}`,
+          cat: 'reject',
+          ph: 'i',
+          s: 't',
+          ts: rel(e.t),
+          pid: stagePid(e.stage),
+          tid: TID.compute,
+          args: { iteration: e.iteration, detail: e.detail },
+        });
         break;
       case 'iteration-start':
       case 'iteration-end':
-        out.push({ name: `${e.type} ${e.iteration}`, cat: 'iteration', ph: 'i', s: 'p', ts: rel(e.t), pid: stagePid(e.stage), tid: TID.compute, args: { iteration: e.iteration } });
+        out.push({
+          name: `${e.type} ${e.iteration}`,
+          cat: 'iteration',
+          ph: 'i',
+          s: 'p',
+          ts: rel(e.t),
+          pid: stagePid(e.stage),
+          tid: TID.compute,
+          args: { iteration: e.iteration },
+        });
         break;
     }
   }
   if (open.size > 0) {
     const [first] = open.values();
-    throw new TraceBuildError(`${open.size} task(s) started but never ended, e.g. stage ${first.stage}, iteration ${first.iteration}: ${taskName(first.kind, first.mb, first.chunk)} at ${first.t} ms`);
+    throw new TraceBuildError(
+      `${open.size} task(s) started but never ended, e.g. stage ${first.stage}, iteration ${first.iteration}: ${taskName(first.kind, first.mb, first.chunk)} at ${first.t} ms`,
+    );
   }
   const messages: { s: SendEvent; r: ReceiveEvent; lane: number }[] = [];
   for (const r of receives) {
@@ -162,13 +222,40 @@ export function toChromeTrace(events: readonly BatonEvent[], meta: ChromeTraceMe
   for (const { s, r, lane } of messages) {
     const id = ++flowId;
     const name = `${r.kind} mb${r.mb}${r.chunk === 0 ? '' : `@${r.chunk}`} ${s.stage}→${r.stage}`;
-    const args = { iteration: r.iteration, microbatch: r.mb, chunk: r.chunk, src: s.stage, dst: r.stage, seq: s.seq, bytes: s.bytes, latency_ms: r.latency };
+    const args = {
+      iteration: r.iteration,
+      microbatch: r.mb,
+      chunk: r.chunk,
+      src: s.stage,
+      dst: r.stage,
+      seq: s.seq,
+      bytes: s.bytes,
+      latency_ms: r.latency,
+    };
     const tid = commTid(lane);
     out.push({ name, cat: r.kind, ph: 'X', ...span(s.t, r.t), pid: stagePid(s.stage), tid, args });
     out.push({ name, cat: r.kind, ph: 's', id, ts: rel(s.t), pid: stagePid(s.stage), tid });
     // The arrival marker gives the flow's end a slice to bind to on the receiver's track.
-    out.push({ name: `arrive ${name}`, cat: r.kind, ph: 'i', s: 't', ts: rel(Math.max(r.t, s.t)), pid: stagePid(r.stage), tid: TID.comm, args });
-    out.push({ name, cat: r.kind, ph: 'f', bp: 'e', id, ts: rel(Math.max(r.t, s.t)), pid: stagePid(r.stage), tid: TID.comm });
+    out.push({
+      name: `arrive ${name}`,
+      cat: r.kind,
+      ph: 'i',
+      s: 't',
+      ts: rel(Math.max(r.t, s.t)),
+      pid: stagePid(r.stage),
+      tid: TID.comm,
+      args,
+    });
+    out.push({
+      name,
+      cat: r.kind,
+      ph: 'f',
+      bp: 'e',
+      id,
+      ts: rel(Math.max(r.t, s.t)),
+      pid: stagePid(r.stage),
+      tid: TID.comm,
+    });
   }
   for (let s = 0; s < stages; s++) {
     const pid = stagePid(s);
@@ -220,7 +307,9 @@ export function writeChromeTrace(file: string, trace: ChromeTrace): void {
     put('{"traceEvents":[');
     list(trace.traceEvents);
     // The metadata's own fields, then the embedded events as its last field.
-    put(`],"displayTimeUnit":${JSON.stringify(trace.displayTimeUnit)},"metadata":${JSON.stringify(meta).slice(0, -1)},"baton_events":[`);
+    put(
+      `],"displayTimeUnit":${JSON.stringify(trace.displayTimeUnit)},"metadata":${JSON.stringify(meta).slice(0, -1)},"baton_events":[`,
+    );
     list(embedded);
     put(']}}');
     flush();
@@ -240,7 +329,10 @@ const UNNAMED_TRACKS: Record<number, TrackRole> = { 0: 'compute', 1: 'comm', 2: 
 
 /** What each process and thread of a trace is, from its process_name ("stage s") and
  * thread_name metadata; a process without a stage name is the stage of its pid. */
-function traceLayout(events: readonly ChromeEvent[]): { stage: (pid: number) => number; role: (pid: number, tid: number) => TrackRole | undefined } {
+function traceLayout(events: readonly ChromeEvent[]): {
+  stage: (pid: number) => number;
+  role: (pid: number, tid: number) => TrackRole | undefined;
+} {
   const stages = new Map<number, number>();
   const roles = new Map<string, TrackRole>();
   for (const e of events) {
@@ -255,7 +347,12 @@ function traceLayout(events: readonly ChromeEvent[]): { stage: (pid: number) => 
   const named = roles.size > 0;
   return {
     stage: (pid) => stages.get(pid) ?? pid,
-    role: (pid, tid) => (named ? roles.get(`${pid}|${tid}`) : Object.prototype.hasOwnProperty.call(UNNAMED_TRACKS, tid) ? UNNAMED_TRACKS[tid] : undefined),
+    role: (pid, tid) =>
+      named
+        ? roles.get(`${pid}|${tid}`)
+        : Object.prototype.hasOwnProperty.call(UNNAMED_TRACKS, tid)
+          ? UNNAMED_TRACKS[tid]
+          : undefined,
   };
 }
 
@@ -266,7 +363,10 @@ function traceLayout(events: readonly ChromeEvent[]): { stage: (pid: number) => 
  * and times are relative to the trace's origin. Throws TraceContentError naming the
  * first trace event that cannot be read as a Baton event.
  */
-export function batonEventsFromTrace(trace: { traceEvents: readonly ChromeEvent[]; metadata?: Record<string, unknown> }): BatonEvent[] {
+export function batonEventsFromTrace(trace: {
+  traceEvents: readonly ChromeEvent[];
+  metadata?: Record<string, unknown>;
+}): BatonEvent[] {
   const embedded = trace.metadata?.baton_events;
   if (Array.isArray(embedded)) return embedded as BatonEvent[];
   const events: BatonEvent[] = [];
@@ -280,20 +380,50 @@ export function batonEventsFromTrace(trace: { traceEvents: readonly ChromeEvent[
     const role = layout.role(e.pid, e.tid);
     const stage = layout.stage(e.pid);
     if (role === 'compute' && (e.cat === 'F' || e.cat === 'B' || e.cat === 'W')) {
-      const base = { stage, iteration: a.iteration ?? 0, kind: e.cat as TaskKind, mb: a.microbatch ?? 0, chunk: a.chunk ?? 0 };
-      rebuilt.push({ type: 'task-start', t, ...base, inflight: a.inflight ?? 0, backpressure: Boolean(a.backpressure) });
+      const base = {
+        stage,
+        iteration: a.iteration ?? 0,
+        kind: e.cat as TaskKind,
+        mb: a.microbatch ?? 0,
+        chunk: a.chunk ?? 0,
+      };
+      rebuilt.push({
+        type: 'task-start',
+        t,
+        ...base,
+        inflight: a.inflight ?? 0,
+        backpressure: Boolean(a.backpressure),
+      });
       rebuilt.push({ type: 'task-end', t: end, ...base });
     } else if (role === 'waits') {
-      rebuilt.push({ type: 'wait', t, stage, iteration: a.iteration ?? 0, ms: end - t, reason: e.name as WaitEvent['reason'] });
+      rebuilt.push({
+        type: 'wait',
+        t,
+        stage,
+        iteration: a.iteration ?? 0,
+        ms: end - t,
+        reason: e.name as WaitEvent['reason'],
+      });
     } else if (role === 'comm') {
-      const m = { iteration: a.iteration ?? 0, kind: e.cat ?? 'message', mb: a.microbatch ?? 0, chunk: a.chunk ?? 0, seq: a.seq ?? 0, bytes: a.bytes ?? 0 };
+      const m = {
+        iteration: a.iteration ?? 0,
+        kind: e.cat ?? 'message',
+        mb: a.microbatch ?? 0,
+        chunk: a.chunk ?? 0,
+        seq: a.seq ?? 0,
+        bytes: a.bytes ?? 0,
+      };
       rebuilt.push({ type: 'send', t, stage: a.src ?? stage, dst: a.dst ?? -1, ...m });
       // Without a destination there is no receiving stage to count it at.
-      if (a.dst !== undefined) rebuilt.push({ type: 'receive', t: end, stage: a.dst, src: a.src ?? stage, latency: end - t, ...m });
+      if (a.dst !== undefined)
+        rebuilt.push({ type: 'receive', t: end, stage: a.dst, src: a.src ?? stage, latency: end - t, ...m });
     }
     for (const r of rebuilt) {
       const problem = eventProblem(r);
-      if (problem) throw new TraceContentError(`traceEvents[${i}] (name ${quote(e.name)}, pid ${quote(e.pid)}, tid ${quote(e.tid)}) cannot be read as a Baton event: ${problem} (from its pid and args)`);
+      if (problem)
+        throw new TraceContentError(
+          `traceEvents[${i}] (name ${quote(e.name)}, pid ${quote(e.pid)}, tid ${quote(e.tid)}) cannot be read as a Baton event: ${problem} (from its pid and args)`,
+        );
       events.push(r);
     }
   });
@@ -302,7 +432,35 @@ export function batonEventsFromTrace(trace: { traceEvents: readonly ChromeEvent[
 
 // Phases of the Trace Event Format: duration, complete, instant, counter, async
 // (nestable and legacy), flow, sample, object, metadata, memory dump, mark, context.
-const KNOWN_PH = new Set(['B', 'E', 'X', 'i', 'I', 'C', 'b', 'n', 'e', 'S', 'T', 'p', 'F', 's', 't', 'f', 'P', 'N', 'O', 'D', 'M', 'V', 'v', 'R', 'c', '(', ')']);
+const KNOWN_PH = new Set([
+  'B',
+  'E',
+  'X',
+  'i',
+  'I',
+  'C',
+  'b',
+  'n',
+  'e',
+  'S',
+  'T',
+  'p',
+  'F',
+  's',
+  't',
+  'f',
+  'P',
+  'N',
+  'O',
+  'D',
+  'M',
+  'V',
+  'v',
+  'R',
+  'c',
+  '(',
+  ')',
+]);
 const FLOW_PH = new Set(['s', 't', 'f']);
 const ASYNC_PH = new Set(['b', 'n', 'e', 'S', 'T', 'p', 'F']);
 const METADATA_ARG: Record<string, [string, 'string' | 'number']> = {
@@ -321,18 +479,28 @@ const quote = (v: unknown) => (v === undefined ? 'nothing' : JSON.stringify(v));
 /** Baton's own metadata (the embedded events and the stage count), read back by summary and gantt. */
 function batonMetadataProblems(meta: Record<string, unknown>): string[] {
   const problems: string[] = [];
-  if (meta.stages !== undefined && !(Number.isSafeInteger(meta.stages) && (meta.stages as number) >= 1 && (meta.stages as number) <= SHAPE_LIMITS.stages))
+  if (
+    meta.stages !== undefined &&
+    !(
+      Number.isSafeInteger(meta.stages) &&
+      (meta.stages as number) >= 1 &&
+      (meta.stages as number) <= SHAPE_LIMITS.stages
+    )
+  )
     problems.push(`metadata.stages must be an integer from 1 to ${SHAPE_LIMITS.stages}, got ${quote(meta.stages)}`);
   for (const key of ['title', 'job'])
-    if (meta[key] !== undefined && typeof meta[key] !== 'string') problems.push(`metadata.${key} must be a string, got ${quote(meta[key])}`);
-  if (meta.config !== undefined && !isObj(meta.config)) problems.push(`metadata.config must be an object, got ${quote(meta.config)}`);
+    if (meta[key] !== undefined && typeof meta[key] !== 'string')
+      problems.push(`metadata.${key} must be a string, got ${quote(meta[key])}`);
+  if (meta.config !== undefined && !isObj(meta.config))
+    problems.push(`metadata.config must be an object, got ${quote(meta.config)}`);
   const events = meta.baton_events;
   if (events === undefined) return problems;
   if (!Array.isArray(events)) return [...problems, `metadata.baton_events must be an array, got ${quote(events)}`];
   events.forEach((e, i) => {
     const p = eventProblem(e);
     if (p) problems.push(`metadata.baton_events[${i}]: ${p}`);
-    else if ((e as BatonEvent).stage >= SHAPE_LIMITS.stages) problems.push(`metadata.baton_events[${i}]: stage ${(e as BatonEvent).stage} is over ${SHAPE_LIMITS.stages - 1}`);
+    else if ((e as BatonEvent).stage >= SHAPE_LIMITS.stages)
+      problems.push(`metadata.baton_events[${i}]: stage ${(e as BatonEvent).stage} is over ${SHAPE_LIMITS.stages - 1}`);
   });
   return problems;
 }
@@ -342,11 +510,13 @@ export function checkChromeTrace(json: unknown): string[] {
   let events: unknown[];
   if (Array.isArray(json)) events = json;
   else if (isObj(json)) {
-    if (!Array.isArray(json.traceEvents)) return [`top level: traceEvents must be an array, got ${quote(json.traceEvents)}`];
+    if (!Array.isArray(json.traceEvents))
+      return [`top level: traceEvents must be an array, got ${quote(json.traceEvents)}`];
     events = json.traceEvents;
     if (json.displayTimeUnit !== undefined && json.displayTimeUnit !== 'ms' && json.displayTimeUnit !== 'ns')
       problems.push(`top level: displayTimeUnit must be "ms" or "ns", got ${quote(json.displayTimeUnit)}`);
-    if (json.metadata !== undefined && !isObj(json.metadata)) problems.push(`top level: metadata must be an object, got ${quote(json.metadata)}`);
+    if (json.metadata !== undefined && !isObj(json.metadata))
+      problems.push(`top level: metadata must be an object, got ${quote(json.metadata)}`);
     else if (isObj(json.metadata)) problems.push(...batonMetadataProblems(json.metadata));
   } else return [`top level: expected an object with traceEvents or an array of events, got ${quote(json)}`];
 
@@ -364,18 +534,24 @@ export function checkChromeTrace(json: unknown): string[] {
       return;
     }
     if (ph !== 'E' && typeof raw.name !== 'string') bad('name must be a string', raw.name);
-    if (ph !== 'M' || raw.ts !== undefined) if (!isNum(raw.ts)) bad('ts must be a finite number (microseconds)', raw.ts);
+    if (ph !== 'M' || raw.ts !== undefined)
+      if (!isNum(raw.ts)) bad('ts must be a finite number (microseconds)', raw.ts);
     if (!isNum(raw.pid)) bad('pid must be a number', raw.pid);
     if (ph !== 'C' || raw.tid !== undefined) if (!isNum(raw.tid)) bad('tid must be a number', raw.tid);
     if (raw.cat !== undefined && typeof raw.cat !== 'string') bad('cat must be a string', raw.cat);
     if (raw.args !== undefined && !isObj(raw.args)) bad('args must be an object', raw.args);
     if (ph === 'X' && !(isNum(raw.dur) && raw.dur >= 0)) bad('a complete event needs dur >= 0', raw.dur);
-    if ((ph === 'i' || ph === 'I') && raw.s !== undefined && !['g', 'p', 't'].includes(raw.s as string)) bad('instant scope s must be g, p or t', raw.s);
+    if ((ph === 'i' || ph === 'I') && raw.s !== undefined && !['g', 'p', 't'].includes(raw.s as string))
+      bad('instant scope s must be g, p or t', raw.s);
     if (ph === 'C') {
-      if (!isObj(raw.args) || Object.keys(raw.args).length === 0) bad('a counter needs args with at least one series', raw.args);
-      else for (const [k, v] of Object.entries(raw.args)) if (!isNum(v)) bad(`counter series ${JSON.stringify(k)} must be a number`, v);
+      if (!isObj(raw.args) || Object.keys(raw.args).length === 0)
+        bad('a counter needs args with at least one series', raw.args);
+      else
+        for (const [k, v] of Object.entries(raw.args))
+          if (!isNum(v)) bad(`counter series ${JSON.stringify(k)} must be a number`, v);
     }
-    if (ASYNC_PH.has(ph) && (raw.id === undefined || raw.id === null) && raw.id2 === undefined) bad('an async event needs an id', raw.id);
+    if (ASYNC_PH.has(ph) && (raw.id === undefined || raw.id === null) && raw.id2 === undefined)
+      bad('an async event needs an id', raw.id);
     if (FLOW_PH.has(ph)) {
       if (typeof raw.id !== 'number' && typeof raw.id !== 'string') {
         bad('a flow event needs an id (number or string)', raw.id);
@@ -394,7 +570,9 @@ export function checkChromeTrace(json: unknown): string[] {
       flows.set(key, f);
     }
     if (ph === 'M') {
-      const spec = Object.prototype.hasOwnProperty.call(METADATA_ARG, raw.name as string) ? METADATA_ARG[raw.name as string] : undefined;
+      const spec = Object.prototype.hasOwnProperty.call(METADATA_ARG, raw.name as string)
+        ? METADATA_ARG[raw.name as string]
+        : undefined;
       if (spec) {
         const v = isObj(raw.args) ? raw.args[spec[0]] : undefined;
         if (typeof v !== spec[1]) bad(`metadata ${raw.name} needs args.${spec[0]} as a ${spec[1]}`, v);
@@ -403,9 +581,12 @@ export function checkChromeTrace(json: unknown): string[] {
   });
   for (const [key, f] of flows) {
     const id = key.slice(key.indexOf('|') + 1);
-    if (f.start === undefined) problems.push(`flow id ${id} (cat ${JSON.stringify(key.split('|')[0])}): finish or step without a start`);
-    else if (f.finish === undefined) problems.push(`flow id ${id} (cat ${JSON.stringify(key.split('|')[0])}): start without a finish`);
-    else if (f.finish < f.start) problems.push(`flow id ${id}: finishes at ${f.finish} us before it starts at ${f.start} us`);
+    if (f.start === undefined)
+      problems.push(`flow id ${id} (cat ${JSON.stringify(key.split('|')[0])}): finish or step without a start`);
+    else if (f.finish === undefined)
+      problems.push(`flow id ${id} (cat ${JSON.stringify(key.split('|')[0])}): start without a finish`);
+    else if (f.finish < f.start)
+      problems.push(`flow id ${id}: finishes at ${f.finish} us before it starts at ${f.start} us`);
   }
   return problems;
 }

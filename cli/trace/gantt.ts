@@ -33,8 +33,14 @@ export class GanttError extends Error {
  * replaced by U+FFFD, so a title from a trace file cannot make the SVG unreadable. */
 export function escapeXml(s: string): string {
   return s
-    .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '\ufffd')
-    .replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' })[c] as string);
+    .replace(
+      /[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g,
+      '\ufffd',
+    )
+    .replace(
+      /[&<>"']/g,
+      (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' })[c] as string,
+    );
 }
 
 /** Pair task-start with task-end into boxes; a task that starts twice before it ends, or
@@ -48,13 +54,27 @@ export function ganttTasks(events: readonly BatonEvent[]): GanttTask[] {
     const key = `${e.stage}|${e.iteration}|${e.kind}|${e.mb}|${e.chunk}`;
     if (e.type === 'task-start') {
       const first = open.get(key);
-      if (first) throw new GanttError(`stage ${e.stage}, iteration ${e.iteration}: ${e.kind}${e.mb}@${e.chunk} starts at ${e.t} ms while it is still running (started at ${first.t} ms)`);
+      if (first)
+        throw new GanttError(
+          `stage ${e.stage}, iteration ${e.iteration}: ${e.kind}${e.mb}@${e.chunk} starts at ${e.t} ms while it is still running (started at ${first.t} ms)`,
+        );
       open.set(key, e);
     } else {
       const s = open.get(key);
-      if (!s) throw new GanttError(`stage ${e.stage}, iteration ${e.iteration}: task-end of ${e.kind}${e.mb}@${e.chunk} at ${e.t} ms without its task-start`);
+      if (!s)
+        throw new GanttError(
+          `stage ${e.stage}, iteration ${e.iteration}: task-end of ${e.kind}${e.mb}@${e.chunk} at ${e.t} ms without its task-start`,
+        );
       open.delete(key);
-      tasks.push({ stage: e.stage, iteration: e.iteration, kind: e.kind, mb: e.mb, chunk: e.chunk, start: s.t, end: Math.max(s.t, e.t) });
+      tasks.push({
+        stage: e.stage,
+        iteration: e.iteration,
+        kind: e.kind,
+        mb: e.mb,
+        chunk: e.chunk,
+        start: s.t,
+        end: Math.max(s.t, e.t),
+      });
     }
   }
   return tasks;
@@ -93,9 +113,11 @@ const fmt = (ms: number) => {
 };
 
 export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): string {
-  if (!Number.isInteger(opts.stages) || opts.stages < 1) throw new GanttError(`ganttSvg: stages must be a positive integer, got ${JSON.stringify(opts.stages)}`);
+  if (!Number.isInteger(opts.stages) || opts.stages < 1)
+    throw new GanttError(`ganttSvg: stages must be a positive integer, got ${JSON.stringify(opts.stages)}`);
   const width = opts.width ?? 1200;
-  if (!(width >= 300)) throw new GanttError(`ganttSvg: width must be at least 300 px, got ${JSON.stringify(opts.width)}`);
+  if (!(width >= 300))
+    throw new GanttError(`ganttSvg: width must be at least 300 px, got ${JSON.stringify(opts.width)}`);
   const tasks = ganttTasks(events);
   let stages = opts.stages;
   let chunks = 1;
@@ -124,7 +146,8 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
   const kinds = (['F', 'B', 'W'] as TaskKind[]).filter((k) => tasks.some((t) => t.kind === k));
   const legend: { color: string; text: string; x: number; row: number }[] = [];
   const entries: [string, string][] = [];
-  for (const k of kinds) for (let c = 0; c < chunks; c++) entries.push([taskColor(k, c, chunks), chunks > 1 ? `${k} chunk ${c}` : k]);
+  for (const k of kinds)
+    for (let c = 0; c < chunks; c++) entries.push([taskColor(k, c, chunks), chunks > 1 ? `${k} chunk ${c}` : k]);
   entries.push(['#eceff1', 'idle']);
   let lx = left;
   let row = 0;
@@ -143,7 +166,9 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
   const fontSize = Math.min(12, rowH - 8);
 
   const parts: string[] = [];
-  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" font-family="Helvetica, Arial, sans-serif">`);
+  parts.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" font-family="Helvetica, Arial, sans-serif">`,
+  );
   parts.push(`<rect x="0" y="0" width="${width}" height="${height}" fill="#ffffff"/>`);
   const iterations = [...iterStart.keys()].sort((a, b) => a - b);
   const title = opts.title ?? 'pipeline';
@@ -151,22 +176,30 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
   for (const t of tasks) iterEnd.set(t.iteration, Math.max(iterEnd.get(t.iteration) ?? -Infinity, t.end));
   const makespans = iterations.map((it) => (iterEnd.get(it) as number) - (iterStart.get(it) as number));
   const mean = makespans.reduce((a, b) => a + b, 0) / Math.max(1, makespans.length);
-  const sub = `P=${stages}${chunks > 1 ? ` V=${chunks}` : ''} · ${tasks.length} tasks · ` +
-    (iterations.length > 1 ? `first task to last: ${fmt(mean)} ms per iteration over ${iterations.length} iterations (${fmt(t1 - t0)} ms in all)` : `first task to last: ${fmt(t1 - t0)} ms`);
+  const sub =
+    `P=${stages}${chunks > 1 ? ` V=${chunks}` : ''} · ${tasks.length} tasks · ` +
+    (iterations.length > 1
+      ? `first task to last: ${fmt(mean)} ms per iteration over ${iterations.length} iterations (${fmt(t1 - t0)} ms in all)`
+      : `first task to last: ${fmt(t1 - t0)} ms`);
   parts.push(`<text x="${left}" y="22" font-size="16" font-weight="bold">${escapeXml(title)}</text>`);
   parts.push(`<text x="${left}" y="42" font-size="12" fill="#444">${escapeXml(sub)}</text>`);
 
   // Rows: the grey background is idle time.
   for (let s = 0; s < stages; s++) {
     const y = top + s * rowH;
-    parts.push(`<rect class="row" x="${left}" y="${y + gap / 2}" width="${plotW}" height="${rowH - gap}" fill="#eceff1"/>`);
+    parts.push(
+      `<rect class="row" x="${left}" y="${y + gap / 2}" width="${plotW}" height="${rowH - gap}" fill="#eceff1"/>`,
+    );
     if (s % Math.ceil(stages / 16) === 0)
-      parts.push(`<text x="${left - 6}" y="${y + rowH / 2 + 4}" font-size="${Math.min(12, rowH - 2)}" text-anchor="end">stage ${s}</text>`);
+      parts.push(
+        `<text x="${left - 6}" y="${y + rowH / 2 + 4}" font-size="${Math.min(12, rowH - 2)}" text-anchor="end">stage ${s}</text>`,
+      );
   }
 
   // Axis with ticks and grid lines.
   const step = tickStep(span);
-  if (!(Number.isFinite(step) && step > 0 && span / step < 1000)) throw new GanttError(`ganttSvg: cannot put a time axis on a span of ${span} ms`);
+  if (!(Number.isFinite(step) && step > 0 && span / step < 1000))
+    throw new GanttError(`ganttSvg: cannot put a time axis on a span of ${span} ms`);
   const axisY = top + plotH;
   parts.push(`<line x1="${left}" y1="${axisY}" x2="${left + plotW}" y2="${axisY}" stroke="#333"/>`);
   for (let v = 0; v <= span + step * 1e-6; v += step) {
@@ -184,10 +217,14 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
     const h = rowH - gap;
     const name = `${t.kind}${t.mb}${t.chunk === 0 ? '' : `@${t.chunk}`}`;
     const tip = `stage ${t.stage}, iteration ${t.iteration}: ${name} ${fmt(t.start - t0)}–${fmt(t.end - t0)} ms`;
-    parts.push(`<rect class="task" x="${x0.toFixed(2)}" y="${y}" width="${w.toFixed(2)}" height="${h}" fill="${taskColor(t.kind, t.chunk, chunks)}" stroke="#ffffff" stroke-width="${w > 3 ? 0.6 : 0}"><title>${escapeXml(tip)}</title></rect>`);
+    parts.push(
+      `<rect class="task" x="${x0.toFixed(2)}" y="${y}" width="${w.toFixed(2)}" height="${h}" fill="${taskColor(t.kind, t.chunk, chunks)}" stroke="#ffffff" stroke-width="${w > 3 ? 0.6 : 0}"><title>${escapeXml(tip)}</title></rect>`,
+    );
     const label = escapeXml(String(t.mb));
     if (fontSize >= 7 && w >= label.length * fontSize * 0.62 + 3)
-      parts.push(`<text x="${(x0 + w / 2).toFixed(2)}" y="${y + h / 2 + fontSize * 0.36}" font-size="${fontSize}" text-anchor="middle" fill="${lightness(t.chunk, chunks) > 55 ? '#1a1a1a' : '#ffffff'}">${label}</text>`);
+      parts.push(
+        `<text x="${(x0 + w / 2).toFixed(2)}" y="${y + h / 2 + fontSize * 0.36}" font-size="${fontSize}" text-anchor="middle" fill="${lightness(t.chunk, chunks) > 55 ? '#1a1a1a' : '#ffffff'}">${label}</text>`,
+      );
   }
 
   // Iteration boundaries: where each iteration's first task starts. Labels say "iteration
@@ -200,18 +237,24 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
     let free = -Infinity;
     iterations.forEach((it, i) => {
       const ix = xs[i].toFixed(2);
-      parts.push(`<line class="iteration" x1="${ix}" y1="${top - 6}" x2="${ix}" y2="${axisY}" stroke="#b71c1c" stroke-width="1.2" stroke-dasharray="5,3"/>`);
+      parts.push(
+        `<line class="iteration" x1="${ix}" y1="${top - 6}" x2="${ix}" y2="${axisY}" stroke="#b71c1c" stroke-width="1.2" stroke-dasharray="5,3"/>`,
+      );
       const text = long ? `iteration ${it}` : String(it);
       const lx = Math.max(0, Math.min(xs[i], width - right - labelW(text)));
       if (lx < free) return;
       free = lx + labelW(text) + 4;
-      parts.push(`<text x="${lx.toFixed(2)}" y="${top - 9}" font-size="10" fill="#b71c1c" text-anchor="start">${text}</text>`);
+      parts.push(
+        `<text x="${lx.toFixed(2)}" y="${top - 9}" font-size="10" fill="#b71c1c" text-anchor="start">${text}</text>`,
+      );
     });
   }
 
   for (const { color, text, x: ex, row: r } of legend) {
     const y = legendY + r * LEGEND_ROW_PX;
-    parts.push(`<rect class="legend" x="${ex.toFixed(1)}" y="${y}" width="12" height="12" fill="${color}" stroke="#90a4ae" stroke-width="0.5"/>`);
+    parts.push(
+      `<rect class="legend" x="${ex.toFixed(1)}" y="${y}" width="12" height="12" fill="${color}" stroke="#90a4ae" stroke-width="0.5"/>`,
+    );
     parts.push(`<text x="${(ex + 16).toFixed(1)}" y="${y + 10}" font-size="11">${escapeXml(text)}</text>`);
   }
   parts.push('</svg>');

@@ -13,7 +13,10 @@ export class CopyOnUpdate {
   private readonly copies = new Map<number, Map<string, Float32Array>>();
 
   /** `policy` names the owner in errors; `copied` says which parameters a copy holds. */
-  constructor(private readonly policy: string, private readonly copied: (name: string) => boolean = () => true) {}
+  constructor(
+    private readonly policy: string,
+    private readonly copied: (name: string) => boolean = () => true,
+  ) {}
 
   /** Microbatch `mb` ran its forward on the current version. */
   enter(mb: number): void {

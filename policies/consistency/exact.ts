@@ -65,7 +65,8 @@ export function symmetricEigen(a: Float64Array, d: number): Eigen {
 /** Top-k left singular vectors of X̄ (d×k, orthonormal), from the eigenvectors of X̄X̄ᵀ. */
 export function exactTopK(xbar: Xbar, k: number): Basis {
   const { rows, n, d } = xbar;
-  if (!(Number.isInteger(k) && k >= 1 && k <= d)) throw new LinalgError(`exactTopK: k must be an integer in [1, ${d}], got ${k}`);
+  if (!(Number.isInteger(k) && k >= 1 && k <= d))
+    throw new LinalgError(`exactTopK: k must be an integer in [1, ${d}], got ${k}`);
   const { vectors } = symmetricEigen(mulAtB(rows, rows, n, d, d), d);
   const data = new Float64Array(d * k);
   for (let i = 0; i < d; i++) for (let j = 0; j < k; j++) data[i * k + j] = vectors[i * d + j];

@@ -63,7 +63,9 @@ export class FrescoPolicy implements ConsistencyPolicy {
     this.specs = opts.layers;
     for (const s of opts.layers) {
       if (s.layout === 'augmented' && s.bias !== undefined) {
-        throw new ConsistencyError(`fresco layer "${s.layer}": layout 'augmented' carries its bias in the weight; got bias param "${s.bias}"`);
+        throw new ConsistencyError(
+          `fresco layer "${s.layer}": layout 'augmented' carries its bias in the weight; got bias param "${s.bias}"`,
+        );
       }
       this.fresco.addLayer(s.layer, s.dout, s.din, s.layout === 'augmented' || s.bias !== undefined);
     }
@@ -78,7 +80,9 @@ export class FrescoPolicy implements ConsistencyPolicy {
   forward(mb: number, layerInputs: ReadonlyMap<string, LayerInput>): void {
     for (const s of this.specs) {
       if (!layerInputs.has(s.layer)) {
-        throw new ConsistencyError(`fresco, forward of mb ${mb}: no input for layer "${s.layer}"; got [${[...layerInputs.keys()].join(', ')}]`);
+        throw new ConsistencyError(
+          `fresco, forward of mb ${mb}: no input for layer "${s.layer}"; got [${[...layerInputs.keys()].join(', ')}]`,
+        );
       }
     }
     this.held.enter(mb);

@@ -73,7 +73,8 @@ export class Fresco {
   private scratch = new Float64Array(0);
 
   constructor(opts: FrescoOptions) {
-    if (!(Number.isInteger(opts.tau) && opts.tau >= 1)) throw new FrescoError(`fresco: tau must be an integer ≥ 1, got ${opts.tau}`);
+    if (!(Number.isInteger(opts.tau) && opts.tau >= 1))
+      throw new FrescoError(`fresco: tau must be an integer ≥ 1, got ${opts.tau}`);
     const alpha = opts.alpha ?? 0.25;
     if (!(alpha > 0 && alpha <= 1)) throw new FrescoError(`fresco: alpha must be in (0, 1], got ${alpha}`);
     this.tau = opts.tau;
@@ -98,7 +99,10 @@ export class Fresco {
   onForward(layer: string, mb: number, x: Vec, n: number, tau = this.tau): void {
     const l = this.layer(layer, 'onForward');
     const where = `fresco layer "${layer}", forward of mb ${mb}`;
-    if (l.bases.has(mb)) throw new FrescoError(`${where}: mb ${mb} is already in flight here; in flight: [${[...l.bases.keys()].join(', ')}]`);
+    if (l.bases.has(mb))
+      throw new FrescoError(
+        `${where}: mb ${mb} is already in flight here; in flight: [${[...l.bases.keys()].join(', ')}]`,
+      );
     if (!(Number.isInteger(n) && n >= 1) || x.length !== n * l.din) {
       throw new FrescoError(`${where}: input has ${x.length} elements, expected n×${l.din} with n=${n}`);
     }
@@ -112,7 +116,9 @@ export class Fresco {
   onBackward(layer: string, mb: number): void {
     const l = this.layer(layer, 'onBackward');
     if (!l.bases.delete(mb)) {
-      throw new FrescoError(`fresco layer "${layer}", backward of mb ${mb}: no forward basis for it; in flight: [${[...l.bases.keys()].join(', ')}]`);
+      throw new FrescoError(
+        `fresco layer "${layer}", backward of mb ${mb}: no forward basis for it; in flight: [${[...l.bases.keys()].join(', ')}]`,
+      );
     }
   }
 
@@ -141,14 +147,22 @@ export class Fresco {
     const l = this.layer(layer, 'projectLayerUpdate');
     const where = `fresco layer "${layer}", ${layout} update`;
     if (layout === 'augmented') {
-      if (bias !== undefined) throw new FrescoError(`${where}: the bias is the weight's last column; got a separate bias of ${bias.length} elements`);
-      if (weight.length !== l.dout * l.d) throw new LinalgError(`${where}: weight has ${weight.length} elements, expected ${l.dout}×${l.d}`);
+      if (bias !== undefined)
+        throw new FrescoError(
+          `${where}: the bias is the weight's last column; got a separate bias of ${bias.length} elements`,
+        );
+      if (weight.length !== l.dout * l.d)
+        throw new LinalgError(`${where}: weight has ${weight.length} elements, expected ${l.dout}×${l.d}`);
     } else {
-      if (weight.length !== l.dout * l.din) throw new LinalgError(`${where}: weight has ${weight.length} elements, expected ${l.dout}×${l.din}`);
+      if (weight.length !== l.dout * l.din)
+        throw new LinalgError(`${where}: weight has ${weight.length} elements, expected ${l.dout}×${l.din}`);
       if ((bias !== undefined) !== l.bias) {
-        throw new FrescoError(`${where}: layer was added ${l.bias ? 'with' : 'without'} a bias, got ${bias === undefined ? 'none' : `one of ${bias.length} elements`}`);
+        throw new FrescoError(
+          `${where}: layer was added ${l.bias ? 'with' : 'without'} a bias, got ${bias === undefined ? 'none' : `one of ${bias.length} elements`}`,
+        );
       }
-      if (bias !== undefined && bias.length !== l.dout) throw new LinalgError(`${where}: bias has ${bias.length} elements, expected ${l.dout}`);
+      if (bias !== undefined && bias.length !== l.dout)
+        throw new LinalgError(`${where}: bias has ${bias.length} elements, expected ${l.dout}`);
     }
     const q = this.buildProtectedBasis(layer, k);
     if (q === null) return false;
@@ -172,7 +186,8 @@ export class Fresco {
 
   private layer(name: string, where: string): LayerStore {
     const l = this.layers.get(name);
-    if (l === undefined) throw new FrescoError(`fresco ${where}: unknown layer "${name}"; have [${[...this.layers.keys()].join(', ')}]`);
+    if (l === undefined)
+      throw new FrescoError(`fresco ${where}: unknown layer "${name}"; have [${[...this.layers.keys()].join(', ')}]`);
     return l;
   }
 }
@@ -185,17 +200,29 @@ export class Fresco {
  * in `scratch`. Each entry is accumulated in the same order as project() on the
  * gathered Δ̄ (G over i ascending, then a dot over c), so the result is bitwise the same.
  */
-export function projectInPlace(layout: WeightLayout, weight: Vec, bias: Vec | undefined, dout: number, q: Basis, scratch: Float64Array): void {
-  const d = q.d, k = q.k, qd = q.data;
+export function projectInPlace(
+  layout: WeightLayout,
+  weight: Vec,
+  bias: Vec | undefined,
+  dout: number,
+  q: Basis,
+  scratch: Float64Array,
+): void {
+  const d = q.d,
+    k = q.k,
+    qd = q.data;
   const din = layout === 'augmented' || bias === undefined ? d : d - 1;
   if (weight.length !== dout * din) {
-    throw new LinalgError(`projectInPlace: ${layout} weight has ${weight.length} elements, expected ${dout}×${din} for Q of ${d} rows${bias === undefined ? '' : ' and a bias'}`);
+    throw new LinalgError(
+      `projectInPlace: ${layout} weight has ${weight.length} elements, expected ${dout}×${din} for Q of ${d} rows${bias === undefined ? '' : ' and a bias'}`,
+    );
   }
   if (bias !== undefined && (layout === 'augmented' || bias.length !== dout)) {
     throw new LinalgError(`projectInPlace: bias of ${bias.length} elements for a ${layout} weight with dout=${dout}`);
   }
   const rows = Math.min(PROJECTION_BLOCK_ROWS, dout);
-  if (scratch.length < rows * k) throw new LinalgError(`projectInPlace: scratch has ${scratch.length} elements, needs ${rows}×${k}`);
+  if (scratch.length < rows * k)
+    throw new LinalgError(`projectInPlace: scratch has ${scratch.length} elements, needs ${rows}×${k}`);
   // Δ̄[o, i] = weight[o·so + i·si] for i < din.
   const so = layout === 'in-out' ? 1 : din;
   const si = layout === 'in-out' ? dout : 1;

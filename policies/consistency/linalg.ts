@@ -16,7 +16,14 @@ export function checkSize(where: string, what: string, a: Vec, rows: number, col
 }
 
 /** out (m×q) = A (m×p) · B (p×q). */
-export function mulAB(a: Vec, b: Vec, m: number, p: number, q: number, out: Float64Array = new Float64Array(m * q)): Float64Array {
+export function mulAB(
+  a: Vec,
+  b: Vec,
+  m: number,
+  p: number,
+  q: number,
+  out: Float64Array = new Float64Array(m * q),
+): Float64Array {
   out.fill(0, 0, m * q);
   for (let i = 0; i < m; i++) {
     const oi = i * q;
@@ -31,7 +38,14 @@ export function mulAB(a: Vec, b: Vec, m: number, p: number, q: number, out: Floa
 }
 
 /** out (p×q) = Aᵀ · B with A (m×p) and B (m×q). */
-export function mulAtB(a: Vec, b: Vec, m: number, p: number, q: number, out: Float64Array = new Float64Array(p * q)): Float64Array {
+export function mulAtB(
+  a: Vec,
+  b: Vec,
+  m: number,
+  p: number,
+  q: number,
+  out: Float64Array = new Float64Array(p * q),
+): Float64Array {
   out.fill(0, 0, p * q);
   for (let r = 0; r < m; r++) {
     const ar = r * p;

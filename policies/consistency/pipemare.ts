@@ -38,8 +38,10 @@ export class PipeMare implements ConsistencyPolicy {
   private readonly recon = new Map<string, Float32Array>();
 
   constructor(readonly opts: PipeMareOptions) {
-    if (!(Number.isInteger(opts.tau) && opts.tau >= 1)) throw new ConsistencyError(`pipemare: tau must be an integer ≥ 1, got ${opts.tau}`);
-    if (!(opts.dampingSteps > 0)) throw new ConsistencyError(`pipemare: dampingSteps must be > 0, got ${opts.dampingSteps}`);
+    if (!(Number.isInteger(opts.tau) && opts.tau >= 1))
+      throw new ConsistencyError(`pipemare: tau must be an integer ≥ 1, got ${opts.tau}`);
+    if (!(opts.dampingSteps > 0))
+      throw new ConsistencyError(`pipemare: dampingSteps must be > 0, got ${opts.dampingSteps}`);
     const D = opts.D ?? 0.02;
     if (!(D >= 0 && D < 1)) throw new ConsistencyError(`pipemare: D must be in [0, 1), got ${D}`);
     this.gamma = D ** (1 / opts.tau);

@@ -65,14 +65,16 @@ export class FlightLog {
   private readonly at = new Map<number, number>();
 
   enter(policy: string, mb: number, step: number): void {
-    if (this.at.has(mb)) throw new ConsistencyError(`${policy}, forward of mb ${mb}: already in flight; in flight: [${this.list()}]`);
+    if (this.at.has(mb))
+      throw new ConsistencyError(`${policy}, forward of mb ${mb}: already in flight; in flight: [${this.list()}]`);
     this.at.set(mb, step);
   }
 
   /** The update count at the mb's forward. */
   since(policy: string, mb: number, what: string): number {
     const s = this.at.get(mb);
-    if (s === undefined) throw new ConsistencyError(`${policy}, ${what} of mb ${mb}: no forward recorded; in flight: [${this.list()}]`);
+    if (s === undefined)
+      throw new ConsistencyError(`${policy}, ${what} of mb ${mb}: no forward recorded; in flight: [${this.list()}]`);
     return s;
   }
 

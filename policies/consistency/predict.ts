@@ -24,7 +24,8 @@ export class WeightPrediction implements ConsistencyPolicy {
   private readonly predicted = new Map<string, Float32Array>();
 
   constructor(readonly opts: PredictOptions) {
-    if (!(Number.isInteger(opts.delay) && opts.delay >= 0)) throw new ConsistencyError(`predict: delay must be an integer ≥ 0, got ${opts.delay}`);
+    if (!(Number.isInteger(opts.delay) && opts.delay >= 0))
+      throw new ConsistencyError(`predict: delay must be an integer ≥ 0, got ${opts.delay}`);
   }
 
   weightsForForward(_mb: number, ctx: WeightsContext): ParamMap {

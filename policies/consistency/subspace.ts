@@ -68,7 +68,8 @@ export function mergeBases(bases: readonly Basis[], k: number): Basis {
     if (b.d !== d) throw new LinalgError(`mergeBases: basis of dimension ${b.d} among bases of dimension ${d}`);
     m += b.k;
   }
-  if (!(Number.isInteger(k) && k >= 1 && k <= d)) throw new LinalgError(`mergeBases: k must be an integer in [1, ${d}], got ${k}`);
+  if (!(Number.isInteger(k) && k >= 1 && k <= d))
+    throw new LinalgError(`mergeBases: k must be an integer in [1, ${d}], got ${k}`);
   const c = new Float64Array(d * m); // C = [B_1 … B_τ], d×m
   let off = 0;
   for (const b of bases) {

@@ -10,7 +10,10 @@ import { ParamMap } from './params';
 
 export class NonFiniteGradientError extends Error {
   override name = 'NonFiniteGradientError';
-  constructor(readonly norm: number, readonly param: string) {
+  constructor(
+    readonly norm: number,
+    readonly param: string,
+  ) {
     super(`gradient clipping: total norm is ${norm}; first non-finite gradient in parameter "${param}"`);
   }
 }

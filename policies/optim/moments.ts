@@ -56,8 +56,12 @@ export abstract class MomentOptimizer implements Optimizer {
       if (this.slots.has(info.name)) throw new ParamError(`${where}: parameter "${info.name}" listed twice`);
       const size = sizeOf(info.shape);
       this.slots.set(info.name, {
-        info, size, decay: info.decay ?? true,
-        m: new Float32Array(size), v: new Float32Array(size), delta: new Float32Array(size),
+        info,
+        size,
+        decay: info.decay ?? true,
+        m: new Float32Array(size),
+        v: new Float32Array(size),
+        delta: new Float32Array(size),
       });
     }
   }
@@ -96,7 +100,10 @@ export abstract class MomentOptimizer implements Optimizer {
 
   protected slot(name: string, where: string): Slot {
     const s = this.slots.get(name);
-    if (s === undefined) throw new ParamError(`${this.kind} ${where}: unknown parameter "${name}"; have [${[...this.slots.keys()].join(', ')}]`);
+    if (s === undefined)
+      throw new ParamError(
+        `${this.kind} ${where}: unknown parameter "${name}"; have [${[...this.slots.keys()].join(', ')}]`,
+      );
     return s;
   }
 
@@ -125,7 +132,9 @@ export abstract class MomentOptimizer implements Optimizer {
       const v = state.v[name];
       if (m === undefined || v === undefined) throw new ParamError(`${where}: no moments for parameter "${name}"`);
       if (m.length !== s.size || v.length !== s.size) {
-        throw new ParamError(`${where}: parameter "${name}" moments have ${m.length}/${v.length} elements, expected ${s.size}`);
+        throw new ParamError(
+          `${where}: parameter "${name}" moments have ${m.length}/${v.length} elements, expected ${s.size}`,
+        );
       }
     }
     this.loadExtra(state);

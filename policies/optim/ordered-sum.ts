@@ -11,7 +11,10 @@ export class OrderedSum {
   private readonly pending = new Map<number, Float32Array[]>();
   private next = 0;
 
-  constructor(private readonly sizes: readonly number[], private readonly count: number) {
+  constructor(
+    private readonly sizes: readonly number[],
+    private readonly count: number,
+  ) {
     this.sums = sizes.map((n) => new Float32Array(n));
   }
 
@@ -25,11 +28,15 @@ export class OrderedSum {
   }
 
   add(mb: number, grads: readonly Float32Array[]): void {
-    if (!Number.isInteger(mb) || mb < 0 || mb >= this.count) throw new OrderedSumError(`microbatch ${mb} is outside 0..${this.count - 1}`);
-    if (mb < this.next || this.pending.has(mb)) throw new OrderedSumError(`gradients of microbatch ${mb} were added twice`);
-    if (grads.length !== this.sizes.length) throw new OrderedSumError(`microbatch ${mb}: ${grads.length} gradients for ${this.sizes.length} parameters`);
+    if (!Number.isInteger(mb) || mb < 0 || mb >= this.count)
+      throw new OrderedSumError(`microbatch ${mb} is outside 0..${this.count - 1}`);
+    if (mb < this.next || this.pending.has(mb))
+      throw new OrderedSumError(`gradients of microbatch ${mb} were added twice`);
+    if (grads.length !== this.sizes.length)
+      throw new OrderedSumError(`microbatch ${mb}: ${grads.length} gradients for ${this.sizes.length} parameters`);
     grads.forEach((g, i) => {
-      if (g.length !== this.sizes[i]) throw new OrderedSumError(`microbatch ${mb}, parameter ${i}: ${g.length} values, expected ${this.sizes[i]}`);
+      if (g.length !== this.sizes[i])
+        throw new OrderedSumError(`microbatch ${mb}, parameter ${i}: ${g.length} values, expected ${this.sizes[i]}`);
     });
     this.pending.set(mb, grads as Float32Array[]);
     for (let g = this.pending.get(this.next); g; g = this.pending.get(this.next)) {

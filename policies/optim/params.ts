@@ -29,8 +29,10 @@ export function sizeOf(shape: readonly number[]): number {
 /** The array for `name` in `map`, checked against the expected length; `where` leads the error. */
 export function lookup(map: ParamMap, name: string, size: number, where: string): Float32Array {
   const a = map.get(name);
-  if (a === undefined) throw new ParamError(`${where}: no entry for parameter "${name}"; have [${[...map.keys()].join(', ')}]`);
-  if (a.length !== size) throw new ParamError(`${where}: parameter "${name}" has ${a.length} elements, expected ${size}`);
+  if (a === undefined)
+    throw new ParamError(`${where}: no entry for parameter "${name}"; have [${[...map.keys()].join(', ')}]`);
+  if (a.length !== size)
+    throw new ParamError(`${where}: parameter "${name}" has ${a.length} elements, expected ${size}`);
   return a;
 }
 

@@ -24,7 +24,8 @@ export class ScheduleError extends Error {
 export function checkSchedule(s: LrSchedule): void {
   const bad = (what: string, x: number) => new ScheduleError(`lr schedule: ${what}, got ${x}`);
   if (!(Number.isFinite(s.peak) && s.peak >= 0)) throw bad('peak must be a finite number ≥ 0', s.peak);
-  if (!(Number.isInteger(s.warmupSteps) && s.warmupSteps >= 0)) throw bad('warmupSteps must be an integer ≥ 0', s.warmupSteps);
+  if (!(Number.isInteger(s.warmupSteps) && s.warmupSteps >= 0))
+    throw bad('warmupSteps must be an integer ≥ 0', s.warmupSteps);
   if (!(Number.isInteger(s.totalSteps) && s.totalSteps >= s.warmupSteps)) {
     throw bad(`totalSteps must be an integer ≥ warmupSteps (${s.warmupSteps})`, s.totalSteps);
   }
@@ -34,7 +35,8 @@ export function checkSchedule(s: LrSchedule): void {
 
 export function lrAt(s: LrSchedule, step: number): number {
   checkSchedule(s);
-  if (!(Number.isInteger(step) && step >= 0)) throw new ScheduleError(`lr schedule: step must be an integer ≥ 0, got ${step}`);
+  if (!(Number.isInteger(step) && step >= 0))
+    throw new ScheduleError(`lr schedule: step must be an integer ≥ 0, got ${step}`);
   const floor = s.peak * (s.minRatio ?? 0.1);
   if (step <= s.warmupSteps) return s.warmupSteps === 0 ? s.peak : (s.peak * step) / s.warmupSteps;
   if (step >= s.totalSteps) return floor;

@@ -25,8 +25,7 @@ export function checkStage(name: string, shape: PipelineShape, stage: number): v
 }
 
 export function requireSingleChunk(name: string, shape: PipelineShape, hint: string): void {
-  if (shape.chunks !== 1)
-    throw new ShapeError(`${name} needs chunks = 1, got chunks = ${shape.chunks}; ${hint}`);
+  if (shape.chunks !== 1) throw new ShapeError(`${name} needs chunks = 1, got chunks = ${shape.chunks}; ${hint}`);
 }
 
 export function requireSplit(name: string, shape: PipelineShape): void {

@@ -44,8 +44,14 @@ function build(shape: PipelineShape, stage: number): Task[] {
   const { stages: P, chunks: V, microbatches: M } = shape;
   const total = V * M;
   const warmup = Math.min(2 * (P - stage - 1) + (V - 1) * P, total);
-  const fwd = (k: number) => { const n = nth(k, true, P, V); return task('F', n.mb, n.chunk); };
-  const bwd = (k: number) => { const n = nth(k, false, P, V); return backward(shape, n.mb, n.chunk); };
+  const fwd = (k: number) => {
+    const n = nth(k, true, P, V);
+    return task('F', n.mb, n.chunk);
+  };
+  const bwd = (k: number) => {
+    const n = nth(k, false, P, V);
+    return backward(shape, n.mb, n.chunk);
+  };
   const out: Task[] = [];
   for (let k = 0; k < warmup; k++) out.push(fwd(k));
   for (let i = 0; i < total - warmup; i++) {
