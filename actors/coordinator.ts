@@ -3,23 +3,18 @@
 // reports, and starts the next iteration once every stage has reported (the flush of
 // synchronous training). It measures each iteration's makespan on its own clock.
 
-import { decodeEnvelope, quoteValue } from '../transport/codec';
+import { decodeEnvelope } from '../transport/codec';
+import { quoteValue } from '../base/quote';
 import { Bus } from '../transport/bus';
 import { ENVELOPE_VERSION, Envelope, launchField, launchText } from '../transport/envelope';
 import { encodeEnvelope } from '../transport/codec';
 import { subject } from '../transport/subjects';
 import { ActorRef, ActorRuntime } from './runtime';
-import { RejectTally, newRejectTally, tallyReject } from './reject-tally';
-import { reportBodyProblem } from './report-body';
+import { RejectTally, newRejectTally, tallyReject } from '../base/reject-tally';
+import { reportBodyProblem } from '../checks/report-body';
+import { IterationRecord } from '../checks/stats';
 
-export interface IterationRecord {
-  iteration: number;
-  start: number;
-  end: number;
-  makespan: number;
-  /** Per stage: the report body (peak in-flight, counters, ...). */
-  reports: Record<string, unknown>[];
-}
+export { IterationRecord };
 
 export type CoordinatorMsg =
   { readonly type: 'begin' } | { readonly type: 'bytes'; readonly subject: string; readonly data: Uint8Array };

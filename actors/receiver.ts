@@ -6,10 +6,11 @@
 // (`commMs`, see sender.ts) after it was sent: the receiver holds it for what is left of
 // that time (commHoldMs).
 
-import { decodeEnvelope, CodecError, quoteValue } from '../transport/codec';
+import { decodeEnvelope, CodecError } from '../transport/codec';
+import { quoteValue } from '../base/quote';
 import { Envelope, launchText } from '../transport/envelope';
 import { ActorRef, ActorRuntime } from './runtime';
-import { EventSink, ReceiveEvent } from './events';
+import { EventSink, ReceiveEvent } from '../stage/events';
 import { StageActorMsg } from './stage';
 
 export type ReceiverMsg = { readonly type: 'bytes'; readonly subject: string; readonly data: Uint8Array };

@@ -5,7 +5,7 @@
 // `resume` supervision), so a bad message never takes an actor down.
 
 import { dispatch, spawn, start, stop, Ref, ActorSystemRef } from 'nact';
-import { Clock, VirtualClock } from './clock';
+import { Clock, VirtualClock } from '../base/clock';
 
 export type Handler<S, M> = (state: S, msg: M, self: ActorRef<M>) => S | Promise<S>;
 

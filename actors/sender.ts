@@ -14,7 +14,7 @@ import { Bus } from '../transport/bus';
 import { ENVELOPE_VERSION, TensorPayload, launchField } from '../transport/envelope';
 import { subject } from '../transport/subjects';
 import { ActorRef, ActorRuntime } from './runtime';
-import { EventSink } from './events';
+import { EventSink } from '../stage/events';
 
 export type SenderMsg =
   | {

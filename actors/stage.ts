@@ -6,8 +6,8 @@
 import { Task, formatTask } from '../policies/task';
 import { TensorPayload } from '../transport/envelope';
 import { ActorRuntime, ActorRef } from './runtime';
-import { StageCompute } from './compute';
-import { EventSink } from './events';
+import { ArrivalRefusedError, StageCompute } from '../stage/compute';
+import { EventSink } from '../stage/events';
 import {
   StageMsg,
   StageProtocolError,
@@ -17,7 +17,7 @@ import {
   initialStageState,
   stageStatus,
   stageStep,
-} from './stage-logic';
+} from '../stage/stage-logic';
 import { SenderMsg } from './sender';
 
 export type StageActorMsg = StageMsg | { readonly type: 'status'; readonly reply: (s: StageStatus) => void };
@@ -81,7 +81,7 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
         compute.checkArrival(arrival.type, arrival.mb, arrival.chunk, arrival.tensors ?? []);
       effects = stageStep(state.logic, msg, now);
     } catch (err) {
-      if (!(err instanceof StageProtocolError) && (err as Error).name !== 'TrainingComputeError') throw err;
+      if (!(err instanceof StageProtocolError || err instanceof ArrivalRefusedError)) throw err;
       reject(iteration, err as Error);
       return state;
     }

@@ -9,7 +9,7 @@
 
 import * as fs from 'fs';
 import * as path from 'path';
-import { resolveConfig } from '../actors/config';
+import { resolveConfig } from '../job/config';
 import { ASYNC_DEFAULTS, CONSISTENCY_POLICIES, ConsistencyName, pipemareHorizon } from '../actors/param-store';
 import { train } from '../cli/train';
 import { formatTable } from '../cli/table';

@@ -14,7 +14,7 @@
 import { spawn, ChildProcess } from 'child_process';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { RealClock, monotonicNow } from '../actors/clock';
+import { RealClock, monotonicNow } from '../base/clock';
 import { startNatsServer } from '../transport/nats-server';
 import { stageNodeFlags } from '../cli/stage-node-flags';
 

@@ -17,7 +17,7 @@ import { NatsBus } from '../transport/nats-bus';
 import { startNatsServer } from '../transport/nats-server';
 import { benchMain, positiveInt } from './bench-cli';
 import { inTurn } from './in-turn';
-import { median } from '../actors/stats';
+import { median } from '../checks/stats';
 import { UsageError } from '../cli/args';
 
 export interface BusThroughputOptions {

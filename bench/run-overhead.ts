@@ -19,9 +19,9 @@
 
 import { spawnSync } from 'child_process';
 import { childJson } from './child-json';
-import { resolveConfig } from '../actors/config';
-import { JobResult } from '../actors/job';
-import { mean, median } from '../actors/stats';
+import { resolveConfig } from '../job/config';
+import { JobResult } from '../job/run-local';
+import { mean, median } from '../checks/stats';
 import { formatTable } from '../cli/table';
 import { runOnce } from '../cli/run';
 import { loadProfile } from '../models/profile';

@@ -6,10 +6,10 @@
 // (median of repeats); and the arbiter's cost per decision (every policy warmed up before
 // any is timed, then the median of repeats taken in turn, reversed on odd repeats).
 
-import { resolveConfig, JobConfig } from '../actors/config';
-import { makeArbiter, runJob, summarize } from '../actors/job';
-import { ReadySet } from '../actors/ready-set';
-import { median } from '../actors/stats';
+import { resolveConfig, JobConfig } from '../job/config';
+import { makeArbiter, runJob, summarize } from '../job/run-local';
+import { ReadySet } from '../stage/ready-set';
+import { median } from '../checks/stats';
 import { resolvePolicy } from '../policies/registry';
 import { PipelineShape, task } from '../policies/task';
 import { formatTable } from '../cli/table';

@@ -15,13 +15,13 @@
 // on this machine at all (they share caches and memory bandwidth); a 2-stage pipeline
 // gets less by its bubble.
 
-import { resolveConfig } from '../actors/config';
-import { median } from '../actors/stats';
+import { resolveConfig } from '../job/config';
+import { median } from '../checks/stats';
 import { formatTable } from '../cli/table';
 import { loadBackend } from '../models/backend';
 import { TRAIN_DEFAULTS, TrainConfig, tokensPerMicrobatch } from '../models/train-config';
 import { CLI_ENTRY, RunOutcome, runOnce } from '../cli/run';
-import { IterationStats, iterationStats } from '../actors/stats';
+import { IterationStats, iterationStats } from '../checks/stats';
 import { childJson } from './child-json';
 import { benchMain, positiveInt } from './bench-cli';
 import { inTurn } from './in-turn';

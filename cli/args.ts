@@ -1,5 +1,6 @@
 // A small, strict flag parser: every flag is declared once with its type, default and
 // help line; unknown flags, missing values and bad numbers are clear errors.
+import { InputError } from '../base/errors';
 
 export type FlagType = 'int' | 'number' | 'string' | 'bool' | 'list';
 
@@ -13,7 +14,7 @@ export interface FlagSpec {
   readonly metavar?: string;
 }
 
-export class UsageError extends Error {
+export class UsageError extends InputError {
   override name = 'UsageError';
 }
 

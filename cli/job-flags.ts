@@ -1,9 +1,9 @@
 // The flags every job command shares (sim, run, train), mapped onto JobConfig.
 
-import { DEFAULTS, JobConfig, resolveConfig } from '../actors/config';
+import { DEFAULTS, JobConfig, resolveConfig } from '../job/config';
 import { JITTER_MODES, JitterMode } from '../models/jitter';
 import { BufferLimit } from '../policies/backpressure';
-import { quoteValue } from '../transport/codec';
+import { quoteValue } from '../base/quote';
 import { FlagSpec, ParsedFlags, UsageError } from './args';
 
 /** Beyond this the drawn durations overflow (lognormal spreads are exponentiated). */

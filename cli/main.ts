@@ -1,8 +1,7 @@
 #!/usr/bin/env node
 // The `baton` command.
 
-import { INPUT_ERROR_NAMES } from '../actors/input-errors';
-import { UsageError } from './args';
+import { exitStatusOf } from '../base/errors';
 
 type CommandRun = (argv: readonly string[], out: (s: string) => void) => Promise<number>;
 // Each command's module is loaded only when it runs: a node agent or an emulated run
@@ -36,9 +35,9 @@ const COMMANDS: Record<string, Command> = {
   },
 };
 
-/** 2 for bad flags or input, 1 for a job that failed. */
+/** 2 for bad flags or input, 1 for a job that failed: what the error's class declares. */
 export function exitCodeFor(e: Error): number {
-  return e instanceof UsageError || INPUT_ERROR_NAMES.has(e.name) ? 2 : 1;
+  return exitStatusOf(e);
 }
 
 function usage(): string {

@@ -1,12 +1,13 @@
 // `baton node`: a node agent process that hosts stage actors on request.
 
 import * as os from 'os';
-import { ANNOUNCE_SUBJECT, MAX_NODE_NAME, NODE_NAME_RE, NodeAgent, nodeSubject } from '../actors/node';
+import { ANNOUNCE_SUBJECT, MAX_NODE_NAME, NODE_NAME_RE, nodeSubject } from '../actors/node-agent';
 import { askAround } from '../transport/ask-around';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { Bus } from '../transport/bus';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { NATS_URL_ENV, NATS_URL_FORMS, natsFlag } from './nats-flag';
+import { newNodeAgent } from '../job/node-host';
 
 const NODE_FLAGS: readonly FlagSpec[] = [
   {
@@ -72,7 +73,7 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
       : (l: string) => process.stderr.write(`${l}\n`);
   // Stage processes a launcher starts have names of that launch's own; others ask first.
   if (!flags.exitWithStdin) await refuseTakenName(bus, name, bus.url);
-  const agent = new NodeAgent({ name, bus, log, allowFiles: flags.allowFiles === true });
+  const agent = newNodeAgent({ name, bus, log, allowFiles: flags.allowFiles === true });
   // Core NATS keeps nothing that was in flight: a dropped connection (a server cutting off a
   // slow consumer, a network cut) has lost messages to the stages hosted here, so their jobs
   // cannot complete. Once the client has reconnected (not before: nats.js drops what is

@@ -1,7 +1,7 @@
 // A run that rejected messages (malformed, misrouted, duplicated, stray) still completes
 // and counts them in its JSON as `rejected`; the user also hears of them on stderr.
 
-import { JobResult } from '../actors/job';
+import { JobResult } from '../job/run-local';
 
 export function warnRejects(
   command: string,

@@ -1,8 +1,8 @@
 // `baton sim`: the runtime's actors on the virtual clock with emulated compute.
 
-import { JobResult, runJob, summarize } from '../actors/job';
-import { JobConfig } from '../actors/config';
-import { checkJob } from '../actors/wire-stage';
+import { JobResult, runJob, summarize } from '../job/run-local';
+import { JobConfig } from '../job/config';
+import { checkJob } from '../job/wire-stage';
 import { FlagSpec, helpText, parseFlags } from './args';
 import { JOB_FLAGS, asyncStream, comparedPolicies, jobConfigFromFlags, speedupOver } from './job-flags';
 import { formatTable } from './table';

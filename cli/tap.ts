@@ -3,8 +3,8 @@
 // monotonic clock, so latency is meaningful for senders on the same host); trace
 // batches are summarized. Malformed messages are printed as such, never fatal.
 
-import { monotonicNow } from '../actors/clock';
-import { BatonEvent } from '../actors/events';
+import { monotonicNow } from '../base/clock';
+import { BatonEvent } from '../stage/events';
 import { decodeEnvelope, decodeValue } from '../transport/codec';
 import { Envelope } from '../transport/envelope';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
@@ -72,7 +72,7 @@ export function tapLine(subject: string, data: Uint8Array, now = monotonicNow())
           bytes: data.byteLength,
           error: 'a trace batch must be a map with an events list',
         };
-      // A launcher's claim of its job name (actors/job-claim.ts): a question or an answer.
+      // A launcher's claim of its job name (job/job-claim.ts): a question or an answer.
       if (parts.job === '_jobs') return { subject, kind: 'job-claim', bytes: data.byteLength };
       return { subject, kind: String(v?.verb ?? 'node'), bytes: data.byteLength };
     } catch (err) {

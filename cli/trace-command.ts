@@ -4,9 +4,9 @@
 // trace; `check` answers 1 for a file that is not a valid trace (its finding, not an error).
 
 import * as fs from 'fs';
-import { jsonErrorLine } from '../models/json-error';
-import { RegularFileError, readAtMost } from '../models/regular-file';
-import { BatonEvent } from '../actors/events';
+import { jsonErrorLine } from '../base/json-error';
+import { RegularFileError, readAtMost } from '../base/regular-file';
+import { BatonEvent } from '../stage/events';
 import { SHAPE_LIMITS } from '../policies/task';
 import { checkOutputFile } from './output-paths';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';

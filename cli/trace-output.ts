@@ -2,7 +2,7 @@
 
 import * as fs from 'fs';
 import * as path from 'path';
-import { JobResult, summarize } from '../actors/job';
+import { JobResult, summarize } from '../job/run-local';
 import { toChromeTrace, writeChromeTrace } from './trace/chrome';
 import { ganttSvg } from './trace/gantt';
 import { checkOutputFile, writtenFileKey } from './output-paths';

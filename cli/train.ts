@@ -3,7 +3,7 @@
 // this launcher collects losses, the final parameters (for the checksum and the
 // validation loss) and writes checkpoints from the stages' reports.
 
-import { resolveConfig, JobConfig } from '../actors/config';
+import { resolveConfig, JobConfig } from '../job/config';
 import { IterationRecord } from '../actors/coordinator';
 import {
   CheckpointError,
@@ -14,10 +14,10 @@ import {
   corpusDigest,
   readCheckpointMeta,
   writeCheckpoint,
-} from '../actors/checkpoint';
-import { runJob, summarize } from '../actors/job';
+} from '../job/checkpoint';
+import { runJob, summarize } from '../job/run-local';
 import { ASYNC_DEFAULTS, CONSISTENCY_POLICIES, ConsistencyName, pipemareHorizon } from '../actors/param-store';
-import { StageSnapshot } from '../actors/training-compute';
+import { StageSnapshot } from '../compute/training';
 import { loadBackend } from '../models/backend';
 import { paramChecksum, validationLoss } from '../models/reference-train';
 import {

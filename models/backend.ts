@@ -7,6 +7,7 @@
 import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { installWasmAllocationGuard, installWasmFixes } from './tfjs-fixes';
+import { InputError } from '../base/errors';
 
 export const BACKEND_CHOICES = ['tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu'] as const;
 export type BackendChoice = (typeof BACKEND_CHOICES)[number];
@@ -26,7 +27,7 @@ export interface BackendReport {
   readonly tried: readonly BackendAttempt[];
 }
 
-export class BackendError extends Error {
+export class BackendError extends InputError {
   override name = 'BackendError';
   constructor(
     message: string,

@@ -8,9 +8,10 @@
 
 import * as tf from '@tensorflow/tfjs';
 import { mixKeys, SeededRandom } from './seeded-init';
-import { RegularFileError, readRegularFile } from './regular-file';
+import { RegularFileError, readRegularFile } from '../base/regular-file';
+import { InputError } from '../base/errors';
 
-export class CorpusError extends Error {
+export class CorpusError extends InputError {
   override name = 'CorpusError';
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);

@@ -9,6 +9,7 @@ import * as tf from '@tensorflow/tfjs';
 import { causalSelfAttention, crossEntropy, gelu, layerNorm, linear } from './layers';
 import type { LayerSpec, ModelSpec, ParamSpec } from './stage-module';
 import type { InitKind } from './seeded-init';
+import { InputError } from '../base/errors';
 
 export interface GptConfig {
   /** Characters in the vocabulary (65 for tinyshakespeare). */
@@ -36,7 +37,7 @@ export const GPT_DEFAULTS: GptConfig = {
   initStd: 0.02,
 };
 
-export class ModelConfigError extends Error {
+export class ModelConfigError extends InputError {
   override name = 'ModelConfigError';
 }
 

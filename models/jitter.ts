@@ -10,6 +10,7 @@
 // lognormal matched on p5/p95 has a much narrower middle (IQR spread ~5.1) and a long
 // upper tail (mean ~21x the median). Jitter is independent across keys: no correlated
 // slow-downs of a whole stage or link.
+import { InputError } from '../base/errors';
 
 export type JitterMode = 'none' | 'compute' | 'paper';
 
@@ -21,7 +22,7 @@ export const PAPER_SPREAD = { compute: 0.73, communication: 58.74 } as const;
 /** Φ⁻¹(0.95). */
 export const Z95 = 1.6448536269514722;
 
-export class JitterError extends Error {
+export class JitterError extends InputError {
   override name = 'JitterError';
 }
 

@@ -12,6 +12,7 @@
 
 import type { ModelSpec, StageModule } from './stage-module';
 import { SequentialStage, SequentialStageOptions } from './sequential-stage';
+import { InputError } from '../base/errors';
 
 export interface PartitionOptions {
   /** Pipeline stages P (physical). */
@@ -54,7 +55,7 @@ export interface PartitionPlan {
   readonly virtual: readonly VirtualStagePlan[];
 }
 
-export class PartitionError extends Error {
+export class PartitionError extends InputError {
   override name = 'PartitionError';
 }
 

@@ -13,9 +13,10 @@
 
 import * as fs from 'fs';
 import * as path from 'path';
-import { jsonErrorLine } from './json-error';
-import { quoteValue } from '../transport/codec';
-import { RegularFileError, readRegularFile } from './regular-file';
+import { jsonErrorLine } from '../base/json-error';
+import { quoteValue } from '../base/quote';
+import { RegularFileError, readRegularFile } from '../base/regular-file';
+import { InputError } from '../base/errors';
 
 export type LayerPlacement = 'first' | 'split' | 'last';
 
@@ -54,7 +55,7 @@ export interface WorkloadProfile {
   readonly layers: readonly LayerGroup[];
 }
 
-export class ProfileError extends Error {
+export class ProfileError extends InputError {
   override name = 'ProfileError';
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);

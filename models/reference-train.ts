@@ -1,6 +1,6 @@
 // The non-pipelined reference: the whole model in one piece, trained with the same
 // data, loss scaling, microbatch-ordered accumulation and AdamW step as the pipeline
-// (actors/training-compute.ts). Pipelined training must reach the same parameters.
+// (compute/training.ts). Pipelined training must reach the same parameters.
 
 import * as tf from '@tensorflow/tfjs';
 import { createHash } from 'crypto';

@@ -27,8 +27,9 @@
 import { HintPolicy, ReadyView, StageContext } from './hint';
 import { readyViewOf } from './hints';
 import { PipelineShape, Task, formatTask, task, taskProblem } from './task';
+import { InputError } from '../base/errors';
 
-export class BackpressureLimitError extends Error {
+export class BackpressureLimitError extends InputError {
   override name = 'BackpressureLimitError';
   constructor(readonly limit: unknown) {
     super(

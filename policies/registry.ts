@@ -12,8 +12,9 @@ import { HintPolicy, ReadyView } from './hint';
 import { bPriority, bf, bfw, fPriority, fb } from './hints';
 import { SCHEDULES } from './schedules/index';
 import { ShapeError, Task } from './task';
+import { InputError } from '../base/errors';
 
-export class UnknownPolicyError extends Error {
+export class UnknownPolicyError extends InputError {
   override name = 'UnknownPolicyError';
   constructor(readonly policy: string) {
     super(
@@ -23,7 +24,7 @@ export class UnknownPolicyError extends Error {
   }
 }
 
-export class PolicyModuleError extends Error {
+export class PolicyModuleError extends InputError {
   override name = 'PolicyModuleError';
   constructor(
     readonly modulePath: string,

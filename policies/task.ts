@@ -5,6 +5,7 @@
 // without the stage prefix: `F3`, `B3`, `W3`, and `F3@1` for chunk 1 (chunk 0 is
 // written without the suffix). Kind B is the whole backward, or the input-gradient
 // part only when the pipeline splits backward into B and W.
+import { InputError } from '../base/errors';
 
 export type TaskKind = 'F' | 'B' | 'W';
 
@@ -30,7 +31,7 @@ export class TaskParseError extends Error {
   }
 }
 
-export class ShapeError extends Error {
+export class ShapeError extends InputError {
   override name = 'ShapeError';
 }
 

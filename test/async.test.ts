@@ -1,11 +1,11 @@
 import { strict as assert } from 'assert';
 import * as tf from '@tensorflow/tfjs';
-import { VirtualClock } from '../actors/clock';
-import { resolveConfig } from '../actors/config';
-import { runJob, summarize } from '../actors/job';
+import { VirtualClock } from '../base/clock';
+import { resolveConfig } from '../job/config';
+import { runJob, summarize } from '../job/run-local';
 import { ASYNC_DEFAULTS, ConsistencyName, StoreMsg, StoreStats, spawnParamStore } from '../actors/param-store';
 import { ActorRuntime } from '../actors/runtime';
-import { asyncStageModule, initialParams } from '../actors/async-compute';
+import { asyncStageModule, initialParams } from '../compute/async-training';
 import { loadBackend } from '../models/backend';
 import { CapturedLinearInput, captureLinearInputs } from '../models/layers';
 import { TRAIN_DEFAULTS, TrainConfig } from '../models/train-config';

@@ -1,9 +1,9 @@
 import { strict as assert } from 'assert';
-import { resolveConfig } from '../actors/config';
-import { RealClock } from '../actors/clock';
-import { StageCompute } from '../actors/compute';
-import { runJob } from '../actors/job';
-import { validateRun } from '../actors/validate';
+import { resolveConfig } from '../job/config';
+import { RealClock } from '../base/clock';
+import { StageCompute } from '../stage/compute';
+import { runJob } from '../job/run-local';
+import { validateRun } from '../checks/validate';
 import { Task, formatTask } from '../policies/task';
 import { Bus, BusHandler, Subscription } from '../transport/bus';
 import { NatsBus } from '../transport/nats-bus';

@@ -1,5 +1,5 @@
 import { strict as assert } from 'assert';
-import { ClockError, RealClock, VirtualClock } from '../actors/clock';
+import { ClockError, RealClock, VirtualClock } from '../base/clock';
 import { ActorRuntime } from '../actors/runtime';
 
 describe('virtual clock', () => {

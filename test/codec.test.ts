@@ -8,8 +8,8 @@ import {
   decodeValue,
   encodeEnvelope,
   encodeValue,
-  quoteValue,
 } from '../transport/codec';
+import { quoteValue } from '../base/quote';
 import type { CodecErrorReason } from '../transport/codec';
 import type { AnyTypedArray, DType, Envelope, TensorPayload } from '../transport/envelope';
 

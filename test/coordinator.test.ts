@@ -1,6 +1,6 @@
 import { strict as assert } from 'assert';
 import { coordinate } from '../actors/coordinator';
-import { RealClock } from '../actors/clock';
+import { RealClock } from '../base/clock';
 import { ActorRuntime } from '../actors/runtime';
 import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
 import { ENVELOPE_VERSION } from '../transport/envelope';

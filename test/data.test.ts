@@ -13,7 +13,7 @@ import {
   toTensors,
 } from '../models/data';
 import { execFileSync } from 'child_process';
-import { RegularFileError, readRegularFile } from '../models/regular-file';
+import { RegularFileError, readRegularFile } from '../base/regular-file';
 
 describe('data: corpora and batches', () => {
   const corpus = loadCorpus();

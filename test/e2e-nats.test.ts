@@ -2,10 +2,9 @@ import { strict as assert } from 'assert';
 import { ChildProcess, spawn } from 'child_process';
 import { readFileSync, readdirSync } from 'fs';
 import * as path from 'path';
-import { resolveConfig } from '../actors/config';
-import { runDistributed } from '../actors/distributed-job';
-import { NodeAgent } from '../actors/node';
-import { summarize } from '../actors/job';
+import { resolveConfig } from '../job/config';
+import { runDistributed } from '../job/run-distributed';
+import { summarize } from '../job/run-local';
 import { runOnce } from '../cli/run';
 import { tapCommand, tapLine } from '../cli/tap';
 import { stageNodeFlags } from '../cli/stage-node-flags';
@@ -15,6 +14,7 @@ import { NatsBus } from '../transport/nats-bus';
 import { startNatsServer } from '../transport/nats-server';
 import { natsServerForSuite } from './nats-server-fixture';
 import { FUZZ_SEED, Rng, malformed } from './fuzz-gen';
+import { newNodeAgent } from '../job/node-host';
 
 const CLI = path.join(__dirname, '..', 'cli', 'main.js');
 
@@ -98,7 +98,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
 
   it('does not mix its stage processes up with an agent someone named like one', async () => {
     const bus = await NatsBus.connect(server().url);
-    const agent = new NodeAgent({ name: 'coll-stage0', bus, log: () => {} });
+    const agent = newNodeAgent({ name: 'coll-stage0', bus, log: () => {} });
     agent.start();
     try {
       const o = await runOnce(

@@ -1,5 +1,5 @@
 import { strict as assert } from 'assert';
-import { BatonEvent, eventProblem } from '../actors/events';
+import { BatonEvent, eventProblem } from '../stage/events';
 
 describe('events from the wire', () => {
   const good: BatonEvent[] = [

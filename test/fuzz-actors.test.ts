@@ -6,17 +6,18 @@
 // message is counted as rejected, and the job still completes and validates.
 
 import { strict as assert } from 'assert';
-import { JobConfig, resolveConfig } from '../actors/config';
-import { runJob } from '../actors/job';
-import { runDistributed } from '../actors/distributed-job';
-import { ANNOUNCE_SUBJECT, NODES_PREFIX, NodeAgent, nodeSubject } from '../actors/node';
-import { JOBS_PREFIX } from '../actors/job-claim';
+import { JobConfig, resolveConfig } from '../job/config';
+import { runJob } from '../job/run-local';
+import { runDistributed } from '../job/run-distributed';
+import { ANNOUNCE_SUBJECT, NODES_PREFIX, nodeSubject } from '../actors/node-agent';
+import { JOBS_PREFIX } from '../job/job-claim';
 import { Bus, BusHandler } from '../transport/bus';
 import { decodeEnvelope, decodeValue, encodeValue } from '../transport/codec';
 import { Envelope } from '../transport/envelope';
 import { LocalBus } from '../transport/local-bus';
 import { parseSubject } from '../transport/subjects';
 import { FUZZ_SEED, Rng, cases, malformed } from './fuzz-gen';
+import { newNodeAgent } from '../job/node-host';
 
 /** The in-process bus under another kind's name: a job on it draws a launch id and checks it, as over NATS. */
 class LaunchCheckedBus implements Bus {
@@ -149,7 +150,7 @@ describe('fuzz: a node agent hearing malformed requests', () => {
     let hellos = 0;
     bus.subscribe(REPLY, (_s, d) => replies.push(decodeValue(d) as Record<string, unknown>));
     bus.subscribe(ANNOUNCE_SUBJECT, () => hellos++);
-    const agent = new NodeAgent({ name: 'n1', bus, log: () => {} });
+    const agent = newNodeAgent({ name: 'n1', bus, log: () => {} });
     agent.start();
     const rng = new Rng(FUZZ_SEED ^ 0x5eed);
     const valid = validRequests();
@@ -200,7 +201,7 @@ describe('fuzz: a launcher and its agent hearing malformed messages on every sub
       const tapped = bus.subscribe('baton.>', (subject, data) => {
         if (seen.length < 300) seen.push({ subject, data: Uint8Array.from(data) });
       });
-      new NodeAgent({ name: 'n1', bus, log: () => {} }).start();
+      newNodeAgent({ name: 'n1', bus, log: () => {} }).start();
       const cfg = resolveConfig({ job: `fzd${run}`, stages: 2, microbatches: 3, iterations: 2 });
       let injected = 0;
       const timer = setInterval(() => {

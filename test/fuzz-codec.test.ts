@@ -12,12 +12,12 @@ import * as path from 'path';
 import { CodecError, decodeEnvelope, decodeValue, encodeEnvelope, encodeValue } from '../transport/codec';
 import { ENVELOPE_VERSION, Envelope } from '../transport/envelope';
 import { formatTapLine, tapLine } from '../cli/tap';
-import { eventProblem } from '../actors/events';
-import { checkConfigShape } from '../actors/config-shape';
-import { resolveConfig } from '../actors/config';
-import { JobConfigError } from '../actors/wire-stage';
-import { CheckpointError, checkFiles } from '../actors/checkpoint';
-import { runJob } from '../actors/job';
+import { eventProblem } from '../stage/events';
+import { checkConfigShape } from '../job/config-shape';
+import { resolveConfig } from '../job/config';
+import { JobConfigError } from '../job/wire-stage';
+import { CheckpointError, checkFiles } from '../job/checkpoint';
+import { runJob } from '../job/run-local';
 import { FUZZ_SEED, Rng, cases, malformed } from './fuzz-gen';
 
 /** Valid messages of every kind the stages and the coordinator send, from the project's encoders. */

@@ -1,7 +1,7 @@
 import { strict as assert } from 'assert';
-import { resolveConfig, JobConfig } from '../actors/config';
-import { BatonEvent } from '../actors/events';
-import { runJob } from '../actors/job';
+import { resolveConfig, JobConfig } from '../job/config';
+import { BatonEvent } from '../stage/events';
+import { runJob } from '../job/run-local';
 import { escapeXml, ganttSvg, ganttTasks, tickStep } from '../cli/trace/gantt';
 
 const run = async (c: Partial<JobConfig>) =>

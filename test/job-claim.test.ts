@@ -1,5 +1,5 @@
 import { strict as assert } from 'assert';
-import { JobNameTakenError, claimJob } from '../actors/job-claim';
+import { JobNameTakenError, claimJob } from '../job/job-claim';
 import { LocalBus } from '../transport/local-bus';
 import { decodeValue, encodeValue } from '../transport/codec';
 

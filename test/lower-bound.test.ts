@@ -1,10 +1,10 @@
 import { strict as assert } from 'assert';
 import { DurationModel, makeDurationModel } from '../models/durations';
-import { jacksonPreemptive, lowerBound } from '../models/lower-bound';
+import { jacksonPreemptive, lowerBound } from '../checks/lower-bound';
 import { loadProfile } from '../models/profile';
 import { PipelineShape, Task, allTasks, formatTask, task } from '../policies/task';
 
-// A tiny list scheduler over plain data, written independently of models/lower-bound.ts:
+// A tiny list scheduler over plain data, written independently of checks/lower-bound.ts:
 // it runs given per-stage orders (or a greedy random choice) with the realized durations
 // and returns the makespan of that valid schedule.
 

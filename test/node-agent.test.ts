@@ -1,16 +1,17 @@
 import { strict as assert } from 'assert';
 import * as path from 'path';
-import { JobConfig, resolveConfig } from '../actors/config';
-import { ANNOUNCE_SUBJECT, MIN_LEASE_MS, NODES_PREFIX, NodeAgent, nodeSubject } from '../actors/node';
-import { DistributedOptions, DistributedResult, replyProblem, runDistributed } from '../actors/distributed-job';
+import { JobConfig, resolveConfig } from '../job/config';
+import { ANNOUNCE_SUBJECT, MIN_LEASE_MS, NODES_PREFIX, nodeSubject } from '../actors/node-agent';
+import { DistributedOptions, DistributedResult, replyProblem, runDistributed } from '../job/run-distributed';
 import { exitCodeFor } from '../cli/main';
 import { distinctProcesses } from '../cli/run';
-import { JobNameTakenError, claimJob } from '../actors/job-claim';
+import { JobNameTakenError, claimJob } from '../job/job-claim';
 import { TRAIN_DEFAULTS } from '../models/train-config';
 import { decodeValue, encodeValue } from '../transport/codec';
 import { LocalBus } from '../transport/local-bus';
 import { PayloadTooLargeError } from '../transport/nats-bus';
-import { MAX_REJECTS_DESCRIBED, newRejectTally, tallyReject } from '../actors/reject-tally';
+import { MAX_REJECTS_DESCRIBED, newRejectTally, tallyReject } from '../base/reject-tally';
+import { newNodeAgent } from '../job/node-host';
 
 const REPLY = `${NODES_PREFIX}.reply.test`;
 
@@ -22,7 +23,7 @@ function agentOnLocalBus() {
   const hellos: Record<string, unknown>[] = [];
   bus.subscribe(REPLY, (_s, d) => replies.push(decodeValue(d) as Record<string, unknown>));
   bus.subscribe(ANNOUNCE_SUBJECT, (_s, d) => hellos.push(decodeValue(d) as Record<string, unknown>));
-  const agent = new NodeAgent({ name: 'n1', bus, log: (l) => logs.push(l) });
+  const agent = newNodeAgent({ name: 'n1', bus, log: (l) => logs.push(l) });
   agent.start();
   const request = (req: Record<string, unknown>) => bus.publish(nodeSubject('n1'), encodeValue(req));
   return { bus, agent, logs, replies, hellos, request };
@@ -40,7 +41,7 @@ async function runOnAgentN1(
   opts: Partial<DistributedOptions> = {},
   meanwhile?: () => void,
 ): Promise<DistributedResult> {
-  new NodeAgent({ name: 'n1', bus, log: () => {} }).start();
+  newNodeAgent({ name: 'n1', bus, log: () => {} }).start();
   try {
     const running = runDistributed(cfg, { bus, nodes: ['n1'], settleMs: 0, ...opts });
     meanwhile?.();
@@ -143,7 +144,7 @@ describe('the node agent', () => {
     const bus = new LimitedBus();
     const replies: Record<string, unknown>[] = [];
     bus.subscribe(REPLY, (_s, d) => replies.push(decodeValue(d) as Record<string, unknown>));
-    const agent = new NodeAgent({ name: 'n1', bus, log: () => {} });
+    const agent = newNodeAgent({ name: 'n1', bus, log: () => {} });
     agent.start();
     const config = resolveConfig({ job: 'big', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
     bus.publish(nodeSubject('n1'), encodeValue({ verb: 'host', reply: REPLY, config, stages: [0, 1] }));
@@ -419,7 +420,7 @@ describe("a host request naming a file on the agent's machine", () => {
     const bus = new LocalBus();
     const replies: Record<string, unknown>[] = [];
     bus.subscribe(REPLY, (_s, d) => replies.push(decodeValue(d) as Record<string, unknown>));
-    new NodeAgent({ name: 'n1', bus, log: () => {}, allowFiles: true }).start();
+    newNodeAgent({ name: 'n1', bus, log: () => {}, allowFiles: true }).start();
     const config = resolveConfig({ job: 'files', stages: 2, microbatches: 2, policy: 'bf', profile: uniformFile });
     bus.publish(nodeSubject('n1'), encodeValue({ verb: 'host', reply: REPLY, config, stages: [0, 1] }));
     await settle();
@@ -468,7 +469,7 @@ describe('job requests of another launch', () => {
   it('do not come from a launcher: it sends its launch with every request, so its job runs to the end', async () => {
     const bus = new LocalBus();
     const logs: string[] = [];
-    const agent = new NodeAgent({ name: 'n1', bus, log: (l) => logs.push(l) });
+    const agent = newNodeAgent({ name: 'n1', bus, log: (l) => logs.push(l) });
     agent.start();
     const cfg = resolveConfig({ job: 'ownlaunch', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
     try {
@@ -750,7 +751,7 @@ describe("the processes of a job's nodes", () => {
       ['n1', 'machine-a'],
       ['n2', 'machine-b'],
     ])
-      new NodeAgent({ name, bus, log: () => {}, host }).start();
+      newNodeAgent({ name, bus, log: () => {}, host }).start();
     const cfg = resolveConfig({ job: 'twohosts', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
     try {
       const result = await runDistributed(cfg, { bus, nodes: ['n1', 'n2'], settleMs: 0 });

@@ -1,5 +1,5 @@
 import { strict as assert } from 'assert';
-import { reportBodyProblem, requiredReportFields } from '../actors/report-body';
+import { reportBodyProblem, requiredReportFields } from '../checks/report-body';
 
 const store = {
   updates: 3,

@@ -4,8 +4,8 @@ import * as os from 'os';
 import * as path from 'path';
 import { criticalPathSplit, formatRunOverhead } from '../bench/run-overhead';
 import { runBarePipeline } from '../bench/bare-pipeline';
-import { resolveConfig } from '../actors/config';
-import { runJob } from '../actors/job';
+import { resolveConfig } from '../job/config';
+import { runJob } from '../job/run-local';
 import { builtinProfilePath } from '../models/profile';
 
 describe("the overhead benchmark's critical-path split", () => {

@@ -1,6 +1,6 @@
 import { strict as assert } from 'assert';
 import { arbiterCosts } from '../bench/sim-policies';
-import { median } from '../actors/stats';
+import { median } from '../checks/stats';
 
 describe("the sim benchmark's arbiter cost", () => {
   it("times every policy the same number of times and reports each one's median", () => {

@@ -1,9 +1,10 @@
 import { strict as assert } from 'assert';
-import { Clock } from '../actors/clock';
-import { StageCompute } from '../actors/compute';
-import { resolveConfig } from '../actors/config';
-import { runJob } from '../actors/job';
-import { TrainingComputeError, checkReceived } from '../actors/training-compute';
+import { Clock } from '../base/clock';
+import { StageCompute } from '../stage/compute';
+import { resolveConfig } from '../job/config';
+import { runJob } from '../job/run-local';
+import { checkReceived } from '../compute/training';
+import { ArrivalRefusedError } from '../stage/compute';
 import { Task } from '../policies/task';
 import { encodeEnvelope } from '../transport/codec';
 import { ENVELOPE_VERSION, TensorPayload } from '../transport/envelope';
@@ -103,7 +104,7 @@ describe('a stage checks what an arrival carries before it counts', () => {
     assert.doesNotThrow(() => checkReceived(0, 'input', 0, 0, [], [2, 3]));
     assert.throws(
       () => checkReceived(0, 'input', 0, 0, [f32(6)], [2, 3]),
-      (e: Error) => e instanceof TrainingComputeError && /data signal/.test(e.message),
+      (e: Error) => e instanceof ArrivalRefusedError && /data signal/.test(e.message),
     );
     assert.throws(() => checkReceived(0, 'input', 0, 1, [], [2, 3]), /carries 0 tensors/);
     assert.throws(

@@ -1,6 +1,6 @@
 import { strict as assert } from 'assert';
-import { makeArbiter } from '../actors/job';
-import { StageEffect, StageMsg, initialStageState, stageStatus, stageStep } from '../actors/stage-logic';
+import { makeArbiter } from '../job/run-local';
+import { StageEffect, StageMsg, initialStageState, stageStatus, stageStep } from '../stage/stage-logic';
 import { HintPolicy } from '../policies/hint';
 import { bf } from '../policies/hints';
 import { resolvePolicy } from '../policies/registry';

@@ -3,9 +3,9 @@ import { execFileSync, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { resolveConfig } from '../actors/config';
-import { BatonEvent } from '../actors/events';
-import { runJob } from '../actors/job';
+import { resolveConfig } from '../job/config';
+import { BatonEvent } from '../stage/events';
+import { runJob } from '../job/run-local';
 import { TRACE_HELP, traceCommand } from '../cli/trace-command';
 import { toChromeTrace, writeChromeTrace } from '../cli/trace/chrome';
 

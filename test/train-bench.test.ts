@@ -1,6 +1,6 @@
 import { strict as assert } from 'assert';
 import { benchTrainThroughput, roundOrder } from '../bench/train-throughput';
-import { median } from '../actors/stats';
+import { median } from '../checks/stats';
 
 describe('the train benchmark', function () {
   this.timeout(300000);

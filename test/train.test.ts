@@ -3,14 +3,14 @@ import * as tf from '@tensorflow/tfjs';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { resolveConfig, JobConfig } from '../actors/config';
+import { resolveConfig, JobConfig } from '../job/config';
 import { TRAIN_FLAGS, train, trainConfigsFromFlags } from '../cli/train';
 import { parseFlags } from '../cli/args';
-import { runJob } from '../actors/job';
+import { runJob } from '../job/run-local';
 import { loadBackend } from '../models/backend';
 import { paramChecksum, trainReference } from '../models/reference-train';
 import { TRAIN_DEFAULTS, TrainConfig, corpusFor, modelSpecFor } from '../models/train-config';
-import { checkResumable, readCheckpointMeta, resumeSnapshot } from '../actors/checkpoint';
+import { checkResumable, readCheckpointMeta, resumeSnapshot } from '../job/checkpoint';
 import { ASYNC_DEFAULTS, pipemareHorizon } from '../actors/param-store';
 import { natsServerForSuite } from './nats-server-fixture';
 

@@ -13,6 +13,8 @@
 import type * as CborX from 'cbor-x' with { 'resolution-mode': 'import' };
 import { ENVELOPE_VERSION, LAUNCH_EXPECTED, LAUNCH_RE, MAX_JOB_NAME } from './envelope';
 import type { AnyTypedArray, DType, Direction, Envelope, TensorPayload } from './envelope';
+import { isPlainObject, quoteValue } from '../base/quote';
+import { TOKEN_RE } from '../base/token';
 
 export type CodecErrorReason =
   'malformed' | 'truncated' | 'version' | 'missing-field' | 'bad-field' | 'dtype' | 'shape' | 'oversize';
@@ -123,7 +125,6 @@ for (const { ctor, tag } of Object.values(DTYPE_INFO)) {
 }
 
 const DIRECTIONS: readonly Direction[] = ['forward', 'backward', 'control'];
-const JOB_RE = /^[A-Za-z0-9_-]+$/;
 
 // ---------- encoding ----------
 
@@ -319,13 +320,13 @@ type Header = Omit<Envelope, 'tensors'>;
 export const MAX_COMM_MS = 3_600_000;
 
 // Validators and their error descriptions are built once, not for every field checked.
-const isJob = (x: unknown): boolean => typeof x === 'string' && x.length <= MAX_JOB_NAME && JOB_RE.test(x);
+const isJob = (x: unknown): boolean => typeof x === 'string' && x.length <= MAX_JOB_NAME && TOKEN_RE.test(x);
 const isKind = (x: unknown): boolean => typeof x === 'string' && x.length > 0;
 const isDirection = (x: unknown): boolean => DIRECTIONS.includes(x as Direction);
 const isFiniteNumber = (x: unknown): boolean => typeof x === 'number' && Number.isFinite(x);
 const isLaunch = (x: unknown): boolean => typeof x === 'string' && LAUNCH_RE.test(x);
 const isCommMs = (x: unknown): boolean => typeof x === 'number' && x >= 0 && x <= MAX_COMM_MS;
-const JOB_EXPECTED = `a string matching ${JOB_RE} of at most ${MAX_JOB_NAME} characters`;
+const JOB_EXPECTED = `a string matching ${TOKEN_RE} of at most ${MAX_JOB_NAME} characters`;
 const DIRECTION_EXPECTED = `one of ${DIRECTIONS.join(', ')}`;
 const COMM_MS_EXPECTED = `a number of ms in [0, ${MAX_COMM_MS}]`;
 
@@ -488,56 +489,3 @@ function plainDataProblem(root: unknown): string | null {
 }
 
 const TENSOR_CTORS: ReadonlySet<unknown> = new Set(Object.values(DTYPE_INFO).map((i) => i.ctor));
-
-function isPlainObject(x: unknown): x is Record<string, unknown> {
-  if (x === null || typeof x !== 'object' || Array.isArray(x)) return false;
-  const p = Object.getPrototypeOf(x);
-  return p === Object.prototype || p === null;
-}
-
-/** A peer's value in a message of ours: a string as it is (cut to `max`), anything else quoted. */
-export function peerText(x: unknown, max = 200): string {
-  return typeof x === 'string' ? x.slice(0, max) : quoteValue(x);
-}
-
-/**
- * A short quote of a bad value for error messages. Never throws, and never renders more
- * than it shows: a peer's 50 MB string or million-element list is cut before quoting, and
- * nesting is shown QUOTE_DEPTH levels deep, since a peer's value may hold itself (CBOR tags
- * 28/29), which a quote that followed it would never finish.
- */
-export function quoteValue(x: unknown, max = 80): string {
-  return quote(x, max, 0);
-}
-
-const QUOTE_DEPTH = 3;
-
-function quote(x: unknown, max: number, depth: number): string {
-  try {
-    if (x === undefined) return 'undefined';
-    if (typeof x === 'number' || typeof x === 'bigint' || typeof x === 'boolean' || x === null) return String(x);
-    if (typeof x === 'string') return cut(JSON.stringify(x.length > max ? x.slice(0, max) : x), max);
-    if (ArrayBuffer.isView(x)) return `${x.constructor.name}(${x.byteLength} bytes)`;
-    if (Array.isArray(x)) {
-      if (depth >= QUOTE_DEPTH) return x.length === 0 ? '[]' : '[…]';
-      const shown = x.slice(0, 8).map((v) => quote(v, 20, depth + 1));
-      return cut(`[${shown.join(',')}${x.length > 8 ? `,… ${x.length} items` : ''}]`, max);
-    }
-    if (typeof x === 'object' && !isPlainObject(x)) return `a ${String(x.constructor?.name ?? 'object')}`;
-    if (typeof x === 'object') {
-      const keys = Object.keys(x);
-      if (depth >= QUOTE_DEPTH) return keys.length === 0 ? '{}' : '{…}';
-      const shown = keys
-        .slice(0, 6)
-        .map((k) => `${quote(k, 20, depth + 1)}:${quote((x as Record<string, unknown>)[k], 20, depth + 1)}`);
-      return cut(`{${shown.join(',')}${keys.length > 6 ? `,… ${keys.length} keys` : ''}}`, max);
-    }
-    return typeof x;
-  } catch {
-    return 'an unprintable value';
-  }
-}
-
-function cut(s: string, max: number): string {
-  return s.length > max ? `${s.slice(0, max - 3)}...` : s;
-}

@@ -10,7 +10,8 @@
 // Not modelled: latency, bandwidth, queue groups, reply subjects, message loss.
 
 import type { Bus, BusHandler, Subscription } from './bus';
-import { DEFAULT_MAX_MESSAGE_BYTES, quoteValue } from './codec';
+import { DEFAULT_MAX_MESSAGE_BYTES } from './codec';
+import { quoteValue } from '../base/quote';
 
 export class InvalidSubjectError extends Error {
   override name = 'InvalidSubjectError';

@@ -1,14 +1,14 @@
 // Subject naming: baton.<job>.<kind>.<stage>[.<rank>]. A wildcard subscription to
 // `baton.<job>.>` sees one whole job.
 
-import { quoteValue } from './codec';
+import { quoteValue } from '../base/quote';
 import { MAX_JOB_NAME } from './envelope';
+import { TOKEN_RE } from '../base/token';
+import { InputError } from '../base/errors';
 
 export type SubjectKind = 'activation' | 'gradient' | 'data' | 'control' | 'tp' | 'trace' | 'report';
 
-const TOKEN_RE = /^[A-Za-z0-9_-]+$/;
-
-export class SubjectError extends Error {
+export class SubjectError extends InputError {
   override name = 'SubjectError';
 }
 

@@ -28,7 +28,7 @@ import {
   TaskStartEvent,
   WaitEvent,
   eventProblem,
-} from '../../actors/events';
+} from '../../stage/events';
 import { SHAPE_LIMITS, TaskKind } from '../../policies/task';
 
 export interface ChromeEvent {
@@ -94,7 +94,7 @@ export function toChromeTrace(events: readonly BatonEvent[], meta: ChromeTraceMe
     stages = Math.max(stages, e.stage + 1);
     farthest = Math.max(farthest, Math.abs(e.t));
   }
-  // baton trace reads back only times it can hold (actors/events.ts): a virtual run of a heavy
+  // baton trace reads back only times it can hold (stage/events.ts): a virtual run of a heavy
   // profile can go beyond them, and its trace would be written only to be refused.
   if (farthest > MAX_EVENT_TIME_MS)
     throw new TraceBuildError(

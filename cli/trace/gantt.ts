@@ -3,7 +3,7 @@
 // background, dashed lines where iterations begin, a time axis in ms, a legend under
 // it and a title. It draws tasks only; messages and waits are in the Chrome trace.
 
-import { BatonEvent, TaskStartEvent } from '../../actors/events';
+import { BatonEvent, TaskStartEvent } from '../../stage/events';
 import { TaskKind } from '../../policies/task';
 
 export interface GanttOptions {

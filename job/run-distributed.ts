@@ -1,24 +1,24 @@
-// A job spread over node agents (actors/node.ts) connected by NATS: the launcher
+// A job spread over node agents (actors/node-agent.ts) connected by NATS: the launcher
 // finds or spawns the nodes, asks each to host its stages, runs the coordinator
 // itself, gathers every stage's events from the trace subjects, then validates the run
 // exactly as a single-process one.
 
 import { newLaunchId } from '../transport/envelope';
 import { Bus, Subscription } from '../transport/bus';
-import { decodeValue, encodeValue, peerText, quoteValue } from '../transport/codec';
-import { MAX_TIMER_MS, RealClock } from './clock';
-import { IterationRecord, coordinate } from './coordinator';
-import { DeadlockError } from './deadlock';
-import { BatonEvent, EventSink, eventProblem } from './events';
+import { decodeValue, encodeValue } from '../transport/codec';
+import { peerText, quoteValue } from '../base/quote';
+import { MAX_TIMER_MS, RealClock } from '../base/clock';
+import { IterationRecord, coordinate } from '../actors/coordinator';
+import { DeadlockError } from '../checks/deadlock';
+import { BatonEvent, EventSink, eventProblem } from '../stage/events';
 import { JobConfig } from './config';
-import { JobResult, buildResult, waitWithWatchdog } from './job';
-import { newRejectTally, tallyReject } from './reject-tally';
-import { ANNOUNCE_SUBJECT, MIN_LEASE_MS, NODES_PREFIX, NODE_NAME_RE, nodeSubject } from './node';
-import { ActorRuntime } from './runtime';
-import { StageStatus } from './stage-logic';
+import { JobResult, buildResult, waitWithWatchdog } from './run-local';
+import { newRejectTally, tallyReject } from '../base/reject-tally';
+import { ANNOUNCE_SUBJECT, MIN_LEASE_MS, NODES_PREFIX, NODE_NAME_RE, nodeSubject } from '../actors/node-agent';
+import { ActorRuntime } from '../actors/runtime';
+import { StageStatus } from '../stage/stage-logic';
 import { JobConfigError, JobError, NodeInputError, planJob } from './wire-stage';
-import { INPUT_ERROR_NAMES } from './input-errors';
-import { requiredReportFields } from './report-body';
+import { requiredReportFields } from '../checks/report-body';
 
 export interface DistributedOptions {
   bus: Bus;
@@ -331,9 +331,7 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
     const failed = hosted.find((r) => r.verb === 'error');
     if (failed) {
       const message = `node ${failed.name} refused to host: ${text(failed.message)}`;
-      throw typeof failed.error === 'string' && INPUT_ERROR_NAMES.has(failed.error)
-        ? new NodeInputError(message)
-        : new JobError(message);
+      throw failed.input === true ? new NodeInputError(message) : new JobError(message);
     }
     // An agent that did not take the launch id would send what this run's coordinator refuses.
     for (const r of hosted) if (r.verb === 'hosting' && r.host !== undefined) hostOf.set(r.name, peerText(r.host, 200));

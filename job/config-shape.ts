@@ -3,13 +3,13 @@
 // so nonsense is refused naming the field instead of hosted with defaults or failing later
 // as a TypeError. Ranges beyond the type are left to planJob and the modules that use them.
 
-import { quoteValue } from '../transport/codec';
+import { quoteValue } from '../base/quote';
 import { checkJobName } from '../transport/subjects';
 import { JITTER_MODES } from '../models/jitter';
 import { TrainConfig } from '../models/train-config';
-import { MAX_TIMER_MS } from './clock';
+import { MAX_TIMER_MS } from '../base/clock';
 import { JobConfig } from './config';
-import { AsyncSettings, CONSISTENCY_POLICIES } from './param-store';
+import { AsyncSettings, CONSISTENCY_POLICIES } from '../actors/param-store';
 import { JobConfigError } from './wire-stage';
 
 /** What a value must be, or null when it is. */

@@ -1,12 +1,12 @@
 // Realized durations read back from a run's events, in the shape the lower bound
-// (models/lower-bound.ts) consumes: how long each task held its stage, and how long
+// (checks/lower-bound.ts) consumes: how long each task held its stage, and how long
 // each message took from send to receive. On the virtual clock these are exactly the
 // drawn durations; on the real clock they are what happened, so the bound and the
 // efficiency describe the run that was measured. When stages ran on different clocks
 // (processes), message times are taken as 0, which keeps the bound valid.
 
 import { PipelineShape, Task, TaskKind, backwardSuccessor, forwardSuccessor } from '../policies/task';
-import { BatonEvent } from './events';
+import { BatonEvent } from '../stage/events';
 
 export interface MeasuredDurations {
   readonly shape: PipelineShape;

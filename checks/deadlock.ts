@@ -2,8 +2,8 @@
 // stuck stages, their buffers and the tasks they wait for, plus the last events. Its time
 // is counted from the start of the job.
 
-import { BatonEvent } from './events';
-import { StageStatus } from './stage-logic';
+import { BatonEvent } from '../stage/events';
+import { StageStatus } from '../stage/stage-logic';
 
 export class DeadlockError extends Error {
   override name = 'DeadlockError';

@@ -1,7 +1,16 @@
 // Run statistics from the event stream and the coordinator's iteration records (pure).
 
-import { BatonEvent } from './events';
-import { IterationRecord } from './coordinator';
+import { BatonEvent } from '../stage/events';
+
+/** The coordinator's record of one iteration (actors/coordinator.ts). */
+export interface IterationRecord {
+  iteration: number;
+  start: number;
+  end: number;
+  makespan: number;
+  /** Per stage: the report body (peak in-flight, counters, ...). */
+  reports: Record<string, unknown>[];
+}
 
 export interface IterationStats {
   iteration: number;

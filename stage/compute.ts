@@ -4,7 +4,13 @@
 
 import { Task } from '../policies/task';
 import { TensorPayload } from '../transport/envelope';
-import { Clock } from './clock';
+import { Clock } from '../base/clock';
+
+/** Thrown by `checkArrival`: the tensors a peer's message brings are not what the stage takes. The
+ * message is rejected (counted, logged) and the stage carries on. */
+export class ArrivalRefusedError extends Error {
+  override name = 'ArrivalRefusedError';
+}
 
 export interface StageCompute {
   readonly kind: string;
@@ -16,7 +22,7 @@ export interface StageCompute {
    */
   run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void, startedAt?: number): void;
   /**
-   * Throws when the tensors an activation ('input') or a gradient ('grad') brings are not
+   * Throws ArrivalRefusedError when the tensors an activation ('input') or a gradient ('grad') brings are not
    * what this stage takes; the stage asks before the arrival counts, so a bad message is
    * rejected whole and the good one can still come.
    */

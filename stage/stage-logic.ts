@@ -21,7 +21,7 @@ import {
   taskIndex,
   taskProblem,
 } from '../policies/task';
-import { quoteValue } from '../transport/codec';
+import { quoteValue } from '../base/quote';
 import { TensorPayload } from '../transport/envelope';
 import { BatonEvent, ReceiveEvent } from './events';
 import { ReadySet } from './ready-set';

@@ -7,10 +7,10 @@
 
 import { Task } from '../policies/task';
 import { TensorPayload } from '../transport/envelope';
-import { Clock } from './clock';
-import { StageCompute, TaskDurations, remainingMs } from './compute';
-import { StoreMsg, StoreStats } from './param-store';
-import { ActorRef, ActorRuntime } from './runtime';
+import { Clock } from '../base/clock';
+import { StageCompute, TaskDurations, remainingMs } from '../stage/compute';
+import { StoreMsg, StoreStats } from '../actors/param-store';
+import { ActorRef, ActorRuntime } from '../actors/runtime';
 
 export async function storeStats(runtime: ActorRuntime, store: ActorRef<StoreMsg>): Promise<StoreStats> {
   return runtime.ask<StoreMsg, StoreStats>(store, (reply) => ({ type: 'stats', reply }), 60000);

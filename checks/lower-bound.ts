@@ -24,7 +24,7 @@
 // 0 must run its forwards one after another), so the bound loosens under imbalance.
 
 import { PipelineShape, Task, TaskKind, fromVirtual, validateShape } from '../policies/task';
-import { DurationModel } from './durations';
+import { DurationModel } from '../models/durations';
 
 export interface LowerBound {
   readonly bound: number;

@@ -10,14 +10,15 @@
 import { createHash } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
-import { jsonErrorLine } from '../models/json-error';
+import { jsonErrorLine } from '../base/json-error';
 import { TrainConfig } from '../models/train-config';
 import { decodeValue, encodeValue } from '../transport/codec';
-import { StageSnapshot } from './training-compute';
-import { snapshotProblem } from './report-body';
-import { RegularFileError, readRegularFile } from '../models/regular-file';
+import { StageSnapshot } from '../compute/training';
+import { snapshotProblem } from '../checks/report-body';
+import { RegularFileError, readRegularFile } from '../base/regular-file';
+import { InputError } from '../base/errors';
 
-export class CheckpointError extends Error {
+export class CheckpointError extends InputError {
   override name = 'CheckpointError';
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);

@@ -9,7 +9,9 @@ import { randomBytes } from 'crypto';
 import * as os from 'os';
 import { Bus, Subscription } from '../transport/bus';
 import { askAround } from '../transport/ask-around';
-import { decodeValue, encodeValue, peerText } from '../transport/codec';
+import { decodeValue, encodeValue } from '../transport/codec';
+import { peerText } from '../base/quote';
+import { EXIT_INPUT } from '../base/errors';
 import { JobError } from './wire-stage';
 
 export const JOBS_PREFIX = 'baton._jobs';
@@ -19,6 +21,7 @@ const CLAIM_REPLY_RE = /^baton\._jobs\.reply\.[0-9a-f]{12}$/;
 
 export class JobNameTakenError extends JobError {
   override name = 'JobNameTakenError';
+  override readonly exitStatus = EXIT_INPUT;
 }
 
 /**

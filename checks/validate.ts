@@ -13,7 +13,7 @@ import {
   isLossStage,
   task,
 } from '../policies/task';
-import { BatonEvent, ReceiveEvent, SendEvent, TaskEndEvent, TaskStartEvent } from './events';
+import { BatonEvent, ReceiveEvent, SendEvent, TaskEndEvent, TaskStartEvent } from '../stage/events';
 
 export class ValidationError extends Error {
   override name = 'ValidationError';

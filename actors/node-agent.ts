@@ -1,5 +1,6 @@
 // The node agent: one nact system in one OS process that hosts stage actors on
-// request. Jobs reach it over the bus on `baton._nodes.<name>`; it announces itself
+// request (what hosting a job's stages means — its config, plan and wiring — is the
+// StageHost it is given: job/node-host.ts). Jobs reach it over the bus on `baton._nodes.<name>`; it announces itself
 // on `baton._nodes.announce`, answers on the reply subject a request names, and
 // publishes the events of the stages it hosts on `baton.<job>.trace.<stage>` in
 // batches, so a watcher or the job's launcher sees every task and message.
@@ -14,7 +15,8 @@
 //   { verb: 'abort', reply, job, launch? }                 -> the job's actors are stopped
 //   { verb: 'ping' }                                       -> a fresh hello on the announce subject
 //   { verb: 'exit' }                                       -> the agent stops, as on SIGTERM
-// A request that fails is answered { verb: 'error', name, request, error: <its Error's name>, message }.
+// A request that fails is answered { verb: 'error', name, request, error: <its Error's name>,
+// input: <true when its error is bad input, exit status 2>, message }.
 // renew, status, finish and abort act only when their launch is the hosted job's (a job
 // hosted without one takes any); otherwise they are answered with an error, so a stale
 // launcher cannot stop or collect a newer run of the same job name.
@@ -26,51 +28,77 @@
 // seconds) has come for leaseMs: a launcher that was killed leaves nothing behind.
 
 import * as os from 'os';
+import { EXIT_INPUT, exitStatusOf } from '../base/errors';
+import { quoteValue } from '../base/quote';
+import { RealClock } from '../base/clock';
 import { Bus, Subscription } from '../transport/bus';
-import { decodeValue, encodeValue, quoteValue } from '../transport/codec';
-import { LAUNCH_EXPECTED, LAUNCH_RE, launchField } from '../transport/envelope';
+import { decodeValue, encodeValue } from '../transport/codec';
+import { launchField } from '../transport/envelope';
 import { PayloadTooLargeError } from '../transport/nats-bus';
-import { subject } from '../transport/subjects';
-import { MAX_SUBJECT_BYTES, checkSubject } from '../transport/local-bus';
-import { MAX_TIMER_MS, RealClock } from './clock';
-import { BatonEvent } from './events';
-import { answerJobClaims } from './job-claim';
-import { JobConfig, resolveConfig } from './config';
-import { checkConfigShape } from './config-shape';
+import { EventSink } from '../stage/events';
+import { StageStatus } from '../stage/stage-logic';
 import { ActorRuntime, ActorRef } from './runtime';
 import { StageActorMsg } from './stage';
-import { StageStatus } from './stage-logic';
-import { StageCompute } from './compute';
-import { isModulePath } from '../policies/registry';
-import { isProfilePath } from '../models/profile';
-import { durationModelFor, loadTrainingBackend, planJob, wireStage } from './wire-stage';
+import { TraceBatcher } from './trace-batcher';
+import {
+  ANNOUNCE_SUBJECT,
+  JobNotHostedError,
+  LaunchMismatchError,
+  NODES_PREFIX,
+  NodeRequestError,
+  hostFields,
+  isReplySubject,
+  jobName,
+  nodeSubject,
+} from './node-protocol';
 
-export const NODES_PREFIX = 'baton._nodes';
-export const ANNOUNCE_SUBJECT = `${NODES_PREFIX}.announce`;
-export const nodeSubject = (name: string) => `${NODES_PREFIX}.${name}`;
+export {
+  ANNOUNCE_SUBJECT,
+  JobNotHostedError,
+  LaunchMismatchError,
+  MAX_NODE_NAME,
+  MIN_LEASE_MS,
+  NODES_PREFIX,
+  NODE_NAME_RE,
+  nodeSubject,
+} from './node-protocol';
 
-/** Node names are one subject token. */
-export const NODE_NAME_RE = /^[A-Za-z0-9_-]+$/;
-/** The longest node name: its subject, baton._nodes.<name>, must fit the bus's MAX_SUBJECT_BYTES. */
-export const MAX_NODE_NAME = MAX_SUBJECT_BYTES - `${NODES_PREFIX}.`.length;
+/** One stage as the agent keeps it: its actor, its bus subscriptions and its compute. */
+export interface HostedStage {
+  readonly stage: ActorRef<StageActorMsg>;
+  readonly subscriptions: Subscription[];
+  readonly compute: { dispose?(): void };
+}
 
-const TRACE_BATCH = 256;
-const TRACE_FLUSH_MS = 50;
+/** What a host request's config means on this agent, checked as far as it can be without
+ * the agent's own state (job/node-host.ts makes it from a job config). */
+export interface StagePlan {
+  readonly job: string;
+  /** P: the pipeline's stages (a request's stages must be among 0..P-1). */
+  readonly stages: number;
+  /** The checks that come after the agent's own (the workload profile). */
+  check(): void;
+  /** What must be loaded before the stages are wired (the tfjs backend of real compute). */
+  prepare(): Promise<void>;
+  wire(o: { runtime: ActorRuntime; bus: Bus; stage: number; sink: EventSink; launch?: string }): HostedStage;
+  /** Answer the job's name claims while the agent hosts it. */
+  answerClaims(bus: Bus, info: Record<string, unknown>): Subscription;
+}
+
+/** Turns a host request's config into a plan, or throws the config's error (its name
+ * tells the launcher whether it is bad input). */
+export type StageHost = (config: unknown, o: { allowFiles: boolean }) => StagePlan;
 
 interface HostedJob {
   runtime: ActorRuntime;
-  computes: StageCompute[];
+  computes: { dispose?(): void }[];
   stages: Map<number, ActorRef<StageActorMsg>>;
   subs: Subscription[];
-  pending: Map<number, BatonEvent[]>;
-  sent: Map<number, number>;
-  flushTimer: NodeJS.Timeout | null;
+  trace: TraceBatcher;
   leaseMs: number | null;
   /** The lease's timer, then the immediate that decides after the loop's poll phase. */
   leaseTimer: NodeJS.Timeout | NodeJS.Immediate | null;
   renewedAt: number;
-  /** Trace batches that could not be published (the finish answer reports them). */
-  lostTrace: string[];
   /** The launcher's reply subject. */
   replyTo: string;
   /** The launch id the launcher gave: on every message and trace batch of the job's stages. */
@@ -82,33 +110,17 @@ interface StartingJob {
   aborted?: string;
 }
 
-/** Shortest lease a launcher may ask for (renewals travel over the bus). */
-export const MIN_LEASE_MS = 1000;
-
-/** A renew or status for a job this agent does not host. */
-export class JobNotHostedError extends Error {
-  override name = 'JobNotHostedError';
-}
-
-/** A job request that carries another launch id than the hosted job's. */
-export class LaunchMismatchError extends Error {
-  override name = 'LaunchMismatchError';
-}
-
 export interface NodeAgentOptions {
   name: string;
   bus: Bus;
+  /** What hosting a job's stages means (job/node-host.ts). */
+  stageHost: StageHost;
   log?: (line: string) => void;
   /** Load the policy modules and profile files a host request names (any peer on the bus
    * can send one, so off by default: `baton node --allow-files`). */
   allowFiles?: boolean;
   /** The machine name it reports (default os.hostname()): with its pid, what tells its process apart. */
   host?: string;
-}
-
-/** A host request naming a file (policy module, profile) on an agent started without --allow-files. */
-export class FilesNotAllowedError extends Error {
-  override name = 'FilesNotAllowedError';
 }
 
 export class NodeAgent {
@@ -120,6 +132,7 @@ export class NodeAgent {
   private readonly starting = new Map<string, StartingJob>();
   private readonly log: (line: string) => void;
   private readonly allowFiles: boolean;
+  private readonly stageHost: StageHost;
   private readonly machine: string;
   private sub: Subscription | null = null;
   private exitResolve: () => void = () => {};
@@ -131,6 +144,7 @@ export class NodeAgent {
     this.bus = o.bus;
     this.log = o.log ?? (() => {});
     this.allowFiles = o.allowFiles ?? false;
+    this.stageHost = o.stageHost;
     this.machine = o.host ?? os.hostname();
   }
 
@@ -181,7 +195,7 @@ export class NodeAgent {
     try {
       const v = decodeValue(data);
       if (typeof v !== 'object' || v === null || Array.isArray(v))
-        throw new Error(`request must be a map, got ${typeof v}`);
+        throw new NodeRequestError(`request must be a map, got ${typeof v}`);
       req = v as Record<string, unknown>;
     } catch (err) {
       this.rejected++;
@@ -193,7 +207,13 @@ export class NodeAgent {
       const verb = typeof req.verb === 'string' ? req.verb : quoteValue(req.verb);
       this.rejected++;
       this.log(`node ${this.name}: ${verb} failed: ${e.message}`);
-      this.reply(req.reply, { verb: 'error', request: verb, error: e.name, message: `${e.name}: ${e.message}` });
+      this.reply(req.reply, {
+        verb: 'error',
+        request: verb,
+        error: e.name,
+        input: exitStatusOf(e) === EXIT_INPUT,
+        message: `${e.name}: ${e.message}`,
+      });
     });
   }
 
@@ -217,7 +237,7 @@ export class NodeAgent {
         this.exitResolve();
         return;
       default:
-        throw new Error(
+        throw new NodeRequestError(
           `unknown verb ${quoteValue(req.verb)} (expected host, ping, renew, status, finish, abort or exit)`,
         );
     }
@@ -258,16 +278,16 @@ export class NodeAgent {
         return;
       }
       case 'finish': {
-        if (!job) throw new Error(`no job ${quoteValue(req.job)} is hosted here`);
-        this.flushTrace(name, job);
+        if (!job) throw new JobNotHostedError(`no job ${quoteValue(req.job)} is hosted here`);
+        job.trace.flush();
         await this.bus.flush();
         this.teardown(name, job);
         this.log(`node ${this.name}: job ${name} finished; its stages are stopped`);
         this.reply(req.reply, {
           verb: 'finished',
-          events: Object.fromEntries(job.sent),
+          events: Object.fromEntries(job.trace.sent),
           failures: job.runtime.failures.map((f) => `${f.actor}: ${f.error.message}`),
-          lostTrace: job.lostTrace,
+          lostTrace: job.trace.lost,
         });
         return;
       }
@@ -286,46 +306,52 @@ export class NodeAgent {
   }
 
   private async host(req: Record<string, unknown>): Promise<void> {
-    // Stages no launcher can be told about could only be reached by a lease running out.
-    if (!isReplySubject(req.reply))
-      throw new Error(`host: reply must be a subject under ${NODES_PREFIX}.reply., got ${quoteValue(req.reply)}`);
-    const stages = req.stages;
-    if (!Array.isArray(stages) || stages.length === 0 || !stages.every((s) => Number.isInteger(s)))
-      throw new Error(`host: stages must be a non-empty list of integers, got ${quoteValue(stages)}`);
-    if (new Set(stages).size !== stages.length)
-      throw new Error(`host: stages must not repeat, got ${quoteValue(stages)}`);
-    const leaseMs = req.leaseMs;
-    if (
-      leaseMs !== undefined &&
-      !(Number.isSafeInteger(leaseMs) && (leaseMs as number) >= MIN_LEASE_MS && (leaseMs as number) <= MAX_TIMER_MS)
-    )
-      throw new Error(
-        `host: leaseMs must be an integer from ${MIN_LEASE_MS} to ${MAX_TIMER_MS}, got ${quoteValue(leaseMs)}`,
-      );
-    const launch = req.launch;
-    if (launch !== undefined && !(typeof launch === 'string' && LAUNCH_RE.test(launch)))
-      throw new Error(`host: launch must be ${LAUNCH_EXPECTED}, got ${quoteValue(launch)}`);
-    const cfg: JobConfig = resolveConfig(checkConfigShape(req.config));
-    if (!this.allowFiles) refuseFiles(cfg);
-    const plan = planJob(cfg);
-    if (this.jobs.has(cfg.job) || this.starting.has(cfg.job)) throw new Error(`job ${cfg.job} is already hosted here`);
-    for (const s of stages as number[])
-      if (s < 0 || s >= plan.shape.stages) throw new Error(`host: stage ${s} is outside 0..${plan.shape.stages - 1}`);
-    const durations = durationModelFor(cfg, plan.shape);
-    const starting: StartingJob = launchField(launch as string | undefined);
-    this.starting.set(cfg.job, starting);
+    const { reply, stages, leaseMs, launch } = hostFields(req);
+    const plan = this.stageHost(req.config, { allowFiles: this.allowFiles });
+    if (this.jobs.has(plan.job) || this.starting.has(plan.job))
+      throw new NodeRequestError(`job ${plan.job} is already hosted here`);
+    for (const s of stages)
+      if (s < 0 || s >= plan.stages) throw new NodeRequestError(`host: stage ${s} is outside 0..${plan.stages - 1}`);
+    plan.check();
+    const starting: StartingJob = launchField(launch);
+    this.starting.set(plan.job, starting);
     try {
-      if (cfg.train) await loadTrainingBackend(cfg.train);
+      await plan.prepare();
     } finally {
-      this.starting.delete(cfg.job);
+      this.starting.delete(plan.job);
     }
-    if (starting.aborted) throw new Error(`job ${cfg.job} is not hosted: ${starting.aborted} while it was starting`);
-    const runtime = new ActorRuntime(new RealClock(), `${this.name}-${cfg.job}`);
+    if (starting.aborted)
+      throw new NodeRequestError(`job ${plan.job} is not hosted: ${starting.aborted} while it was starting`);
+    const job = this.wireJob(plan, reply, stages, leaseMs ?? null, launch);
+    this.jobs.set(plan.job, job);
+    this.renew(plan.job);
+    this.log(
+      `node ${this.name}: hosting job ${plan.job} stages ${stages.join(',')}${job.leaseMs !== null ? ` (lease ${job.leaseMs} ms)` : ''}`,
+    );
+    this.reply(reply, {
+      verb: 'hosting',
+      pid: process.pid,
+      host: this.machine,
+      stages,
+      job: plan.job,
+      ...launchField(job.launch),
+    });
+  }
+
+  /** The job's actors and subscriptions, all of them or none. */
+  private wireJob(
+    plan: StagePlan,
+    reply: string,
+    stages: readonly number[],
+    leaseMs: number | null,
+    launch: string | undefined,
+  ): HostedJob {
+    const runtime = new ActorRuntime(new RealClock(), `${this.name}-${plan.job}`);
     runtime.onFailure = (f) => {
       this.log(`node ${this.name}: actor ${f.actor} failed: ${f.error.message}`);
-      this.reply(req.reply, {
+      this.reply(reply, {
         verb: 'failure',
-        job: cfg.job,
+        job: plan.job,
         actor: f.actor,
         message: `${f.error.name}: ${f.error.message}`,
       });
@@ -335,60 +361,35 @@ export class NodeAgent {
       computes: [],
       stages: new Map(),
       subs: [],
-      pending: new Map(),
-      sent: new Map(),
-      flushTimer: null,
-      leaseMs: (leaseMs as number | undefined) ?? null,
+      trace: new TraceBatcher(this.bus, plan.job, launch, (line) => this.log(`node ${this.name}: ${line}`)),
+      leaseMs,
       leaseTimer: null,
       renewedAt: 0,
-      lostTrace: [],
-      replyTo: req.reply,
-      ...launchField(launch as string | undefined),
+      replyTo: reply,
+      ...launchField(launch),
     };
     try {
-      for (const s of stages as number[]) {
-        job.pending.set(s, []);
-        job.sent.set(s, 0);
-        const sink = (e: BatonEvent) => this.record(cfg.job, job, e);
-        const w = wireStage({ runtime, bus: this.bus, cfg, plan, durations, stage: s, sink, launch: job.launch });
+      for (const s of stages) {
+        job.trace.addStage(s);
+        const w = plan.wire({ runtime, bus: this.bus, stage: s, sink: (e) => job.trace.record(e), launch: job.launch });
         job.stages.set(s, w.stage);
         job.computes.push(w.compute);
         job.subs.push(...w.subscriptions);
       }
     } catch (err) {
       // Stages wired before the failure must not live on, unreachable by abort.
-      this.teardown(cfg.job, job);
+      this.teardown(plan.job, job);
       throw err;
     }
     job.subs.push(
-      answerJobClaims(this.bus, cfg.job, {
+      plan.answerClaims(this.bus, {
         node: this.name,
         pid: process.pid,
         host: this.machine,
         ...(job.leaseMs !== null ? { leaseMs: job.leaseMs } : {}),
       }),
     );
-    this.jobs.set(cfg.job, job);
-    this.renew(cfg.job);
-    this.log(
-      `node ${this.name}: hosting job ${cfg.job} stages ${stages.join(',')}${job.leaseMs !== null ? ` (lease ${job.leaseMs} ms)` : ''}`,
-    );
-    this.reply(req.reply, {
-      verb: 'hosting',
-      pid: process.pid,
-      host: this.machine,
-      stages,
-      job: cfg.job,
-      ...launchField(job.launch),
-    });
-  }
-
-  private record(jobName: string, job: HostedJob, e: BatonEvent): void {
-    const list = job.pending.get(e.stage);
-    if (!list) return;
-    list.push(e);
-    if (list.length >= TRACE_BATCH) this.flushTrace(jobName, job);
-    else if (!job.flushTimer) job.flushTimer = setTimeout(() => this.flushTrace(jobName, job), TRACE_FLUSH_MS);
+    return job;
   }
 
   /** The agent is being stopped: every launcher it hosts stages for hears so at once, and the stages go. */
@@ -424,37 +425,8 @@ export class NodeAgent {
     }, ms);
   }
 
-  private flushTrace(jobName: string, job: HostedJob): void {
-    if (job.flushTimer) clearTimeout(job.flushTimer);
-    job.flushTimer = null;
-    for (const [stage, list] of job.pending) {
-      if (list.length === 0) continue;
-      job.pending.set(stage, []);
-      this.publishTrace(jobName, stage, job, list);
-    }
-  }
-
-  /** A batch over the server's max_payload goes out in halves; an event that alone is over
-   * it is dropped, logged and reported in the answer to finish. */
-  private publishTrace(jobName: string, stage: number, job: HostedJob, list: BatonEvent[]): void {
-    try {
-      this.bus.publish(subject(jobName, 'trace', stage), encodeValue({ events: list, ...launchField(job.launch) }));
-      job.sent.set(stage, (job.sent.get(stage) ?? 0) + list.length);
-    } catch (err) {
-      if (err instanceof PayloadTooLargeError && list.length > 1) {
-        const half = list.length >> 1;
-        this.publishTrace(jobName, stage, job, list.slice(0, half));
-        this.publishTrace(jobName, stage, job, list.slice(half));
-        return;
-      }
-      const lost = `${list.length} trace event(s) of stage ${stage} lost: ${(err as Error).message}`;
-      job.lostTrace.push(lost);
-      this.log(`node ${this.name}: job ${jobName}: ${lost}`);
-    }
-  }
-
   private teardown(name: string, job: HostedJob): void {
-    if (job.flushTimer) clearTimeout(job.flushTimer);
+    job.trace.stop();
     if (job.leaseTimer) {
       clearTimeout(job.leaseTimer as NodeJS.Timeout);
       clearImmediate(job.leaseTimer as NodeJS.Immediate);
@@ -464,51 +436,4 @@ export class NodeAgent {
     for (const c of job.computes) c.dispose?.();
     this.jobs.delete(name);
   }
-}
-
-/** Longer reply subjects are refused: the server drops a connection whose command line
- * (the subject is in it) passes 4 KB. Launchers use 12 hex digits after the prefix. */
-const MAX_REPLY_SUBJECT = 128;
-
-/** Where an agent may answer: a launcher's reply box (a valid subject under baton._nodes.reply.). */
-function isReplySubject(to: unknown): to is string {
-  if (typeof to !== 'string' || !to.startsWith(`${NODES_PREFIX}.reply.`) || to.length > MAX_REPLY_SUBJECT) return false;
-  try {
-    checkSubject(to, false);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * The files on the hosting machine a job config names: a policy module (run), a profile
- * file, a training corpus and, when resuming, a checkpoint directory (read).
- */
-export function filesAJobNames(cfg: JobConfig): string[] {
-  return [
-    ...(typeof cfg.policy === 'string' && isModulePath(cfg.policy) ? [`policy module ${quoteValue(cfg.policy)}`] : []),
-    ...(typeof cfg.profile === 'string' && isProfilePath(cfg.profile)
-      ? [`profile file ${quoteValue(cfg.profile)}`]
-      : []),
-    ...(typeof cfg.train?.data === 'string' ? [`corpus file ${quoteValue(cfg.train.data)}`] : []),
-    // Stages read a checkpoint only to resume (the launcher writes them).
-    ...(typeof cfg.train?.checkpoint === 'string' && cfg.train.startIteration > 0
-      ? [`checkpoint directory ${quoteValue(cfg.train.checkpoint)}`]
-      : []),
-  ];
-}
-
-/** Files a launcher names are used on this machine only with --allow-files. */
-function refuseFiles(cfg: JobConfig): void {
-  const files = filesAJobNames(cfg);
-  if (files.length > 0)
-    throw new FilesNotAllowedError(
-      `host: the job names ${files.join(' and ')}; this agent loads files a launcher names only when started with baton node --allow-files`,
-    );
-}
-
-function jobName(job: unknown): string {
-  if (typeof job !== 'string') throw new Error(`job must be a string, got ${quoteValue(job)}`);
-  return job;
 }

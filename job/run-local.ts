@@ -4,29 +4,29 @@
 
 import { HintPolicy } from '../policies/hint';
 import { PipelineShape } from '../policies/task';
-import { lowerBound } from '../models/lower-bound';
+import { lowerBound } from '../checks/lower-bound';
 import { DurationModel } from '../models/durations';
-import { measuredDurations } from './measured';
-import { StoreStats } from './param-store';
+import { measuredDurations } from '../checks/measured';
+import { StoreStats } from '../actors/param-store';
 import { Bus, Subscription } from '../transport/bus';
 import { LocalBus } from '../transport/local-bus';
 import { newLaunchId } from '../transport/envelope';
-import { Clock, RealClock, VirtualClock } from './clock';
-import { StageCompute } from './compute';
-import { IterationRecord, coordinate } from './coordinator';
-import { RejectTally, newRejectTally } from './reject-tally';
-import { DeadlockError } from './deadlock';
-import { BatonEvent, EventSink } from './events';
+import { Clock, RealClock, VirtualClock } from '../base/clock';
+import { StageCompute } from '../stage/compute';
+import { IterationRecord, coordinate } from '../actors/coordinator';
+import { RejectTally, newRejectTally } from '../base/reject-tally';
+import { DeadlockError } from '../checks/deadlock';
+import { BatonEvent, EventSink } from '../stage/events';
 import { JobConfig } from './config';
-import { ActorRuntime, ActorRef } from './runtime';
-import { StageActorMsg } from './stage';
-import { StageStatus } from './stage-logic';
+import { ActorRuntime, ActorRef } from '../actors/runtime';
+import { StageActorMsg } from '../actors/stage';
+import { StageStatus } from '../stage/stage-logic';
 import { JobError, durationModelFor, loadTrainingBackend, planJob, wireStage } from './wire-stage';
 
 export { JobError, makeArbiter, planJob } from './wire-stage';
-import { IterationStats, StageTotals, eventsByIteration, iterationStats, mean, totals } from './stats';
-import { ValidationError, validateRun } from './validate';
-import { requiredReportFields } from './report-body';
+import { IterationStats, StageTotals, eventsByIteration, iterationStats, mean, totals } from '../checks/stats';
+import { ValidationError, validateRun } from '../checks/validate';
+import { requiredReportFields } from '../checks/report-body';
 
 export interface JobResult {
   config: JobConfig;

@@ -22,7 +22,7 @@ import { DeferredWeightGrads, KeptForward } from '../models/kept-tape';
 import { StageModule } from '../models/stage-module';
 import { TrainConfig, batchFor, corpusFor, modelSpecFor } from '../models/train-config';
 import { TensorPayload } from '../transport/envelope';
-import { StageCompute } from './compute';
+import { ArrivalRefusedError, StageCompute } from '../stage/compute';
 import { assignValues, fromPayload, paramInfos, readFloat32, toPayload } from '../models/tensor-io';
 
 export class TrainingComputeError extends Error {
@@ -74,23 +74,23 @@ export function checkReceived(
 ): void {
   if (kind === 'input' && stage === 0 && chunk === 0) {
     if (tensors.length > 0)
-      throw new TrainingComputeError(
+      throw new ArrivalRefusedError(
         `stage 0: the data signal for microbatch ${mb} carries ${tensors.length} tensors, expected none`,
       );
     return;
   }
   const what = kind === 'input' ? 'activation' : 'gradient';
   if (tensors.length !== 1)
-    throw new TrainingComputeError(
+    throw new ArrivalRefusedError(
       `stage ${stage}: ${what} for microbatch ${mb} carries ${tensors.length} tensors, expected 1`,
     );
   const p = tensors[0];
   if (p.dtype !== 'float32')
-    throw new TrainingComputeError(
+    throw new ArrivalRefusedError(
       `stage ${stage}: ${what} for microbatch ${mb} has dtype ${p.dtype}, expected float32`,
     );
   if (p.shape.length !== hidden.length || p.shape.some((d, i) => d !== hidden[i]))
-    throw new TrainingComputeError(
+    throw new ArrivalRefusedError(
       `stage ${stage}: ${what} for microbatch ${mb} has shape [${p.shape.join(',')}], expected [${hidden.join(',')}]`,
     );
 }

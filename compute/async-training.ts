@@ -10,10 +10,10 @@ import { captureLinearInputs } from '../models/layers';
 import { StageModule } from '../models/stage-module';
 import { TrainConfig, batchFor, corpusFor } from '../models/train-config';
 import { TensorPayload } from '../transport/envelope';
-import { StageCompute } from './compute';
-import { storeStats } from './emulated-computes';
-import { ParamMapF, StoreMsg } from './param-store';
-import { ActorRef, ActorRuntime } from './runtime';
+import { StageCompute } from '../stage/compute';
+import { storeStats } from './emulated';
+import { ParamMapF, StoreMsg } from '../actors/param-store';
+import { ActorRef, ActorRuntime } from '../actors/runtime';
 import { fromPayload, paramInfos, readFloat32, toPayload } from '../models/tensor-io';
 import { ParamInfo } from '../policies/optim/params';
 import {
@@ -23,7 +23,7 @@ import {
   hiddenShapeFor,
   stageModules,
   tensorMessageBytes,
-} from './training-compute';
+} from './training';
 
 const key = (mb: number) => `${mb}`;
 

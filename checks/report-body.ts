@@ -3,8 +3,6 @@
 // statistics, the losses, the snapshot it checkpoints), so one it cannot read is refused
 // and counted, and the stage's own report still finds its place.
 
-import { JobConfig } from './config';
-
 type Check = (v: unknown) => string | null;
 
 const count: Check = (v) => (Number.isSafeInteger(v) && (v as number) >= 0 ? null : 'a whole number ≥ 0');
@@ -76,7 +74,10 @@ export function reportBodyProblem(body: Record<string, unknown>, required: reado
 }
 
 /** The fields the launcher reads from `stage`'s reports under `cfg`. */
-export function requiredReportFields(cfg: Pick<JobConfig, 'mode' | 'train' | 'stages'>, stage: number): string[] {
+export function requiredReportFields(
+  cfg: { readonly mode: 'sync' | 'async'; readonly train: unknown; readonly stages: number },
+  stage: number,
+): string[] {
   const keys = cfg.mode === 'async' ? ['store'] : [];
   if (cfg.train && stage === cfg.stages - 1) keys.push(cfg.mode === 'async' ? 'losses' : 'loss');
   return keys;

@@ -4,7 +4,7 @@
 import { JitterMode } from '../models/jitter';
 import { BufferLimit } from '../policies/backpressure';
 import { TrainConfig } from '../models/train-config';
-import { ASYNC_DEFAULTS, AsyncSettings } from './param-store';
+import { ASYNC_DEFAULTS, AsyncSettings } from '../actors/param-store';
 
 export interface JobConfig {
   /** Job name: the <job> token of every subject (baton.<job>.…). */

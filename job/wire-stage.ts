@@ -1,7 +1,8 @@
 // Wiring of one pipeline stage: its sender, stage and receiver actors, and the bus
 // subscription that feeds the receiver. The same wiring serves a single-process job
-// (actors/job.ts) and a node agent hosting stages for a distributed one (actors/node.ts).
+// (job/run-local.ts) and a node agent hosting stages for a distributed one (actors/node-agent.ts).
 
+import { BatonError, EXIT_INPUT } from '../base/errors';
 import { HintPolicy } from '../policies/hint';
 import { chooseWithBackpressure, inBackpressure, inflightBound, stageBufferLimit } from '../policies/backpressure';
 import { resolvePolicy } from '../policies/registry';
@@ -10,21 +11,21 @@ import { makeDurationModel, DurationModel } from '../models/durations';
 import { loadProfile } from '../models/profile';
 import { Bus, Subscription } from '../transport/bus';
 import { SubjectKind, checkJobName, subject } from '../transport/subjects';
-import { Clock } from './clock';
-import { AsyncEmulatedCompute, TimedCompute } from './emulated-computes';
-import { CONSISTENCY_POLICIES, spawnParamStore } from './param-store';
+import { Clock } from '../base/clock';
+import { AsyncEmulatedCompute, TimedCompute } from '../compute/emulated';
+import { CONSISTENCY_POLICIES, spawnParamStore } from '../actors/param-store';
 import { resumeSnapshot } from './checkpoint';
 import { TrainConfig } from '../models/train-config';
-import { EmulatedCompute, StageCompute } from './compute';
-import { EventSink } from './events';
+import { EmulatedCompute, StageCompute } from '../stage/compute';
+import { EventSink } from '../stage/events';
 import { JobConfig } from './config';
-import { spawnReceiver } from './receiver';
-import { ActorRuntime, ActorRef } from './runtime';
-import { spawnSender } from './sender';
-import { StageActorMsg, spawnStage } from './stage';
-import { Arbiter } from './stage-logic';
+import { spawnReceiver } from '../actors/receiver';
+import { ActorRuntime, ActorRef } from '../actors/runtime';
+import { spawnSender } from '../actors/sender';
+import { StageActorMsg, spawnStage } from '../actors/stage';
+import { Arbiter } from '../stage/stage-logic';
 
-export class JobError extends Error {
+export class JobError extends BatonError {
   override name = 'JobError';
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -34,11 +35,13 @@ export class JobError extends Error {
 /** A node agent refused the job's input (its config, policy, profile): bad input, as the same error would be here. */
 export class NodeInputError extends JobError {
   override name = 'NodeInputError';
+  override readonly exitStatus = EXIT_INPUT;
 }
 
 /** A job config that cannot run (its modes, sizes or policy do not go together): bad input. */
 export class JobConfigError extends JobError {
   override name = 'JobConfigError';
+  override readonly exitStatus = EXIT_INPUT;
 }
 
 export function makeArbiter(policy: HintPolicy, limit: number): Arbiter {
@@ -113,8 +116,8 @@ export function checkJob(cfg: JobConfig, o: { profileHere: boolean } = { profile
 // hosts only emulated stages (baton run, sim) starts without loading tfjs.
 const tfjsModules = () => ({
   backend: require('../models/backend') as typeof import('../models/backend'),
-  sync: require('./training-compute') as typeof import('./training-compute'),
-  async: require('./async-compute') as typeof import('./async-compute'),
+  sync: require('../compute/training') as typeof import('../compute/training'),
+  async: require('../compute/async-training') as typeof import('../compute/async-training'),
   config: require('../models/train-config') as typeof import('../models/train-config'),
 });
 

@@ -1,0 +1,92 @@
+// The node agent's subjects, names and request checks (actors/node-agent.ts has the
+// protocol itself): what a launcher and an agent must agree on.
+
+import { quoteValue } from '../base/quote';
+import { MAX_TIMER_MS } from '../base/clock';
+import { LAUNCH_EXPECTED, LAUNCH_RE } from '../transport/envelope';
+import { MAX_SUBJECT_BYTES, checkSubject } from '../transport/local-bus';
+
+export const NODES_PREFIX = 'baton._nodes';
+export const ANNOUNCE_SUBJECT = `${NODES_PREFIX}.announce`;
+export const nodeSubject = (name: string) => `${NODES_PREFIX}.${name}`;
+
+/** Node names are one subject token. */
+export const NODE_NAME_RE = /^[A-Za-z0-9_-]+$/;
+/** The longest node name: its subject, baton._nodes.<name>, must fit the bus's MAX_SUBJECT_BYTES. */
+export const MAX_NODE_NAME = MAX_SUBJECT_BYTES - `${NODES_PREFIX}.`.length;
+
+/** Shortest lease a launcher may ask for (renewals travel over the bus). */
+export const MIN_LEASE_MS = 1000;
+
+/** A request an agent cannot act on as sent (its fields, its verb, a job it does not host as asked). */
+export class NodeRequestError extends Error {
+  override name = 'NodeRequestError';
+}
+
+/** A renew or status for a job this agent does not host. */
+export class JobNotHostedError extends NodeRequestError {
+  override name = 'JobNotHostedError';
+}
+
+/** A job request that carries another launch id than the hosted job's. */
+export class LaunchMismatchError extends NodeRequestError {
+  override name = 'LaunchMismatchError';
+}
+
+/** Longer reply subjects are refused: the server drops a connection whose command line
+ * (the subject is in it) passes 4 KB. Launchers use 12 hex digits after the prefix. */
+const MAX_REPLY_SUBJECT = 128;
+
+/** Where an agent may answer: a launcher's reply box (a valid subject under baton._nodes.reply.). */
+export function isReplySubject(to: unknown): to is string {
+  if (typeof to !== 'string' || !to.startsWith(`${NODES_PREFIX}.reply.`) || to.length > MAX_REPLY_SUBJECT) return false;
+  try {
+    checkSubject(to, false);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function jobName(job: unknown): string {
+  if (typeof job !== 'string') throw new NodeRequestError(`job must be a string, got ${quoteValue(job)}`);
+  return job;
+}
+
+/** The fields of a host request besides its config, checked. */
+export interface HostFields {
+  readonly reply: string;
+  readonly stages: number[];
+  readonly leaseMs?: number;
+  readonly launch?: string;
+}
+
+export function hostFields(req: Record<string, unknown>): HostFields {
+  // Stages no launcher can be told about could only be reached by a lease running out.
+  if (!isReplySubject(req.reply))
+    throw new NodeRequestError(
+      `host: reply must be a subject under ${NODES_PREFIX}.reply., got ${quoteValue(req.reply)}`,
+    );
+  const stages = req.stages;
+  if (!Array.isArray(stages) || stages.length === 0 || !stages.every((s) => Number.isInteger(s)))
+    throw new NodeRequestError(`host: stages must be a non-empty list of integers, got ${quoteValue(stages)}`);
+  if (new Set(stages).size !== stages.length)
+    throw new NodeRequestError(`host: stages must not repeat, got ${quoteValue(stages)}`);
+  const leaseMs = req.leaseMs;
+  if (
+    leaseMs !== undefined &&
+    !(Number.isSafeInteger(leaseMs) && (leaseMs as number) >= MIN_LEASE_MS && (leaseMs as number) <= MAX_TIMER_MS)
+  )
+    throw new NodeRequestError(
+      `host: leaseMs must be an integer from ${MIN_LEASE_MS} to ${MAX_TIMER_MS}, got ${quoteValue(leaseMs)}`,
+    );
+  const launch = req.launch;
+  if (launch !== undefined && !(typeof launch === 'string' && LAUNCH_RE.test(launch)))
+    throw new NodeRequestError(`host: launch must be ${LAUNCH_EXPECTED}, got ${quoteValue(launch)}`);
+  return {
+    reply: req.reply,
+    stages: stages as number[],
+    ...(leaseMs !== undefined ? { leaseMs: leaseMs as number } : {}),
+    ...(launch !== undefined ? { launch: launch as string } : {}),
+  };
+}
