@@ -7,7 +7,8 @@
 // any is timed, then the median of repeats taken in turn, reversed on odd repeats).
 
 import { resolveConfig, JobConfig } from '../job/config';
-import { makeArbiter, runJob, summarize } from '../job/run-local';
+import { arbiterFor } from '../policies/arbiter';
+import { runJob, summarize } from '../job/run-local';
 import { ReadySet } from '../stage/ready-set';
 import { median } from '../checks/stats';
 import { resolvePolicy } from '../policies/registry';
@@ -40,12 +41,12 @@ export function arbiterCostUs(policyName: string, shape: PipelineShape, decision
   for (let j = 0; j < s.microbatches; j++) ready.add(task('F', j, 0));
   for (let j = 0; j < s.microbatches; j += 2) ready.add(task('B', j, 0));
   const ctx = { stage: 1, shape: s, done: () => false, inflight: 4 };
-  const arbiter = makeArbiter(policy, 32);
+  const arbiter = arbiterFor(policy, 32);
   const memo = policy.start(ctx);
   let sink = 0;
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < decisions; i++) {
-    const r = arbiter(ready, memo, ctx);
+    const r = arbiter.pick(ready, memo, ctx);
     if (r.task) sink += r.task.mb;
   }
   const us = Number(process.hrtime.bigint() - t0) / 1e3 / decisions;

@@ -23,7 +23,7 @@ import { StageActorMsg } from '../actors/stage';
 import { StageStatus } from '../stage/stage-logic';
 import { JobError, durationModelFor, loadTrainingBackend, planJob, wireStage } from './wire-stage';
 
-export { JobError, makeArbiter, planJob } from './wire-stage';
+export { JobError, planJob } from './wire-stage';
 import { IterationStats, StageTotals, eventsByIteration, iterationStats, mean, totals } from '../checks/stats';
 import { ValidationError, validateRun } from '../checks/validate';
 import { requiredReportFields } from '../checks/report-body';

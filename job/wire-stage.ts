@@ -4,7 +4,8 @@
 
 import { BatonError, EXIT_INPUT } from '../base/errors';
 import { HintPolicy } from '../policies/hint';
-import { chooseWithBackpressure, inBackpressure, inflightBound, stageBufferLimit } from '../policies/backpressure';
+import { arbiterFor } from '../policies/arbiter';
+import { inflightBound, stageBufferLimit } from '../policies/backpressure';
 import { resolvePolicy } from '../policies/registry';
 import { PipelineShape, SHAPE_LIMITS, validateShape } from '../policies/task';
 import { makeDurationModel, DurationModel } from '../models/durations';
@@ -23,7 +24,6 @@ import { spawnReceiver } from '../actors/receiver';
 import { ActorRuntime, ActorRef } from '../actors/runtime';
 import { spawnSender } from '../actors/sender';
 import { StageActorMsg, spawnStage } from '../actors/stage';
-import { Arbiter } from '../stage/stage-logic';
 
 export class JobError extends BatonError {
   override name = 'JobError';
@@ -42,13 +42,6 @@ export class NodeInputError extends JobError {
 export class JobConfigError extends JobError {
   override name = 'JobConfigError';
   override readonly exitStatus = EXIT_INPUT;
-}
-
-export function makeArbiter(policy: HintPolicy, limit: number): Arbiter {
-  return (ready, memo, ctx) => ({
-    task: chooseWithBackpressure(policy, memo, ready, ctx, limit),
-    backpressure: inBackpressure(policy, ctx, limit),
-  });
 }
 
 /** Resolve the policy and the pipeline shape of a config, refusing unsupported shapes. */
@@ -209,12 +202,11 @@ export function wireStage(o: StageWiringOptions): WiredStage {
     throw err;
   }
   const sender = spawnSender({ runtime, bus, job: cfg.job, stage: s, comm: durations, sink, launch: o.launch });
-  const arbiter = makeArbiter(plan.policy, stageBufferLimit(cfg.bufferLimit, s, plan.shape.stages));
+  const arbiter = arbiterFor(plan.policy, stageBufferLimit(cfg.bufferLimit, s, plan.shape.stages));
   const stage = spawnStage(
     {
       stage: s,
       shape: plan.shape,
-      policy: plan.policy,
       arbiter,
       firstIteration: cfg.firstIteration,
       settleBeforeArbitration: runtime.clock.kind === 'virtual',

@@ -1,5 +1,5 @@
-// Buffer backpressure (RRFP appendix C.2): a wrapper around any non-binding policy
-// that bounds the forwards in flight at a stage.
+// Buffer backpressure (RRFP appendix C.2): the drain rule that bounds the forwards in
+// flight at a stage; arbiter.ts applies it to a non-binding policy.
 //
 // While ctx.inflight >= limit the stage is in backpressure mode:
 // - one chunk per stage (V = 1): backward-only drain. Run B[0] if a backward is
@@ -38,7 +38,7 @@ export class BackpressureLimitError extends InputError {
   }
 }
 
-function checkLimit(limit: number): void {
+export function checkLimit(limit: number): void {
   if (!Number.isInteger(limit) || limit < 1) throw new BackpressureLimitError(limit);
 }
 
@@ -78,16 +78,6 @@ export function chooseWithBackpressure<M>(
   limit: number,
 ): Task | null {
   return inBackpressure(policy, ctx, limit) ? drainChoice(ready, ctx) : policy.choose(ready, memo, ctx);
-}
-
-/** `policy` with backpressure at `limit`; a binding policy is returned unchanged. */
-export function withBackpressure<M>(policy: HintPolicy<M>, limit: number): HintPolicy<M> {
-  checkLimit(limit);
-  if (policy.binding) return policy;
-  return {
-    ...policy,
-    choose: (ready, memo, ctx) => chooseWithBackpressure(policy, memo, ready, ctx, limit),
-  };
 }
 
 export class InflightBoundError extends Error {

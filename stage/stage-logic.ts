@@ -8,7 +8,8 @@
 // arrived. A forward input is retained (counted in `inflight`) from F until its B
 // completes (its W when backward is split), which is what backpressure bounds.
 
-import { HintPolicy, StageContext } from '../policies/hint';
+import { Arbiter } from '../policies/arbiter';
+import { StageContext } from '../policies/hint';
 import {
   PipelineShape,
   Task,
@@ -26,17 +27,10 @@ import { TensorPayload } from '../transport/envelope';
 import { BatonEvent, ReceiveEvent } from './events';
 import { ReadySet } from './ready-set';
 
-/** The arbiter: hint policy wrapped with backpressure (see policies/backpressure.ts). */
-export type Arbiter = (
-  ready: ReadySet,
-  memo: unknown,
-  ctx: StageContext,
-) => { task: Task | null; backpressure: boolean };
-
 export interface StageSetup {
   readonly stage: number;
   readonly shape: PipelineShape;
-  readonly policy: HintPolicy;
+  /** The stage's policy with its buffer limit (policies/arbiter.ts). */
   readonly arbiter: Arbiter;
   /** The job's first iteration: its first start must be for it (default: any). */
   readonly firstIteration?: number;
@@ -216,7 +210,7 @@ function contextOf(s: StageState, it: IterationState): StageContext {
 }
 
 function startIteration(s: StageState, iteration: number, now: number, fx: StageEffect[]): void {
-  const { shape, stage, policy } = s.setup;
+  const { shape, stage, arbiter: policy } = s.setup;
   const n = shape.chunks * shape.microbatches;
   const it: IterationState = {
     iteration,
@@ -336,13 +330,17 @@ function complete(s: StageState, it: IterationState, t: Task, now: number, fx: S
 function arbitrate(s: StageState, now: number, fx: StageEffect[]): void {
   const it = s.current;
   if (!it || s.running || it.remaining === 0) return;
-  const { stage, policy, arbiter } = s.setup;
+  const { stage, arbiter } = s.setup;
   const ctx = contextOf(s, it);
-  const { task: choice, backpressure } = arbiter(it.ready, it.memo, ctx);
+  const { task: choice, backpressure } = arbiter.pick(it.ready, it.memo, ctx);
   if (choice === null) {
     if (it.idleSince === null) {
       it.idleSince = now;
-      it.idleReason = backpressure ? 'backpressure' : policy.binding && it.ready.size > 0 ? 'binding' : 'nothing-ready';
+      it.idleReason = backpressure
+        ? 'backpressure'
+        : arbiter.binding && it.ready.size > 0
+          ? 'binding'
+          : 'nothing-ready';
     }
     return;
   }
@@ -351,15 +349,15 @@ function arbitrate(s: StageState, now: number, fx: StageEffect[]): void {
   const problem = taskProblem(choice, s.setup.shape);
   if (problem !== null)
     throw new PolicyError(
-      `stage ${stage}: policy ${policy.name} returned ${quoteValue(choice)}, which is not a task of this pipeline (${problem}); a policy returns a ready task or null to wait`,
+      `stage ${stage}: policy ${arbiter.name} returned ${quoteValue(choice)}, which is not a task of this pipeline (${problem}); a policy returns a ready task or null to wait`,
     );
   const pick = task(choice.kind, choice.mb, choice.chunk);
   if (!it.ready.has(pick))
     throw new PolicyError(
-      `stage ${stage}: policy ${policy.name} picked ${formatTask(pick)}, which is not ready (ready: ${[...it.ready.B, ...it.ready.F, ...it.ready.W].map(formatTask).join(' ') || 'none'})`,
+      `stage ${stage}: policy ${arbiter.name} picked ${formatTask(pick)}, which is not ready (ready: ${[...it.ready.B, ...it.ready.F, ...it.ready.W].map(formatTask).join(' ') || 'none'})`,
     );
   it.ready.remove(pick);
-  it.memo = policy.advance(it.memo, pick, ctx);
+  it.memo = arbiter.advance(it.memo, pick, ctx);
   if (pick.kind === 'F') {
     s.inflight++;
     if (s.inflight > s.peakInflight) s.peakInflight = s.inflight;

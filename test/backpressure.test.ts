@@ -7,9 +7,9 @@ import {
   inBackpressure,
   inflightBound,
   stageBufferLimit,
-  withBackpressure,
 } from '../policies/backpressure';
-import { HintPolicy, StageContext } from '../policies/hint';
+import { Arbiter, arbiterFor } from '../policies/arbiter';
+import { HintPolicy, ReadyView, StageContext } from '../policies/hint';
 import { bf, bfw, fPriority, readyViewOf } from '../policies/hints';
 import { resolvePolicy } from '../policies/registry';
 import {
@@ -118,22 +118,26 @@ describe('backpressure', () => {
     });
   });
 
-  describe('the wrapper', () => {
-    it('returns a binding schedule unchanged and never reports it in backpressure', () => {
+  describe('the arbiter (policies/arbiter.ts)', () => {
+    it("picks a binding schedule's own next task at any in-flight count and never reports it in backpressure", () => {
       const p = resolvePolicy('1f1b');
-      assert.equal(withBackpressure(p, 1), p);
-      assert.ok(!inBackpressure(p, ctxOf(shape(2, 4), 0, ['F0', 'F1']), 1));
+      const c = ctxOf(shape(2, 4), 0, ['F0', 'F1']);
+      const a = arbiterFor(p, 1);
+      const memo = p.advance(p.advance(p.start(ctxOf(shape(2, 4), 0, [])), task('F', 0, 0), c), task('F', 1, 0), c);
+      assert.deepEqual(a.pick(view('F2 B0'), memo, c), { task: p.choose(view('F2 B0'), memo, c), backpressure: false });
+      assert.ok(!inBackpressure(p, c, 1));
     });
-    it('keeps name, flags, start and advance of the wrapped policy', () => {
-      const w = withBackpressure(bfw, 2);
-      assert.deepEqual([w.name, w.binding, w.splitBackward], ['bfw', false, true]);
-      assert.equal(w.advance, bfw.advance);
-      assert.equal(w.start, bfw.start);
+    it('keeps the name, flags, start and advance of the policy it arbitrates', () => {
+      const a = arbiterFor(bfw, 2);
+      const c = ctxOf(shape(2, 4, 1, true), 0, ['F0']);
+      assert.deepEqual([a.name, a.binding, a.limit], ['bfw', false, 2]);
+      assert.deepEqual(a.start(c), bfw.start(c));
+      assert.deepEqual(a.advance(bfw.start(c), task('F', 0, 0), c), bfw.advance(bfw.start(c), task('F', 0, 0), c));
     });
     for (const bad of [0, -1, 1.5, NaN])
       it(`refuses the limit ${bad}`, () =>
         assert.throws(
-          () => withBackpressure(bf, bad),
+          () => arbiterFor(bf, bad),
           (e: unknown) => e instanceof BackpressureLimitError && e.message.includes('positive integer'),
         ));
   });
@@ -148,7 +152,12 @@ describe('backpressure', () => {
       };
     }
     /** Runs all stages with `policy`; returns the peak in-flight count, or throws on deadlock. */
-    function run(policy: HintPolicy<any>, s: PipelineShape, seed: number): number {
+    function run(arbiter: Pick<Arbiter<any>, 'start' | 'pick' | 'advance'>, s: PipelineShape, seed: number): number {
+      const policy = {
+        start: arbiter.start,
+        choose: (r: ReadyView, m: unknown, c: StageContext) => arbiter.pick(r, m, c).task,
+        advance: arbiter.advance,
+      };
       const next = rng(seed);
       const done = Array.from({ length: s.stages }, () => new Set<string>());
       const isDone = (stage: number, t: Task) => done[stage].has(formatTask(t));
@@ -185,6 +194,13 @@ describe('backpressure', () => {
       return peak;
     }
 
+    /** `policy` with no drain at all. */
+    const unlimited = (policy: HintPolicy<any>) => ({
+      start: (c: StageContext) => policy.start(c),
+      pick: (r: ReadyView, m: unknown, c: StageContext) => ({ task: policy.choose(r, m, c), backpressure: false }),
+      advance: (m: unknown, t: Task, c: StageContext) => policy.advance(m, t, c),
+    });
+
     it('finish without deadlock, never above the limit with one chunk and at most V above it interleaved', () => {
       let unboundedAbove = 0;
       for (const P of [2, 3, 4])
@@ -195,10 +211,10 @@ describe('backpressure', () => {
                 for (const seed of [1, 2, 3]) {
                   const s = shape(P, M, V, split);
                   const base = split ? bfw : bf;
-                  const peak = run(withBackpressure(base, limit), s, seed);
+                  const peak = run(arbiterFor(base, limit), s, seed);
                   const where = `P=${P} V=${V} M=${M} split=${split} limit=${limit} seed=${seed}`;
                   assert.ok(peak <= limit + (V === 1 ? 0 : V), `${where}: peak ${peak}`);
-                  if (run(fPriority, s, seed) > limit + V) unboundedAbove++;
+                  if (run(unlimited(fPriority), s, seed) > limit + V) unboundedAbove++;
                 }
       assert.ok(unboundedAbove > 0, 'f-priority without backpressure should exceed the bound somewhere');
     });

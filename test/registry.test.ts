@@ -2,7 +2,7 @@ import { strict as assert } from 'node:assert';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { makeArbiter } from '../job/run-local';
+import { arbiterFor } from '../policies/arbiter';
 import { ReadySet } from '../stage/ready-set';
 import { initialStageState, stageStep } from '../stage/stage-logic';
 import { FixedMemo, ScheduleViolationError, remaining } from '../policies/fixed';
@@ -207,7 +207,7 @@ describe('policy registry', () => {
       );
       const policy = resolvePolicy(file);
       const one = { ...shape(1, 3), splitBackward: false };
-      const s = initialStageState({ stage: 0, shape: one, policy, arbiter: makeArbiter(policy, 32) });
+      const s = initialStageState({ stage: 0, shape: one, arbiter: arbiterFor(policy, 32) });
       for (let mb = 0; mb < 3; mb++) stageStep(s, { type: 'input', iteration: 0, mb, chunk: 0 }, 0);
       let fx = stageStep(s, { type: 'start', iteration: 0 }, 0);
       const ran: string[] = [];

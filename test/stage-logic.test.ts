@@ -1,5 +1,5 @@
 import { strict as assert } from 'assert';
-import { makeArbiter } from '../job/run-local';
+import { arbiterFor } from '../policies/arbiter';
 import { StageEffect, StageMsg, initialStageState, stageStatus, stageStep } from '../stage/stage-logic';
 import { HintPolicy } from '../policies/hint';
 import { bf } from '../policies/hints';
@@ -11,8 +11,7 @@ function stageOf(stage: number, shape: PipelineShape, policyName = 'bf', limit =
   return initialStageState({
     stage,
     shape: { ...shape, splitBackward: policy.splitBackward },
-    policy,
-    arbiter: makeArbiter(policy, limit),
+    arbiter: arbiterFor(policy, limit),
   });
 }
 
@@ -125,7 +124,7 @@ describe('stage logic (pure transitions)', () => {
 
   it("starts iterations in order from the job's first, each once: a replayed or forged start is refused and the stage stays usable", () => {
     const policy = resolvePolicy('bf');
-    const s = initialStageState({ stage: 2, shape, policy, arbiter: makeArbiter(policy, 32), firstIteration: 5 });
+    const s = initialStageState({ stage: 2, shape, arbiter: arbiterFor(policy, 32), firstIteration: 5 });
     const refused = (it: number, re: RegExp) =>
       assert.throws(
         () => stageStep(s, { type: 'start', iteration: it }, 0),
@@ -157,7 +156,7 @@ describe('stage logic (pure transitions)', () => {
 
   it('refuses, before its first start, arrivals for another iteration and duplicates, so none is recorded or taken', () => {
     const policy = resolvePolicy('bf');
-    const s = initialStageState({ stage: 1, shape, policy, arbiter: makeArbiter(policy, 32), firstIteration: 3 });
+    const s = initialStageState({ stage: 1, shape, arbiter: arbiterFor(policy, 32), firstIteration: 3 });
     const early = (iteration: number, mb: number) => () => stageStep(s, { type: 'input', iteration, mb, chunk: 0 }, 0);
     assert.throws(early(7, 0), /input for iteration 7 before the first, 3, has started/);
     assert.throws(early(2, 0), /before the first, 3, has started/);
@@ -193,8 +192,7 @@ describe('stage logic (pure transitions)', () => {
     const s = initialStageState({
       stage: 1,
       shape,
-      policy,
-      arbiter: makeArbiter(policy, 32),
+      arbiter: arbiterFor(policy, 32),
       settleBeforeArbitration: true,
     });
     assert.deepEqual(actions(stageStep(s, { type: 'start', iteration: 0 }, 0)), ['arbitrate later']);
@@ -215,13 +213,15 @@ describe('stage logic (pure transitions)', () => {
   it('tells the arbiter the first microbatch with a task left, which only grows within an iteration', () => {
     const policy = resolvePolicy('bf');
     const seen: (number | undefined)[] = [];
-    const arbiter = makeArbiter(policy, 32);
+    const arbiter = arbiterFor(policy, 32);
     const one: PipelineShape = { stages: 1, chunks: 1, microbatches: 3, splitBackward: false };
     const s = initialStageState({
       stage: 0,
       shape: one,
-      policy,
-      arbiter: (ready, memo, ctx) => (seen.push(ctx.firstUnfinished), arbiter(ready, memo, ctx)),
+      arbiter: {
+        ...arbiter,
+        pick: (ready, memo, ctx) => (seen.push(ctx.firstUnfinished), arbiter.pick(ready, memo, ctx)),
+      },
     });
     stageStep(s, { type: 'start', iteration: 0 }, 0);
     let fx = [0, 1, 2].flatMap((mb) => stageStep(s, { type: 'input', iteration: 0, mb, chunk: 0 }, 0));
@@ -246,7 +246,7 @@ describe('stage logic (pure transitions)', () => {
       choose: (ready) => (ready.B.length > 0 ? pick(ready.B) : (ready.F[0] ?? null)) as Task | null,
     });
     const afterF0 = (policy: HintPolicy) => {
-      const s = initialStageState({ stage: 0, shape: one, policy, arbiter: makeArbiter(policy, 32) });
+      const s = initialStageState({ stage: 0, shape: one, arbiter: arbiterFor(policy, 32) });
       stageStep(s, { type: 'start', iteration: 0 }, 0);
       stageStep(s, { type: 'input', iteration: 0, mb: 0, chunk: 0 }, 0);
       return () => stageStep(s, { type: 'done', iteration: 0, task: task('F', 0) }, 1);
