@@ -49,19 +49,6 @@ export interface AsyncSettings {
   pipemareSteps: number;
 }
 
-export const ASYNC_DEFAULTS: AsyncSettings = {
-  consistency: 'none',
-  alpha: 0.25,
-  lr: 1e-3,
-  warmup: 20,
-  totalUpdates: 1000,
-  weightDecay: 0.01,
-  beta1: 0.99,
-  clip: 1.0,
-  pipemareDamping: false,
-  pipemareSteps: 750,
-};
-
 /** PipeMare's damping horizon K for a run of `totalUpdates`: FRESCO's D.3 used 15,000 of 20,000. */
 export function pipemareHorizon(totalUpdates: number): number {
   return Math.max(1, Math.round(0.75 * totalUpdates));

@@ -10,11 +10,13 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { resolveConfig } from '../job/config';
-import { ASYNC_DEFAULTS, CONSISTENCY_POLICIES, ConsistencyName, pipemareHorizon } from '../actors/param-store';
+import { CONSISTENCY_POLICIES, ConsistencyName, pipemareHorizon } from '../actors/param-store';
+import { ASYNC_DEFAULTS } from '../job/defaults';
 import { train } from '../cli/train';
 import { formatTable } from '../cli/table';
 import { loadBackend } from '../models/backend';
-import { TRAIN_DEFAULTS, TrainConfig } from '../models/train-config';
+import { TrainConfig } from '../models/train-config';
+import { TRAIN_DEFAULTS } from '../job/defaults';
 import { benchMain, positiveInt } from './bench-cli';
 import { UsageError } from '../cli/args';
 

@@ -87,7 +87,7 @@ export const JOB_FLAGS: readonly FlagSpec[] = [
     type: 'string',
     help: 'sync: flush every iteration; async: update after every backward, no flush (M x I microbatches in one stream)',
     choices: ['sync', 'async'],
-    default: 'sync',
+    default: DEFAULTS.mode,
   },
 ];
 

@@ -14,7 +14,6 @@ import { JobError, checkJob } from '../job/wire-stage';
 import { MAX_NODE_NAME, NODE_NAME_RE } from '../actors/node-protocol';
 import { filesAJobNames } from '../job/node-host';
 import { NatsBus } from '../transport/nats-bus';
-import { redactNatsUrl } from '../transport/nats-url';
 import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
 import { endBySignal, onProcessEnd } from '../transport/process-cleanup';
 import { checkJobName } from '../transport/subjects';
@@ -26,10 +25,18 @@ import { warnRejects } from './rejects';
 import { claimJob } from '../job/job-claim';
 import { checkTraceOutputs, writeComparedTraceFiles } from './trace-output';
 import { STAGE_NODE_FLAGS_HELP, stageNodeFlags } from './stage-node-flags';
+import { RUN_COMMAND_DEFAULTS } from '../job/defaults';
+import { configForPrint } from './print-config';
 
 const RUN_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
-  { name: 'transport', type: 'string', help: 'message bus', choices: ['nats', 'local'], default: 'nats' },
+  {
+    name: 'transport',
+    type: 'string',
+    help: 'message bus',
+    choices: ['nats', 'local'],
+    default: RUN_COMMAND_DEFAULTS.transport,
+  },
   {
     name: 'nats',
     type: 'string',
@@ -41,7 +48,7 @@ const RUN_FLAGS: readonly FlagSpec[] = [
     type: 'string',
     help: 'per-stage: one OS process per stage; single: all stages in this process',
     choices: ['per-stage', 'single'],
-    default: 'per-stage',
+    default: RUN_COMMAND_DEFAULTS.processes,
   },
   {
     name: 'nodes',
@@ -72,14 +79,14 @@ const RUN_FLAGS: readonly FlagSpec[] = [
     type: 'int',
     metavar: 'W',
     help: 'iterations run first and left out of the statistics (JIT, connections); none with --mode async',
-    default: 1,
+    default: RUN_COMMAND_DEFAULTS.warmupIterations,
   },
   {
     name: 'stall-timeout',
     type: 'int',
     metavar: 'MS',
     help: 'end with a deadlock error after this long without progress (at most 2147483647, the longest timer Node keeps); also the lease of the job on its node agents',
-    default: 30000,
+    default: RUN_COMMAND_DEFAULTS.stallTimeoutMs,
   },
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },
   { name: 'print-config', type: 'bool', help: 'print the resolved config and exit' },
@@ -291,15 +298,6 @@ function summary(o: RunOutcome) {
 /** Stage processes `run --processes per-stage` starts on this machine, at most (about 60 MB each). */
 export const MAX_LOCAL_STAGE_PROCESSES = 64;
 
-/** The resolved config as --print-config shows it, a NATS URL's credentials hidden. */
-export function configForPrint(cfg: JobConfig, setup: object & { natsUrl?: string }): string {
-  return JSON.stringify(
-    { ...cfg, ...setup, ...(setup.natsUrl !== undefined ? { natsUrl: redactNatsUrl(setup.natsUrl) } : {}) },
-    null,
-    2,
-  );
-}
-
 export async function runCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags, given } = parseFlags(argv, RUN_FLAGS, 'run');
   if (flags.help) {
@@ -375,7 +373,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   // Every policy of a comparison is checked before the first one runs (or is printed as runnable).
   for (const policy of policies) checkJob({ ...cfg, policy }, { profileHere: !setup.nodes });
   if (flags.printConfig) {
-    out(configForPrint(cfg, setup));
+    out(configForPrint(cfg, { ...setup, clock: 'real' }));
     return 0;
   }
   checkTraceOutputs('run', flags.trace as string | undefined, flags.gantt as string | undefined, policies);

@@ -7,6 +7,7 @@ import { FlagSpec, helpText, parseFlags } from './args';
 import { JOB_FLAGS, asyncStream, comparedPolicies, jobConfigFromFlags, speedupOver } from './job-flags';
 import { formatTable } from './table';
 import { checkTraceOutputs, writeComparedTraceFiles, writeTraceFiles } from './trace-output';
+import { configForPrint } from './print-config';
 
 const SIM_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
@@ -64,7 +65,7 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
   // Every policy's config is checked before anything runs (or is printed as runnable).
   for (const policy of compare ?? [cfg.policy]) checkJob({ ...cfg, policy });
   if (flags.printConfig) {
-    out(JSON.stringify(cfg, null, 2));
+    out(configForPrint(cfg, { transport: 'local', processes: 'single', clock: 'virtual' }));
     return 0;
   }
   checkTraceOutputs('sim', flags.trace as string | undefined, flags.gantt as string | undefined, compare);

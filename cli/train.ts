@@ -16,24 +16,26 @@ import {
   writeCheckpoint,
 } from '../job/checkpoint';
 import { runJob, summarize } from '../job/run-local';
-import { ASYNC_DEFAULTS, CONSISTENCY_POLICIES, ConsistencyName, pipemareHorizon } from '../actors/param-store';
+import { CONSISTENCY_POLICIES, ConsistencyName, pipemareHorizon } from '../actors/param-store';
+import { ASYNC_DEFAULTS } from '../job/defaults';
 import { StageSnapshot } from '../compute/training';
 import { loadBackend } from '../models/backend';
 import { paramChecksum, validationLoss } from '../models/reference-train';
 import {
   MAX_VAL_BATCHES,
-  TRAIN_DEFAULTS,
   TrainConfig,
   checkTrainSize,
   corpusFor,
   modelSpecFor,
   tokensPerMicrobatch,
 } from '../models/train-config';
+import { TRAIN_COMMAND_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { NATS_URL_FORMS, natsFlag } from './nats-flag';
 import { BUFFER_LIMIT_FLAG, bufferLimitFromFlag } from './job-flags';
 import { warnRejects } from './rejects';
-import { checkLocalProcesses, configForPrint, runOnce } from './run';
+import { checkLocalProcesses, runOnce } from './run';
+import { configForPrint } from './print-config';
 import { STAGE_NODE_FLAGS_HELP } from './stage-node-flags';
 import { checkOutputDir, removeMadeDirs } from './output-paths';
 
@@ -45,9 +47,15 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
     metavar: 'FILE',
     help: 'text file to train on (default: a synthetic corpus the runtime makes)',
   },
-  { name: 'stages', type: 'int', metavar: 'P', help: 'pipeline stages', default: 2 },
-  { name: 'chunks', type: 'int', metavar: 'V', help: 'model chunks per stage', default: 1 },
-  { name: 'microbatches', type: 'int', metavar: 'M', help: 'microbatches per iteration', default: 4 },
+  { name: 'stages', type: 'int', metavar: 'P', help: 'pipeline stages', default: TRAIN_COMMAND_DEFAULTS.stages },
+  { name: 'chunks', type: 'int', metavar: 'V', help: 'model chunks per stage', default: TRAIN_COMMAND_DEFAULTS.chunks },
+  {
+    name: 'microbatches',
+    type: 'int',
+    metavar: 'M',
+    help: 'microbatches per iteration',
+    default: TRAIN_COMMAND_DEFAULTS.microbatches,
+  },
   {
     name: 'microbatch-size',
     type: 'int',
@@ -78,11 +86,23 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
     type: 'int',
     metavar: 'N',
     help: 'iterations of the whole run (sync: one optimizer step each; async: M updates each)',
-    default: 10,
+    default: TRAIN_COMMAND_DEFAULTS.iterations,
   },
-  { name: 'policy', type: 'string', metavar: 'NAME', help: 'hint order or schedule (as for sim)', default: 'bf' },
+  {
+    name: 'policy',
+    type: 'string',
+    metavar: 'NAME',
+    help: 'hint order or schedule (as for sim)',
+    default: TRAIN_COMMAND_DEFAULTS.policy,
+  },
   BUFFER_LIMIT_FLAG,
-  { name: 'transport', type: 'string', help: 'message bus', choices: ['local', 'nats'], default: 'local' },
+  {
+    name: 'transport',
+    type: 'string',
+    help: 'message bus',
+    choices: ['local', 'nats'],
+    default: TRAIN_COMMAND_DEFAULTS.transport,
+  },
   {
     name: 'nats',
     type: 'string',
@@ -94,16 +114,22 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
     type: 'string',
     help: 'with --transport nats: per-stage, one OS process per stage; single, all stages in this process',
     choices: ['per-stage', 'single'],
-    default: 'per-stage',
+    default: TRAIN_COMMAND_DEFAULTS.processes,
   },
   {
     name: 'jitter',
     type: 'string',
     help: 'communication jitter injected by the senders',
     choices: ['none', 'paper'],
-    default: 'none',
+    default: TRAIN_COMMAND_DEFAULTS.jitter,
   },
-  { name: 'jitter-seed', type: 'int', metavar: 'S', help: 'seed of the realized message delays only', default: 0 },
+  {
+    name: 'jitter-seed',
+    type: 'int',
+    metavar: 'S',
+    help: 'seed of the realized message delays only',
+    default: TRAIN_COMMAND_DEFAULTS.jitterSeed,
+  },
   { name: 'seed', type: 'int', metavar: 'S', help: 'seed of the model and the data', default: TRAIN_DEFAULTS.seed },
   {
     name: 'backend',
@@ -122,7 +148,7 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
     type: 'int',
     metavar: 'N',
     help: 'iterations between checkpoints (0 = only at the end)',
-    default: 0,
+    default: TRAIN_DEFAULTS.checkpointEvery,
   },
   { name: 'resume', type: 'bool', help: 'continue from the checkpoint in --checkpoint DIR' },
   {
@@ -132,20 +158,20 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
     help: `validation microbatches evaluated at the end (at most ${MAX_VAL_BATCHES})`,
     default: TRAIN_DEFAULTS.valBatches,
   },
-  { name: 'job', type: 'string', metavar: 'NAME', help: 'job name', default: 'train' },
+  { name: 'job', type: 'string', metavar: 'NAME', help: 'job name', default: TRAIN_COMMAND_DEFAULTS.job },
   {
     name: 'mode',
     type: 'string',
     help: 'sync: AdamW step after all M (a flush); async: NAdamW update after every backward, no flush',
     choices: ['sync', 'async'],
-    default: 'sync',
+    default: TRAIN_COMMAND_DEFAULTS.mode,
   },
   {
     name: 'consistency',
     type: 'string',
     help: 'async: how in-flight microbatches are kept consistent',
     choices: CONSISTENCY_POLICIES,
-    default: 'none',
+    default: TRAIN_COMMAND_DEFAULTS.consistency,
   },
   {
     name: 'alpha',
@@ -165,14 +191,14 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
     type: 'string',
     help: "real: wall clock; virtual: real compute, but each task holds its stage for the profile's duration on a virtual clock (deterministic order)",
     choices: ['real', 'virtual'],
-    default: 'real',
+    default: TRAIN_COMMAND_DEFAULTS.clock,
   },
   {
     name: 'profile',
     type: 'string',
     metavar: 'NAME|FILE',
     help: 'message timing (and task durations with --clock virtual)',
-    default: 'train',
+    default: TRAIN_COMMAND_DEFAULTS.profile,
   },
   { name: 'print-config', type: 'bool', help: 'print the resolved config and exit' },
   { name: 'json', type: 'bool', help: 'print one JSON object' },
@@ -279,7 +305,7 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): {
     bufferLimit: bufferLimitFromFlag(flags.bufferLimit),
     firstIteration: start,
     train,
-    stallTimeoutMs: 600000,
+    stallTimeoutMs: TRAIN_COMMAND_DEFAULTS.stallTimeoutMs,
     mode,
     // Asynchronous mode updates after every microbatch: the schedule counts updates.
     async: {
@@ -466,7 +492,7 @@ export async function trainCommand(argv: readonly string[], out: (s: string) => 
   const { cfg, setup, madeDirs } = trainConfigsFromFlags(flags);
   if (flags.printConfig) {
     removeMadeDirs(madeDirs);
-    out(configForPrint(cfg, setup));
+    out(configForPrint(cfg, { ...setup, clock: setup.clock ?? 'real' }));
     return 0;
   }
   const tty = !flags.json && process.stderr.isTTY;

@@ -1,10 +1,12 @@
-// Every default of a job, documented once. CLI flags map onto these fields one to one
-// (cli/args.ts), and every command can print the resolved config.
+// A job's config: every field documented once (its default is in job/defaults.ts). CLI
+// flags map onto these fields one to one (cli/args.ts), and every command can print the
+// resolved config.
 
 import { JitterMode } from '../models/jitter';
 import { BufferLimit } from '../policies/backpressure';
 import { TrainConfig } from '../models/train-config';
-import { ASYNC_DEFAULTS, AsyncSettings } from '../actors/param-store';
+import { AsyncSettings } from '../actors/param-store';
+import { JOB_DEFAULTS } from './defaults';
 
 export interface JobConfig {
   /** Job name: the <job> token of every subject (baton.<job>.…). */
@@ -46,25 +48,8 @@ export interface JobConfig {
   async: AsyncSettings;
 }
 
-export const DEFAULTS: JobConfig = {
-  job: 'baton',
-  stages: 4,
-  microbatches: 8,
-  chunks: 1,
-  policy: 'bf',
-  profile: 'uniform',
-  jitter: 'none',
-  jitterScale: 1,
-  bufferLimit: 32,
-  seed: 0,
-  iterations: 1,
-  warmupIterations: 0,
-  stallTimeoutMs: 30000,
-  firstIteration: 0,
-  train: null,
-  mode: 'sync',
-  async: ASYNC_DEFAULTS,
-};
+/** The job's defaults (job/defaults.ts). */
+export const DEFAULTS: JobConfig = JOB_DEFAULTS;
 
 /** `partial` over the defaults; an asynchronous job without a buffer limit gets `depth`,
  * so each stage keeps 1F1B's in-flight count (what PipeDream-style asynchronous pipelines,

@@ -42,26 +42,6 @@ export interface TrainConfig {
   valBatches: number;
 }
 
-export const TRAIN_DEFAULTS: TrainConfig = {
-  model: 'gpt',
-  data: null,
-  microbatchSize: 8,
-  seq: 64,
-  layers: 4,
-  width: 64,
-  heads: 4,
-  lr: 3e-3,
-  warmup: 10,
-  weightDecay: 0.01,
-  seed: 1,
-  backend: null,
-  checkpoint: null,
-  checkpointEvery: 0,
-  startIteration: 0,
-  totalIterations: 1,
-  valBatches: 8,
-};
-
 const corpora = new Map<string, Corpus>();
 
 /** The corpus of a config, loaded once per process. */

@@ -3,12 +3,14 @@ import * as tf from '@tensorflow/tfjs';
 import { VirtualClock } from '../base/clock';
 import { resolveConfig } from '../job/config';
 import { runJob, summarize } from '../job/run-local';
-import { ASYNC_DEFAULTS, ConsistencyName, StoreMsg, StoreStats, spawnParamStore } from '../actors/param-store';
+import { ConsistencyName, StoreMsg, StoreStats, spawnParamStore } from '../actors/param-store';
+import { ASYNC_DEFAULTS } from '../job/defaults';
 import { ActorRuntime } from '../actors/runtime';
 import { asyncStageModule, initialParams } from '../compute/async-training';
 import { loadBackend } from '../models/backend';
 import { CapturedLinearInput, captureLinearInputs } from '../models/layers';
-import { TRAIN_DEFAULTS, TrainConfig } from '../models/train-config';
+import { TrainConfig } from '../models/train-config';
+import { TRAIN_DEFAULTS } from '../job/defaults';
 import { train } from '../cli/train';
 
 const asyncSim = (P: number, M: number, policy: string, extra = {}) =>

@@ -8,6 +8,7 @@ import { main } from '../cli/main';
 import { formatTapLine, printable, tapCommand, tapLine } from '../cli/tap';
 import { comparedPaths } from '../cli/trace-output';
 import { encodeValue } from '../transport/codec';
+import { RUN_COMMAND_DEFAULTS, TRAIN_COMMAND_DEFAULTS } from '../job/defaults';
 
 /** Runs `baton argv` in a fresh Node process; true when it loaded @tensorflow/tfjs. */
 function loadsTfjs(argv: string[]): boolean {
@@ -879,6 +880,23 @@ describe('the baton command', function () {
     assert.equal(cfg.stages, 3);
     assert.equal(cfg.policy, 'fb');
     assert.equal(cfg.bufferLimit, 32);
+  });
+
+  it('prints one resolved object in sim, run and train, differing for the same flags only where a command documents its own default', async () => {
+    const flags = ['--stages', '3', '--microbatches', '6', '--policy', 'fb', '--print-config'];
+    const [sim, run, train] = await Promise.all(
+      (['sim', 'run', 'train'] as const).map(async (c) => JSON.parse((await baton(c, ...flags)).out)),
+    );
+    assert.deepEqual(Object.keys(sim), Object.keys(run));
+    assert.deepEqual(Object.keys(run), Object.keys(train));
+    assert.deepEqual([sim.transport, sim.processes, sim.clock, run.clock], ['local', 'single', 'virtual', 'real']);
+    assert.deepEqual(
+      { ...run, warmupIterations: sim.warmupIterations, transport: 'local', processes: 'single', clock: 'virtual' },
+      sim,
+    );
+    assert.equal(run.warmupIterations, RUN_COMMAND_DEFAULTS.warmupIterations);
+    for (const k of ['stages', 'microbatches', 'policy'] as const) assert.equal(train[k], sim[k]);
+    assert.equal(train.stallTimeoutMs, TRAIN_COMMAND_DEFAULTS.stallTimeoutMs);
   });
 
   it("prints train's resolved config, its NATS credentials hidden, and makes no checkpoint directory for it", async () => {

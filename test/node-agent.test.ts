@@ -6,7 +6,7 @@ import { DistributedOptions, DistributedResult, replyProblem, runDistributed } f
 import { exitCodeFor } from '../cli/main';
 import { distinctProcesses } from '../cli/run';
 import { JobNameTakenError, claimJob } from '../job/job-claim';
-import { TRAIN_DEFAULTS } from '../models/train-config';
+import { TRAIN_DEFAULTS } from '../job/defaults';
 import { decodeValue, encodeValue } from '../transport/codec';
 import { LocalBus } from '../transport/local-bus';
 import { PayloadTooLargeError } from '../transport/nats-bus';

@@ -9,9 +9,11 @@ import { parseFlags } from '../cli/args';
 import { runJob } from '../job/run-local';
 import { loadBackend } from '../models/backend';
 import { paramChecksum, trainReference } from '../models/reference-train';
-import { TRAIN_DEFAULTS, TrainConfig, corpusFor, modelSpecFor } from '../models/train-config';
+import { TrainConfig, corpusFor, modelSpecFor } from '../models/train-config';
+import { TRAIN_DEFAULTS } from '../job/defaults';
 import { checkResumable, readCheckpointMeta, resumeSnapshot } from '../job/checkpoint';
-import { ASYNC_DEFAULTS, pipemareHorizon } from '../actors/param-store';
+import { pipemareHorizon } from '../actors/param-store';
+import { ASYNC_DEFAULTS } from '../job/defaults';
 import { natsServerForSuite } from './nats-server-fixture';
 
 const ITERATIONS = 3;
