@@ -3,7 +3,7 @@
 // and V8's parallel and concurrent GC wakes helper threads on every collection; those
 // wake-ups compete with the pipeline's message handling. A stage's heap is small (tensor
 // data lives in typed arrays and the backend's memory), so collecting on the main thread
-// costs less than the wake-ups it saves (README, "The runtime's overhead on the real clock").
+// costs less than the wake-ups it saves (bench/README.md, "The runtime's overhead on the real clock").
 
 import { UsageError } from './args';
 

@@ -3,7 +3,7 @@
 // it runs, and asks there first: an answer from another launcher means the name is taken.
 // Node agents answer too for as long as they host a job's stages.
 // The answer comes from the launcher's event loop, so a launcher that computes stages in
-// its own process cannot give it in the middle of a long task (see the README).
+// its own process cannot give it in the middle of a long task (docs/operations.md, "Job names and claims").
 
 import { randomBytes } from 'crypto';
 import * as os from 'os';
