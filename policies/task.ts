@@ -124,10 +124,6 @@ export function fromVirtual(v: number, shape: PipelineShape): { stage: number; c
   return { stage: v % shape.stages, chunk: Math.floor(v / shape.stages) };
 }
 
-export function isFirstVirtual(stage: number, chunk: number): boolean {
-  return stage === 0 && chunk === 0;
-}
-
 export function isLossStage(stage: number, chunk: number, shape: PipelineShape): boolean {
   return stage === shape.stages - 1 && chunk === shape.chunks - 1;
 }

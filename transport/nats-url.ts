@@ -5,6 +5,8 @@
 // options (it ignores what a URL carries before its host); shown with credentials masked
 // wherever Baton prints it. TLS is not modelled: tls:// is refused, not silently plain.
 
+import { InputError } from '../base/errors';
+
 export interface NatsTarget {
   /** host:port entries for nats.js's `servers`. */
   servers: string[];
@@ -21,30 +23,35 @@ function shown(entry: string, i: number, raw: string): string {
   return raw.includes('@') ? `entry ${i + 1}` : JSON.stringify(entry);
 }
 
-/** The servers and credentials of a --nats value; throws Error naming what is wrong. */
+/** A --nats value that names no usable server. */
+export class NatsUrlError extends InputError {
+  override name = 'NatsUrlError';
+}
+
+/** The servers and credentials of a --nats value; throws NatsUrlError naming what is wrong. */
 export function parseNatsUrl(raw: string): NatsTarget {
   const entries = raw.split(',').map((s) => s.trim());
   // Messages name what is wrong first: natsFlag puts the flag's name before them.
-  if (raw.trim() === '') throw new Error(`${JSON.stringify(raw)} names no server`);
+  if (raw.trim() === '') throw new NatsUrlError(`${JSON.stringify(raw)} names no server`);
   const empty = entries.indexOf('');
-  if (empty >= 0) throw new Error(`entry ${empty + 1} is empty`);
+  if (empty >= 0) throw new NatsUrlError(`entry ${empty + 1} is empty`);
   const target: NatsTarget = { servers: [] };
   let credentials: string | null = null;
   entries.forEach((entry, i) => {
     const scheme = SCHEME_RE.exec(entry)?.[0].toLowerCase();
     if (scheme !== undefined && scheme !== 'nats://')
-      throw new Error(
+      throw new NatsUrlError(
         `${shown(entry, i, raw)}: the scheme must be nats://${scheme === 'tls://' ? ' (TLS is not supported)' : `, not ${scheme}`}`,
       );
     let u: URL;
     try {
       u = new URL(scheme ? entry : `nats://${entry}`);
     } catch {
-      throw new Error(`${shown(entry, i, raw)} is not a URL (expected nats://host:port)`);
+      throw new NatsUrlError(`${shown(entry, i, raw)} is not a URL (expected nats://host:port)`);
     }
-    if (u.hostname === '') throw new Error(`${shown(entry, i, raw)} names no host`);
+    if (u.hostname === '') throw new NatsUrlError(`${shown(entry, i, raw)} names no host`);
     if ((u.pathname !== '' && u.pathname !== '/') || u.search !== '' || u.hash !== '')
-      throw new Error(`${shown(entry, i, raw)}: a server URL has no path, query or fragment`);
+      throw new NatsUrlError(`${shown(entry, i, raw)}: a server URL has no path, query or fragment`);
     target.servers.push(u.port ? `${u.hostname}:${u.port}` : u.hostname);
     let user: string;
     let pass: string;
@@ -52,14 +59,14 @@ export function parseNatsUrl(raw: string): NatsTarget {
       user = decodeURIComponent(u.username);
       pass = decodeURIComponent(u.password);
     } catch {
-      throw new Error(
+      throw new NatsUrlError(
         `${shown(entry, i, raw)}: a % in the credentials must start an escape such as %25 (for %) or %40 (for @)`,
       );
     }
     if (user === '' && pass === '') return;
     const these = `${user}\u0000${pass}`;
     if (credentials !== null && credentials !== these)
-      throw new Error(`${shown(entry, i, raw)}: the servers of one --nats value must share their credentials`);
+      throw new NatsUrlError(`${shown(entry, i, raw)}: the servers of one --nats value must share their credentials`);
     credentials = these;
     if (pass === '') target.token = user;
     else Object.assign(target, { user, pass });

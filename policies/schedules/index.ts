@@ -10,7 +10,3 @@ export { ScheduleBuilder, scheduleText } from './common';
 export { gpipe, interleaved1F1B, oneFOneB, zbH1 };
 
 export const SCHEDULES: readonly ScheduleBuilder[] = [gpipe, oneFOneB, interleaved1F1B, zbH1];
-
-export function findSchedule(name: string): ScheduleBuilder | undefined {
-  return SCHEDULES.find((s) => s.name === name);
-}

@@ -1,0 +1,327 @@
+// One launch of a distributed job (job/run-distributed.ts): its requests to the node
+// agents and their replies, its lease renewals, its coordinator, its trace, its end.
+
+import { newLaunchId } from '../transport/envelope';
+import { Bus, Subscription } from '../transport/bus';
+import { encodeValue } from '../transport/codec';
+import { peerText, quoteValue } from '../base/quote';
+import { RealClock } from '../base/clock';
+import { IterationRecord, coordinate } from '../actors/coordinator';
+import { DeadlockError } from '../checks/deadlock';
+import { JobConfig } from './config';
+import { waitWithWatchdog } from './run-local';
+import { newRejectTally, tallyReject } from '../base/reject-tally';
+import { ANNOUNCE_SUBJECT, NODES_PREFIX, nodeSubject } from '../actors/node-agent';
+import { ActorRuntime } from '../actors/runtime';
+import { StageStatus } from '../stage/stage-logic';
+import { JobError, NodeInputError } from './wire-stage';
+import { requiredReportFields } from '../checks/report-body';
+import { Reply, ReplyBox, decodeReply, pollUntil, text } from './reply-box';
+import { replyProblem } from './node-replies';
+import { TraceCollector } from './trace-collector';
+import { DistributedOptions, DistributedResult, assignStages } from './distributed-options';
+
+/** One launch of a distributed job: its node replies, its trace, its renewals, its end. */
+export class Launch {
+  // This run's id: on every message of the job, so stages and the coordinator refuse what a
+  // stage process of an earlier run of the same job name (its launcher killed mid-task) sends.
+  readonly id = newLaunchId();
+  private readonly replySubject = `${NODES_PREFIX}.reply.${this.id}`;
+  private readonly replies = new ReplyBox();
+  private readonly hellos = new ReplyBox();
+  private readonly subs: Subscription[] = [];
+  /** What came on the job's trace subjects that is not a trace batch of this launch (one of
+   * another launch of the job name, or anything a peer sent), and malformed replies: left out and counted. */
+  readonly otherLaunch = newRejectTally();
+  readonly trace: TraceCollector;
+  private readonly heard = new Map<string, number>();
+  private readonly runtime: ActorRuntime;
+  private readonly bus: Bus;
+  private readonly timeout: number;
+  private readonly blocks: number[][];
+  private readonly used: string[];
+  private pidOf = new Map<string, number>();
+  private hostOf = new Map<string, string>();
+  private nodeFailed: (e: Error) => void = () => {};
+  private readonly nodeFailure = new Promise<never>((_, reject) => (this.nodeFailed = reject));
+  private renewer: NodeJS.Timeout | undefined;
+  completed = false;
+  private over = false;
+
+  constructor(
+    private readonly cfg: JobConfig,
+    private readonly o: DistributedOptions,
+    stages: number,
+    private readonly leaseMs: number,
+  ) {
+    this.bus = o.bus;
+    this.timeout = o.nodeTimeoutMs ?? 20000;
+    this.trace = new TraceCollector(cfg.job, this.id, stages, o.sinks ?? [], this.otherLaunch);
+    this.nodeFailure.catch(() => {});
+    o.stop?.catch((e: Error) => this.nodeFailed(e));
+    this.subs.push(
+      this.bus.subscribe(this.replySubject, (subj, d) => this.onReply(subj, d)),
+      this.bus.subscribe(ANNOUNCE_SUBJECT, (_s, d) => {
+        const r = decodeReply(d);
+        if (r && r.verb === 'hello') this.hellos.push(r);
+      }),
+      this.trace.subscribe(this.bus),
+    );
+    this.runtime = new ActorRuntime(new RealClock(), `launcher-${cfg.job}`);
+    // The launcher's own actor (the coordinator, whose onIteration writes checkpoints) failing ends the job too.
+    this.runtime.onFailure = (f) =>
+      this.nodeFailed(new JobError(`actor ${f.actor} failed: ${f.error.message}`, { cause: f.error }));
+    this.blocks = assignStages(stages, o.nodes.length);
+    this.used = o.nodes.slice(0, this.blocks.length);
+  }
+
+  /** `p`, unless the job fails first. */
+  private unlessFailed<T>(p: Promise<T>): Promise<T> {
+    return Promise.race([this.nodeFailure, p]);
+  }
+
+  private request(node: string, body: Record<string, unknown>): void {
+    this.bus.publish(nodeSubject(node), encodeValue({ ...body, reply: this.replySubject }));
+  }
+
+  private onReply(subj: string, d: Uint8Array): void {
+    const r = decodeReply(d);
+    if (!r) return;
+    const problem = replyProblem(r);
+    if (problem !== null) {
+      tallyReject(
+        this.otherLaunch,
+        `${quoteValue(subj, 200)}: a ${peerText(r.verb, 40)} reply from node ${peerText(r.name, 200)} refused: ${problem}`,
+      );
+      return;
+    }
+    this.heard.set(r.name, Date.now());
+    if (r.verb === 'failure')
+      this.nodeFailed(new JobError(`on node ${r.name}, actor ${text(r.actor)} failed: ${text(r.message)}`));
+    if (r.verb === 'leaving') this.nodeFailed(new JobError(`node ${r.name} left during the job (${text(r.reason)})`));
+    // Waiting out a lease would only blame a live node for a job it no longer has.
+    if (
+      r.verb === 'error' &&
+      (r.request === 'renew' || r.request === 'status') &&
+      this.o.nodes.includes(r.name) &&
+      (r.error === 'JobNotHostedError' || r.error === 'LaunchMismatchError')
+    )
+      this.nodeFailed(new JobError(`node ${r.name} no longer hosts job ${this.cfg.job}: ${text(r.message)}`));
+    if (r.verb === 'renewed') return;
+    this.replies.push(r);
+  }
+
+  /** Every node used has said hello: nodes we spawned announce themselves when they start;
+   * running ones answer a ping (over a cluster, after a delay: pinged until they answer). */
+  async announced(): Promise<void> {
+    await this.bus.flush();
+    const missing = () => this.used.filter((n) => !this.hellos.queue.some((r) => r.name === n));
+    const pinger: NodeJS.Timeout = setInterval(() => missing().forEach((n) => this.request(n, { verb: 'ping' })), 300);
+    let seen: Reply[];
+    try {
+      this.used.forEach((n) => this.request(n, { verb: 'ping' }));
+      seen = await this.unlessFailed(
+        this.hellos.waitFor(
+          (rs) => this.used.every((n) => rs.some((r) => r.name === n)),
+          this.timeout,
+          () => `node agents ${missing().join(', ')} to announce themselves`,
+        ),
+      );
+    } finally {
+      clearInterval(pinger);
+    }
+    this.pidOf = new Map(seen.map((r) => [r.name, Number(r.pid)]));
+    this.hostOf = new Map(seen.map((r) => [r.name, peerText(r.host, 200)]));
+  }
+
+  /** Each node hosts its block of stages under the lease, renewed from now on. */
+  async host(): Promise<void> {
+    const { cfg, used, leaseMs } = this;
+    used.forEach((n, i) =>
+      this.request(n, { verb: 'host', config: cfg, stages: this.blocks[i], leaseMs, launch: this.id }),
+    );
+    const since = Date.now();
+    // A node that answers nothing for a whole lease (its renewals included) is gone or hung;
+    // it would have dropped the job's stages by now anyway.
+    this.renewer = setInterval(() => {
+      used.forEach((n) => this.request(n, { verb: 'renew', job: cfg.job, launch: this.id }));
+      const silent = used.filter((n) => Date.now() - (this.heard.get(n) ?? since) > leaseMs);
+      if (silent.length > 0)
+        this.nodeFailed(new JobError(`node(s) ${silent.join(', ')} answered nothing for ${leaseMs} ms: gone or hung`));
+    }, leaseMs / 4);
+    const hosted = await this.unlessFailed(
+      this.replies.waitFor(
+        (rs) =>
+          rs.some((r) => r.verb === 'error') || used.every((n) => rs.some((r) => r.name === n && r.verb === 'hosting')),
+        this.timeout,
+        () => `nodes to host job ${cfg.job}`,
+      ),
+    );
+    const failed = hosted.find((r) => r.verb === 'error');
+    if (failed) {
+      const message = `node ${failed.name} refused to host: ${text(failed.message)}`;
+      throw failed.input === true ? new NodeInputError(message) : new JobError(message);
+    }
+    // An agent that did not take the launch id would send what this run's coordinator refuses.
+    for (const r of hosted)
+      if (r.verb === 'hosting' && r.host !== undefined) this.hostOf.set(r.name, peerText(r.host, 200));
+    const unlaunched = hosted.filter((r) => r.verb === 'hosting' && r.launch !== this.id).map((r) => peerText(r.name));
+    if (unlaunched.length > 0)
+      throw new JobError(
+        `node(s) ${unlaunched.join(', ')} hosted the job without taking its launch id: an agent older than this launcher? Restart it from the same Baton`,
+      );
+  }
+
+  /** The coordinator runs every iteration; a stall is reported with the nodes' statuses. */
+  async iterate(
+    wallStart: number,
+  ): Promise<{ records: IterationRecord[]; rejects: ReturnType<typeof newRejectTally> }> {
+    const { cfg } = this;
+    const coordinator = coordinate({
+      runtime: this.runtime,
+      bus: this.bus,
+      job: cfg.job,
+      stages: cfg.stages,
+      microbatches: cfg.microbatches,
+      iterations: cfg.warmupIterations + cfg.iterations,
+      firstIteration: cfg.firstIteration,
+      onIteration: this.o.onIteration,
+      launch: this.id,
+      reportFields: (st) => requiredReportFields(cfg, st),
+    });
+    this.subs.push({ unsubscribe: coordinator.unsubscribe });
+    let records: IterationRecord[] | null = null;
+    const finished = coordinator.done.then((r) => {
+      records = r;
+    });
+    await this.bus.flush();
+    coordinator.begin();
+    await waitWithWatchdog(
+      this.unlessFailed(finished),
+      () => this.trace.events.length,
+      cfg.stallTimeoutMs,
+      () => this.stallError(wallStart),
+    );
+    return { records: records as unknown as IterationRecord[], rejects: coordinator.rejects };
+  }
+
+  /** Why the job made no progress: a node gone silent, or a deadlock with every stage's status. */
+  private async stallError(wallStart: number): Promise<Error> {
+    const { cfg, used } = this;
+    const asked = Date.now();
+    used.forEach((n) => this.request(n, { verb: 'status', job: cfg.job, launch: this.id }));
+    const answered = (rs: Reply[]) => used.filter((n) => rs.some((r) => r.name === n && r.verb === 'status'));
+    const st = await this.replies
+      .waitFor(
+        (rs) => answered(rs).length === used.length,
+        5000,
+        () => 'stage statuses',
+      )
+      .catch(() => this.replies.queue);
+    const statuses = st.filter((r) => r.verb === 'status').flatMap((r) => r.statuses as StageStatus[]);
+    const silent = used.filter((n) => !answered(st).includes(n));
+    // A node that said nothing at all since it was asked is the likelier cause than a
+    // deadlock; one that answered something else (an error: its status did not fit in a
+    // message, say) is alive, and the deadlock report stands.
+    const gone = silent.filter((n) => (this.heard.get(n) ?? 0) < asked);
+    if (gone.length > 0)
+      return new JobError(
+        `node(s) ${gone.join(', ')} answered nothing within 5 s after the job made no progress for ${cfg.stallTimeoutMs} ms: gone or hung`,
+      );
+    const err = new DeadlockError(statuses, this.trace.events.slice(-40), performance.now() - wallStart);
+    if (silent.length > 0)
+      err.message += `\n  node(s) ${silent.join(', ')} answered but gave no status: ${
+        st
+          .filter((r) => silent.includes(String(r.name)) && r.verb === 'error')
+          .map((r) => quoteValue(r.message))
+          .join('; ') || 'no reason given'
+      }`;
+    return err;
+  }
+
+  /** The nodes stop the job's stages and say how many events each published; all of them arrive. */
+  async finish(): Promise<void> {
+    const { cfg, used } = this;
+    // Renewals end here: an agent answers one that crosses finish with an error (the job is gone).
+    clearInterval(this.renewer);
+    const finishAsked = this.replies.queue.length;
+    used.forEach((n) => this.request(n, { verb: 'finish', job: cfg.job, launch: this.id }));
+    // An error to finish (or one too big an answer left without a request) ends the wait: no finished will follow.
+    const finishError = (rs: Reply[]) =>
+      rs
+        .slice(finishAsked)
+        .find(
+          (r) => r.verb === 'error' && used.includes(r.name) && (r.request === 'finish' || r.request === undefined),
+        );
+    const done = await this.unlessFailed(
+      this.replies.waitFor(
+        (rs) =>
+          finishError(rs) !== undefined || used.every((n) => rs.some((r) => r.name === n && r.verb === 'finished')),
+        this.timeout,
+        () => 'nodes to finish',
+      ),
+    );
+    const refusedFinish = finishError(done);
+    if (refusedFinish)
+      throw new JobError(`node ${refusedFinish.name} could not finish job ${cfg.job}: ${text(refusedFinish.message)}`);
+    await this.wholeTrace(done.filter((x) => x.verb === 'finished'));
+  }
+
+  /** Every event the nodes' finish answers count has arrived, and none was malformed. */
+  private async wholeTrace(finished: Reply[]): Promise<void> {
+    const expected = new Map<number, number>();
+    const failures: string[] = [];
+    const lost: string[] = [];
+    for (const r of finished) {
+      for (const [s, n] of Object.entries(r.events as Record<string, number>)) expected.set(Number(s), n);
+      // Loops, not push(...list): a peer's list may be longer than a call takes arguments.
+      for (const f of (r.failures as string[] | undefined) ?? []) failures.push(f);
+      for (const l of (r.lostTrace as string[] | undefined) ?? []) lost.push(`node ${r.name}: ${l}`);
+    }
+    if (failures.length > 0) throw new JobError(`actor failures on the nodes: ${failures.slice(0, 5).join('; ')}`);
+    if (lost.length > 0) throw new JobError(`the trace is incomplete: ${lost.slice(0, 3).join('; ')}`);
+    const { received, rejects } = this.trace;
+    await this.unlessFailed(
+      pollUntil(
+        () => [...expected].every(([s, n]) => (received.get(s) ?? 0) >= n),
+        this.timeout,
+        () => this.over,
+      ).catch(() => {
+        throw new JobError(
+          `trace incomplete: expected ${JSON.stringify(Object.fromEntries(expected))} events per stage, received ${JSON.stringify(Object.fromEntries(received))}`,
+        );
+      }),
+    );
+    if (rejects.count > 0)
+      throw new JobError(
+        `malformed trace batches (${rejects.count} problems): ${rejects.first.slice(0, 3).join('; ')}`,
+      );
+  }
+
+  nodesUsed(): DistributedResult['nodes'] {
+    return this.used.map((n, i) => ({
+      name: n,
+      pid: this.pidOf.get(n) ?? -1,
+      host: this.hostOf.get(n) ?? '?',
+      stages: this.blocks[i],
+    }));
+  }
+
+  /** The end, however it came: renewals stop, an unfinished job is aborted on its nodes. */
+  close(): void {
+    this.over = true;
+    clearInterval(this.renewer);
+    this.replies.close();
+    this.hellos.close();
+    // A node that refused to host (the job name is someone else's there) is left alone.
+    const refused = new Set(
+      this.replies.queue.filter((r) => r.verb === 'error' && r.request === 'host').map((r) => r.name),
+    );
+    if (!this.completed)
+      this.used
+        .filter((n) => !refused.has(n))
+        .forEach((n) => this.request(n, { verb: 'abort', job: this.cfg.job, launch: this.id }));
+    for (const s of this.subs) s.unsubscribe();
+    this.runtime.shutdown();
+  }
+}

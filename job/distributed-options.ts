@@ -1,0 +1,53 @@
+// A distributed job's options and result, and how its stages are dealt to the nodes
+// under which lease.
+
+import { Bus } from '../transport/bus';
+import { MAX_TIMER_MS } from '../base/clock';
+import { IterationRecord } from '../actors/coordinator';
+import { EventSink } from '../stage/events';
+import { JobConfig } from './config';
+import { JobResult } from './run-local';
+import { MIN_LEASE_MS, NODE_NAME_RE } from '../actors/node-agent';
+import { JobConfigError, JobError } from './wire-stage';
+
+export interface DistributedOptions {
+  bus: Bus;
+  /** Node agents to use, by name; stages are dealt to them in contiguous blocks. */
+  nodes: string[];
+  /** How long to wait for nodes to announce themselves and answer, ms. */
+  nodeTimeoutMs?: number;
+  /** Pause between hosting and the first iteration, so subscriptions spread over a cluster (ms, default 200). */
+  settleMs?: number;
+  sinks?: EventSink[];
+  onIteration?: (r: IterationRecord) => void;
+  /** Rejects when the job cannot go on (a stage process died, the launcher was interrupted): the job fails with that error at once. */
+  stop?: Promise<never>;
+  /** The nodes drop the job's stages when they hear nothing from this launcher for this long, and the
+   * launcher fails the job when a node answers nothing for as long (ms; default the job's stall timeout,
+   * the same bound on a task that blocks its process); renewed every quarter of it. */
+  leaseMs?: number;
+}
+
+export interface DistributedResult extends JobResult {
+  /** Each node's process: its pid and machine name (pids repeat across machines). */
+  nodes: { name: string; pid: number; host: string; stages: number[] }[];
+}
+
+/** Contiguous blocks of stages per node: P=8 over 3 nodes gives 0-2, 3-5, 6-7. */
+export function assignStages(stages: number, nodes: number): number[][] {
+  const out: number[][] = Array.from({ length: nodes }, () => []);
+  for (let s = 0; s < stages; s++) out[Math.floor((s * nodes) / stages)].push(s);
+  return out.filter((b) => b.length > 0);
+}
+
+/** The lease the nodes hold the job's stages under, checked. */
+export function leaseOf(cfg: JobConfig, o: DistributedOptions): number {
+  for (const n of o.nodes)
+    if (!NODE_NAME_RE.test(n)) throw new JobError(`node name ${JSON.stringify(n)} does not match [A-Za-z0-9_-]+`);
+  const leaseMs = Math.max(MIN_LEASE_MS, Math.round(o.leaseMs ?? cfg.stallTimeoutMs));
+  if (!(leaseMs <= MAX_TIMER_MS))
+    throw new JobConfigError(
+      `the lease (by default the stall timeout) is ${leaseMs} ms; it must be at most ${MAX_TIMER_MS} ms, the longest timer Node keeps`,
+    );
+  return leaseMs;
+}

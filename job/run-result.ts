@@ -1,0 +1,155 @@
+// A run's result: the statistics, validation and JSON summary of a finished job, from its
+// events and the coordinator's records (the same for a local and a distributed run).
+
+import { HintPolicy } from '../policies/hint';
+import { PipelineShape } from '../policies/task';
+import { lowerBound } from '../checks/lower-bound';
+import { DurationModel } from '../models/durations';
+import { measuredDurations } from '../checks/measured';
+import { StoreStats } from '../actors/param-store';
+import { IterationRecord } from '../actors/coordinator';
+import { RejectTally, newRejectTally } from '../base/reject-tally';
+import { BatonEvent } from '../stage/events';
+import { JobConfig } from './config';
+import { IterationStats, StageTotals, eventsByIteration, iterationStats, mean, totals } from '../checks/stats';
+import { ValidationError, validateRun } from '../checks/validate';
+
+export interface JobResult {
+  config: JobConfig;
+  shape: PipelineShape;
+  policy: HintPolicy;
+  clock: 'real' | 'virtual';
+  transport: string;
+  records: IterationRecord[];
+  iterations: IterationStats[];
+  totals: StageTotals;
+  events: BatonEvent[];
+  wallMs: number;
+  /** What was rejected (bad messages from peers), first ones first; `totals.rejected` counts them all. */
+  rejects: string[];
+}
+
+export function summarize(r: JobResult) {
+  const makespan = mean(r.iterations.map((i) => i.makespan_ms));
+  const lowerBound = mean(r.iterations.map((i) => i.lower_bound_ms));
+  return {
+    policy: r.policy.name,
+    stages: r.shape.stages,
+    microbatches: r.shape.microbatches,
+    chunks: r.shape.chunks,
+    seed: r.config.seed,
+    profile: r.config.profile,
+    jitter: r.config.jitter,
+    jitter_scale: r.config.jitterScale,
+    buffer_limit: r.config.bufferLimit,
+    warmup_iterations: r.config.warmupIterations,
+    clock: r.clock,
+    iterations: r.iterations.map((i) => ({
+      iteration: i.iteration,
+      makespan_ms: i.makespan_ms,
+      lower_bound_ms: i.lower_bound_ms,
+      efficiency: i.efficiency,
+      bubble_fraction: i.bubble_fraction,
+    })),
+    makespan_ms: makespan,
+    lower_bound_ms: lowerBound,
+    // A run of zero-length tasks takes no time and wastes none.
+    efficiency: makespan > 0 ? lowerBound / makespan : 1,
+    bubble_fraction: mean(r.iterations.map((i) => i.bubble_fraction)),
+    peak_inflight: r.totals.peakInflight,
+    tasks: r.totals.tasks,
+    messages: r.totals.messages,
+    bytes: r.totals.bytes,
+    rejected: r.totals.rejected,
+    wall_ms: r.wallMs,
+    mode: r.config.mode,
+    ...(r.config.mode === 'async' ? asyncStats(r) : {}),
+  };
+}
+
+/** Staleness and extra consistency state per stage, from the parameter stores' reports. */
+export function asyncStats(r: JobResult) {
+  const stores = r.records[r.records.length - 1].reports.map((x) => x.store as StoreStats | undefined);
+  return {
+    consistency: r.config.async.consistency,
+    updates: stores.map((s) => s?.updates ?? 0),
+    inflight_bound: stores.map((s) => s?.inflightBound ?? 0),
+    delay: stores.map((s) => s?.delay ?? 0),
+    staleness: stores.map((s) => ({ mean: s?.staleness.mean ?? 0, max: s?.staleness.max ?? 0 })),
+    extra_state_bytes: stores.map((s) => s?.extraStateBytes ?? 0),
+  };
+}
+
+export interface ResultParts {
+  cfg: JobConfig;
+  shape: PipelineShape;
+  policy: HintPolicy;
+  records: IterationRecord[];
+  events: BatonEvent[];
+  clock: 'real' | 'virtual';
+  transport: string;
+  wallStart: number;
+  validate: boolean;
+  /** False when stages ran in different processes (different clocks). */
+  sharedClock?: boolean;
+  /** Messages the coordinator refused (not a report of this job's current iteration): counted as rejected. */
+  coordinatorRejects?: RejectTally;
+  /** Other messages the launcher refused (trace batches of another launch): counted as rejected. */
+  launcherRejects?: RejectTally;
+}
+
+const MAX_REJECTS_KEPT = 20;
+
+/** Validate a finished run and compute its statistics (shared by local and distributed runs). */
+export function buildResult(p: ResultParts): JobResult {
+  const measured = measuredDurations(p.events, p.shape, p.sharedClock ?? true) as unknown as DurationModel;
+  if (p.validate) {
+    const problems = validateRun(p.events, p.shape, p.cfg.warmupIterations + p.cfg.iterations, {
+      sharedClock: p.sharedClock ?? true,
+      firstIteration: p.cfg.firstIteration,
+    });
+    if (problems.length > 0) throw new ValidationError(problems);
+  }
+  const measuredRecords = p.records.slice(p.cfg.warmupIterations);
+  const byIteration = eventsByIteration(p.events);
+  const iterations = measuredRecords.map((r) =>
+    iterationStats(
+      r,
+      byIteration.get(r.iteration) ?? [],
+      p.shape.stages,
+      lowerBound(p.shape, r.iteration, measured).bound,
+    ),
+  );
+  const measuredIterations = new Set(measuredRecords.map((r) => r.iteration));
+  const t = totals(p.events, p.shape.stages, (it) => measuredIterations.has(it));
+  const coordinatorRejects = p.coordinatorRejects ?? newRejectTally();
+  const launcherRejects = p.launcherRejects ?? newRejectTally();
+  const rejects = [
+    ...[
+      ...coordinatorRejects.first.map((d) => `coordinator: ${d}`),
+      ...launcherRejects.first.map((d) => `launcher: ${d}`),
+    ].slice(0, MAX_REJECTS_KEPT / 2),
+    ...p.events
+      .flatMap((e) =>
+        e.type !== 'reject'
+          ? []
+          : e.detail.startsWith(`stage ${e.stage}:`)
+            ? [e.detail]
+            : [`stage ${e.stage}: ${e.detail}`],
+      )
+      .slice(0, MAX_REJECTS_KEPT / 2),
+  ];
+  return {
+    config: p.cfg,
+    shape: p.shape,
+    policy: p.policy,
+    clock: p.clock,
+    transport: p.transport,
+    records: measuredRecords,
+    iterations,
+    totals: { ...t, rejected: t.rejected + coordinatorRejects.count + launcherRejects.count },
+    events: p.events,
+    wallMs: performance.now() - p.wallStart,
+    rejects,
+  };
+}
