@@ -3,20 +3,13 @@
 // statistics, the losses, the snapshot it checkpoints), so one it cannot read is refused
 // and counted, and the stage's own report still finds its place.
 
-type Check = (v: unknown) => string | null;
+import { Check, finite, isMap, listOf } from '../base/checks';
 
 const count: Check = (v) => (Number.isSafeInteger(v) && (v as number) >= 0 ? null : 'a whole number ≥ 0');
 const amount: Check = (v) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? null : 'a finite number ≥ 0');
-const finite: Check = (v) => (typeof v === 'number' && Number.isFinite(v) ? null : 'a finite number');
 // A diverged run's losses are not finite, and it still reports them.
 const number: Check = (v) => (typeof v === 'number' ? null : 'a number');
 const text: Check = (v) => (typeof v === 'string' ? null : 'text');
-const isMap = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v) && !ArrayBuffer.isView(v);
-const listOf =
-  (each: Check, what: string): Check =>
-  (v) =>
-    Array.isArray(v) && v.every((x) => each(x) === null) ? null : `a list of ${what}`;
 const fields =
   (spec: Record<string, Check>): Check =>
   (v) => {

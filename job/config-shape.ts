@@ -3,6 +3,7 @@
 // so nonsense is refused naming the field instead of hosted with defaults or failing later
 // as a TypeError. Ranges beyond the type are left to planJob and the modules that use them.
 
+import { Check, finite, isMap } from '../base/checks';
 import { quoteValue } from '../base/quote';
 import { checkJobName } from '../transport/subjects';
 import { JITTER_MODES } from '../models/jitter';
@@ -12,15 +13,11 @@ import { JobConfig } from './config';
 import { AsyncSettings, CONSISTENCY_POLICIES } from '../actors/param-store';
 import { JobConfigError } from './wire-stage';
 
-/** What a value must be, or null when it is. */
-type Check = (v: unknown) => string | null;
-
 const integer =
   (min: number): Check =>
   (v) =>
     Number.isSafeInteger(v) && (v as number) >= min ? null : `an integer >= ${min}`;
 const anyInteger: Check = (v) => (Number.isSafeInteger(v) ? null : 'an integer');
-const finite: Check = (v) => (typeof v === 'number' && Number.isFinite(v) ? null : 'a finite number');
 const text: Check = (v) => (typeof v === 'string' ? null : 'a string');
 const textOrNull: Check = (v) => (v === null || typeof v === 'string' ? null : 'a string or null');
 const flag: Check = (v) => (typeof v === 'boolean' ? null : 'true or false');
@@ -28,10 +25,6 @@ const oneOf =
   (values: readonly string[]): Check =>
   (v) =>
     typeof v === 'string' && values.includes(v) ? null : `one of ${values.join(', ')}`;
-
-function isPlainMap(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v) && !ArrayBuffer.isView(v) && !(v instanceof Map);
-}
 
 const TRAIN_FIELDS: Record<keyof TrainConfig, Check> = {
   model: oneOf(['gpt', 'mlp']),
@@ -110,7 +103,7 @@ function checkFields(
       const want = check(v);
       if (want) throw new JobConfigError(`${field} must be ${want}, got ${quoteValue(v, 60)}`);
     } else if (!(check.nullable && v === null)) {
-      if (!isPlainMap(v))
+      if (!isMap(v))
         throw new JobConfigError(`${field} must be a map${check.nullable ? ' or null' : ''}, got ${quoteValue(v, 60)}`);
       checkFields(v, check.nested, field, true);
     }
@@ -119,7 +112,7 @@ function checkFields(
 
 /** A host request's config, refused (JobConfigError naming the field) unless it has the shape of a partial JobConfig. */
 export function checkConfigShape(config: unknown): Partial<JobConfig> {
-  if (!isPlainMap(config))
+  if (!isMap(config))
     throw new JobConfigError(`config must be a map of JobConfig fields, got ${quoteValue(config, 60)}`);
   checkFields(config, JOB_FIELDS, 'config', false);
   return config as Partial<JobConfig>;

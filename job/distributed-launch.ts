@@ -8,6 +8,7 @@ import { peerText, quoteValue } from '../base/quote';
 import { RealClock } from '../base/clock';
 import { IterationRecord, coordinate } from '../actors/coordinator';
 import { DeadlockError } from '../checks/deadlock';
+import { failureSignal } from '../base/failure-signal';
 import { JobConfig } from './config';
 import { waitWithWatchdog } from './run-local';
 import { newRejectTally, tallyReject } from '../base/reject-tally';
@@ -42,8 +43,9 @@ export class Launch {
   private readonly used: string[];
   private pidOf = new Map<string, number>();
   private hostOf = new Map<string, string>();
-  private nodeFailed: (e: Error) => void = () => {};
-  private readonly nodeFailure = new Promise<never>((_, reject) => (this.nodeFailed = reject));
+  private readonly failure = failureSignal();
+  private readonly nodeFailed = this.failure.fail;
+  private readonly nodeFailure = this.failure.failed;
   private renewer: NodeJS.Timeout | undefined;
   completed = false;
   private over = false;
@@ -57,7 +59,6 @@ export class Launch {
     this.bus = o.bus;
     this.timeout = o.nodeTimeoutMs ?? 20000;
     this.trace = new TraceCollector(cfg.job, this.id, stages, o.sinks ?? [], this.otherLaunch);
-    this.nodeFailure.catch(() => {});
     o.stop?.catch((e: Error) => this.nodeFailed(e));
     this.subs.push(
       this.bus.subscribe(this.replySubject, (subj, d) => this.onReply(subj, d)),

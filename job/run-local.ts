@@ -10,6 +10,7 @@ import { StageCompute } from '../stage/compute';
 import { IterationRecord, coordinate } from '../actors/coordinator';
 import { DeadlockError } from '../checks/deadlock';
 import { BatonEvent, EventSink } from '../stage/events';
+import { failureSignal } from '../base/failure-signal';
 import { JobConfig } from './config';
 import { ActorRuntime, ActorRef } from '../actors/runtime';
 import { StageActorMsg } from '../actors/stage';
@@ -56,9 +57,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
     recordingSink(events, opts.sinks ?? []),
   );
   let records: IterationRecord[] | null = null;
-  let fail: (e: Error) => void = () => {};
-  const failed = new Promise<never>((_, reject) => (fail = reject));
-  failed.catch(() => {});
+  const { failed, fail } = failureSignal();
   runtime.onFailure = (f) => fail(new JobError(`actor ${f.actor} failed: ${f.error.message}`, { cause: f.error }));
   const coordinator = coordinate({
     runtime,
