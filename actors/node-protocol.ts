@@ -2,6 +2,7 @@
 // protocol itself): what a launcher and an agent must agree on.
 
 import { quoteValue } from '../base/quote';
+import { TOKEN_RE } from '../base/token';
 import { MAX_TIMER_MS } from '../base/clock';
 import { LAUNCH_EXPECTED, LAUNCH_RE } from '../transport/envelope';
 import { MAX_SUBJECT_BYTES, checkSubject } from '../transport/local-bus';
@@ -11,7 +12,7 @@ export const ANNOUNCE_SUBJECT = `${NODES_PREFIX}.announce`;
 export const nodeSubject = (name: string) => `${NODES_PREFIX}.${name}`;
 
 /** Node names are one subject token. */
-export const NODE_NAME_RE = /^[A-Za-z0-9_-]+$/;
+export const NODE_NAME_RE = TOKEN_RE;
 /** The longest node name: its subject, baton._nodes.<name>, must fit the bus's MAX_SUBJECT_BYTES. */
 export const MAX_NODE_NAME = MAX_SUBJECT_BYTES - `${NODES_PREFIX}.`.length;
 

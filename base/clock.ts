@@ -22,8 +22,6 @@ export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** How long before a deadline a real-clock timer stops sleeping and starts yielding. */
 const SPIN_MS = 0.5;
-/** Node's longest setTimeout; a longer one fires after 1 ms. */
-const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 /** Left after a timer's sleep, more than this means the sleep was one leg of a long timer (Node's timers may fire a little early, never this early). */
 const LONG_LEG_MS = 1000;
 
@@ -53,7 +51,7 @@ export class RealClock implements Clock {
       const left = deadline - performance.now();
       if (left > LONG_LEG_MS) {
         // A timer longer than Node's limit sleeps in legs; a short remainder spins as usual.
-        this.live.set(id, setTimeout(finish, Math.min(left - SPIN_MS, MAX_TIMEOUT_MS)));
+        this.live.set(id, setTimeout(finish, Math.min(left - SPIN_MS, MAX_TIMER_MS)));
         return;
       }
       if (left > 0) {
@@ -63,7 +61,7 @@ export class RealClock implements Clock {
       this.live.delete(id);
       fire();
     };
-    this.live.set(id, setTimeout(finish, Math.min(Math.max(0, ms - SPIN_MS), MAX_TIMEOUT_MS)));
+    this.live.set(id, setTimeout(finish, Math.min(Math.max(0, ms - SPIN_MS), MAX_TIMER_MS)));
     return { id };
   }
 

@@ -9,6 +9,7 @@ import { JobConfig } from './config';
 import { JobResult } from './run-local';
 import { MIN_LEASE_MS, NODE_NAME_RE } from '../actors/node-agent';
 import { JobConfigError, JobError } from './wire-stage';
+import { TOKEN_CHARS } from '../base/token';
 
 export interface DistributedOptions {
   bus: Bus;
@@ -43,7 +44,7 @@ export function assignStages(stages: number, nodes: number): number[][] {
 /** The lease the nodes hold the job's stages under, checked. */
 export function leaseOf(cfg: JobConfig, o: DistributedOptions): number {
   for (const n of o.nodes)
-    if (!NODE_NAME_RE.test(n)) throw new JobError(`node name ${JSON.stringify(n)} does not match [A-Za-z0-9_-]+`);
+    if (!NODE_NAME_RE.test(n)) throw new JobError(`node name ${JSON.stringify(n)} does not match ${TOKEN_CHARS}`);
   const leaseMs = Math.max(MIN_LEASE_MS, Math.round(o.leaseMs ?? cfg.stallTimeoutMs));
   if (!(leaseMs <= MAX_TIMER_MS))
     throw new JobConfigError(
