@@ -3,8 +3,9 @@
 // background, dashed lines where iterations begin, a time axis in ms, a legend under
 // it and a title. It draws tasks only; messages and waits are in the Chrome trace.
 
-import { BatonEvent, TaskStartEvent } from '../../stage/events';
-import { TaskKind } from '../../policies/task';
+import { BatonEvent } from '../../stage/events';
+import { TaskKind, formatTask } from '../../policies/task';
+import { pairTaskEvents } from '../../checks/task-spans';
 
 export interface GanttOptions {
   stages: number;
@@ -47,37 +48,27 @@ export function escapeXml(s: string): string {
  * ends without starting, is a GanttError naming it. A task still open at the end of
  * the events (a run cut short) has no box. */
 export function ganttTasks(events: readonly BatonEvent[]): GanttTask[] {
-  const open = new Map<string, TaskStartEvent>();
-  const tasks: GanttTask[] = [];
-  for (const e of events) {
-    if (e.type !== 'task-start' && e.type !== 'task-end') continue;
-    const key = `${e.stage}|${e.iteration}|${e.kind}|${e.mb}|${e.chunk}`;
-    if (e.type === 'task-start') {
-      const first = open.get(key);
-      if (first)
-        throw new GanttError(
-          `stage ${e.stage}, iteration ${e.iteration}: ${e.kind}${e.mb}@${e.chunk} starts at ${e.t} ms while it is still running (started at ${first.t} ms)`,
-        );
-      open.set(key, e);
-    } else {
-      const s = open.get(key);
-      if (!s)
-        throw new GanttError(
-          `stage ${e.stage}, iteration ${e.iteration}: task-end of ${e.kind}${e.mb}@${e.chunk} at ${e.t} ms without its task-start`,
-        );
-      open.delete(key);
-      tasks.push({
-        stage: e.stage,
-        iteration: e.iteration,
-        kind: e.kind,
-        mb: e.mb,
-        chunk: e.chunk,
-        start: s.t,
-        end: Math.max(s.t, e.t),
-      });
-    }
-  }
-  return tasks;
+  const { spans } = pairTaskEvents(events, {
+    restarted: (first, e) => {
+      throw new GanttError(
+        `stage ${e.stage}, iteration ${e.iteration}: ${formatTask(e)} starts at ${e.t} ms while it is still running (started at ${first.t} ms)`,
+      );
+    },
+    unstarted: (e) => {
+      throw new GanttError(
+        `stage ${e.stage}, iteration ${e.iteration}: task-end of ${formatTask(e)} at ${e.t} ms without its task-start`,
+      );
+    },
+  });
+  return spans.map(({ start, end }) => ({
+    stage: end.stage,
+    iteration: end.iteration,
+    kind: end.kind,
+    mb: end.mb,
+    chunk: end.chunk,
+    start: start.t,
+    end: Math.max(start.t, end.t),
+  }));
 }
 
 /** Tick step of 1, 2 or 5 times a power of ten giving about `target` ticks over `span`. */
@@ -215,8 +206,7 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
     const w = Math.max(x(t.end) - x0, 0.5);
     const y = top + t.stage * rowH + gap / 2;
     const h = rowH - gap;
-    const name = `${t.kind}${t.mb}${t.chunk === 0 ? '' : `@${t.chunk}`}`;
-    const tip = `stage ${t.stage}, iteration ${t.iteration}: ${name} ${fmt(t.start - t0)}–${fmt(t.end - t0)} ms`;
+    const tip = `stage ${t.stage}, iteration ${t.iteration}: ${formatTask(t)} ${fmt(t.start - t0)}–${fmt(t.end - t0)} ms`;
     parts.push(
       `<rect class="task" x="${x0.toFixed(2)}" y="${y}" width="${w.toFixed(2)}" height="${h}" fill="${taskColor(t.kind, t.chunk, chunks)}" stroke="#ffffff" stroke-width="${w > 3 ? 0.6 : 0}"><title>${escapeXml(tip)}</title></rect>`,
     );
