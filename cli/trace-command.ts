@@ -11,7 +11,9 @@ import { SHAPE_LIMITS } from '../policies/task';
 import { checkOutputFile } from './output-paths';
 import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { formatTable, printable } from './table';
-import { ChromeEvent, TraceContentError, batonEventsFromTrace, checkChromeTrace } from './trace/chrome';
+import { ChromeEvent } from './trace/chrome';
+import { TraceContentError, batonEventsFromTrace } from './trace/chrome-read';
+import { checkChromeTrace } from './trace/chrome-check';
 import { GanttError, ganttSvg, ganttTasks } from './trace/gantt';
 
 /** Wider than any screen or browser's largest image many times over: a chart this wide is a typo. */

@@ -7,7 +7,8 @@ import { resolveConfig } from '../job/config';
 import { BatonEvent } from '../stage/events';
 import { runJob } from '../job/run-local';
 import { TRACE_HELP, traceCommand } from '../cli/trace-command';
-import { toChromeTrace, writeChromeTrace } from '../cli/trace/chrome';
+import { toChromeTrace } from '../cli/trace/chrome';
+import { writeChromeTrace } from '../cli/trace/chrome-write';
 
 describe('baton trace', () => {
   let dir: string;
