@@ -7,6 +7,7 @@
 
 import { PipelineShape, Task, TaskKind, backwardSuccessor, forwardSuccessor } from '../policies/task';
 import { BatonEvent } from '../stage/events';
+import { TaskKey, pairTaskEvents, taskKey } from './task-spans';
 
 export interface MeasuredDurations {
   readonly shape: PipelineShape;
@@ -14,7 +15,8 @@ export interface MeasuredDurations {
   comm(iteration: number, stage: number, t: Task): number;
 }
 
-const k = (it: number, stage: number, kind: TaskKind | string, mb: number, chunk: number) =>
+/** Where a message and its receive meet, and where its transfer time is kept: (iteration, stage, kind, microbatch, chunk). */
+const messageKey = (it: number, stage: number, kind: TaskKind | string, mb: number, chunk: number) =>
   `${it}|${stage}|${kind}|${mb}|${chunk}`;
 
 export function measuredDurations(
@@ -22,30 +24,29 @@ export function measuredDurations(
   shape: PipelineShape,
   sharedClock: boolean,
 ): MeasuredDurations {
-  const start = new Map<string, number>();
-  const busy = new Map<string, number>();
+  const busy = new Map<TaskKey, number>();
+  for (const { start, end } of pairTaskEvents(events).spans)
+    busy.set(taskKey(end.stage, end.iteration, end), end.t - start.t);
   const sent = new Map<string, number>();
   const comm = new Map<string, number>();
   for (const e of events) {
-    if (e.type === 'task-start') start.set(k(e.iteration, e.stage, e.kind, e.mb, e.chunk), e.t);
-    else if (e.type === 'task-end') {
-      const key = k(e.iteration, e.stage, e.kind, e.mb, e.chunk);
-      const t0 = start.get(key);
-      if (t0 !== undefined) busy.set(key, e.t - t0);
-    } else if (e.type === 'send') sent.set(k(e.iteration, e.dst, e.kind, e.mb, e.chunk), e.t);
+    if (e.type === 'send') sent.set(messageKey(e.iteration, e.dst, e.kind, e.mb, e.chunk), e.t);
     else if (e.type === 'receive' && sharedClock) {
-      const t0 = sent.get(k(e.iteration, e.stage, e.kind, e.mb, e.chunk));
+      const t0 = sent.get(messageKey(e.iteration, e.stage, e.kind, e.mb, e.chunk));
       if (t0 !== undefined)
-        comm.set(k(e.iteration, e.src, e.kind === 'activation' ? 'F' : 'B', e.mb, e.chunk), Math.max(0, e.t - t0));
+        comm.set(
+          messageKey(e.iteration, e.src, e.kind === 'activation' ? 'F' : 'B', e.mb, e.chunk),
+          Math.max(0, e.t - t0),
+        );
     }
   }
   return {
     shape,
-    compute: (it, stage, t) => busy.get(k(it, stage, t.kind, t.mb, t.chunk)) ?? 0,
+    compute: (it, stage, t) => busy.get(taskKey(stage, it, t)) ?? 0,
     // Keyed by the destination's chunk: the message of F(mb, c) at `stage` lands at its successor's chunk.
     comm: (it, stage, t) => {
       const to = t.kind === 'F' ? forwardSuccessor(stage, t.chunk, shape) : backwardSuccessor(stage, t.chunk, shape);
-      return to ? (comm.get(k(it, stage, t.kind, t.mb, to.chunk)) ?? 0) : 0;
+      return to ? (comm.get(messageKey(it, stage, t.kind, t.mb, to.chunk)) ?? 0) : 0;
     },
   };
 }

@@ -1,6 +1,7 @@
 // Run statistics from the event stream and the coordinator's iteration records (pure).
 
 import { BatonEvent } from '../stage/events';
+import { pairTaskEvents } from './task-spans';
 
 /** The coordinator's record of one iteration (actors/coordinator.ts). */
 export interface IterationRecord {
@@ -54,15 +55,10 @@ export function iterationStats(
   const busy = new Array<number>(stages).fill(0);
   const wait: Record<string, number>[] = Array.from({ length: stages }, () => ({}));
   const messaging = new Array<number>(stages).fill(0);
-  const open = new Map<string, number>();
-  for (const e of events) {
-    if (e.iteration !== rec.iteration) continue;
-    if (e.type === 'task-start') open.set(`${e.stage}|${e.kind}|${e.mb}|${e.chunk}`, e.t);
-    else if (e.type === 'task-end') {
-      const k = `${e.stage}|${e.kind}|${e.mb}|${e.chunk}`;
-      const t0 = open.get(k);
-      if (t0 !== undefined) busy[e.stage] += e.t - t0;
-    } else if (e.type === 'wait') wait[e.stage][e.reason] = (wait[e.stage][e.reason] ?? 0) + e.ms;
+  const ofIteration = events.filter((e) => e.iteration === rec.iteration);
+  for (const { start, end } of pairTaskEvents(ofIteration).spans) busy[end.stage] += end.t - start.t;
+  for (const e of ofIteration) {
+    if (e.type === 'wait') wait[e.stage][e.reason] = (wait[e.stage][e.reason] ?? 0) + e.ms;
     else if ((e.type === 'send' || e.type === 'receive') && e.cpuMs !== undefined) messaging[e.stage] += e.cpuMs;
   }
   const total = busy.reduce((a, b) => a + b, 0);

@@ -13,7 +13,8 @@ import {
   isLossStage,
   task,
 } from '../policies/task';
-import { BatonEvent, ReceiveEvent, SendEvent, TaskEndEvent, TaskStartEvent } from '../stage/events';
+import { BatonEvent, ReceiveEvent, SendEvent, TaskEndEvent } from '../stage/events';
+import { TaskKey, firstTaskEvents, taskKey } from './task-spans';
 
 export class ValidationError extends Error {
   override name = 'ValidationError';
@@ -33,7 +34,8 @@ export interface ValidateOptions {
 }
 
 type Key = string;
-const key = (it: number, stage: number, kind: string, mb: number, chunk: number): Key =>
+/** Where a message is kept: by its receiver (stage), its kind and the task it feeds (microbatch, chunk). */
+const messageKey = (it: number, stage: number, kind: string, mb: number, chunk: number): Key =>
   `${it}|${stage}|${kind}|${mb}|${chunk}`;
 
 /** Returns the problems found (empty when the run is valid). */
@@ -45,26 +47,21 @@ export function validateRun(
 ): string[] {
   const shared = opts.sharedClock ?? true;
   const problems: string[] = [];
-  const starts = new Map<Key, TaskStartEvent>();
-  const ends = new Map<Key, TaskEndEvent>();
+  const { starts, ends } = firstTaskEvents(events, (e) =>
+    problems.push(
+      `stage ${e.stage}, iteration ${e.iteration}: ${formatTask(e)} ${e.type === 'task-start' ? 'started' : 'ended'} twice`,
+    ),
+  );
   const recvs = new Map<Key, ReceiveEvent>();
   const sends = new Map<Key, SendEvent>();
   for (const e of events) {
-    if (e.type === 'task-start' || e.type === 'task-end') {
-      const k = key(e.iteration, e.stage, e.kind, e.mb, e.chunk);
-      const map = e.type === 'task-start' ? starts : ends;
-      if (map.has(k))
-        problems.push(
-          `stage ${e.stage}, iteration ${e.iteration}: ${formatTask(e)} ${e.type === 'task-start' ? 'started' : 'ended'} twice`,
-        );
-      else (map as Map<Key, BatonEvent>).set(k, e);
-    } else if (e.type === 'receive') {
+    if (e.type === 'receive') {
       // The first arrival is the one the stage took; a later duplicate it rejected.
-      const k = key(e.iteration, e.stage, e.kind, e.mb, e.chunk);
+      const k = messageKey(e.iteration, e.stage, e.kind, e.mb, e.chunk);
       const seen = recvs.get(k);
       if (!seen || e.t < seen.t) recvs.set(k, e);
     } else if (e.type === 'send') {
-      sends.set(key(e.iteration, e.dst, e.kind, e.mb, e.chunk), e);
+      sends.set(messageKey(e.iteration, e.dst, e.kind, e.mb, e.chunk), e);
     }
   }
   const expected = allTasks(shape);
@@ -79,8 +76,8 @@ export function validateRun(
       for (const t of expected) {
         expectedCount++;
         const where = `stage ${s}, iteration ${it}, ${formatTask(t)}`;
-        const st = starts.get(key(it, s, t.kind, t.mb, t.chunk));
-        const en = ends.get(key(it, s, t.kind, t.mb, t.chunk));
+        const st = starts.get(taskKey(s, it, t));
+        const en = ends.get(taskKey(s, it, t));
         if (!st || !en) {
           problems.push(`${where}: ${!st ? 'never started' : 'never ended'}`);
           continue;
@@ -116,12 +113,12 @@ function dependencyProblems(
   it: number,
   start: number,
   shape: PipelineShape,
-  ends: Map<Key, TaskEndEvent>,
+  ends: Map<TaskKey, TaskEndEvent>,
   msgs: { recvs: Map<Key, ReceiveEvent>; sends: Map<Key, SendEvent>; shared: boolean },
 ): string[] {
   const out: string[] = [];
   const needEnd = (dep: Task, stage: number, before: number, what: string) => {
-    const e = ends.get(key(it, stage, dep.kind, dep.mb, dep.chunk));
+    const e = ends.get(taskKey(stage, it, dep));
     if (!e) out.push(`${what} ${formatTask(dep)} at stage ${stage} never ended`);
     else if (e.t > before)
       out.push(`started at ${before} before ${what} ${formatTask(dep)} at stage ${stage} ended (${e.t})`);
@@ -130,12 +127,12 @@ function dependencyProblems(
   // which is checked only when all stages share a clock.
   const needMessage = (kind: 'activation' | 'gradient', producer: Task, from: number) => {
     if (from === s) return needEnd(producer, from, start, 'its producer');
-    const r = msgs.recvs.get(key(it, s, kind, t.mb, t.chunk));
+    const r = msgs.recvs.get(messageKey(it, s, kind, t.mb, t.chunk));
     if (!r) return out.push(`started without receiving its ${kind} from stage ${from}`);
     if (r.t > start) out.push(`started at ${start} before its ${kind} arrived (${r.t})`);
-    const snd = msgs.sends.get(key(it, s, kind, t.mb, t.chunk));
+    const snd = msgs.sends.get(messageKey(it, s, kind, t.mb, t.chunk));
     if (!snd || snd.stage !== from) return out.push(`received a ${kind} that stage ${from} never sent`);
-    const e = ends.get(key(it, from, producer.kind, producer.mb, producer.chunk));
+    const e = ends.get(taskKey(from, it, producer));
     if (!e) out.push(`the producer ${formatTask(producer)} at stage ${from} never ended`);
     else if (snd.t < e.t)
       out.push(`stage ${from} sent its ${kind} at ${snd.t} before the producer ${formatTask(producer)} ended (${e.t})`);
@@ -146,7 +143,7 @@ function dependencyProblems(
     if (pred) needMessage('activation', task('F', t.mb, pred.chunk), pred.stage);
     else {
       // The first virtual stage's input is the microbatch's data, from the coordinator.
-      const r = msgs.recvs.get(key(it, s, 'data', t.mb, t.chunk));
+      const r = msgs.recvs.get(messageKey(it, s, 'data', t.mb, t.chunk));
       if (!r) out.push('started without receiving its data');
       else if (r.t > start) out.push(`started at ${start} before its data arrived (${r.t})`);
     }

@@ -3,7 +3,8 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { JobResult, summarize } from '../job/run-local';
-import { toChromeTrace, writeChromeTrace } from './trace/chrome';
+import { toChromeTrace } from './trace/chrome';
+import { writeChromeTrace } from './trace/chrome-write';
 import { ganttSvg } from './trace/gantt';
 import { checkOutputFile, writtenFileKey } from './output-paths';
 import { UsageError } from './args';

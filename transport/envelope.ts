@@ -9,22 +9,6 @@ export type Direction = 'forward' | 'backward' | 'control';
 
 export type DType = 'float32' | 'float64' | 'int32' | 'int16' | 'int8' | 'uint32' | 'uint16' | 'uint8';
 
-export type TypedArrayOf<D extends DType> = D extends 'float32'
-  ? Float32Array
-  : D extends 'float64'
-    ? Float64Array
-    : D extends 'int32'
-      ? Int32Array
-      : D extends 'int16'
-        ? Int16Array
-        : D extends 'int8'
-          ? Int8Array
-          : D extends 'uint32'
-            ? Uint32Array
-            : D extends 'uint16'
-              ? Uint16Array
-              : Uint8Array;
-
 export type AnyTypedArray =
   Float32Array | Float64Array | Int32Array | Int16Array | Int8Array | Uint32Array | Uint16Array | Uint8Array;
 

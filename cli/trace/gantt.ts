@@ -3,8 +3,9 @@
 // background, dashed lines where iterations begin, a time axis in ms, a legend under
 // it and a title. It draws tasks only; messages and waits are in the Chrome trace.
 
-import { BatonEvent, TaskStartEvent } from '../../stage/events';
-import { TaskKind } from '../../policies/task';
+import { BatonEvent } from '../../stage/events';
+import { TaskKind, formatTask } from '../../policies/task';
+import { pairTaskEvents } from '../../checks/task-spans';
 
 export interface GanttOptions {
   stages: number;
@@ -47,37 +48,27 @@ export function escapeXml(s: string): string {
  * ends without starting, is a GanttError naming it. A task still open at the end of
  * the events (a run cut short) has no box. */
 export function ganttTasks(events: readonly BatonEvent[]): GanttTask[] {
-  const open = new Map<string, TaskStartEvent>();
-  const tasks: GanttTask[] = [];
-  for (const e of events) {
-    if (e.type !== 'task-start' && e.type !== 'task-end') continue;
-    const key = `${e.stage}|${e.iteration}|${e.kind}|${e.mb}|${e.chunk}`;
-    if (e.type === 'task-start') {
-      const first = open.get(key);
-      if (first)
-        throw new GanttError(
-          `stage ${e.stage}, iteration ${e.iteration}: ${e.kind}${e.mb}@${e.chunk} starts at ${e.t} ms while it is still running (started at ${first.t} ms)`,
-        );
-      open.set(key, e);
-    } else {
-      const s = open.get(key);
-      if (!s)
-        throw new GanttError(
-          `stage ${e.stage}, iteration ${e.iteration}: task-end of ${e.kind}${e.mb}@${e.chunk} at ${e.t} ms without its task-start`,
-        );
-      open.delete(key);
-      tasks.push({
-        stage: e.stage,
-        iteration: e.iteration,
-        kind: e.kind,
-        mb: e.mb,
-        chunk: e.chunk,
-        start: s.t,
-        end: Math.max(s.t, e.t),
-      });
-    }
-  }
-  return tasks;
+  const { spans } = pairTaskEvents(events, {
+    restarted: (first, e) => {
+      throw new GanttError(
+        `stage ${e.stage}, iteration ${e.iteration}: ${formatTask(e)} starts at ${e.t} ms while it is still running (started at ${first.t} ms)`,
+      );
+    },
+    unstarted: (e) => {
+      throw new GanttError(
+        `stage ${e.stage}, iteration ${e.iteration}: task-end of ${formatTask(e)} at ${e.t} ms without its task-start`,
+      );
+    },
+  });
+  return spans.map(({ start, end }) => ({
+    stage: end.stage,
+    iteration: end.iteration,
+    kind: end.kind,
+    mb: end.mb,
+    chunk: end.chunk,
+    start: start.t,
+    end: Math.max(start.t, end.t),
+  }));
 }
 
 /** Tick step of 1, 2 or 5 times a power of ten giving about `target` ticks over `span`. */
@@ -112,14 +103,28 @@ const fmt = (ms: number) => {
   return exponent === undefined ? short : `${short}e${exponent}`;
 };
 
-export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): string {
-  if (!Number.isInteger(opts.stages) || opts.stages < 1)
-    throw new GanttError(`ganttSvg: stages must be a positive integer, got ${JSON.stringify(opts.stages)}`);
-  const width = opts.width ?? 1200;
-  if (!(width >= 300))
-    throw new GanttError(`ganttSvg: width must be at least 300 px, got ${JSON.stringify(opts.width)}`);
-  const tasks = ganttTasks(events);
-  let stages = opts.stages;
+/** Where things go on the chart: px for times and stages, and what the tasks span. */
+interface ChartLayout {
+  width: number;
+  stages: number;
+  chunks: number;
+  t0: number;
+  t1: number;
+  span: number;
+  rowH: number;
+  gap: number;
+  left: number;
+  right: number;
+  top: number;
+  plotW: number;
+  axisY: number;
+  x: (t: number) => number;
+  iterStart: Map<number, number>;
+  iterations: number[];
+}
+
+function chartLayout(tasks: readonly GanttTask[], declaredStages: number, width: number): ChartLayout {
+  let stages = declaredStages;
   let chunks = 1;
   let t0 = Infinity;
   let t1 = -Infinity;
@@ -133,18 +138,55 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
   }
   if (tasks.length === 0) t0 = t1 = 0;
   const span = tasks.length === 0 ? 1 : Math.max(t1 - t0, 1e-9);
-
   const rowH = stages <= 8 ? 30 : stages <= 16 ? 22 : 14;
   const gap = stages <= 16 ? 4 : 2;
   const left = 64;
   const right = 16;
   const top = 64;
   const plotW = width - left - right;
-  const plotH = stages * rowH;
-  // Legend under the axis title, in as many rows as the width needs (a row of 3 kinds × V
-  // chunks ran off the chart's left edge at V = 8).
+  const x = (t: number) => left + ((t - t0) / span) * plotW;
+  const iterations = [...iterStart.keys()].sort((a, b) => a - b);
+  const axisY = top + stages * rowH;
+  return { width, stages, chunks, t0, t1, span, rowH, gap, left, right, top, plotW, axisY, x, iterStart, iterations };
+}
+
+export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): string {
+  if (!Number.isInteger(opts.stages) || opts.stages < 1)
+    throw new GanttError(`ganttSvg: stages must be a positive integer, got ${JSON.stringify(opts.stages)}`);
+  const width = opts.width ?? 1200;
+  if (!(width >= 300))
+    throw new GanttError(`ganttSvg: width must be at least 300 px, got ${JSON.stringify(opts.width)}`);
+  const tasks = ganttTasks(events);
+  const c = chartLayout(tasks, opts.stages, width);
+  const { legend, height } = legendLayout(tasks, c);
+  const parts: string[] = [];
+  parts.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" font-family="Helvetica, Arial, sans-serif">`,
+  );
+  parts.push(`<rect x="0" y="0" width="${width}" height="${height}" fill="#ffffff"/>`);
+  parts.push(...titleSvg(tasks, c, opts.title ?? 'pipeline'));
+  parts.push(...rowsSvg(c));
+  parts.push(...axisSvg(c));
+  parts.push(...taskBoxesSvg(tasks, c));
+  if (c.iterations.length > 1 || events.some((e) => e.type === 'iteration-start')) parts.push(...iterationMarksSvg(c));
+  for (const { color, text, x: ex, y } of legend) {
+    parts.push(
+      `<rect class="legend" x="${ex.toFixed(1)}" y="${y}" width="12" height="12" fill="${color}" stroke="#90a4ae" stroke-width="0.5"/>`,
+    );
+    parts.push(`<text x="${(ex + 16).toFixed(1)}" y="${y + 10}" font-size="11">${escapeXml(text)}</text>`);
+  }
+  parts.push('</svg>');
+  return parts.join('\n');
+}
+
+/** Legend entries under the axis title, in as many rows as the width needs (a row of 3
+ * kinds × V chunks ran off the chart's left edge at V = 8), and the chart's height. */
+function legendLayout(
+  tasks: readonly GanttTask[],
+  { chunks, left, right, width, axisY }: ChartLayout,
+): { legend: { color: string; text: string; x: number; y: number }[]; height: number } {
   const kinds = (['F', 'B', 'W'] as TaskKind[]).filter((k) => tasks.some((t) => t.kind === k));
-  const legend: { color: string; text: string; x: number; row: number }[] = [];
+  const placed: { color: string; text: string; x: number; row: number }[] = [];
   const entries: [string, string][] = [];
   for (const k of kinds)
     for (let c = 0; c < chunks; c++) entries.push([taskColor(k, c, chunks), chunks > 1 ? `${k} chunk ${c}` : k]);
@@ -157,21 +199,19 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
       lx = left;
       row++;
     }
-    legend.push({ color, text, x: lx, row });
+    placed.push({ color, text, x: lx, row });
     lx += w;
   }
-  const legendY = top + plotH + 50;
-  const height = legendY + (row + 1) * LEGEND_ROW_PX + 8;
-  const x = (t: number) => left + ((t - t0) / span) * plotW;
-  const fontSize = Math.min(12, rowH - 8);
+  const legendY = axisY + 50;
+  return {
+    legend: placed.map(({ color, text, x, row: r }) => ({ color, text, x, y: legendY + r * LEGEND_ROW_PX })),
+    height: legendY + (row + 1) * LEGEND_ROW_PX + 8,
+  };
+}
 
-  const parts: string[] = [];
-  parts.push(
-    `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" font-family="Helvetica, Arial, sans-serif">`,
-  );
-  parts.push(`<rect x="0" y="0" width="${width}" height="${height}" fill="#ffffff"/>`);
-  const iterations = [...iterStart.keys()].sort((a, b) => a - b);
-  const title = opts.title ?? 'pipeline';
+/** The title and, under it, the shape, the task count and the time from the first task to the last. */
+function titleSvg(tasks: readonly GanttTask[], c: ChartLayout, title: string): string[] {
+  const { iterations, iterStart, stages, chunks, t0, t1, left } = c;
   const iterEnd = new Map<number, number>();
   for (const t of tasks) iterEnd.set(t.iteration, Math.max(iterEnd.get(t.iteration) ?? -Infinity, t.end));
   const makespans = iterations.map((it) => (iterEnd.get(it) as number) - (iterStart.get(it) as number));
@@ -181,10 +221,15 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
     (iterations.length > 1
       ? `first task to last: ${fmt(mean)} ms per iteration over ${iterations.length} iterations (${fmt(t1 - t0)} ms in all)`
       : `first task to last: ${fmt(t1 - t0)} ms`);
-  parts.push(`<text x="${left}" y="22" font-size="16" font-weight="bold">${escapeXml(title)}</text>`);
-  parts.push(`<text x="${left}" y="42" font-size="12" fill="#444">${escapeXml(sub)}</text>`);
+  return [
+    `<text x="${left}" y="22" font-size="16" font-weight="bold">${escapeXml(title)}</text>`,
+    `<text x="${left}" y="42" font-size="12" fill="#444">${escapeXml(sub)}</text>`,
+  ];
+}
 
-  // Rows: the grey background is idle time.
+/** One row per stage; its grey background is idle time. */
+function rowsSvg({ stages, top, rowH, gap, left, plotW }: ChartLayout): string[] {
+  const parts: string[] = [];
   for (let s = 0; s < stages; s++) {
     const y = top + s * rowH;
     parts.push(
@@ -195,12 +240,15 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
         `<text x="${left - 6}" y="${y + rowH / 2 + 4}" font-size="${Math.min(12, rowH - 2)}" text-anchor="end">stage ${s}</text>`,
       );
   }
+  return parts;
+}
 
-  // Axis with ticks and grid lines.
+/** The time axis with ticks and grid lines. */
+function axisSvg({ span, t0, top, axisY, left, plotW, x }: ChartLayout): string[] {
   const step = tickStep(span);
   if (!(Number.isFinite(step) && step > 0 && span / step < 1000))
     throw new GanttError(`ganttSvg: cannot put a time axis on a span of ${span} ms`);
-  const axisY = top + plotH;
+  const parts: string[] = [];
   parts.push(`<line x1="${left}" y1="${axisY}" x2="${left + plotW}" y2="${axisY}" stroke="#333"/>`);
   for (let v = 0; v <= span + step * 1e-6; v += step) {
     const tx = x(t0 + v).toFixed(2);
@@ -209,14 +257,19 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
     parts.push(`<text x="${tx}" y="${axisY + 18}" font-size="11" text-anchor="middle">${fmt(v)}</text>`);
   }
   parts.push(`<text x="${left + plotW / 2}" y="${axisY + 36}" font-size="12" text-anchor="middle">time (ms)</text>`);
+  return parts;
+}
 
+/** A box per task with a tooltip, labelled with its microbatch where the label fits. */
+function taskBoxesSvg(tasks: readonly GanttTask[], { x, top, rowH, gap, t0, chunks }: ChartLayout): string[] {
+  const fontSize = Math.min(12, rowH - 8);
+  const parts: string[] = [];
   for (const t of tasks) {
     const x0 = x(t.start);
     const w = Math.max(x(t.end) - x0, 0.5);
     const y = top + t.stage * rowH + gap / 2;
     const h = rowH - gap;
-    const name = `${t.kind}${t.mb}${t.chunk === 0 ? '' : `@${t.chunk}`}`;
-    const tip = `stage ${t.stage}, iteration ${t.iteration}: ${name} ${fmt(t.start - t0)}–${fmt(t.end - t0)} ms`;
+    const tip = `stage ${t.stage}, iteration ${t.iteration}: ${formatTask(t)} ${fmt(t.start - t0)}–${fmt(t.end - t0)} ms`;
     parts.push(
       `<rect class="task" x="${x0.toFixed(2)}" y="${y}" width="${w.toFixed(2)}" height="${h}" fill="${taskColor(t.kind, t.chunk, chunks)}" stroke="#ffffff" stroke-width="${w > 3 ? 0.6 : 0}"><title>${escapeXml(tip)}</title></rect>`,
     );
@@ -226,37 +279,30 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
         `<text x="${(x0 + w / 2).toFixed(2)}" y="${y + h / 2 + fontSize * 0.36}" font-size="${fontSize}" text-anchor="middle" fill="${lightness(t.chunk, chunks) > 55 ? '#1a1a1a' : '#ffffff'}">${label}</text>`,
       );
   }
+  return parts;
+}
 
-  // Iteration boundaries: where each iteration's first task starts. Labels say "iteration
-  // k" where every one fits before the next line, else just k; one that would cover the
-  // label before it is left out, and the last stays inside the chart.
-  if (iterations.length > 1 || events.some((e) => e.type === 'iteration-start')) {
-    const xs = iterations.map((it) => x(iterStart.get(it) as number));
-    const labelW = (text: string) => text.length * ITERATION_CHAR_PX;
-    const long = xs.every((ix, i) => i === xs.length - 1 || labelW(`iteration ${iterations[i]}`) + 4 <= xs[i + 1] - ix);
-    let free = -Infinity;
-    iterations.forEach((it, i) => {
-      const ix = xs[i].toFixed(2);
-      parts.push(
-        `<line class="iteration" x1="${ix}" y1="${top - 6}" x2="${ix}" y2="${axisY}" stroke="#b71c1c" stroke-width="1.2" stroke-dasharray="5,3"/>`,
-      );
-      const text = long ? `iteration ${it}` : String(it);
-      const lx = Math.max(0, Math.min(xs[i], width - right - labelW(text)));
-      if (lx < free) return;
-      free = lx + labelW(text) + 4;
-      parts.push(
-        `<text x="${lx.toFixed(2)}" y="${top - 9}" font-size="10" fill="#b71c1c" text-anchor="start">${text}</text>`,
-      );
-    });
-  }
-
-  for (const { color, text, x: ex, row: r } of legend) {
-    const y = legendY + r * LEGEND_ROW_PX;
+/** Iteration boundaries: where each iteration's first task starts. Labels say "iteration
+ * k" where every one fits before the next line, else just k; one that would cover the
+ * label before it is left out, and the last stays inside the chart. */
+function iterationMarksSvg({ iterations, iterStart, x, top, axisY, width, right }: ChartLayout): string[] {
+  const parts: string[] = [];
+  const xs = iterations.map((it) => x(iterStart.get(it) as number));
+  const labelW = (text: string) => text.length * ITERATION_CHAR_PX;
+  const long = xs.every((ix, i) => i === xs.length - 1 || labelW(`iteration ${iterations[i]}`) + 4 <= xs[i + 1] - ix);
+  let free = -Infinity;
+  iterations.forEach((it, i) => {
+    const ix = xs[i].toFixed(2);
     parts.push(
-      `<rect class="legend" x="${ex.toFixed(1)}" y="${y}" width="12" height="12" fill="${color}" stroke="#90a4ae" stroke-width="0.5"/>`,
+      `<line class="iteration" x1="${ix}" y1="${top - 6}" x2="${ix}" y2="${axisY}" stroke="#b71c1c" stroke-width="1.2" stroke-dasharray="5,3"/>`,
     );
-    parts.push(`<text x="${(ex + 16).toFixed(1)}" y="${y + 10}" font-size="11">${escapeXml(text)}</text>`);
-  }
-  parts.push('</svg>');
-  return parts.join('\n');
+    const text = long ? `iteration ${it}` : String(it);
+    const lx = Math.max(0, Math.min(xs[i], width - right - labelW(text)));
+    if (lx < free) return;
+    free = lx + labelW(text) + 4;
+    parts.push(
+      `<text x="${lx.toFixed(2)}" y="${top - 9}" font-size="10" fill="#b71c1c" text-anchor="start">${text}</text>`,
+    );
+  });
+  return parts;
 }

@@ -6,27 +6,13 @@ import { writeTraceFiles } from '../cli/trace-output';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import {
-  ChromeEvent,
-  TID,
-  batonEventsFromTrace,
-  checkChromeTrace,
-  commTid,
-  stagePid,
-  toChromeTrace,
-  writeChromeTrace,
-} from '../cli/trace/chrome';
+import { ChromeEvent, TID, commTid, stagePid, toChromeTrace } from '../cli/trace/chrome';
+import { checkChromeTrace } from '../cli/trace/chrome-check';
+import { batonEventsFromTrace } from '../cli/trace/chrome-read';
 
 const run = async (c: Partial<JobConfig>) =>
   (await runJob(resolveConfig({ stages: 4, microbatches: 8, jitter: 'paper', ...c }), { clock: 'virtual' })).events;
 const of = (events: readonly BatonEvent[], type: BatonEvent['type']) => events.filter((e) => e.type === type);
-const valid = (): ChromeEvent[] => [
-  { name: 'process_name', ph: 'M', ts: 0, pid: 0, tid: 0, args: { name: 'stage 0' } },
-  { name: 'F0', cat: 'F', ph: 'X', ts: 0, dur: 10, pid: 0, tid: 0 },
-  { name: 'm', cat: 'activation', ph: 's', id: 1, ts: 10, pid: 0, tid: 1 },
-  { name: 'm', cat: 'activation', ph: 'f', bp: 'e', id: 1, ts: 12, pid: 1, tid: 1 },
-];
-
 /** Perfetto's time for a trace timestamp in microseconds: integer nanoseconds. */
 const perfettoNs = (us: number) => Math.round(us * 1000);
 
@@ -186,19 +172,6 @@ describe('Chrome trace of a Baton run', () => {
     assert.equal(trace.metadata.baton_events.length, bf.length);
   });
 
-  it('rebuilds tasks, waits and messages from the complete events when the embedded copy is gone', () => {
-    const trace = toChromeTrace(ofb, { job: 'j', stages: 4 });
-    const { baton_events: _dropped, ...rest } = trace.metadata;
-    const rebuilt = batonEventsFromTrace({ traceEvents: trace.traceEvents, metadata: rest });
-    assert.equal(of(rebuilt, 'task-start').length, of(ofb, 'task-start').length);
-    assert.equal(of(rebuilt, 'send').length, of(ofb, 'send').length);
-    const busy = (ev: BatonEvent[]) => {
-      const s = ev.filter((e) => e.type === 'task-start').reduce((a, e) => a + e.t, 0);
-      return ev.filter((e) => e.type === 'task-end').reduce((a, e) => a + e.t, 0) - s;
-    };
-    assert.ok(Math.abs(busy(rebuilt) - busy(ofb)) < 1e-3);
-  });
-
   it('puts every task boundary on one nanosecond grid: no task overlaps the next by a rounding', () => {
     // Rounded apart, ts 1 ns + dur 1 ns would end F0 at 2 ns, after F1's start at 1 ns.
     const ev: BatonEvent[] = [
@@ -306,26 +279,6 @@ describe('Chrome trace of a Baton run', () => {
     assert.deepEqual(names, ['1:stage 0', '2:stage 1', '3:stage 2', '4:stage 3']);
   });
 
-  it('reads tasks, waits and messages back by process and thread names, in this numbering and the earlier one', () => {
-    const trace = toChromeTrace(ofb, { job: 'j', stages: 4 });
-    // Written before: stage s as pid s, threads 0 compute, 1 comm, 2 waits.
-    const earlier = trace.traceEvents.map((e) => ({ ...e, pid: e.pid - 1, tid: e.tid - 1 }));
-    for (const traceEvents of [trace.traceEvents, earlier]) {
-      const back = batonEventsFromTrace({ traceEvents });
-      for (const type of ['task-start', 'wait', 'send', 'receive'] as const)
-        assert.deepEqual(
-          of(back, type)
-            .map((e) => e.stage)
-            .sort(),
-          of(ofb, type)
-            .filter((e) => type !== 'receive' || (e as { src: number }).src >= 0)
-            .map((e) => e.stage)
-            .sort(),
-          type,
-        );
-    }
-  });
-
   it('refuses a task-end without its start, naming the stage and task', () => {
     const ev: BatonEvent[] = [{ type: 'task-end', t: 3, stage: 1, iteration: 0, kind: 'B', mb: 2, chunk: 1 }];
     assert.throws(() => toChromeTrace(ev, { job: 'j', stages: 2 }), /stage 1, iteration 0: task-end of B2@1/);
@@ -364,127 +317,5 @@ describe('a trace of a timeline too long to read back', () => {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
-  });
-});
-
-describe('writing a trace file', () => {
-  it('writes what JSON.stringify would, and a trace too long for one string', () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-trace-'));
-    try {
-      const file = path.join(dir, 't.json');
-      const small = toChromeTrace(
-        [
-          {
-            type: 'task-start',
-            t: 1,
-            stage: 0,
-            iteration: 0,
-            kind: 'F',
-            mb: 0,
-            chunk: 0,
-            inflight: 1,
-            backpressure: false,
-          },
-          { type: 'task-end', t: 2, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0 },
-        ],
-        { job: 'j', stages: 2, title: 'a "quoted" title', config: { policy: 'bf' } },
-      );
-      writeChromeTrace(file, small);
-      assert.equal(fs.readFileSync(file, 'utf8'), JSON.stringify(small));
-      // Nine events of 64 MiB of args: 576 MiB of JSON, over the longest string V8 makes.
-      const big = toChromeTrace([], { job: 'j', stages: 1 });
-      const event: ChromeEvent = {
-        name: 'big',
-        ph: 'i',
-        ts: 0,
-        pid: 0,
-        tid: 0,
-        args: { pad: 'x'.repeat(64 * 1024 * 1024) },
-      };
-      big.traceEvents.push(...Array.from({ length: 9 }, () => event));
-      writeChromeTrace(file, big);
-      const size = fs.statSync(file).size;
-      assert.ok(size > 9 * 64 * 1024 * 1024, `${size} bytes`);
-      const fd = fs.openSync(file, 'r');
-      try {
-        const tail = Buffer.alloc(200);
-        fs.readSync(fd, tail, 0, 200, size - 200);
-        assert.match(
-          tail.toString(),
-          /"}}\],"displayTimeUnit":"ms","metadata":\{"job":"j","stages":1,"generator":"baton","time_origin_ms":0,"baton_events":\[\]\}\}$/,
-        );
-      } finally {
-        fs.closeSync(fd);
-      }
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
-  });
-});
-
-describe('trace files written by a run', () => {
-  it('hold the measured iterations only, as the statistics do', async () => {
-    const r = await runJob(
-      resolveConfig({ stages: 2, microbatches: 3, iterations: 2, warmupIterations: 1, policy: 'bf' }),
-      { clock: 'virtual' },
-    );
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-trace-'));
-    try {
-      const file = path.join(dir, 't.json');
-      writeTraceFiles(r, file);
-      const trace = JSON.parse(fs.readFileSync(file, 'utf8')) as { traceEvents: ChromeEvent[] };
-      const tasks = trace.traceEvents.filter((e) => e.ph === 'X' && (e.cat === 'F' || e.cat === 'B'));
-      assert.equal(tasks.length, r.totals.tasks);
-      assert.deepEqual([...new Set(tasks.map((e) => (e.args as { iteration: number }).iteration))].sort(), [1, 2]);
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
-  });
-});
-
-describe('the trace schema check', () => {
-  it('accepts a small well-formed trace in both object and array form', () => {
-    assert.deepEqual(checkChromeTrace({ traceEvents: valid(), displayTimeUnit: 'ms' }), []);
-    assert.deepEqual(checkChromeTrace(valid()), []);
-  });
-
-  const broken: [string, (ev: Record<string, unknown>[]) => void, RegExp][] = [
-    ['a missing ts', (ev) => delete ev[1].ts, /traceEvents\[1\].*ts must be a finite number/],
-    ['a string ts', (ev) => (ev[1].ts = '12'), /ts must be a finite number.*"12"/],
-    ['a negative dur', (ev) => (ev[1].dur = -5), /traceEvents\[1\].*dur >= 0, got -5/],
-    ['a complete event without dur', (ev) => delete ev[1].dur, /dur >= 0, got nothing/],
-    ['an unknown ph', (ev) => (ev[1].ph = 'Q'), /ph must be one of .*got "Q"/],
-    ['a flow without id', (ev) => delete ev[2].id, /traceEvents\[2\].*flow event needs an id/],
-    ['a flow start without a finish', (ev) => ev.pop(), /flow id 1 .*start without a finish/],
-    [
-      'a flow finishing before it starts',
-      (ev) => (ev[3].ts = 1),
-      /flow id 1: finishes at 1 us before it starts at 10 us/,
-    ],
-    ['a missing pid', (ev) => delete ev[1].pid, /pid must be a number/],
-    ['a missing name', (ev) => delete ev[1].name, /name must be a string/],
-    [
-      'a process_name without args.name',
-      (ev) => (ev[0].args = {}),
-      /metadata process_name needs args.name as a string/,
-    ],
-    ['args that are not an object', (ev) => (ev[1].args = [1]), /args must be an object/],
-  ];
-  for (const [what, breakIt, message] of broken)
-    it(`reports ${what}`, () => {
-      const ev = valid() as unknown as Record<string, unknown>[];
-      breakIt(ev);
-      const problems = checkChromeTrace({ traceEvents: ev });
-      assert.ok(
-        problems.some((p) => message.test(p)),
-        `expected ${message} in ${JSON.stringify(problems)}`,
-      );
-    });
-
-  it('reports a counter with a non-numeric series and a wrong top level', () => {
-    const ev = [...valid(), { name: 'c', ph: 'C', ts: 1, pid: 0, tid: 0, args: { x: 'high' } }];
-    assert.match(checkChromeTrace({ traceEvents: ev }).join('\n'), /counter series "x" must be a number, got "high"/);
-    assert.match(checkChromeTrace({ events: [] })[0], /traceEvents must be an array/);
-    assert.match(checkChromeTrace('hello')[0], /expected an object with traceEvents/);
   });
 });
