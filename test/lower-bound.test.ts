@@ -225,10 +225,12 @@ describe('makespan lower bound', () => {
     lowerBound(shape, 0, d);
     let best = Infinity;
     for (let i = 1; i <= 5; i++) {
-      const t0 = process.hrtime.bigint();
+      // CPU time: the machine's other processes do not count against the bound.
+      const t0 = process.cpuUsage();
       lowerBound(shape, i, d);
-      best = Math.min(best, Number(process.hrtime.bigint() - t0) / 1e6);
+      const used = process.cpuUsage(t0);
+      best = Math.min(best, (used.user + used.system) / 1000);
     }
-    assert.ok(best < 50, `best of 5: ${best.toFixed(1)} ms`);
+    assert.ok(best < 50, `best of 5: ${best.toFixed(1)} ms of CPU`);
   });
 });
