@@ -14,141 +14,28 @@
 import { spawn, ChildProcess } from 'child_process';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { RealClock, monotonicNow } from '../base/clock';
+import { monotonicNow } from '../base/clock';
 import { startNatsServer } from '../transport/nats-server';
 import { stageNodeFlags } from '../cli/stage-node-flags';
+import {
+  ACTIVATION,
+  BareStage,
+  BareTask,
+  READY,
+  REPORT,
+  START,
+  message,
+  parse,
+  reportSubject,
+  runStage,
+  stageSubject,
+} from './bare-stage';
+
+export { BareTask } from './bare-stage';
 
 /** The child-process flag of one floor measurement: `--floor P M F B` prints its JSON. */
 export const FLOOR_FLAG = '--floor';
 const STAGE_FLAG = '--stage';
-
-const START = 0;
-const ACTIVATION = 1;
-const GRADIENT = 2;
-const REPORT = 3;
-const READY = 4;
-
-interface Msg {
-  kind: number;
-  iteration: number;
-  value: number;
-}
-
-function message(kind: number, iteration: number, value: number): Uint8Array {
-  const b = new Uint8Array(12);
-  const v = new DataView(b.buffer);
-  v.setUint32(0, kind);
-  v.setUint32(4, iteration);
-  v.setUint32(8, value);
-  return b;
-}
-
-function parse(data: Uint8Array): Msg | null {
-  if (data.byteLength !== 12) return null;
-  const v = new DataView(data.buffer, data.byteOffset, 12);
-  return { kind: v.getUint32(0), iteration: v.getUint32(4), value: v.getUint32(8) };
-}
-
-const stageSubject = (job: string, s: number) => `bare.${job}.${s}`;
-const reportSubject = (job: string) => `bare.${job}.report`;
-
-interface BareStage {
-  P: number;
-  M: number;
-  F: number;
-  B: number;
-  stage: number;
-  job: string;
-  url: string;
-}
-
-/** A task a floor stage ran: iteration, kind, microbatch, start and end (monotonic ms). */
-export interface BareTask {
-  stage: number;
-  iteration: number;
-  kind: 'F' | 'B';
-  mb: number;
-  start: number;
-  end: number;
-}
-
-/** Removes and returns the lowest microbatch of a ready list (Baton's canonical order). */
-function takeLowest(ready: number[]): number | undefined {
-  if (ready.length === 0) return undefined;
-  let at = 0;
-  for (let i = 1; i < ready.length; i++) if (ready[i] < ready[at]) at = i;
-  return ready.splice(at, 1)[0];
-}
-
-/** One stage process: bf over ready buffers, the same timer as Baton's real clock. */
-async function runStage(o: BareStage): Promise<void> {
-  const nc = await connect({ servers: o.url, name: `bare-${o.stage}` });
-  const clock = new RealClock();
-  const log: [number, 'F' | 'B', number, number, number][] = [];
-  let iteration = -1;
-  let readyF: number[] = [];
-  let readyB: number[] = [];
-  let early: Msg[] = [];
-  let phase: 'B' | 'F' = 'B';
-  let busy = false;
-  let finished = 0;
-  const pick = (): void => {
-    if (busy) return;
-    const order = phase === 'B' ? [readyB, readyF] : [readyF, readyB];
-    for (const list of order) {
-      const mb = takeLowest(list);
-      if (mb !== undefined) return run(list === readyB ? 'B' : 'F', mb);
-    }
-  };
-  const run = (kind: 'F' | 'B', mb: number): void => {
-    busy = true;
-    phase = kind === 'B' ? 'F' : 'B';
-    const it = iteration;
-    const start = monotonicNow();
-    clock.setTimer(kind === 'F' ? o.F : o.B, () => {
-      busy = false;
-      log.push([it, kind, mb, start, monotonicNow()]);
-      if (kind === 'F') {
-        if (o.stage < o.P - 1) nc.publish(stageSubject(o.job, o.stage + 1), message(ACTIVATION, it, mb));
-        else readyB.push(mb);
-      } else if (o.stage > 0) nc.publish(stageSubject(o.job, o.stage - 1), message(GRADIENT, it, mb));
-      if (++finished === 2 * o.M) nc.publish(reportSubject(o.job), message(REPORT, it, o.stage));
-      pick();
-    });
-  };
-  const take = (m: Msg): void => {
-    if (m.kind === START) {
-      iteration = m.iteration;
-      finished = 0;
-      phase = 'B';
-      readyF = [];
-      readyB = [];
-      const held = early.filter((e) => e.iteration === iteration);
-      early = early.filter((e) => e.iteration > iteration);
-      for (const e of held) take(e);
-    } else if (m.iteration !== iteration) {
-      if (m.iteration > iteration) early.push(m);
-      return;
-    } else if (m.kind === ACTIVATION && m.value < o.M) readyF.push(m.value);
-    else if (m.kind === GRADIENT && m.value < o.M) readyB.push(m.value);
-    pick();
-  };
-  nc.subscribe(stageSubject(o.job, o.stage), {
-    callback: (err, msg) => {
-      if (err) return;
-      const m = parse(msg.data);
-      if (m) take(m);
-    },
-  });
-  await nc.flush();
-  nc.publish(reportSubject(o.job), message(READY, 0, o.stage));
-  await nc.flush();
-  // The parent ends this process by closing stdin; the task log goes out on stdout.
-  process.stdin.resume();
-  process.stdin.on('end', () => {
-    process.stdout.write(JSON.stringify(log), () => void nc.close().then(() => process.exit(0)));
-  });
-}
 
 /** Resolves once every stage has sent `kind` for `iteration`; `cancel` drops the wait. */
 function waitFor(
@@ -200,20 +87,8 @@ export interface BareRun {
  * Runs `warmup` unmeasured and then `iterations` measured iterations of a bare P-stage
  * pipeline in P child processes over a nats-server of its own.
  */
-export async function runBarePipeline(o: {
-  P: number;
-  M: number;
-  F: number;
-  B: number;
-  iterations: number;
-  warmup: number;
-}): Promise<BareRun> {
-  for (const k of ['P', 'M', 'iterations'] as const)
-    if (!(Number.isSafeInteger(o[k]) && o[k] >= 1)) throw new Error(`${k} must be a positive integer, got ${o[k]}`);
-  if (!(Number.isSafeInteger(o.warmup) && o.warmup >= 0))
-    throw new Error(`warmup must be an integer >= 0, got ${o.warmup}`);
-  for (const k of ['F', 'B'] as const)
-    if (!(Number.isFinite(o[k]) && o[k] >= 0)) throw new Error(`${k} must be a finite number of ms >= 0, got ${o[k]}`);
+export async function runBarePipeline(o: BareOptions): Promise<BareRun> {
+  checkOptions(o);
   const nodeFlags = stageNodeFlags();
   const server = await startNatsServer();
   const job = `b${process.pid}`;
@@ -232,54 +107,25 @@ export async function runBarePipeline(o: {
     waits.push(ready);
     await nc.flush();
     for (let s = 0; s < o.P; s++) {
-      const child = spawn(
-        process.execPath,
-        [...nodeFlags, __filename, STAGE_FLAG, JSON.stringify({ ...o, stage: s, job, url: server.url })],
-        { stdio: ['pipe', 'pipe', 'inherit'] },
-      );
       outputs.push('');
-      child.stdout?.on('data', (d: Buffer) => (outputs[s] += d.toString()));
-      child.once('exit', (code, signal) => {
-        if (!stopping)
-          died(
-            new Error(
-              `stage ${s} (pid ${child.pid}) ended during the run (${signal ? `signal ${signal}` : `exit code ${code}`})`,
-            ),
-          );
-      });
-      children.push(child);
+      children.push(
+        spawnStage({ ...o, stage: s, job, url: server.url }, nodeFlags, {
+          output: (d) => (outputs[s] += d),
+          died: (e) => {
+            if (!stopping) died(e);
+          },
+        }),
+      );
     }
     await untilDeath(ready.done);
-    const makespans: number[] = [];
-    for (let it = 0; it < o.warmup + o.iterations; it++) {
-      const reports = waitFor(nc, job, REPORT, it, o.P, 60000);
-      waits.push(reports);
-      await nc.flush();
-      const t0 = monotonicNow();
-      nc.publish(stageSubject(job, 0), message(START, it, 0));
-      nc.publish(stageSubject(job, 0), message(ACTIVATION, it, 0));
-      for (let s = 1; s < o.P; s++) nc.publish(stageSubject(job, s), message(START, it, 0));
-      for (let mb = 1; mb < o.M; mb++) nc.publish(stageSubject(job, 0), message(ACTIVATION, it, mb));
-      await untilDeath(reports.done);
-      if (it >= o.warmup) makespans.push(monotonicNow() - t0);
-    }
+    const makespans = await runIterations(nc, job, o, waits, untilDeath);
     stopping = true;
     const exited = children.map(
       (c) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(null) : c.once('exit', r))),
     );
     for (const c of children) c.stdin?.end();
     await Promise.all(exited);
-    const tasks = outputs.flatMap((out, stage) =>
-      (JSON.parse(out) as [number, 'F' | 'B', number, number, number][]).map(([iteration, kind, mb, start, end]) => ({
-        stage,
-        iteration,
-        kind,
-        mb,
-        start,
-        end,
-      })),
-    );
-    return { makespans_ms: makespans, tasks };
+    return { makespans_ms: makespans, tasks: tasksOf(outputs) };
   } finally {
     stopping = true;
     for (const w of waits) w.cancel();
@@ -293,6 +139,82 @@ export async function runBarePipeline(o: {
     await nc?.close();
     await server.stop();
   }
+}
+
+interface BareOptions {
+  P: number;
+  M: number;
+  F: number;
+  B: number;
+  iterations: number;
+  warmup: number;
+}
+
+function checkOptions(o: BareOptions): void {
+  for (const k of ['P', 'M', 'iterations'] as const)
+    if (!(Number.isSafeInteger(o[k]) && o[k] >= 1)) throw new Error(`${k} must be a positive integer, got ${o[k]}`);
+  if (!(Number.isSafeInteger(o.warmup) && o.warmup >= 0))
+    throw new Error(`warmup must be an integer >= 0, got ${o.warmup}`);
+  for (const k of ['F', 'B'] as const)
+    if (!(Number.isFinite(o[k]) && o[k] >= 0)) throw new Error(`${k} must be a finite number of ms >= 0, got ${o[k]}`);
+}
+
+/** Starts one stage process (this file with --stage); `died` hears when it ends. */
+function spawnStage(
+  stage: BareStage,
+  nodeFlags: readonly string[],
+  on: { output: (d: string) => void; died: (e: Error) => void },
+): ChildProcess {
+  const child = spawn(process.execPath, [...nodeFlags, __filename, STAGE_FLAG, JSON.stringify(stage)], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  child.stdout?.on('data', (d: Buffer) => on.output(d.toString()));
+  child.once('exit', (code, signal) =>
+    on.died(
+      new Error(
+        `stage ${stage.stage} (pid ${child.pid}) ended during the run (${signal ? `signal ${signal}` : `exit code ${code}`})`,
+      ),
+    ),
+  );
+  return child;
+}
+
+/** The warm-up and measured iterations, each started as Baton's coordinator starts one; the measured makespans. */
+async function runIterations(
+  nc: NatsConnection,
+  job: string,
+  o: BareOptions,
+  waits: { cancel: () => void }[],
+  untilDeath: <T>(p: Promise<T>) => Promise<T>,
+): Promise<number[]> {
+  const makespans: number[] = [];
+  for (let it = 0; it < o.warmup + o.iterations; it++) {
+    const reports = waitFor(nc, job, REPORT, it, o.P, 60000);
+    waits.push(reports);
+    await nc.flush();
+    const t0 = monotonicNow();
+    nc.publish(stageSubject(job, 0), message(START, it, 0));
+    nc.publish(stageSubject(job, 0), message(ACTIVATION, it, 0));
+    for (let s = 1; s < o.P; s++) nc.publish(stageSubject(job, s), message(START, it, 0));
+    for (let mb = 1; mb < o.M; mb++) nc.publish(stageSubject(job, 0), message(ACTIVATION, it, mb));
+    await untilDeath(reports.done);
+    if (it >= o.warmup) makespans.push(monotonicNow() - t0);
+  }
+  return makespans;
+}
+
+/** The task logs the stage processes printed on stdout. */
+function tasksOf(outputs: readonly string[]): BareTask[] {
+  return outputs.flatMap((out, stage) =>
+    (JSON.parse(out) as [number, 'F' | 'B', number, number, number][]).map(([iteration, kind, mb, start, end]) => ({
+      stage,
+      iteration,
+      kind,
+      mb,
+      start,
+      end,
+    })),
+  );
 }
 
 if (require.main === module) {

@@ -54,6 +54,49 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
     out(NODE_HELP);
     return 0;
   }
+  const { url, name } = urlAndNameFromFlags(flags);
+  const bus = await NatsBus.connect(url, { name: `baton-node-${name}` });
+  const log = flags.quiet
+    ? () => {}
+    : flags.json
+      ? (l: string) => process.stderr.write(`${JSON.stringify({ node: name, log: l })}\n`)
+      : (l: string) => process.stderr.write(`${l}\n`);
+  // Stage processes a launcher starts have names of that launch's own; others ask first.
+  if (!flags.exitWithStdin) await refuseTakenName(bus, name, bus.url);
+  const agent = newNodeAgent({ name, bus, log, allowFiles: flags.allowFiles === true });
+  leaveOnReconnect(bus, agent, name, log);
+  agent.start();
+  const stopper = stopperOf(agent, bus);
+  // Before the ready line: whoever reads it may signal at once.
+  process.once('SIGTERM', () => stopper.stop('SIGTERM'));
+  process.once('SIGINT', () => stopper.stop('SIGINT'));
+  if (flags.json) out(JSON.stringify({ node: name, pid: process.pid, nats: bus.url, ready: true }));
+  else log(`node ${name}: ready on ${bus.url} (pid ${process.pid})`);
+  if (flags.exitWithStdin) {
+    // The launcher holds the other end of stdin; it closes when the launcher ends, however it ends.
+    const gone = () => {
+      if (!stopper.stopping()) log(`node ${name}: stdin closed; exiting (--exit-with-stdin)`);
+      stopper.stop('its launcher ended');
+    };
+    process.stdin.once('close', gone);
+    process.stdin.once('end', gone);
+    process.stdin.on('error', gone);
+    process.stdin.resume();
+  }
+  const lost = await Promise.race([agent.exited.then(() => null), bus.lost()]);
+  // Our own close on a signal ends the connection too; the process is about to exit.
+  if (stopper.stopping()) return new Promise<number>(() => {});
+  if (lost)
+    throw new NatsBusError(
+      `node ${name}: lost the connection to NATS at ${bus.url} (${lost.message}); the jobs it hosted are gone`,
+    );
+  // Asked to exit: the launchers' leaving messages go out first, as on a signal.
+  await flushAndClose(bus);
+  return 0;
+}
+
+/** The server (--nats, else the environment) and the agent's name (--name, else node-<pid>), checked. */
+function urlAndNameFromFlags(flags: Record<string, unknown>): { url: string; name: string } {
   const fromEnv = flags.nats === undefined ? process.env[NATS_URL_ENV] : undefined;
   if (flags.nats === undefined && fromEnv === undefined)
     throw new UsageError(`node: --nats URL is required (or ${NATS_URL_ENV} in the environment)`);
@@ -65,68 +108,42 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
     throw new UsageError(
       `node: --name is ${name.length} characters, over the ${MAX_NODE_NAME} its subject (baton._nodes.<name>) has room for`,
     );
-  const bus = await NatsBus.connect(url, { name: `baton-node-${name}` });
-  const log = flags.quiet
-    ? () => {}
-    : flags.json
-      ? (l: string) => process.stderr.write(`${JSON.stringify({ node: name, log: l })}\n`)
-      : (l: string) => process.stderr.write(`${l}\n`);
-  // Stage processes a launcher starts have names of that launch's own; others ask first.
-  if (!flags.exitWithStdin) await refuseTakenName(bus, name, bus.url);
-  const agent = newNodeAgent({ name, bus, log, allowFiles: flags.allowFiles === true });
-  // Core NATS keeps nothing that was in flight: a dropped connection (a server cutting off a
-  // slow consumer, a network cut) has lost messages to the stages hosted here, so their jobs
-  // cannot complete. Once the client has reconnected (not before: nats.js drops what is
-  // published while it is down), their launchers hear so instead of waiting out their stall
-  // timeout, and the stages go.
+  return { url, name };
+}
+
+type NodeAgent = ReturnType<typeof newNodeAgent>;
+
+/**
+ * Core NATS keeps nothing that was in flight: a dropped connection (a server cutting off a
+ * slow consumer, a network cut) has lost messages to the stages hosted here, so their jobs
+ * cannot complete. Once the client has reconnected (not before: nats.js drops what is
+ * published while it is down), their launchers hear so instead of waiting out their stall
+ * timeout, and the stages go.
+ */
+function leaveOnReconnect(bus: NatsBus, agent: NodeAgent, name: string, log: (l: string) => void): void {
   bus.onReconnect = () => {
     log(
       `node ${name}: its connection to NATS at ${bus.url} dropped and came back; dropping the jobs it hosted (messages to their stages were lost)`,
     );
     agent.leave(`its connection to NATS at ${bus.url} dropped: messages in flight to its stages were lost`);
   };
-  agent.start();
+}
+
+/** Stopping on a signal or a closed stdin: the agent leaves, its last messages go out, the process exits. */
+function stopperOf(agent: NodeAgent, bus: Bus): { stop(why: string): void; stopping(): boolean } {
   let stopping = false;
-  const stop = (why: string) => () => {
-    stopping = true;
-    agent.leave(why);
-    // A server that stopped answering must not keep a stopped agent alive.
-    void withinMs(
-      bus.flush().catch(() => {}),
-      EXIT_FLUSH_MS,
-    )
-      .finally(() =>
-        withinMs(
-          bus.close().catch(() => {}),
-          EXIT_FLUSH_MS,
-        ),
-      )
-      .finally(() => process.exit(0));
+  return {
+    stop: (why) => {
+      stopping = true;
+      agent.leave(why);
+      void flushAndClose(bus).finally(() => process.exit(0));
+    },
+    stopping: () => stopping,
   };
-  // Before the ready line: whoever reads it may signal at once.
-  process.once('SIGTERM', stop('SIGTERM'));
-  process.once('SIGINT', stop('SIGINT'));
-  if (flags.json) out(JSON.stringify({ node: name, pid: process.pid, nats: bus.url, ready: true }));
-  else log(`node ${name}: ready on ${bus.url} (pid ${process.pid})`);
-  if (flags.exitWithStdin) {
-    // The launcher holds the other end of stdin; it closes when the launcher ends, however it ends.
-    const gone = () => {
-      if (!stopping) log(`node ${name}: stdin closed; exiting (--exit-with-stdin)`);
-      stop('its launcher ended')();
-    };
-    process.stdin.once('close', gone);
-    process.stdin.once('end', gone);
-    process.stdin.on('error', gone);
-    process.stdin.resume();
-  }
-  const lost = await Promise.race([agent.exited.then(() => null), bus.lost()]);
-  // Our own close on a signal ends the connection too; the process is about to exit.
-  if (stopping) return new Promise<number>(() => {});
-  if (lost)
-    throw new NatsBusError(
-      `node ${name}: lost the connection to NATS at ${bus.url} (${lost.message}); the jobs it hosted are gone`,
-    );
-  // Asked to exit: the launchers' leaving messages go out first, as on a signal.
+}
+
+/** Flushes and closes the connection; a server that stopped answering must not keep a stopped agent alive. */
+async function flushAndClose(bus: Bus): Promise<void> {
   await withinMs(
     bus.flush().catch(() => {}),
     EXIT_FLUSH_MS,
@@ -135,7 +152,6 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
     bus.close().catch(() => {}),
     EXIT_FLUSH_MS,
   );
-  return 0;
 }
 
 /** How long a stopping agent waits for its server to take its last messages, and then to close. */

@@ -116,53 +116,8 @@ export function makeDurationModel(opts: DurationModelOptions): DurationModel {
   const sigma = jitterSigmas(opts.jitter, opts.jitterScale ?? 1);
   const { forwardMs, cutBytes } = partitionProfile(profile, shape.stages, shape.chunks);
   const { latencyMs, bandwidthGBps } = profile.communication;
-  const bwFraction = shape.splitBackward ? 1 - profile.weightGradFraction : 1;
-
-  const where = (stage: number, t: Task) => `stage ${stage}, ${formatTask(t)}`;
-  const checkPlace = (stage: number, chunk: number, what: () => string) => {
-    if (!Number.isInteger(stage) || stage < 0 || stage >= shape.stages)
-      throw new DurationError(
-        `${what()}: stage must be an integer in 0..${shape.stages - 1}, got ${JSON.stringify(stage)}`,
-      );
-    if (!Number.isInteger(chunk) || chunk < 0 || chunk >= shape.chunks)
-      throw new DurationError(
-        `${what()}: chunk must be an integer in 0..${shape.chunks - 1}, got ${JSON.stringify(chunk)}`,
-      );
-  };
-
-  const base = (stage: number, kind: TaskKind, chunk: number): number => {
-    checkPlace(stage, chunk, () => `base(${stage}, ${kind}, ${chunk})`);
-    const f = forwardMs[virtualStage(stage, chunk, shape)];
-    switch (kind) {
-      case 'F':
-        return f;
-      case 'B':
-        return f * profile.backwardRatio * bwFraction;
-      case 'W':
-        if (!shape.splitBackward)
-          throw new DurationError(
-            `stage ${stage}: W tasks exist only when the backward is split (splitBackward is false)`,
-          );
-        return f * profile.backwardRatio * profile.weightGradFraction;
-      default:
-        throw new DurationError(`stage ${stage}: task kind must be F, B or W, got ${JSON.stringify(kind)}`);
-    }
-  };
-
-  const messageBytes = (stage: number, t: Task): number => {
-    checkPlace(stage, t.chunk, () => where(stage, t));
-    if (t.kind === 'F') {
-      if (!forwardSuccessor(stage, t.chunk, shape))
-        throw new DurationError(`${where(stage, t)}: the loss stage sends no activation`);
-      return cutBytes[virtualStage(stage, t.chunk, shape)];
-    }
-    if (t.kind === 'B') {
-      if (!backwardSuccessor(stage, t.chunk, shape))
-        throw new DurationError(`${where(stage, t)}: the first virtual stage sends no gradient`);
-      return cutBytes[virtualStage(stage, t.chunk, shape) - 1];
-    }
-    throw new DurationError(`${where(stage, t)}: only F and B tasks send messages`);
-  };
+  const base = baseComputeMs(profile, shape, forwardMs);
+  const messageBytes = messageBytesOf(shape, cutBytes);
 
   const baseComm = (stage: number, t: Task): number => {
     const bytes = messageBytes(stage, t);
@@ -201,5 +156,63 @@ export function makeDurationModel(opts: DurationModelOptions): DurationModel {
             ms * draw(sigma.communication, iteration, stage, t.kind === 'F' ? 'send-activation' : 'send-gradient', t),
           );
     },
+  };
+}
+
+const where = (stage: number, t: Task) => `stage ${stage}, ${formatTask(t)}`;
+
+function checkPlace(shape: PipelineShape, stage: number, chunk: number, what: () => string): void {
+  if (!Number.isInteger(stage) || stage < 0 || stage >= shape.stages)
+    throw new DurationError(
+      `${what()}: stage must be an integer in 0..${shape.stages - 1}, got ${JSON.stringify(stage)}`,
+    );
+  if (!Number.isInteger(chunk) || chunk < 0 || chunk >= shape.chunks)
+    throw new DurationError(
+      `${what()}: chunk must be an integer in 0..${shape.chunks - 1}, got ${JSON.stringify(chunk)}`,
+    );
+}
+
+/** The model's `base`: unjittered compute ms of an F, B or W task at (stage, chunk). */
+function baseComputeMs(
+  profile: WorkloadProfile,
+  shape: PipelineShape,
+  forwardMs: readonly number[],
+): DurationModel['base'] {
+  const bwFraction = shape.splitBackward ? 1 - profile.weightGradFraction : 1;
+  return (stage, kind, chunk) => {
+    checkPlace(shape, stage, chunk, () => `base(${stage}, ${kind}, ${chunk})`);
+    const f = forwardMs[virtualStage(stage, chunk, shape)];
+    switch (kind) {
+      case 'F':
+        return f;
+      case 'B':
+        return f * profile.backwardRatio * bwFraction;
+      case 'W':
+        if (!shape.splitBackward)
+          throw new DurationError(
+            `stage ${stage}: W tasks exist only when the backward is split (splitBackward is false)`,
+          );
+        return f * profile.backwardRatio * profile.weightGradFraction;
+      default:
+        throw new DurationError(`stage ${stage}: task kind must be F, B or W, got ${JSON.stringify(kind)}`);
+    }
+  };
+}
+
+/** The model's `messageBytes`: the activation (F) or gradient (B) bytes a task sends from a stage. */
+function messageBytesOf(shape: PipelineShape, cutBytes: readonly number[]): DurationModel['messageBytes'] {
+  return (stage, t) => {
+    checkPlace(shape, stage, t.chunk, () => where(stage, t));
+    if (t.kind === 'F') {
+      if (!forwardSuccessor(stage, t.chunk, shape))
+        throw new DurationError(`${where(stage, t)}: the loss stage sends no activation`);
+      return cutBytes[virtualStage(stage, t.chunk, shape)];
+    }
+    if (t.kind === 'B') {
+      if (!backwardSuccessor(stage, t.chunk, shape))
+        throw new DurationError(`${where(stage, t)}: the first virtual stage sends no gradient`);
+      return cutBytes[virtualStage(stage, t.chunk, shape) - 1];
+    }
+    throw new DurationError(`${where(stage, t)}: only F and B tasks send messages`);
   };
 }

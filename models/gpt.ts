@@ -56,13 +56,28 @@ const zeros: InitKind = { kind: 'constant', value: 0 };
 export function gptSpec(partial: Partial<GptConfig> = {}): ModelSpec {
   const c: GptConfig = { ...GPT_DEFAULTS, ...partial };
   checkConfig(c);
+  const blocks: LayerSpec[] = [];
+  for (let i = 0; i < c.layers; i++) blocks.push(gptBlock(c, i));
+  return {
+    name: 'gpt',
+    seed: c.seed,
+    embed: gptEmbed(c),
+    blocks,
+    head: gptHead(c),
+    loss: crossEntropy,
+    hiddenShape: (batch, seq) => [batch, seq, c.width],
+  };
+}
+
+const normalInit = (c: GptConfig): InitKind => ({ kind: 'normal', std: c.initStd });
+
+/** Token and learned position embeddings. */
+function gptEmbed(c: GptConfig): LayerSpec {
   const C = c.width;
   const V = c.vocabSize;
   const T = c.seqLen;
-  const normal: InitKind = { kind: 'normal', std: c.initStd };
-  const residual: InitKind = { kind: 'normal', std: c.initStd / Math.sqrt(2 * c.layers) };
-
-  const embed: LayerSpec = {
+  const normal = normalInit(c);
+  return {
     name: 'embed',
     kind: 'embed',
     params: [
@@ -78,63 +93,63 @@ export function gptSpec(partial: Partial<GptConfig> = {}): ModelSpec {
       return tok.add(pos);
     },
   };
+}
 
-  const blocks: LayerSpec[] = [];
-  for (let i = 0; i < c.layers; i++) {
-    const p = (s: string) => `gpt.h${i}.${s}`;
-    const params: ParamSpec[] = [
-      { name: p('ln1.g'), shape: [C], init: ones },
-      { name: p('ln1.b'), shape: [C], init: zeros },
-      { name: p('attn.wq'), shape: [C, C], init: normal },
-      { name: p('attn.bq'), shape: [C], init: zeros },
-      { name: p('attn.wk'), shape: [C, C], init: normal },
-      { name: p('attn.bk'), shape: [C], init: zeros },
-      { name: p('attn.wv'), shape: [C, C], init: normal },
-      { name: p('attn.bv'), shape: [C], init: zeros },
-      { name: p('attn.wo'), shape: [C, C], init: residual },
-      { name: p('attn.bo'), shape: [C], init: zeros },
-      { name: p('ln2.g'), shape: [C], init: ones },
-      { name: p('ln2.b'), shape: [C], init: zeros },
-      { name: p('mlp.w1'), shape: [C, 4 * C], init: normal },
-      { name: p('mlp.b1'), shape: [4 * C], init: zeros },
-      { name: p('mlp.w2'), shape: [4 * C, C], init: residual },
-      { name: p('mlp.b2'), shape: [C], init: zeros },
-    ];
-    blocks.push({
-      name: `h${i}`,
-      kind: 'block',
-      params,
-      // Per token: q, k, v 6C², out-proj 2C², MLP 16C², attention scores and mixing 4TC.
-      flopsPerSample: T * (24 * C * C + 4 * T * C),
-      apply([g1, b1, wq, bq, wk, bk, wv, bv, wo, bo, g2, b2, w1, bb1, w2, bb2], x) {
-        const attn = { wq: wq!, bq: bq!, wk: wk!, bk: bk!, wv: wv!, bv: bv!, wo: wo!, bo: bo! };
-        const a = x.add(causalSelfAttention(layerNorm(x, g1!, b1!), c.heads, attn)); // (B, T, C)
-        return a.add(linear(gelu(linear(layerNorm(a, g2!, b2!), w1!, bb1!)), w2!, bb2!)); // (B, T, C)
-      },
-    });
-  }
+/** Block i: pre-LayerNorm causal self-attention, then the 4x GELU MLP, each around a residual. */
+function gptBlock(c: GptConfig, i: number): LayerSpec {
+  const C = c.width;
+  const T = c.seqLen;
+  const normal = normalInit(c);
+  const residual: InitKind = { kind: 'normal', std: c.initStd / Math.sqrt(2 * c.layers) };
+  const p = (s: string) => `gpt.h${i}.${s}`;
+  const params: ParamSpec[] = [
+    { name: p('ln1.g'), shape: [C], init: ones },
+    { name: p('ln1.b'), shape: [C], init: zeros },
+    { name: p('attn.wq'), shape: [C, C], init: normal },
+    { name: p('attn.bq'), shape: [C], init: zeros },
+    { name: p('attn.wk'), shape: [C, C], init: normal },
+    { name: p('attn.bk'), shape: [C], init: zeros },
+    { name: p('attn.wv'), shape: [C, C], init: normal },
+    { name: p('attn.bv'), shape: [C], init: zeros },
+    { name: p('attn.wo'), shape: [C, C], init: residual },
+    { name: p('attn.bo'), shape: [C], init: zeros },
+    { name: p('ln2.g'), shape: [C], init: ones },
+    { name: p('ln2.b'), shape: [C], init: zeros },
+    { name: p('mlp.w1'), shape: [C, 4 * C], init: normal },
+    { name: p('mlp.b1'), shape: [4 * C], init: zeros },
+    { name: p('mlp.w2'), shape: [4 * C, C], init: residual },
+    { name: p('mlp.b2'), shape: [C], init: zeros },
+  ];
+  return {
+    name: `h${i}`,
+    kind: 'block',
+    params,
+    // Per token: q, k, v 6C², out-proj 2C², MLP 16C², attention scores and mixing 4TC.
+    flopsPerSample: T * (24 * C * C + 4 * T * C),
+    apply([g1, b1, wq, bq, wk, bk, wv, bv, wo, bo, g2, b2, w1, bb1, w2, bb2], x) {
+      const attn = { wq: wq!, bq: bq!, wk: wk!, bk: bk!, wv: wv!, bv: bv!, wo: wo!, bo: bo! };
+      const a = x.add(causalSelfAttention(layerNorm(x, g1!, b1!), c.heads, attn)); // (B, T, C)
+      return a.add(linear(gelu(linear(layerNorm(a, g2!, b2!), w1!, bb1!)), w2!, bb2!)); // (B, T, C)
+    },
+  };
+}
 
-  const head: LayerSpec = {
+/** Final LayerNorm and the untied LM head. */
+function gptHead(c: GptConfig): LayerSpec {
+  const C = c.width;
+  const V = c.vocabSize;
+  const T = c.seqLen;
+  return {
     name: 'head',
     kind: 'head',
     params: [
       { name: 'gpt.lnf.g', shape: [C], init: ones },
       { name: 'gpt.lnf.b', shape: [C], init: zeros },
-      { name: 'gpt.lm_head', shape: [C, V], init: normal },
+      { name: 'gpt.lm_head', shape: [C, V], init: normalInit(c) },
     ],
     flopsPerSample: T * 2 * C * V,
     apply([g, b, w], x) {
       return linear(layerNorm(x, g!, b!), w!); // (B, T, V)
     },
-  };
-
-  return {
-    name: 'gpt',
-    seed: c.seed,
-    embed,
-    blocks,
-    head,
-    loss: crossEntropy,
-    hiddenShape: (batch, seq) => [batch, seq, C],
   };
 }

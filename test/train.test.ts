@@ -4,15 +4,13 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { resolveConfig, JobConfig } from '../job/config';
-import { TRAIN_FLAGS, train, trainConfigsFromFlags } from '../cli/train';
-import { parseFlags } from '../cli/args';
+import { train } from '../cli/train';
 import { runJob } from '../job/run-local';
 import { loadBackend } from '../models/backend';
 import { paramChecksum, trainReference } from '../models/reference-train';
 import { TrainConfig, corpusFor, modelSpecFor } from '../models/train-config';
 import { TRAIN_DEFAULTS } from '../job/defaults';
 import { checkResumable, readCheckpointMeta, resumeSnapshot } from '../job/checkpoint';
-import { pipemareHorizon } from '../actors/param-store';
 import { ASYNC_DEFAULTS } from '../job/defaults';
 import { natsServerForSuite } from './nats-server-fixture';
 
@@ -354,57 +352,5 @@ describe('synchronous pipeline training with real compute', function () {
         assert.ok((r.summary.extra_state_bytes ?? [])[0] > 0, 'stage 0 held FRESCO bases');
       }
     });
-  });
-});
-
-describe('train flags of asynchronous mode', () => {
-  const cfgOf = (...argv: string[]) => trainConfigsFromFlags(parseFlags(argv, TRAIN_FLAGS, 'train').flags).cfg;
-
-  it('counts warmup and the schedule in updates, M per iteration, since every microbatch updates', () => {
-    const a = cfgOf('--model', 'mlp', '--mode', 'async', '--microbatches', '8', '--iterations', '10', '--warmup', '3');
-    assert.equal(a.async.totalUpdates, 80);
-    assert.equal(a.async.warmup, 24);
-    const s = cfgOf('--model', 'mlp', '--microbatches', '8', '--iterations', '10', '--warmup', '3');
-    assert.equal(s.train!.warmup, 3, 'synchronous mode steps once per iteration');
-  });
-
-  it("leaves PipeMare's damping off unless asked, and then damps over 3/4 of the updates", () => {
-    const off = cfgOf(
-      '--model',
-      'mlp',
-      '--mode',
-      'async',
-      '--consistency',
-      'pipemare',
-      '--microbatches',
-      '4',
-      '--iterations',
-      '100',
-    );
-    assert.equal(off.async.pipemareDamping, false);
-    const on = cfgOf(
-      '--model',
-      'mlp',
-      '--mode',
-      'async',
-      '--consistency',
-      'pipemare',
-      '--pipemare-damping',
-      '--microbatches',
-      '4',
-      '--iterations',
-      '100',
-    );
-    assert.equal(on.async.pipemareDamping, true);
-    assert.equal(on.async.pipemareSteps, 300);
-    assert.equal(pipemareHorizon(1), 1);
-    assert.throws(
-      () => cfgOf('--model', 'mlp', '--mode', 'async', '--consistency', 'fresco', '--pipemare-damping'),
-      /--pipemare-damping needs --mode async --consistency pipemare/,
-    );
-    assert.throws(
-      () => cfgOf('--model', 'mlp', '--pipemare-damping'),
-      /--pipemare-damping needs --mode async --consistency pipemare/,
-    );
   });
 });

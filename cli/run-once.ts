@@ -1,0 +1,196 @@
+// One job on the real clock (`baton run`, `baton train`): on the in-process bus, on NATS in
+// this process, or on NATS with node agents, spawned here (one OS process per stage, stopped
+// with the job and on SIGINT or SIGTERM) or started by a user (--nodes).
+
+import { ChildProcess, spawn } from 'child_process';
+import { randomBytes } from 'crypto';
+import * as path from 'path';
+import { JobConfig } from '../job/config';
+import { IterationRecord } from '../actors/coordinator';
+import { runDistributed } from '../job/run-distributed';
+import { JobResult, runJob } from '../job/run-local';
+import { JobError, checkJob } from '../job/wire-stage';
+import { filesAJobNames } from '../job/node-host';
+import { NatsBus } from '../transport/nats-bus';
+import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
+import { endBySignal, onProcessEnd } from '../transport/process-cleanup';
+import { NATS_URL_ENV } from './nats-flag';
+import { claimJob } from '../job/job-claim';
+import { stageNodeFlags } from './stage-node-flags';
+
+export interface RunSetup {
+  transport: 'nats' | 'local';
+  processes: 'per-stage' | 'single';
+  natsUrl?: string;
+  nodes?: string[];
+  onIteration?: (r: IterationRecord) => void;
+  /** Told the URL of the private nats-server a run without natsUrl starts, once it is up. */
+  onServer?: (url: string, job: string) => void;
+}
+
+/** The `baton` command's entry point, for starting it as a child process. */
+export const CLI_ENTRY = path.join(__dirname, 'main.js');
+
+/** Stage processes this launcher started: stopped at the end, and on exit, SIGINT or SIGTERM. */
+interface SpawnedNodes {
+  readonly children: ChildProcess[];
+  /** Rejects when one of them ends before stop() was called. */
+  readonly died: Promise<never>;
+  stop(): Promise<void>;
+}
+
+function spawnNodes(url: string, names: string[], nodeFlags: readonly string[], allowFiles: boolean): SpawnedNodes {
+  let stopping = false;
+  let died: (e: Error) => void = () => {};
+  const diedPromise = new Promise<never>((_, reject) => (died = reject));
+  diedPromise.catch(() => {});
+  const children = names.map((name) => {
+    const child = spawn(
+      process.execPath,
+      [
+        ...nodeFlags,
+        CLI_ENTRY,
+        'node',
+        '--name',
+        name,
+        '--quiet',
+        '--exit-with-stdin',
+        ...(allowFiles ? ['--allow-files'] : []),
+      ],
+      { stdio: ['pipe', 'ignore', 'pipe'], env: { ...process.env, [NATS_URL_ENV]: url } },
+    );
+    child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[${name}] ${d}`));
+    child.once('exit', (code, signal) => {
+      if (!stopping)
+        died(
+          new JobError(
+            `stage process ${name} (pid ${child.pid}) ended during the job (${signal ? `signal ${signal}` : `exit code ${code}`})`,
+          ),
+        );
+    });
+    return child;
+  });
+  const forget = onProcessEnd(() => {
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
+  });
+  return {
+    children,
+    died: diedPromise,
+    stop: async () => {
+      stopping = true;
+      await stopChildren(children);
+      forget();
+    },
+  };
+}
+
+async function stopChildren(children: ChildProcess[]): Promise<void> {
+  await Promise.all(
+    children.map(
+      (c) =>
+        new Promise<void>((resolve) => {
+          if (c.exitCode !== null || c.signalCode !== null) return resolve();
+          const t = setTimeout(() => c.kill('SIGKILL'), 3000);
+          c.once('exit', () => {
+            clearTimeout(t);
+            resolve();
+          });
+          c.kill('SIGTERM');
+        }),
+    ),
+  );
+}
+
+/**
+ * SIGINT or SIGTERM during a distributed job: the job ends through its own cleanup (abort
+ * sent to the nodes, stage processes stopped, server stopped), then the signal takes its
+ * default effect. A second signal ends the process at once.
+ */
+function watchInterrupts(): { interrupted: Promise<never>; signal(): NodeJS.Signals | null; dispose(): void } {
+  let got: NodeJS.Signals | null = null;
+  let fail: (e: Error) => void = () => {};
+  const interrupted = new Promise<never>((_, reject) => (fail = reject));
+  interrupted.catch(() => {});
+  const on = (sig: NodeJS.Signals) => () => {
+    got = sig;
+    fail(new JobError(`interrupted by ${sig}`));
+  };
+  const handlers = { SIGINT: on('SIGINT'), SIGTERM: on('SIGTERM') };
+  process.once('SIGINT', handlers.SIGINT);
+  process.once('SIGTERM', handlers.SIGTERM);
+  return {
+    interrupted,
+    signal: () => got,
+    dispose: () => {
+      process.removeListener('SIGINT', handlers.SIGINT);
+      process.removeListener('SIGTERM', handlers.SIGTERM);
+    },
+  };
+}
+
+export interface RunOutcome {
+  result: JobResult;
+  transport: string;
+  processes: number;
+  pids: number[];
+  natsUrl?: string;
+}
+
+/** One job on the real clock with the given transport and process layout. */
+export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutcome> {
+  // With --nodes the stages run elsewhere, and a profile file may exist only there.
+  checkJob(cfg, { profileHere: !setup.nodes });
+  if (setup.transport === 'local') {
+    const result = await runJob(cfg, { clock: 'real', onIteration: setup.onIteration });
+    return { result, transport: 'local', processes: 1, pids: [process.pid] };
+  }
+  let server: NatsServerHandle | null = null;
+  let bus: NatsBus | null = null;
+  let nodes: SpawnedNodes | null = null;
+  let interrupts: ReturnType<typeof watchInterrupts> | null = null;
+  let release: (() => void) | null = null;
+  try {
+    const url = setup.natsUrl ?? (server = await startNatsServer()).url;
+    if (server) setup.onServer?.(url, cfg.job);
+    bus = await NatsBus.connect(url, { name: `baton-run-${cfg.job}` });
+    // A server of our own has no other jobs; a shared one may.
+    if (!server) release = await claimJob(bus, cfg.job);
+    // Core NATS keeps nothing that was in flight: once the launcher's connection drops (a
+    // server of our own that died, a network cut), the job has lost messages, so it ends now.
+    const dropped = bus
+      .disconnected()
+      .then((e) => Promise.reject(new JobError(`${e.message}: messages in flight are lost, the job cannot complete`)));
+    dropped.catch(() => {});
+    if (setup.processes === 'single' && !setup.nodes) {
+      const result = await runJob(cfg, { clock: 'real', bus, onIteration: setup.onIteration, stop: dropped });
+      return { result, transport: 'nats', processes: 1, pids: [process.pid], natsUrl: url };
+    }
+    // The stage processes skip the check that no other agent has their name (it would cost
+    // each of them a round of asking): a suffix of this launch's own makes a clash with an
+    // agent someone started by hand impossible in practice.
+    const suffix = randomBytes(4).toString('hex');
+    const names = setup.nodes ?? Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`);
+    interrupts = watchInterrupts();
+    // Agents of our own may load the files this launcher's user named; built-in names need no files.
+    if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags(), filesAJobNames(cfg).length > 0);
+    const stop = Promise.race([interrupts.interrupted, dropped, ...(nodes ? [nodes.died] : [])]);
+    const result = await runDistributed(cfg, { bus, nodes: names, onIteration: setup.onIteration, stop });
+    const pids = distinctProcesses(result.nodes).map((p) => p.pid);
+    return { result, transport: 'nats', processes: pids.length, pids, natsUrl: url };
+  } finally {
+    if (nodes) await nodes.stop();
+    release?.();
+    if (bus) await bus.close();
+    if (server) await server.stop();
+    interrupts?.dispose();
+    const sig = interrupts?.signal();
+    if (sig) endBySignal(sig);
+  }
+}
+
+/** One entry per OS process the nodes ran in: agents on different machines can have the same pid. */
+export function distinctProcesses(nodes: readonly { pid: number; host: string }[]): { pid: number; host: string }[] {
+  const seen = new Map<string, { pid: number; host: string }>();
+  for (const n of nodes) seen.set(JSON.stringify([n.host, n.pid]), { pid: n.pid, host: n.host });
+  return [...seen.values()];
+}

@@ -1,0 +1,185 @@
+// The flags of `baton train` and its help text.
+
+import { CONSISTENCY_POLICIES } from '../actors/param-store';
+import { ASYNC_DEFAULTS, TRAIN_COMMAND_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
+import { MAX_VAL_BATCHES } from '../models/train-config';
+import { FlagSpec, helpText } from './args';
+import { NATS_URL_FORMS } from './nats-flag';
+import { BUFFER_LIMIT_FLAG } from './job-flags';
+import { STAGE_NODE_FLAGS_HELP } from './stage-node-flags';
+
+export const TRAIN_FLAGS: readonly FlagSpec[] = [
+  { name: 'model', type: 'string', help: 'model', choices: ['gpt', 'mlp'], default: TRAIN_DEFAULTS.model },
+  {
+    name: 'data',
+    type: 'string',
+    metavar: 'FILE',
+    help: 'text file to train on (default: a synthetic corpus the runtime makes)',
+  },
+  { name: 'stages', type: 'int', metavar: 'P', help: 'pipeline stages', default: TRAIN_COMMAND_DEFAULTS.stages },
+  { name: 'chunks', type: 'int', metavar: 'V', help: 'model chunks per stage', default: TRAIN_COMMAND_DEFAULTS.chunks },
+  {
+    name: 'microbatches',
+    type: 'int',
+    metavar: 'M',
+    help: 'microbatches per iteration',
+    default: TRAIN_COMMAND_DEFAULTS.microbatches,
+  },
+  {
+    name: 'microbatch-size',
+    type: 'int',
+    metavar: 'B',
+    help: 'sequences (gpt) or windows (mlp) per microbatch',
+    default: TRAIN_DEFAULTS.microbatchSize,
+  },
+  { name: 'seq', type: 'int', metavar: 'S', help: 'context length (gpt) or window (mlp)', default: TRAIN_DEFAULTS.seq },
+  { name: 'layers', type: 'int', metavar: 'L', help: 'blocks', default: TRAIN_DEFAULTS.layers },
+  { name: 'width', type: 'int', metavar: 'D', help: 'residual width', default: TRAIN_DEFAULTS.width },
+  { name: 'heads', type: 'int', metavar: 'H', help: 'attention heads (gpt)', default: TRAIN_DEFAULTS.heads },
+  {
+    name: 'lr',
+    type: 'number',
+    metavar: 'LR',
+    help: 'peak learning rate (AdamW, warmup then cosine to 0.1x)',
+    default: TRAIN_DEFAULTS.lr,
+  },
+  {
+    name: 'warmup',
+    type: 'int',
+    metavar: 'N',
+    help: 'warmup iterations (async: N x M updates)',
+    default: TRAIN_DEFAULTS.warmup,
+  },
+  {
+    name: 'iterations',
+    type: 'int',
+    metavar: 'N',
+    help: 'iterations of the whole run (sync: one optimizer step each; async: M updates each)',
+    default: TRAIN_COMMAND_DEFAULTS.iterations,
+  },
+  {
+    name: 'policy',
+    type: 'string',
+    metavar: 'NAME',
+    help: 'hint order or schedule (as for sim)',
+    default: TRAIN_COMMAND_DEFAULTS.policy,
+  },
+  BUFFER_LIMIT_FLAG,
+  {
+    name: 'transport',
+    type: 'string',
+    help: 'message bus',
+    choices: ['local', 'nats'],
+    default: TRAIN_COMMAND_DEFAULTS.transport,
+  },
+  {
+    name: 'nats',
+    type: 'string',
+    metavar: 'URL',
+    help: `with --transport nats, the NATS server(s): ${NATS_URL_FORMS} (default: start a local nats-server on a free loopback port)`,
+  },
+  {
+    name: 'processes',
+    type: 'string',
+    help: 'with --transport nats: per-stage, one OS process per stage; single, all stages in this process',
+    choices: ['per-stage', 'single'],
+    default: TRAIN_COMMAND_DEFAULTS.processes,
+  },
+  {
+    name: 'jitter',
+    type: 'string',
+    help: 'communication jitter injected by the senders',
+    choices: ['none', 'paper'],
+    default: TRAIN_COMMAND_DEFAULTS.jitter,
+  },
+  {
+    name: 'jitter-seed',
+    type: 'int',
+    metavar: 'S',
+    help: 'seed of the realized message delays only',
+    default: TRAIN_COMMAND_DEFAULTS.jitterSeed,
+  },
+  { name: 'seed', type: 'int', metavar: 'S', help: 'seed of the model and the data', default: TRAIN_DEFAULTS.seed },
+  {
+    name: 'backend',
+    type: 'string',
+    metavar: 'NAME',
+    help: 'force a tfjs backend: tfjs-node-gpu, tfjs-node, wasm, cpu (or env BATON_BACKEND)',
+  },
+  {
+    name: 'checkpoint',
+    type: 'string',
+    metavar: 'DIR',
+    help: 'save a checkpoint here at the end (and every --checkpoint-every iterations)',
+  },
+  {
+    name: 'checkpoint-every',
+    type: 'int',
+    metavar: 'N',
+    help: 'iterations between checkpoints (0 = only at the end)',
+    default: TRAIN_DEFAULTS.checkpointEvery,
+  },
+  { name: 'resume', type: 'bool', help: 'continue from the checkpoint in --checkpoint DIR' },
+  {
+    name: 'val-batches',
+    type: 'int',
+    metavar: 'N',
+    help: `validation microbatches evaluated at the end (at most ${MAX_VAL_BATCHES})`,
+    default: TRAIN_DEFAULTS.valBatches,
+  },
+  { name: 'job', type: 'string', metavar: 'NAME', help: 'job name', default: TRAIN_COMMAND_DEFAULTS.job },
+  {
+    name: 'mode',
+    type: 'string',
+    help: 'sync: AdamW step after all M (a flush); async: NAdamW update after every backward, no flush',
+    choices: ['sync', 'async'],
+    default: TRAIN_COMMAND_DEFAULTS.mode,
+  },
+  {
+    name: 'consistency',
+    type: 'string',
+    help: 'async: how in-flight microbatches are kept consistent',
+    choices: CONSISTENCY_POLICIES,
+    default: TRAIN_COMMAND_DEFAULTS.consistency,
+  },
+  {
+    name: 'alpha',
+    type: 'number',
+    metavar: 'A',
+    help: "async fresco: protected fraction of each linear layer's capacity",
+    default: ASYNC_DEFAULTS.alpha,
+  },
+  {
+    name: 'pipemare-damping',
+    type: 'bool',
+    help: "async pipemare: also damp the learning rate by delay^-p (p from 1 to 0 over the first 3/4 of the updates); off, as in FRESCO's comparison",
+  },
+  { name: 'beta1', type: 'number', metavar: 'B1', help: 'async: NAdamW beta1', default: ASYNC_DEFAULTS.beta1 },
+  {
+    name: 'clock',
+    type: 'string',
+    help: "real: wall clock; virtual: real compute, but each task holds its stage for the profile's duration on a virtual clock (deterministic order)",
+    choices: ['real', 'virtual'],
+    default: TRAIN_COMMAND_DEFAULTS.clock,
+  },
+  {
+    name: 'profile',
+    type: 'string',
+    metavar: 'NAME|FILE',
+    help: 'message timing (and task durations with --clock virtual)',
+    default: TRAIN_COMMAND_DEFAULTS.profile,
+  },
+  { name: 'print-config', type: 'bool', help: 'print the resolved config and exit' },
+  { name: 'json', type: 'bool', help: 'print one JSON object' },
+  { name: 'help', type: 'bool', help: 'show this help' },
+];
+
+export const TRAIN_HELP =
+  helpText(
+    'train',
+    'train a model with a pipeline, synchronous or asynchronous (real compute, TensorFlow.js)',
+    'baton train [--model gpt|mlp] [--data FILE] [--stages P] [--chunks V] [--microbatches M] [--microbatch-size B] [--seq S] [--layers L] ' +
+      '[--width D] [--iterations N] [--policy NAME] [--transport local|nats] [--jitter none|paper] [--checkpoint DIR] [--seed S] [--jitter-seed S] ' +
+      '[--mode sync|async] [--consistency none|stash|pipemare|predict|fresco] [--alpha A] [--json]',
+    TRAIN_FLAGS,
+  ) + STAGE_NODE_FLAGS_HELP;

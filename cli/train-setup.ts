@@ -1,0 +1,176 @@
+// What `baton train`'s flags give: the job config with its training and asynchronous
+// settings, and the run setup (bus, processes, clock), every value and combination
+// checked before anything starts.
+
+import { resolveConfig, JobConfig } from '../job/config';
+import { CheckpointMeta, hasCheckpoint, checkResumable, readCheckpointMeta } from '../job/checkpoint';
+import { ConsistencyName, pipemareHorizon } from '../actors/param-store';
+import { ASYNC_DEFAULTS, TRAIN_COMMAND_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
+import { MAX_VAL_BATCHES, TrainConfig } from '../models/train-config';
+import { UsageError } from './args';
+import { natsFlag } from './nats-flag';
+import { bufferLimitFromFlag } from './job-flags';
+import { checkLocalProcesses } from './run-flags';
+import { checkOutputDir } from './output-paths';
+
+export interface TrainSetup {
+  transport: 'local' | 'nats';
+  processes: 'per-stage' | 'single';
+  natsUrl?: string;
+  /** virtual: local bus, real compute timed by the profile on the virtual clock. */
+  clock?: 'real' | 'virtual';
+}
+
+function positive(v: unknown, name: string): number {
+  if (!Number.isInteger(v) || (v as number) < 1)
+    throw new UsageError(`train: --${name} must be a positive integer, got ${v}`);
+  return v as number;
+}
+
+export function trainConfigsFromFlags(flags: Record<string, unknown>): {
+  cfg: JobConfig;
+  setup: TrainSetup;
+  madeDirs: string[];
+} {
+  const total = positive(flags.iterations, 'iterations');
+  const { start, meta } = resumePoint(flags, total);
+  const train = trainConfigOf(flags, start, total);
+  const mode = flags.mode as 'sync' | 'async';
+  const M = positive(flags.microbatches, 'microbatches');
+  checkModeFlags(flags, train, mode);
+  const cfg = jobConfigOf(flags, train, mode, M, start, total);
+  if (meta)
+    checkResumable(String(flags.checkpoint), meta, {
+      stages: cfg.stages,
+      chunks: cfg.chunks,
+      microbatches: cfg.microbatches,
+      train,
+    });
+  const setup = setupOf(flags, cfg);
+  // Last: it creates the directory, which a refusal above should not leave behind. A
+  // resumed run writes its checkpoints there too, so it must be writable as well.
+  const madeDirs = flags.checkpoint ? checkOutputDir(String(flags.checkpoint), 'train: --checkpoint') : [];
+  return { cfg, setup, madeDirs };
+}
+
+/** The iteration a run starts at: 0, or with --resume the checkpoint's next one. */
+function resumePoint(flags: Record<string, unknown>, total: number): { start: number; meta: CheckpointMeta | null } {
+  if (!flags.resume) return { start: 0, meta: null };
+  if (!flags.checkpoint) throw new UsageError('train: --resume needs --checkpoint DIR');
+  const meta = readCheckpointMeta(String(flags.checkpoint));
+  const start = meta.nextIteration;
+  if (start >= total)
+    throw new UsageError(`train: the checkpoint is at iteration ${start}, nothing left of --iterations ${total}`);
+  return { start, meta };
+}
+
+/** The model, data and optimizer flags. */
+function trainConfigOf(flags: Record<string, unknown>, start: number, total: number): TrainConfig {
+  const train: TrainConfig = {
+    ...TRAIN_DEFAULTS,
+    model: flags.model as 'gpt' | 'mlp',
+    data: (flags.data as string | undefined) ?? null,
+    microbatchSize: positive(flags.microbatchSize, 'microbatch-size'),
+    seq: positive(flags.seq, 'seq'),
+    layers: positive(flags.layers, 'layers'),
+    width: positive(flags.width, 'width'),
+    heads: positive(flags.heads, 'heads'),
+    lr: flags.lr as number,
+    warmup: flags.warmup as number,
+    seed: flags.seed as number,
+    backend: (flags.backend as string | undefined) ?? null,
+    checkpoint: (flags.checkpoint as string | undefined) ?? null,
+    checkpointEvery: flags.checkpointEvery as number,
+    startIteration: start,
+    totalIterations: total,
+    valBatches: positive(flags.valBatches, 'val-batches'),
+  };
+  if (train.valBatches > MAX_VAL_BATCHES)
+    throw new UsageError(`train: --val-batches must be at most ${MAX_VAL_BATCHES}, got ${train.valBatches}`);
+  if (!(train.lr > 0)) throw new UsageError(`train: --lr must be positive, got ${train.lr}`);
+  for (const [name, v] of [
+    ['warmup', train.warmup],
+    ['seed', train.seed],
+    ['jitter-seed', flags.jitterSeed],
+    ['checkpoint-every', train.checkpointEvery],
+  ] as const)
+    if (!Number.isInteger(v) || (v as number) < 0)
+      throw new UsageError(`train: --${name} must be an integer >= 0, got ${v}`);
+  return train;
+}
+
+/** Checkpoints only in synchronous mode; the asynchronous parameter stores' alpha, beta1 and damping. */
+function checkModeFlags(flags: Record<string, unknown>, train: TrainConfig, mode: 'sync' | 'async'): void {
+  if (mode === 'async' && (flags.checkpoint || flags.resume))
+    throw new UsageError('train: checkpoints are only written in synchronous mode');
+  if (train.checkpointEvery > 0 && !flags.checkpoint)
+    throw new UsageError('train: --checkpoint-every needs --checkpoint DIR');
+  const alpha = flags.alpha as number;
+  if (!(alpha > 0 && alpha <= 1)) throw new UsageError(`train: --alpha must be in (0, 1], got ${alpha}`);
+  const beta1 = flags.beta1 as number;
+  if (!(beta1 >= 0 && beta1 < 1)) throw new UsageError(`train: --beta1 must be in [0, 1), got ${beta1}`);
+  if (flags.pipemareDamping && !(mode === 'async' && flags.consistency === 'pipemare'))
+    throw new UsageError('train: --pipemare-damping needs --mode async --consistency pipemare');
+}
+
+function jobConfigOf(
+  flags: Record<string, unknown>,
+  train: TrainConfig,
+  mode: 'sync' | 'async',
+  M: number,
+  start: number,
+  total: number,
+): JobConfig {
+  return resolveConfig({
+    job: String(flags.job),
+    stages: positive(flags.stages, 'stages'),
+    chunks: positive(flags.chunks, 'chunks'),
+    microbatches: mode === 'async' ? M * total : M,
+    policy: String(flags.policy),
+    profile: String(flags.profile),
+    jitter: flags.jitter as 'none' | 'paper',
+    seed: flags.jitterSeed as number,
+    iterations: mode === 'async' ? 1 : total - start,
+    bufferLimit: bufferLimitFromFlag(flags.bufferLimit),
+    firstIteration: start,
+    train,
+    stallTimeoutMs: TRAIN_COMMAND_DEFAULTS.stallTimeoutMs,
+    mode,
+    // Asynchronous mode updates after every microbatch: the schedule counts updates.
+    async: {
+      ...ASYNC_DEFAULTS,
+      consistency: flags.consistency as ConsistencyName,
+      alpha: flags.alpha as number,
+      lr: train.lr,
+      warmup: M * train.warmup,
+      totalUpdates: M * total,
+      weightDecay: train.weightDecay,
+      beta1: flags.beta1 as number,
+      pipemareDamping: flags.pipemareDamping === true,
+      pipemareSteps: pipemareHorizon(M * total),
+    },
+  });
+}
+
+/** The bus, processes and clock, checked against each other and against the checkpoint directory. */
+function setupOf(flags: Record<string, unknown>, cfg: JobConfig): TrainSetup {
+  if (flags.transport === 'local' && flags.nats) throw new UsageError('train: --nats needs --transport nats');
+  if (flags.clock === 'virtual' && flags.transport === 'nats')
+    throw new UsageError('train: --clock virtual runs in one process; it takes no --transport nats');
+  const natsUrl = flags.nats === undefined ? undefined : natsFlag(flags.nats, 'train');
+  if (flags.checkpoint && !flags.resume && hasCheckpoint(String(flags.checkpoint)))
+    throw new UsageError(
+      `train: --checkpoint ${flags.checkpoint} already holds a checkpoint; add --resume to continue it, or give another directory (a new run would overwrite it)`,
+    );
+  checkLocalProcesses(
+    cfg,
+    { transport: flags.transport as 'local' | 'nats', processes: flags.processes as 'per-stage' | 'single' },
+    'train',
+  );
+  return {
+    transport: flags.transport as 'local' | 'nats',
+    processes: flags.processes as 'per-stage' | 'single',
+    natsUrl,
+    clock: flags.clock as 'real' | 'virtual',
+  };
+}

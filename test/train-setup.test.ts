@@ -1,0 +1,57 @@
+import { strict as assert } from 'assert';
+import { TRAIN_FLAGS } from '../cli/train-flags';
+import { trainConfigsFromFlags } from '../cli/train-setup';
+import { parseFlags } from '../cli/args';
+import { pipemareHorizon } from '../actors/param-store';
+
+describe('train flags of asynchronous mode', () => {
+  const cfgOf = (...argv: string[]) => trainConfigsFromFlags(parseFlags(argv, TRAIN_FLAGS, 'train').flags).cfg;
+
+  it('counts warmup and the schedule in updates, M per iteration, since every microbatch updates', () => {
+    const a = cfgOf('--model', 'mlp', '--mode', 'async', '--microbatches', '8', '--iterations', '10', '--warmup', '3');
+    assert.equal(a.async.totalUpdates, 80);
+    assert.equal(a.async.warmup, 24);
+    const s = cfgOf('--model', 'mlp', '--microbatches', '8', '--iterations', '10', '--warmup', '3');
+    assert.equal(s.train!.warmup, 3, 'synchronous mode steps once per iteration');
+  });
+
+  it("leaves PipeMare's damping off unless asked, and then damps over 3/4 of the updates", () => {
+    const off = cfgOf(
+      '--model',
+      'mlp',
+      '--mode',
+      'async',
+      '--consistency',
+      'pipemare',
+      '--microbatches',
+      '4',
+      '--iterations',
+      '100',
+    );
+    assert.equal(off.async.pipemareDamping, false);
+    const on = cfgOf(
+      '--model',
+      'mlp',
+      '--mode',
+      'async',
+      '--consistency',
+      'pipemare',
+      '--pipemare-damping',
+      '--microbatches',
+      '4',
+      '--iterations',
+      '100',
+    );
+    assert.equal(on.async.pipemareDamping, true);
+    assert.equal(on.async.pipemareSteps, 300);
+    assert.equal(pipemareHorizon(1), 1);
+    assert.throws(
+      () => cfgOf('--model', 'mlp', '--mode', 'async', '--consistency', 'fresco', '--pipemare-damping'),
+      /--pipemare-damping needs --mode async --consistency pipemare/,
+    );
+    assert.throws(
+      () => cfgOf('--model', 'mlp', '--pipemare-damping'),
+      /--pipemare-damping needs --mode async --consistency pipemare/,
+    );
+  });
+});
