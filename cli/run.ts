@@ -21,6 +21,7 @@ import { FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { NATS_URL_ENV, NATS_URL_FORMS, natsFlag } from './nats-flag';
 import { JOB_FLAGS, asyncStream, comparedPolicies, jobConfigFromFlags, speedupOver } from './job-flags';
 import { formatTable } from './table';
+import { RATIO_NOTE, REFERENCE_FLAG, WithReference, referenceColumns, withReference } from './reference-flag';
 import { warnRejects } from './rejects';
 import { claimJob } from '../job/job-claim';
 import { checkTraceOutputs, writeComparedTraceFiles } from './trace-output';
@@ -62,6 +63,7 @@ const RUN_FLAGS: readonly FlagSpec[] = [
     metavar: 'P1,P2,…',
     help: 'run the same seed under each policy and compare (speedup over the first); the k-th policy (from 0) runs as job <job>-k, so tap --job <job>-k watches it',
   },
+  REFERENCE_FLAG,
   {
     name: 'trace',
     type: 'string',
@@ -385,15 +387,29 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     flags.gantt as string | undefined,
   );
   for (const o of outcomes) warnRejects('run', o.result);
-  const rows = outcomes.map(summary);
-  const base = rows[0].makespan_ms;
-  const speedup = (ms: number) => speedupOver(base, ms);
+  // One process: every stage on one clock, so message times are measured (as the bound takes them).
+  const rows = withReference(
+    flags,
+    outcomes.map(summary),
+    outcomes.map((o) => o.result),
+    outcomes.every((o) => o.processes === 1),
+  );
+  const speedup = (ms: number) => speedupOver(rows[0].makespan_ms, ms);
   if (flags.json) {
     // With --compare, always a list (one row per compared policy), as sim prints.
     out(JSON.stringify(compare ? rows.map((r) => ({ ...r, speedup: speedup(r.makespan_ms) })) : rows[0]));
     return 0;
   }
-  out(
+  out(runTable(rows, cfg));
+  for (const w of written) out(`wrote ${w}`);
+  return 0;
+}
+
+/** The table of a run or a comparison (with the offline columns and the ratio note when the reference was computed). */
+function runTable(rows: WithReference<ReturnType<typeof summary>>[], cfg: JobConfig): string {
+  const ref = referenceColumns(rows);
+  const speedup = (ms: number) => speedupOver(rows[0].makespan_ms, ms);
+  return (
     formatTable(
       [
         'policy',
@@ -401,6 +417,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
         `speedup vs ${rows[0].policy}`,
         'lower bound ms',
         'efficiency',
+        ...ref.head,
         'messages',
         'processes',
       ],
@@ -410,12 +427,11 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
         `${speedup(r.makespan_ms).toFixed(2)}x`,
         r.lower_bound_ms.toFixed(1),
         r.efficiency.toFixed(3),
+        ...ref.cells(r),
         String(r.messages),
         String(r.processes),
       ]),
       `real clock, transport=${rows[0].transport}, P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations}`,
-    ),
+    ) + (ref.head.length > 0 ? `\n${RATIO_NOTE}` : '')
   );
-  for (const w of written) out(`wrote ${w}`);
-  return 0;
 }
