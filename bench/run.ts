@@ -7,8 +7,13 @@ import * as path from 'path';
 const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
   sim: {
     file: 'sim-policies.js',
-    flags: '',
+    flags: '[--reference offline]',
     what: 'every policy against binding 1f1b on the virtual clock (llm, multimodal; P 8-32), P=32 wall time, arbiter cost',
+  },
+  reference: {
+    file: 'offline-reference.js',
+    flags: '[--seeds N] [--stages 8,16] [--limits 8,32,depth]',
+    what: 'lower bound and clairvoyant offline reference against bf, bfw and binding 1f1b (llm, multimodal; P 8, 16; limits 8, 32, depth; 10 seeds): medians and ranges',
   },
   bus: {
     file: 'bus-throughput.js',

@@ -5,15 +5,20 @@
 // with compute-only jitter; the wall time of a P=32, M=192, 3-iteration simulation
 // (median of repeats); and the arbiter's cost per decision (every policy warmed up before
 // any is timed, then the median of repeats taken in turn, reversed on odd repeats).
+// With --reference offline, also each policy's makespan against the offline reference
+// (job/run-reference.ts) on the same realized durations: bf's run for the policies with
+// one backward, bfw's for those with B/W split.
 
 import { resolveConfig, JobConfig } from '../job/config';
 import { arbiterFor } from '../policies/arbiter';
 import { runJob, summarize } from '../job/run-local';
+import { runReference } from '../job/run-reference';
 import { ReadySet } from '../stage/ready-set';
 import { median } from '../checks/stats';
 import { resolvePolicy } from '../policies/registry';
 import { PipelineShape, task } from '../policies/task';
 import { formatTable } from '../cli/table';
+import { RATIO_NOTE, REFERENCE_FLAG } from '../cli/reference-flag';
 import { inTurn } from './in-turn';
 import { benchMain } from './bench-cli';
 
@@ -27,10 +32,17 @@ export interface SimBenchOptions {
   seed?: number;
   wallRepeats?: number;
   arbiterRepeats?: number;
+  /** Compute the offline reference (costs a search per profile, P and backward kind). */
+  reference?: boolean;
 }
 
 async function sim(c: Partial<JobConfig>) {
   return summarize(await runJob(resolveConfig(c), { clock: 'virtual' }));
+}
+
+/** The offline reference's makespan on the realized durations of `policy`'s run. */
+async function offlineMs(c: Partial<JobConfig>, policy: string): Promise<number> {
+  return runReference(await runJob(resolveConfig({ ...c, policy }), { clock: 'virtual' }), true).offline_ms;
 }
 
 /** Mean µs per arbitration over a full ready set (M forwards and M/2 backwards ready). */
@@ -90,11 +102,14 @@ export async function benchSimPolicies(o: SimBenchOptions = {}) {
         seed,
         policy: '1f1b',
       });
+      const job = { stages: P, microbatches: M, profile, jitter: 'paper' as const, iterations, seed };
+      const offline = o.reference ? { one: await offlineMs(job, 'bf'), split: await offlineMs(job, 'bfw') } : undefined;
       for (const policy of POLICIES) {
         const s =
           policy === '1f1b'
             ? base
             : await sim({ stages: P, microbatches: M, profile, jitter: 'paper', iterations, seed, policy });
+        const ref = offline && (policy === 'bfw' || policy === 'zb-h1' ? offline.split : offline.one);
         rows.push({
           profile,
           stages: P,
@@ -102,6 +117,7 @@ export async function benchSimPolicies(o: SimBenchOptions = {}) {
           makespan_ms: s.makespan_ms,
           speedup_vs_1f1b: base.makespan_ms / s.makespan_ms,
           efficiency: s.efficiency,
+          ...(ref === undefined ? {} : { offline_ms: ref, vs_offline: ref / s.makespan_ms }),
         });
       }
       const c = await sim({ stages: P, microbatches: M, profile, jitter: 'compute', iterations, seed, policy: 'bf' });
@@ -135,8 +151,9 @@ export async function benchSimPolicies(o: SimBenchOptions = {}) {
 }
 
 export function formatSimBench(r: Awaited<ReturnType<typeof benchSimPolicies>>): string {
+  const ref = r.rows.some((x) => x.vs_offline !== undefined);
   const table = formatTable(
-    ['profile', 'P', 'policy', 'makespan ms', 'speedup vs 1f1b', 'efficiency'],
+    ['profile', 'P', 'policy', 'makespan ms', 'speedup vs 1f1b', 'efficiency', ...(ref ? ['vs offline'] : [])],
     r.rows.map((x) => [
       String(x.profile),
       String(x.stages),
@@ -144,8 +161,9 @@ export function formatSimBench(r: Awaited<ReturnType<typeof benchSimPolicies>>):
       (x.makespan_ms as number).toFixed(1),
       Number.isNaN(x.speedup_vs_1f1b) ? '-' : `${(x.speedup_vs_1f1b as number).toFixed(2)}x`,
       (x.efficiency as number).toFixed(3),
+      ...(ref ? [x.vs_offline === undefined ? '-' : (x.vs_offline as number).toFixed(3)] : []),
     ]),
-    `paper jitter, M=${r.microbatches}, mean of ${r.iterations} iterations, seed ${r.seed} (efficiency = lower bound / makespan)`,
+    `paper jitter, M=${r.microbatches}, mean of ${r.iterations} iterations, seed ${r.seed} (${ref ? RATIO_NOTE : 'efficiency = lower bound / makespan'})`,
   );
   const arb = Object.entries(r.arbiter_us_per_decision)
     .map(([p, us]) => `${p} ${us.toFixed(3)} µs`)
@@ -160,9 +178,9 @@ if (require.main === module) {
   benchMain(
     'sim',
     'every policy against binding 1f1b on the virtual clock (llm, multimodal; P 8-32), P=32 wall time, arbiter cost',
-    [],
+    [REFERENCE_FLAG],
     async (flags) => {
-      const r = await benchSimPolicies();
+      const r = await benchSimPolicies({ reference: flags.reference === 'offline' });
       return flags.json ? r : formatSimBench(r);
     },
   );

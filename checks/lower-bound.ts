@@ -20,24 +20,41 @@
 //   (always run the released task with the largest tail) solves exactly. Its optimum
 //   is a lower bound for every non-preemptive schedule of the real pipeline, and it is
 //   never below the critical path of any task on that stage nor below the stage's work.
+// * slot (when the stages' in-flight caps are given): a stage holds at most L_s forwards
+//   in flight, each from its F's start to its B's end (W's with split), which lasts at
+//   least its round trip through the later stages; see checks/slot-bound.ts.
+// The bound is the largest term; `term` says which one set it.
 // Not captured: the interplay of several stages' capacity (heads do not see that stage
 // 0 must run its forwards one after another), so the bound loosens under imbalance.
 
 import { PipelineShape, Task, TaskKind, fromVirtual, validateShape } from '../policies/task';
 import { DurationModel } from '../models/durations';
+import { SlotBound, slotBound } from './slot-bound';
 
 export interface LowerBound {
   readonly bound: number;
   /** Jackson's preemptive optimum for each physical stage. */
   readonly perStage: number[];
   readonly criticalPath: number;
+  /** The slot bound per stage, when in-flight caps were given. */
+  readonly slot?: SlotBound;
+  /** Which term is the bound: 'critical-path', 'stage <s>' or 'slot <s>'. */
+  readonly term: string;
   readonly method: string;
 }
 
 export const LOWER_BOUND_METHOD =
   "max(critical path, per-stage preemptive one-machine bound 1|r,q,pmtn|Cmax by Jackson's rule)";
 
-export function lowerBound(shape: PipelineShape, iteration: number, d: DurationModel): LowerBound {
+export const SLOT_BOUND_METHOD = `${LOWER_BOUND_METHOD} and the slot bound max_s (sum of minimal slot times)/L_s plus head and tail`;
+
+/** `caps`: each stage's in-flight cap (checks/slot-bound.ts inflightCaps); without them, no slot term. */
+export function lowerBound(
+  shape: PipelineShape,
+  iteration: number,
+  d: DurationModel,
+  caps?: readonly number[],
+): LowerBound {
   validateShape(shape);
   const { stages: P, chunks: V, microbatches: M, splitBackward: split } = shape;
   const n = P * V;
@@ -126,8 +143,16 @@ export function lowerBound(shape: PipelineShape, iteration: number, d: DurationM
     }
     perStage.push(jacksonPreemptive(r, p, q, size));
   }
-  const bound = Math.max(criticalPath, ...perStage);
-  return { bound, perStage, criticalPath, method: LOWER_BOUND_METHOD };
+  const slot = caps ? slotBound(shape, iteration, d, caps) : undefined;
+  const stageMax = Math.max(...perStage);
+  const bound = Math.max(criticalPath, stageMax, slot?.bound ?? 0);
+  const term =
+    slot && slot.bound === bound && slot.bound > stageMax && slot.bound > criticalPath
+      ? `slot ${slot.stage}`
+      : stageMax === bound && stageMax > criticalPath
+        ? `stage ${perStage.indexOf(stageMax)}`
+        : 'critical-path';
+  return { bound, perStage, criticalPath, slot, term, method: slot ? SLOT_BOUND_METHOD : LOWER_BOUND_METHOD };
 }
 
 /** Optimal max(C_j + q_j) on one machine with release times and preemption (Jackson's rule). */

@@ -17,6 +17,8 @@ export interface IterationStats {
   iteration: number;
   makespan_ms: number;
   lower_bound_ms: number;
+  /** Which term of the lower bound set it (checks/lower-bound.ts), where the caller says. */
+  lower_bound_term?: string;
   efficiency: number;
   bubble_fraction: number;
   /** Per stage: ms spent running tasks. */

@@ -10,6 +10,7 @@ import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { STAGE_NODE_FLAGS_HELP, stageNodeFlags } from './stage-node-flags';
 import { RUN_COMMAND_DEFAULTS } from '../job/defaults';
 import type { RunSetup } from './run-once';
+import { REFERENCE_FLAG } from './reference-flag';
 
 export const RUN_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
@@ -45,6 +46,7 @@ export const RUN_FLAGS: readonly FlagSpec[] = [
     metavar: 'P1,P2,…',
     help: 'run the same seed under each policy and compare (speedup over the first); the k-th policy (from 0) runs as job <job>-k, so tap --job <job>-k watches it',
   },
+  REFERENCE_FLAG,
   {
     name: 'trace',
     type: 'string',

@@ -9,6 +9,7 @@ import { checkJobName } from '../transport/subjects';
 import { UsageError, parseFlags } from './args';
 import { comparedPolicies, speedupOver } from './job-flags';
 import { formatTable } from './table';
+import { RATIO_NOTE, WithReference, referenceColumns, withReference } from './reference-flag';
 import { warnRejects } from './rejects';
 import { checkTraceOutputs, writeComparedTraceFiles } from './trace-output';
 import { configForPrint } from './print-config';
@@ -46,7 +47,13 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     flags.gantt as string | undefined,
   );
   for (const o of outcomes) warnRejects('run', o.result);
-  const rows = outcomes.map(summary);
+  // One process: every stage on one clock, so message times are measured (as the bound takes them).
+  const rows = withReference(
+    flags,
+    outcomes.map(summary),
+    outcomes.map((o) => o.result),
+    outcomes.every((o) => o.processes === 1),
+  );
   const base = rows[0].makespan_ms;
   const speedup = (ms: number) => speedupOver(base, ms);
   if (flags.json) {
@@ -87,22 +94,36 @@ async function runPolicies(
   return outcomes;
 }
 
+/** The table of a run or a comparison (with the offline columns and the ratio note when the reference was computed). */
 function comparisonTable(
   cfg: JobConfig,
-  rows: readonly ReturnType<typeof summary>[],
+  rows: readonly WithReference<ReturnType<typeof summary>>[],
   speedup: (ms: number) => number,
 ): string {
-  return formatTable(
-    ['policy', 'makespan ms', `speedup vs ${rows[0].policy}`, 'lower bound ms', 'efficiency', 'messages', 'processes'],
-    rows.map((r) => [
-      r.policy,
-      r.makespan_ms.toFixed(1),
-      `${speedup(r.makespan_ms).toFixed(2)}x`,
-      r.lower_bound_ms.toFixed(1),
-      r.efficiency.toFixed(3),
-      String(r.messages),
-      String(r.processes),
-    ]),
-    `real clock, transport=${rows[0].transport}, P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations}`,
+  const ref = referenceColumns(rows);
+  return (
+    formatTable(
+      [
+        'policy',
+        'makespan ms',
+        `speedup vs ${rows[0].policy}`,
+        'lower bound ms',
+        'efficiency',
+        ...ref.head,
+        'messages',
+        'processes',
+      ],
+      rows.map((r) => [
+        r.policy,
+        r.makespan_ms.toFixed(1),
+        `${speedup(r.makespan_ms).toFixed(2)}x`,
+        r.lower_bound_ms.toFixed(1),
+        r.efficiency.toFixed(3),
+        ...ref.cells(r),
+        String(r.messages),
+        String(r.processes),
+      ]),
+      `real clock, transport=${rows[0].transport}, P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations}`,
+    ) + (ref.head.length > 0 ? `\n${RATIO_NOTE}` : '')
   );
 }

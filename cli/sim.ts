@@ -8,6 +8,7 @@ import { JOB_FLAGS, asyncStream, comparedPolicies, jobConfigFromFlags, speedupOv
 import { formatTable } from './table';
 import { checkTraceOutputs, writeComparedTraceFiles, writeTraceFiles } from './trace-output';
 import { configForPrint } from './print-config';
+import { RATIO_NOTE, REFERENCE_FLAG, WithReference, referenceColumns, withReference } from './reference-flag';
 
 const SIM_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
@@ -29,6 +30,7 @@ const SIM_FLAGS: readonly FlagSpec[] = [
     metavar: 'FILE.svg',
     help: 'draw the pipeline Gantt chart (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.svg)',
   },
+  REFERENCE_FLAG,
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },
   { name: 'print-config', type: 'bool', help: 'print the resolved config and exit' },
   { name: 'help', type: 'bool', help: 'show this help' },
@@ -38,7 +40,7 @@ export const SIM_HELP = helpText(
   'sim',
   'simulate a pipeline on the virtual clock (same actors, emulated compute)',
   'baton sim [--stages P] [--microbatches M] [--chunks V] [--policy NAME] [--profile NAME|FILE] [--jitter none|compute|paper] ' +
-    '[--jitter-scale X] [--buffer-limit N|depth] [--seed S] [--iterations I] [--compare bf,1f1b,…] [--json]',
+    '[--jitter-scale X] [--buffer-limit N|depth] [--seed S] [--iterations I] [--compare bf,1f1b,…] [--reference offline] [--json]',
   SIM_FLAGS,
 );
 
@@ -72,25 +74,8 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
   if (!compare) {
     const r = await simulate(cfg);
     const written = writeTraceFiles(r, flags.trace as string | undefined, flags.gantt as string | undefined);
-    const s = summarize(r);
-    out(
-      flags.json
-        ? JSON.stringify(s)
-        : formatTable(
-            ['policy', 'makespan ms', 'lower bound ms', 'efficiency', 'bubble', 'peak in-flight'],
-            [
-              [
-                s.policy,
-                s.makespan_ms.toFixed(2),
-                s.lower_bound_ms.toFixed(2),
-                s.efficiency.toFixed(3),
-                s.bubble_fraction.toFixed(3),
-                s.peak_inflight.join(','),
-              ],
-            ],
-            `P=${s.stages} M=${s.microbatches} V=${s.chunks} profile=${s.profile} jitter=${s.jitter} scale=${cfg.jitterScale} seed=${s.seed} iterations=${s.iterations.length}`,
-          ),
-    );
+    const [s] = withReference(flags, [summarize(r)], [r], true);
+    out(flags.json ? JSON.stringify(s) : singleTable(s, cfg));
     if (!flags.json) for (const w of written) out(`wrote ${w}`);
     return 0;
   }
@@ -101,23 +86,58 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
     flags.trace as string | undefined,
     flags.gantt as string | undefined,
   );
-  const rows = compareRows(results);
-  out(
-    flags.json
-      ? JSON.stringify(rows)
-      : formatTable(
-          ['policy', 'makespan ms', `speedup vs ${rows[0].policy}`, 'efficiency', 'bubble', 'max peak in-flight'],
-          rows.map((r) => [
-            r.policy,
-            r.makespan_ms.toFixed(2),
-            `${r.speedup.toFixed(3)}x`,
-            r.efficiency.toFixed(3),
-            r.bubble_fraction.toFixed(3),
-            String(Math.max(...r.peak_inflight)),
-          ]),
-          `P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations}`,
-        ),
-  );
+  const rows = withReference(flags, compareRows(results), results, true);
+  out(flags.json ? JSON.stringify(rows) : compareTable(rows, cfg));
   if (!flags.json) for (const w of written) out(`wrote ${w}`);
   return 0;
+}
+
+/** The table of one run (with the offline columns and the ratio note when the reference was computed). */
+function singleTable(s: WithReference<ReturnType<typeof summarize>>, cfg: JobConfig): string {
+  const ref = referenceColumns([s]);
+  return (
+    formatTable(
+      ['policy', 'makespan ms', 'lower bound ms', 'efficiency', ...ref.head, 'bubble', 'peak in-flight'],
+      [
+        [
+          s.policy,
+          s.makespan_ms.toFixed(2),
+          s.lower_bound_ms.toFixed(2),
+          s.efficiency.toFixed(3),
+          ...ref.cells(s),
+          s.bubble_fraction.toFixed(3),
+          s.peak_inflight.join(','),
+        ],
+      ],
+      `P=${s.stages} M=${s.microbatches} V=${s.chunks} profile=${s.profile} jitter=${s.jitter} scale=${cfg.jitterScale} seed=${s.seed} iterations=${s.iterations.length}; bound set by ${s.lower_bound_term}`,
+    ) + (ref.head.length > 0 ? `\n${RATIO_NOTE}` : '')
+  );
+}
+
+/** The table of --compare: one row per policy. */
+function compareTable(rows: WithReference<ReturnType<typeof compareRows>[number]>[], cfg: JobConfig): string {
+  const ref = referenceColumns(rows);
+  return (
+    formatTable(
+      [
+        'policy',
+        'makespan ms',
+        `speedup vs ${rows[0].policy}`,
+        'efficiency',
+        ...ref.head,
+        'bubble',
+        'max peak in-flight',
+      ],
+      rows.map((r) => [
+        r.policy,
+        r.makespan_ms.toFixed(2),
+        `${r.speedup.toFixed(3)}x`,
+        r.efficiency.toFixed(3),
+        ...ref.cells(r),
+        r.bubble_fraction.toFixed(3),
+        String(Math.max(...r.peak_inflight)),
+      ]),
+      `P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations}`,
+    ) + `\n${ref.head.length > 0 ? RATIO_NOTE : 'efficiency = lower bound / makespan (1: provably optimal)'}`
+  );
 }

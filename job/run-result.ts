@@ -4,6 +4,7 @@
 import { HintPolicy } from '../policies/hint';
 import { PipelineShape } from '../policies/task';
 import { lowerBound } from '../checks/lower-bound';
+import { inflightCaps } from '../checks/slot-bound';
 import { DurationModel } from '../models/durations';
 import { measuredDurations } from '../checks/measured';
 import { StoreStats } from '../actors/param-store';
@@ -48,11 +49,15 @@ export function summarize(r: JobResult) {
       iteration: i.iteration,
       makespan_ms: i.makespan_ms,
       lower_bound_ms: i.lower_bound_ms,
+      lower_bound_term: i.lower_bound_term,
       efficiency: i.efficiency,
       bubble_fraction: i.bubble_fraction,
     })),
     makespan_ms: makespan,
     lower_bound_ms: lowerBound,
+    // Which term of the bound set it (each iteration's, once each): critical-path, stage <s>, slot <s>.
+    lower_bound_term: [...new Set(r.iterations.map((i) => i.lower_bound_term))].join(', '),
+    inflight_caps: inflightCaps(r.policy, r.shape, r.config.bufferLimit),
     // A run of zero-length tasks takes no time and wastes none.
     efficiency: makespan > 0 ? lowerBound / makespan : 1,
     bubble_fraction: mean(r.iterations.map((i) => i.bubble_fraction)),
@@ -112,14 +117,15 @@ export function buildResult(p: ResultParts): JobResult {
   }
   const measuredRecords = p.records.slice(p.cfg.warmupIterations);
   const byIteration = eventsByIteration(p.events);
-  const iterations = measuredRecords.map((r) =>
-    iterationStats(
-      r,
-      byIteration.get(r.iteration) ?? [],
-      p.shape.stages,
-      lowerBound(p.shape, r.iteration, measured).bound,
-    ),
-  );
+  // The slot term uses the in-flight cap this policy is held to at each stage (a binding schedule: its own).
+  const caps = inflightCaps(p.policy, p.shape, p.cfg.bufferLimit);
+  const iterations = measuredRecords.map((r) => {
+    const lb = lowerBound(p.shape, r.iteration, measured, caps);
+    return {
+      ...iterationStats(r, byIteration.get(r.iteration) ?? [], p.shape.stages, lb.bound),
+      lower_bound_term: lb.term,
+    };
+  });
   const measuredIterations = new Set(measuredRecords.map((r) => r.iteration));
   const t = totals(p.events, p.shape.stages, (it) => measuredIterations.has(it));
   const coordinatorRejects = p.coordinatorRejects ?? newRejectTally();

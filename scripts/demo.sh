@@ -7,4 +7,4 @@ bash scripts/setup.sh >&2
 mkdir -p out
 node dist/cli/main.js run --transport nats --processes per-stage \
   --stages 4 --microbatches 16 --profile multimodal --jitter paper --seed 1 --iterations 2 \
-  --compare 1f1b,bf --trace out/demo-trace.json --gantt out/demo-gantt.svg "$@"
+  --compare 1f1b,bf --reference offline --trace out/demo-trace.json --gantt out/demo-gantt.svg "$@"

@@ -17,7 +17,10 @@ describe("the benchmarks' command line", () => {
     const help = bench('bus', '--help');
     assert.equal(help.status, 0);
     assert.match(help.stdout, /Usage: npm run bench -- bus \[--mb MB\]/);
-    assert.match(bench('sim', '--help').stdout, /Usage: npm run bench -- sim \[--json\]\n/);
+    assert.match(
+      bench('sim', '--help').stdout,
+      /Usage: npm run bench -- sim \[--reference none\|offline\] \[--json\]\n/,
+    );
     // Through plain `npm run`, npm's own lines come first on stdout: the help says how to get the JSON alone.
     assert.match(
       bench('sim', '--help').stdout,

@@ -1,0 +1,145 @@
+// The offline reference: a clairvoyant schedule of one iteration on its realized durations
+// and message times, under the same rules as the runtime (dependencies, one task at a time
+// per stage, the buffer limit as a non-binding policy keeps it), found by search. Its makespan is what a schedule that
+// knew everything in advance achieves: an upper bound on the best possible, beside the
+// lower bound (checks/lower-bound.ts), which it can never beat.
+//
+// The heuristic (deterministic for a seed), over non-delay list schedules
+// (checks/offline-schedule.ts), each a priority per task:
+// 1. seed orders: longest remaining path (the task's time plus the longest path after it),
+//    the same leaning to microbatch order, backward-first in microbatch order (bf's rule),
+//    the same with the longest round trips first, and forward-first;
+// 2. random restarts: each seed order with every priority multiplied by a lognormal
+//    factor of a random spread;
+// 3. local search from the best: perturb the priorities of a random window of microbatches
+//    (all their tasks at one stage or at all stages), keep the change when the makespan is
+//    not worse.
+// Not modelled: delaying a ready task on purpose (a non-delay schedule never idles a stage
+// that could start something), which an optimal schedule may do.
+
+import { BufferLimit, stageBufferLimit } from '../policies/backpressure';
+import { bf } from '../policies/hints';
+import { PipelineShape, Task } from '../policies/task';
+import { inflightCaps } from './slot-bound';
+import { DurationModel } from '../models/durations';
+import { ListSchedule, TaskGraph, buildTaskGraph, listSchedule, taskOf } from './offline-schedule';
+
+export interface ScheduledTask {
+  readonly stage: number;
+  readonly task: Task;
+  readonly start: number;
+  readonly end: number;
+}
+
+export interface OfflineOptions {
+  /** Seed of the search's random choices (default 0). */
+  readonly seed?: number;
+  /** Random restarts per seed order (default 8). */
+  readonly restarts?: number;
+  /** Local-search steps (default 600). */
+  readonly steps?: number;
+}
+
+export interface OfflineReference {
+  readonly makespan: number;
+  /** Every task with its stage, start and end. */
+  readonly schedule: ScheduledTask[];
+  /** List schedules evaluated. */
+  readonly evaluations: number;
+  /** The most forwards the rule lets each stage hold in flight (the slot bound's caps). */
+  readonly caps: number[];
+  readonly method: string;
+}
+
+export const OFFLINE_METHOD =
+  'non-delay list scheduling: longest-remaining-path and bf/fb seed orders, lognormal random restarts, local search over microbatch windows';
+
+/** `limit`: the job's buffer limit, held as the runtime holds a non-binding policy to it. */
+export function offlineReference(
+  shape: PipelineShape,
+  iteration: number,
+  d: DurationModel,
+  limit: BufferLimit,
+  opts: OfflineOptions = {},
+): OfflineReference {
+  const limits = Array.from({ length: shape.stages }, (_, s) => stageBufferLimit(limit, s, shape.stages));
+  const g = buildTaskGraph(shape, iteration, d, limits);
+  const random = xorshift32(opts.seed ?? 0);
+  const gauss = () => Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
+  const seeds = seedOrders(g);
+  let evaluations = 1;
+  const best: { prio: Float64Array; run: ListSchedule } = { prio: seeds[0], run: listSchedule(g, seeds[0]) };
+  // A schedule as good as the best is kept too: the search drifts along plateaus.
+  const tryPrio = (prio: Float64Array): void => {
+    const run = listSchedule(g, prio);
+    evaluations++;
+    if (run.makespan <= best.run.makespan) Object.assign(best, { prio, run });
+  };
+  for (const s of seeds.slice(1)) tryPrio(s);
+  for (const s of seeds)
+    for (let r = 0; r < (opts.restarts ?? 8); r++) {
+      const spread = 0.02 + 0.3 * random();
+      tryPrio(s.map((x) => x * Math.exp(spread * gauss())));
+    }
+  const { stages: P, microbatches: M } = shape;
+  const n = P * shape.chunks;
+  for (let step = 0; step < (opts.steps ?? 600); step++) {
+    const prio = best.prio.slice();
+    const width = 1 + Math.floor(random() * Math.min(M, 8));
+    const j0 = Math.floor(random() * (M - width + 1));
+    const stage = random() < 0.5 ? Math.floor(random() * P) : -1;
+    const spread = 0.05 + 0.5 * random();
+    for (let v = 0; v < n; v++) {
+      if (stage >= 0 && v % P !== stage) continue;
+      for (let j = j0; j < j0 + width; j++) {
+        const f = (v * M + j) * g.K;
+        for (let k = 0; k < g.K; k++) prio[f + k] *= Math.exp(spread * gauss());
+      }
+    }
+    tryPrio(prio);
+  }
+  const { start, makespan } = best.run;
+  const schedule: ScheduledTask[] = [];
+  for (let id = 0; id < g.size; id++) {
+    const { stage, task } = taskOf(g, id);
+    schedule.push({ stage, task, start: start[id], end: start[id] + g.dur[id] });
+  }
+  return { makespan, schedule, evaluations, caps: inflightCaps(bf, shape, limit), method: OFFLINE_METHOD };
+}
+
+/** The seed orders (priorities, higher first), all positive so that scaling keeps their sign. */
+function seedOrders(g: TaskGraph): Float64Array[] {
+  const { size, rest, K } = g;
+  const M = g.shape.microbatches;
+  const scale = Math.max(...rest) || 1;
+  const mbOf = (id: number) => Math.floor(id / K) % M;
+  const kindOf = (id: number) => id % K;
+  const lrp = Float64Array.from({ length: size }, (_, id) => rest[id] + scale * 1e-6);
+  const lrpFifo = Float64Array.from({ length: size }, (_, id) => rest[id] + scale * (1 + (M - mbOf(id)) / M) * 0.05);
+  // bf's rule: a backward (or W) before a forward, lower microbatches first.
+  const bfLike = Float64Array.from(
+    { length: size },
+    (_, id) => (kindOf(id) === 0 ? 1 : 3) + (M - mbOf(id)) / M - (kindOf(id) === 2 ? 1 : 0),
+  );
+  const fbLike = Float64Array.from({ length: size }, (_, id) => (kindOf(id) === 0 ? 3 : 1) + (M - mbOf(id)) / M);
+  // bf's rule with the microbatches of longest round trip (the rest of their first forward, id j*K) first.
+  const trip = (id: number) => rest[mbOf(id) * K] / scale;
+  const bfLongFirst = Float64Array.from(
+    { length: size },
+    (_, id) => (kindOf(id) === 0 ? 1 : 3) + trip(id) - (kindOf(id) === 2 ? 1 : 0),
+  );
+  return [lrp, lrpFifo, bfLike, fbLike, bfLongFirst];
+}
+
+/** Marsaglia's xorshift32, seeded through a multiplicative hash (never 0): uniform in [0, 1). */
+function xorshift32(seed: number): () => number {
+  let x = Math.imul((seed >>> 0) + 1, 0x9e3779b1) >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    return x / 4294967296;
+  };
+}

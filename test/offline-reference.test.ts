@@ -1,0 +1,239 @@
+import { strict as assert } from 'assert';
+import { resolveConfig } from '../job/config';
+import { runJob, summarize } from '../job/run-local';
+import { runReference } from '../job/run-reference';
+import { simCommand } from '../cli/sim';
+import { DurationModel, makeDurationModel } from '../models/durations';
+import { lowerBound } from '../checks/lower-bound';
+import { ScheduledTask, offlineReference } from '../checks/offline-reference';
+import { buildTaskGraph, listSchedule, taskOf } from '../checks/offline-schedule';
+import { inflightCaps } from '../checks/slot-bound';
+import { loadProfile } from '../models/profile';
+import { BufferLimit } from '../policies/backpressure';
+import { bf } from '../policies/hints';
+import {
+  PipelineShape,
+  Task,
+  allTasks,
+  backwardPredecessor,
+  formatTask,
+  forwardPredecessor,
+  isLossStage,
+  task,
+} from '../policies/task';
+
+/**
+ * The problems of an offline schedule, checked here from the task definitions alone
+ * (policies/task.ts), not with the graph the reference built: every task once with its
+ * duration; F after its predecessor's F plus the message; B after its F and the next
+ * virtual stage's B plus the message; W after its B; one task at a time per stage; at most
+ * caps[s] forwards in flight (F start to B end, W end with split) at stage s.
+ */
+function problems(
+  shape: PipelineShape,
+  d: DurationModel,
+  caps: readonly number[],
+  sched: readonly ScheduledTask[],
+): string[] {
+  const out: string[] = [];
+  const at = new Map<string, ScheduledTask>();
+  const key = (s: number, t: Task) => `${s}:${formatTask(t)}`;
+  for (const x of sched) {
+    if (at.has(key(x.stage, x.task))) out.push(`stage ${x.stage}: ${formatTask(x.task)} twice`);
+    at.set(key(x.stage, x.task), x);
+  }
+  const eps = 1e-9;
+  for (let s = 0; s < shape.stages; s++)
+    for (const t of allTasks(shape)) {
+      const x = at.get(key(s, t));
+      const where = `stage ${s}, ${formatTask(t)}`;
+      if (!x) {
+        out.push(`${where}: missing`);
+        continue;
+      }
+      if (Math.abs(x.end - x.start - d.compute(0, s, t)) > eps)
+        out.push(`${where}: lasts ${x.end - x.start}, not ${d.compute(0, s, t)}`);
+      const after = (stage: number, dep: Task, delay: number, what: string) => {
+        const y = at.get(key(stage, dep));
+        if (y && x.start < y.end + delay - eps)
+          out.push(
+            `${where}: starts at ${x.start} before ${what} ${formatTask(dep)} at stage ${stage} (${y.end} + ${delay})`,
+          );
+      };
+      if (t.kind === 'F') {
+        const p = forwardPredecessor(s, t.chunk, shape);
+        if (p) after(p.stage, task('F', t.mb, p.chunk), d.comm(0, p.stage, task('F', t.mb, p.chunk)), 'its input from');
+        else if (x.start < -eps) out.push(`${where}: starts before 0`);
+      } else if (t.kind === 'B') {
+        after(s, task('F', t.mb, t.chunk), 0, 'its forward');
+        if (!isLossStage(s, t.chunk, shape)) {
+          const p = backwardPredecessor(s, t.chunk, shape)!;
+          after(p.stage, task('B', t.mb, p.chunk), d.comm(0, p.stage, task('B', t.mb, p.chunk)), 'its gradient from');
+        }
+      } else after(s, task('B', t.mb, t.chunk), 0, 'its backward');
+    }
+  for (let s = 0; s < shape.stages; s++) {
+    const mine = sched.filter((x) => x.stage === s).sort((a, b) => a.start - b.start);
+    for (let i = 1; i < mine.length; i++)
+      if (mine[i].start < mine[i - 1].end - eps)
+        out.push(
+          `stage ${s}: ${formatTask(mine[i].task)} at ${mine[i].start} while ${formatTask(mine[i - 1].task)} runs until ${mine[i - 1].end}`,
+        );
+    // In flight: +1 at each F's start, -1 at each release's end; at equal times the release first.
+    const release = shape.splitBackward ? 'W' : 'B';
+    const steps = mine
+      .flatMap((x) =>
+        x.task.kind === 'F' ? [{ t: x.start, d: 1 }] : x.task.kind === release ? [{ t: x.end, d: -1 }] : [],
+      )
+      .sort((a, b) => a.t - b.t || a.d - b.d);
+    let n = 0;
+    for (const e of steps)
+      if ((n += e.d) > caps[s]) {
+        out.push(`stage ${s}: ${n} forwards in flight at ${e.t}, cap ${caps[s]}`);
+        break;
+      }
+  }
+  return out;
+}
+
+const llm = loadProfile('llm');
+const multimodal = loadProfile('multimodal');
+
+describe('offline reference', () => {
+  it('is a valid schedule under the caps and never below the lower bound, over shapes and limits', function () {
+    this.timeout(60000);
+    const shapes: PipelineShape[] = [
+      { stages: 4, chunks: 1, microbatches: 8, splitBackward: false },
+      { stages: 3, chunks: 1, microbatches: 7, splitBackward: true },
+      { stages: 2, chunks: 2, microbatches: 6, splitBackward: false },
+      { stages: 3, chunks: 2, microbatches: 5, splitBackward: true },
+    ];
+    const limits: BufferLimit[] = [1, 2, 4, 'depth'];
+    let checked = 0;
+    for (const shape of shapes)
+      for (const limit of limits)
+        for (const [profile, seed] of [
+          [llm, 1],
+          [multimodal, 4],
+        ] as const) {
+          const d = makeDurationModel({ profile, shape, jitter: 'paper', seed });
+          const o = offlineReference(shape, 0, d, limit, { steps: 60, restarts: 2 });
+          const caps = inflightCaps(bf, shape, limit);
+          assert.deepEqual(o.caps, caps);
+          const what = `${JSON.stringify(shape)} limit ${limit} seed ${seed}`;
+          assert.deepEqual(problems(shape, d, caps, o.schedule), [], what);
+          assert.equal(o.makespan, Math.max(...o.schedule.map((x) => x.end)), what);
+          const lb = lowerBound(shape, 0, d, caps);
+          assert.ok(
+            o.makespan >= lb.bound * (1 - 1e-12),
+            `${what}: offline ${o.makespan} < bound ${lb.bound} (${lb.term})`,
+          );
+          checked++;
+        }
+    assert.equal(checked, 32);
+  });
+
+  it('the checker above finds a broken schedule: a task moved early, a cap exceeded', () => {
+    const shape: PipelineShape = { stages: 3, chunks: 1, microbatches: 4, splitBackward: false };
+    const d = makeDurationModel({ profile: llm, shape, jitter: 'paper', seed: 2 });
+    const o = offlineReference(shape, 0, d, 2, { steps: 10, restarts: 1 });
+    const early = o.schedule.map((x) =>
+      x.stage === 1 && x.task.kind === 'B' && x.task.mb === 0 ? { ...x, start: 0, end: x.end - x.start } : x,
+    );
+    assert.ok(
+      problems(shape, d, [2, 2, 2], early).some((p) =>
+        /stage 1, B0: starts at .* before its gradient from B0 at stage 2/.test(p),
+      ),
+    );
+    assert.ok(problems(shape, d, [1, 1, 1], o.schedule).some((p) => /forwards in flight at .*, cap 1/.test(p)));
+  });
+
+  it('meets the bound where it is achievable: (M+P-1)(F+B) on uniform, and M round trips one microbatch at a time at limit 1', () => {
+    const uniform = loadProfile('uniform');
+    for (const [P, M] of [
+      [4, 8],
+      [3, 5],
+    ]) {
+      const shape: PipelineShape = { stages: P, chunks: 1, microbatches: M, splitBackward: false };
+      const d = makeDurationModel({ profile: uniform, shape, jitter: 'none', seed: 0 });
+      assert.ok(Math.abs(offlineReference(shape, 0, d, M).makespan - (M + P - 1) * 30) < 1e-9, `P=${P} M=${M}`);
+      assert.ok(Math.abs(offlineReference(shape, 0, d, 1).makespan - M * P * 30) < 1e-9, `P=${P} M=${M} limit 1`);
+    }
+  });
+
+  it('is deterministic for a seed', () => {
+    const shape: PipelineShape = { stages: 4, chunks: 1, microbatches: 12, splitBackward: false };
+    const d = makeDurationModel({ profile: llm, shape, jitter: 'paper', seed: 5 });
+    const a = offlineReference(shape, 0, d, 3, { seed: 7, steps: 50 });
+    assert.deepEqual(offlineReference(shape, 0, d, 3, { seed: 7, steps: 50 }), a);
+    assert.notDeepEqual(offlineReference(shape, 0, d, 3, { seed: 8, steps: 50 }).schedule, a.schedule);
+  });
+
+  it("never deadlocks interleaved: at the limit only the focused microbatch's forward starts, so forwards-first priorities finish too", () => {
+    // P=2, V=2, limit 1: with a plain cap of 3, stage 0 could start F0, F1, F2 of chunk 0 and
+    // F0@1 would wait for a slot that only B0@0, after F0@1, frees.
+    const shape: PipelineShape = { stages: 2, chunks: 2, microbatches: 4, splitBackward: false };
+    const d = makeDurationModel({ profile: llm, shape, jitter: 'paper', seed: 3 });
+    const g = buildTaskGraph(shape, 0, d, [1, 1]);
+    const forwardsFirst = Float64Array.from({ length: g.size }, (_, id) => (id % g.K === 0 ? 2 : 1));
+    const r = listSchedule(g, forwardsFirst);
+    const sched = Array.from({ length: g.size }, (_, id) => ({
+      ...taskOf(g, id),
+      start: r.start[id],
+      end: r.start[id] + g.dur[id],
+    }));
+    assert.deepEqual(problems(shape, d, [3, 3], sched), []);
+    assert.equal(r.makespan, Math.max(...sched.map((x) => x.end)));
+  });
+
+  it('is never above what bf achieved by much, and a run reports it beside its efficiency', async () => {
+    const r = await runJob(
+      resolveConfig({
+        stages: 4,
+        microbatches: 16,
+        policy: 'bf',
+        profile: 'llm',
+        jitter: 'paper',
+        seed: 3,
+        bufferLimit: 3,
+        iterations: 2,
+      }),
+      { clock: 'virtual' },
+    );
+    const ref = runReference(r, true, { steps: 100 });
+    const s = summarize(r);
+    assert.equal(ref.offline_iterations.length, 2);
+    assert.ok(ref.offline_ms >= s.lower_bound_ms - 1e-6, `offline ${ref.offline_ms} < bound ${s.lower_bound_ms}`);
+    assert.ok(ref.offline_ms <= s.makespan_ms * 1.02, `offline ${ref.offline_ms} vs bf ${s.makespan_ms}`);
+    assert.ok(Math.abs(ref.efficiency_vs_offline - ref.offline_ms / s.makespan_ms) < 1e-12);
+    assert.deepEqual(ref.offline_caps, [3, 3, 3, 3]);
+  });
+
+  it('sim --reference offline puts offline_ms and efficiency_vs_offline in the JSON and both ratios in the table', async () => {
+    const flags = [
+      '--stages',
+      '3',
+      '--microbatches',
+      '6',
+      '--profile',
+      'llm',
+      '--jitter',
+      'paper',
+      '--buffer-limit',
+      '2',
+    ];
+    let text = '';
+    await simCommand([...flags, '--reference', 'offline', '--json'], (x) => (text = x));
+    const j = JSON.parse(text);
+    assert.ok(j.offline_ms >= j.lower_bound_ms - 1e-6 && j.offline_ms <= j.makespan_ms * 1.02, text);
+    assert.ok(Math.abs(j.efficiency_vs_offline - j.offline_ms / j.makespan_ms) < 1e-12);
+    assert.deepEqual(j.offline_caps, [2, 2, 2]);
+    await simCommand([...flags, '--compare', 'bf,1f1b', '--reference', 'offline'], (x) => (text = x));
+    assert.match(text, /efficiency\s+offline ms\s+vs offline/);
+    assert.match(text, /vs offline = offline reference \/ makespan/);
+    await simCommand([...flags, '--compare', 'bf,1f1b'], (x) => (text = x));
+    assert.doesNotMatch(text, /offline/);
+    await simCommand([...flags, '--json'], (x) => (text = x));
+    assert.equal(JSON.parse(text).offline_ms, undefined);
+  });
+});
