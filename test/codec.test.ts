@@ -412,6 +412,7 @@ describe('codec', () => {
       // In a child process: without a bound, the quote never ends.
       const script = `
         const c = require(${JSON.stringify(require.resolve('../transport/codec'))});
+        const q = require(${JSON.stringify(require.resolve('../base/quote'))});
         const text = (s) => Buffer.concat([Buffer.of(0x60 + s.length), Buffer.from(s)]).toString('hex');
         const cyclic = Buffer.from('a2' + text('v') + '01' + text('job') + 'd81c88' + 'd81d00'.repeat(8), 'hex');
         const out = [];
@@ -419,7 +420,7 @@ describe('codec', () => {
         const a = []; for (let i = 0; i < 8; i++) a.push(a);
         const o = {}; for (let i = 0; i < 6; i++) o['k' + i] = o;
         let dag = [1]; for (let i = 0; i < 40; i++) dag = Array(8).fill(dag);
-        out.push(c.quoteValue(a), c.quoteValue(o), c.quoteValue(dag));
+        out.push(q.quoteValue(a), q.quoteValue(o), q.quoteValue(dag));
         console.log(JSON.stringify(out));`;
       const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 });
       assert.equal(r.signal, null, 'the child did not finish');
