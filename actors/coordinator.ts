@@ -48,121 +48,133 @@ interface CoordinatorState {
   finished: boolean;
 }
 
-export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg> {
-  const { runtime, bus, job, stages, microbatches, iterations } = w;
-  const clock = runtime.clock;
-
-  const begin = async (s: CoordinatorState): Promise<void> => {
-    s.start = clock.now();
-    s.reports = new Array(stages).fill(null);
-    const base = {
-      v: ENVELOPE_VERSION,
-      job,
-      iteration: s.iteration,
-      src: -1,
-      sentAt: s.start,
-      tensors: [],
-      ...launchField(w.launch),
-    };
-    const control = (st: number): void =>
-      bus.publish(
-        subject(job, 'control', st),
-        encodeEnvelope({
-          ...base,
-          kind: 'control',
-          mb: -1,
-          chunk: -1,
-          dir: 'control',
-          dst: st,
-          seq: s.seq++,
-          bytes: 0,
-          body: { verb: 'start' },
-        }),
-      );
-    const data = (mb: number): void =>
-      bus.publish(
-        subject(job, 'data', 0),
-        encodeEnvelope({
-          ...base,
-          kind: 'data',
-          mb,
-          chunk: 0,
-          dir: 'forward',
-          dst: 0,
-          seq: s.seq++,
-          bytes: w.dataBytes ?? 0,
-        }),
-      );
-    // Stage 0 can start on its start message and the first microbatch: send those on
-    // their own, before encoding the rest (the other stages need theirs only later).
-    control(0);
-    data(0);
-    await bus.written();
-    for (let st = 1; st < stages; st++) control(st);
-    for (let mb = 1; mb < microbatches; mb++) data(mb);
+/** Start `s.iteration`: its start message to every stage, and the data of every microbatch to stage 0. */
+async function beginIteration(w: CoordinatorWiring, s: CoordinatorState): Promise<void> {
+  const { bus, job, stages, microbatches } = w;
+  s.start = w.runtime.clock.now();
+  s.reports = new Array(stages).fill(null);
+  const base = {
+    v: ENVELOPE_VERSION,
+    job,
+    iteration: s.iteration,
+    src: -1,
+    sentAt: s.start,
+    tensors: [],
+    ...launchField(w.launch),
   };
+  const control = (st: number): void =>
+    bus.publish(
+      subject(job, 'control', st),
+      encodeEnvelope({
+        ...base,
+        kind: 'control',
+        mb: -1,
+        chunk: -1,
+        dir: 'control',
+        dst: st,
+        seq: s.seq++,
+        bytes: 0,
+        body: { verb: 'start' },
+      }),
+    );
+  const data = (mb: number): void =>
+    bus.publish(
+      subject(job, 'data', 0),
+      encodeEnvelope({
+        ...base,
+        kind: 'data',
+        mb,
+        chunk: 0,
+        dir: 'forward',
+        dst: 0,
+        seq: s.seq++,
+        bytes: w.dataBytes ?? 0,
+      }),
+    );
+  // Stage 0 can start on its start message and the first microbatch: send those on
+  // their own, before encoding the rest (the other stages need theirs only later).
+  control(0);
+  data(0);
+  await bus.written();
+  for (let st = 1; st < stages; st++) control(st);
+  for (let mb = 1; mb < microbatches; mb++) data(mb);
+}
 
+/** The report `msg` carries, with its stage, if it is one the coordinator takes now; else null, the refusal told. */
+function acceptedReport(
+  w: CoordinatorWiring,
+  s: CoordinatorState,
+  msg: { readonly subject: string; readonly data: Uint8Array },
+): { src: number; body: Record<string, unknown> } | null {
+  const { job, stages } = w;
+  let e: Envelope;
+  try {
+    e = decodeEnvelope(msg.data);
+  } catch (err) {
+    w.onReject?.(`${msg.subject}: ${(err as Error).message}`);
+    return null;
+  }
+  if (e.kind !== 'report' || e.job !== job || !Number.isInteger(e.src) || e.src < 0 || e.src >= stages) {
+    w.onReject?.(`${msg.subject}: not a report of this job (kind ${quoteValue(e.kind)}, job ${e.job}, stage ${e.src})`);
+    return null;
+  }
+  if (w.launch !== undefined && e.launch !== w.launch) {
+    w.onReject?.(
+      `${msg.subject}: report of launch ${launchText(e.launch)} from stage ${e.src}, this is launch ${w.launch}: left by an earlier run of the same job name?`,
+    );
+    return null;
+  }
+  if (s.finished || e.iteration !== s.iteration) {
+    w.onReject?.(
+      `${msg.subject}: report for iteration ${e.iteration} from stage ${e.src} while at iteration ${s.iteration}`,
+    );
+    return null;
+  }
+  if (s.reports[e.src] !== null) {
+    w.onReject?.(`${msg.subject}: duplicate report from stage ${e.src} for iteration ${e.iteration}`);
+    return null;
+  }
+  const body = { ...(e.body ?? {}) };
+  const problem = reportBodyProblem(body, w.reportFields?.(e.src) ?? []);
+  if (problem) {
+    w.onReject?.(`${msg.subject}: report from stage ${e.src} for iteration ${e.iteration}: ${problem}`);
+    return null;
+  }
+  return { src: e.src, body };
+}
+
+/** Every stage has reported: record the iteration, then begin the next or finish. */
+async function endIteration(w: CoordinatorWiring, s: CoordinatorState, first: number): Promise<void> {
+  const end = w.runtime.clock.now();
+  const rec: IterationRecord = {
+    iteration: s.iteration,
+    start: s.start,
+    end,
+    makespan: end - s.start,
+    reports: s.reports as Record<string, unknown>[],
+  };
+  s.records.push(rec);
+  w.onIteration?.(rec);
+  s.iteration++;
+  if (s.iteration < first + w.iterations) await beginIteration(w, s);
+  else {
+    s.finished = true;
+    w.onDone(s.records);
+  }
+}
+
+export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg> {
   const first = w.firstIteration ?? 0;
   const initial: CoordinatorState = { iteration: first, start: 0, seq: 0, reports: [], records: [], finished: false };
-  return runtime.spawn<CoordinatorState, CoordinatorMsg>('coordinator', initial, async (s, msg) => {
+  return w.runtime.spawn<CoordinatorState, CoordinatorMsg>('coordinator', initial, async (s, msg) => {
     if (msg.type === 'begin') {
-      await begin(s);
+      await beginIteration(w, s);
       return s;
     }
-    let e: Envelope;
-    try {
-      e = decodeEnvelope(msg.data);
-    } catch (err) {
-      w.onReject?.(`${msg.subject}: ${(err as Error).message}`);
-      return s;
-    }
-    if (e.kind !== 'report' || e.job !== job || !Number.isInteger(e.src) || e.src < 0 || e.src >= stages) {
-      w.onReject?.(
-        `${msg.subject}: not a report of this job (kind ${quoteValue(e.kind)}, job ${e.job}, stage ${e.src})`,
-      );
-      return s;
-    }
-    if (w.launch !== undefined && e.launch !== w.launch) {
-      w.onReject?.(
-        `${msg.subject}: report of launch ${launchText(e.launch)} from stage ${e.src}, this is launch ${w.launch}: left by an earlier run of the same job name?`,
-      );
-      return s;
-    }
-    if (s.finished || e.iteration !== s.iteration) {
-      w.onReject?.(
-        `${msg.subject}: report for iteration ${e.iteration} from stage ${e.src} while at iteration ${s.iteration}`,
-      );
-      return s;
-    }
-    if (s.reports[e.src] !== null) {
-      w.onReject?.(`${msg.subject}: duplicate report from stage ${e.src} for iteration ${e.iteration}`);
-      return s;
-    }
-    const body = { ...(e.body ?? {}) };
-    const problem = reportBodyProblem(body, w.reportFields?.(e.src) ?? []);
-    if (problem) {
-      w.onReject?.(`${msg.subject}: report from stage ${e.src} for iteration ${e.iteration}: ${problem}`);
-      return s;
-    }
-    s.reports[e.src] = body;
-    if (s.reports.every((r) => r !== null)) {
-      const end = clock.now();
-      const rec: IterationRecord = {
-        iteration: s.iteration,
-        start: s.start,
-        end,
-        makespan: end - s.start,
-        reports: s.reports as Record<string, unknown>[],
-      };
-      s.records.push(rec);
-      w.onIteration?.(rec);
-      s.iteration++;
-      if (s.iteration < first + iterations) await begin(s);
-      else {
-        s.finished = true;
-        w.onDone(s.records);
-      }
-    }
+    const report = acceptedReport(w, s, msg);
+    if (report === null) return s;
+    s.reports[report.src] = report.body;
+    if (s.reports.every((r) => r !== null)) await endIteration(w, s, first);
     return s;
   });
 }

@@ -30,20 +30,14 @@
 import * as os from 'os';
 import { EXIT_INPUT, exitStatusOf } from '../base/errors';
 import { quoteValue } from '../base/quote';
-import { RealClock } from '../base/clock';
 import { Bus, Subscription } from '../transport/bus';
 import { decodeValue, encodeValue } from '../transport/codec';
 import { launchField } from '../transport/envelope';
 import { PayloadTooLargeError } from '../transport/nats-bus';
-import { EventSink } from '../stage/events';
-import { StageStatus } from '../stage/stage-logic';
-import { ActorRuntime, ActorRef } from './runtime';
-import { StageActorMsg } from './stage';
-import { TraceBatcher } from './trace-batcher';
+import { HostedJob, NodeJobs, StartingJob, answerJobRequest, renewLease, wireJob } from './node-jobs';
+import { StageHost } from './stage-host';
 import {
   ANNOUNCE_SUBJECT,
-  JobNotHostedError,
-  LaunchMismatchError,
   NODES_PREFIX,
   NodeRequestError,
   hostFields,
@@ -62,53 +56,7 @@ export {
   NODE_NAME_RE,
   nodeSubject,
 } from './node-protocol';
-
-/** One stage as the agent keeps it: its actor, its bus subscriptions and its compute. */
-export interface HostedStage {
-  readonly stage: ActorRef<StageActorMsg>;
-  readonly subscriptions: Subscription[];
-  readonly compute: { dispose?(): void };
-}
-
-/** What a host request's config means on this agent, checked as far as it can be without
- * the agent's own state (job/node-host.ts makes it from a job config). */
-export interface StagePlan {
-  readonly job: string;
-  /** P: the pipeline's stages (a request's stages must be among 0..P-1). */
-  readonly stages: number;
-  /** The checks that come after the agent's own (the workload profile). */
-  check(): void;
-  /** What must be loaded before the stages are wired (the tfjs backend of real compute). */
-  prepare(): Promise<void>;
-  wire(o: { runtime: ActorRuntime; bus: Bus; stage: number; sink: EventSink; launch?: string }): HostedStage;
-  /** Answer the job's name claims while the agent hosts it. */
-  answerClaims(bus: Bus, info: Record<string, unknown>): Subscription;
-}
-
-/** Turns a host request's config into a plan, or throws the config's error (its name
- * tells the launcher whether it is bad input). */
-export type StageHost = (config: unknown, o: { allowFiles: boolean }) => StagePlan;
-
-interface HostedJob {
-  runtime: ActorRuntime;
-  computes: { dispose?(): void }[];
-  stages: Map<number, ActorRef<StageActorMsg>>;
-  subs: Subscription[];
-  trace: TraceBatcher;
-  leaseMs: number | null;
-  /** The lease's timer, then the immediate that decides after the loop's poll phase. */
-  leaseTimer: NodeJS.Timeout | NodeJS.Immediate | null;
-  renewedAt: number;
-  /** The launcher's reply subject. */
-  replyTo: string;
-  /** The launch id the launcher gave: on every message and trace batch of the job's stages. */
-  launch?: string;
-}
-
-interface StartingJob {
-  launch?: string;
-  aborted?: string;
-}
+export { HostedStage, StageHost, StagePlan } from './stage-host';
 
 export interface NodeAgentOptions {
   name: string;
@@ -134,6 +82,8 @@ export class NodeAgent {
   private readonly allowFiles: boolean;
   private readonly stageHost: StageHost;
   private readonly machine: string;
+  /** The jobs as the requests about one job and the leases see them (node-jobs.ts). */
+  private readonly desk: NodeJobs;
   private sub: Subscription | null = null;
   private exitResolve: () => void = () => {};
   readonly exited = new Promise<void>((r) => (this.exitResolve = r));
@@ -146,6 +96,16 @@ export class NodeAgent {
     this.allowFiles = o.allowFiles ?? false;
     this.stageHost = o.stageHost;
     this.machine = o.host ?? os.hostname();
+    this.desk = {
+      name: this.name,
+      machine: this.machine,
+      bus: this.bus,
+      jobs: this.jobs,
+      starting: this.starting,
+      reply: (to, msg) => this.reply(to, msg),
+      teardown: (name, job) => this.teardown(name, job),
+      log: (line) => this.log(line),
+    };
   }
 
   start(): void {
@@ -228,7 +188,7 @@ export class NodeAgent {
       case 'status':
       case 'finish':
       case 'abort':
-        return this.jobRequest(req.verb, jobName(req.job), req);
+        return answerJobRequest(this.desk, req.verb, jobName(req.job), req);
       case 'exit':
         this.log(`node ${this.name}: a peer asked this agent to exit; telling the launchers of its jobs and exiting`);
         this.leave('a peer asked it to exit');
@@ -240,68 +200,6 @@ export class NodeAgent {
         throw new NodeRequestError(
           `unknown verb ${quoteValue(req.verb)} (expected host, ping, renew, status, finish, abort or exit)`,
         );
-    }
-  }
-
-  /** A request about one job, acted on only when it carries the launch id the job was hosted with. */
-  private async jobRequest(
-    verb: 'renew' | 'status' | 'finish' | 'abort',
-    name: string,
-    req: Record<string, unknown>,
-  ): Promise<void> {
-    const job = this.jobs.get(name);
-    const launch = job ? job.launch : this.starting.get(name)?.launch;
-    // A stale launcher (or any peer) must not renew, stop or collect another launch's job.
-    if (launch !== undefined && req.launch !== launch)
-      throw new LaunchMismatchError(
-        `job ${name} is hosted here for launch ${launch}, not for launch ${quoteValue(req.launch)}; ${verb} refused`,
-      );
-    this.renew(name);
-    switch (verb) {
-      case 'renew':
-        if (!job && !this.starting.has(name))
-          throw new JobNotHostedError(
-            `job ${name} is not hosted here (never, or no longer: finished, aborted, its lease ran out or this agent restarted)`,
-          );
-        this.reply(req.reply, { verb: 'renewed', job: name });
-        return;
-      case 'status': {
-        if (!job && !this.starting.has(name))
-          throw new JobNotHostedError(
-            `job ${name} is not hosted here (never, or no longer: finished, aborted, its lease ran out or this agent restarted)`,
-          );
-        const statuses: StageStatus[] = [];
-        if (job)
-          for (const a of job.stages.values())
-            statuses.push(await job.runtime.ask<StageActorMsg, StageStatus>(a, (reply) => ({ type: 'status', reply })));
-        this.reply(req.reply, { verb: 'status', statuses });
-        return;
-      }
-      case 'finish': {
-        if (!job) throw new JobNotHostedError(`no job ${quoteValue(req.job)} is hosted here`);
-        job.trace.flush();
-        await this.bus.flush();
-        this.teardown(name, job);
-        this.log(`node ${this.name}: job ${name} finished; its stages are stopped`);
-        this.reply(req.reply, {
-          verb: 'finished',
-          events: Object.fromEntries(job.trace.sent),
-          failures: job.runtime.failures.map((f) => `${f.actor}: ${f.error.message}`),
-          lostTrace: job.trace.lost,
-        });
-        return;
-      }
-      case 'abort': {
-        // A job still loading its backend is refused when the load ends.
-        const starting = this.starting.get(name);
-        if (starting) starting.aborted = 'aborted';
-        if (job) this.teardown(name, job);
-        this.log(
-          `node ${this.name}: job ${name} aborted${job ? '; its stages are stopped' : starting ? ' while it was starting; it will not be hosted' : ' (not hosted here)'}`,
-        );
-        this.reply(req.reply, { verb: 'aborted', job: name });
-        return;
-      }
     }
   }
 
@@ -322,9 +220,9 @@ export class NodeAgent {
     }
     if (starting.aborted)
       throw new NodeRequestError(`job ${plan.job} is not hosted: ${starting.aborted} while it was starting`);
-    const job = this.wireJob(plan, reply, stages, leaseMs ?? null, launch);
+    const job = wireJob(this.desk, plan, reply, stages, leaseMs ?? null, launch);
     this.jobs.set(plan.job, job);
-    this.renew(plan.job);
+    renewLease(this.desk, plan.job);
     this.log(
       `node ${this.name}: hosting job ${plan.job} stages ${stages.join(',')}${job.leaseMs !== null ? ` (lease ${job.leaseMs} ms)` : ''}`,
     );
@@ -338,91 +236,12 @@ export class NodeAgent {
     });
   }
 
-  /** The job's actors and subscriptions, all of them or none. */
-  private wireJob(
-    plan: StagePlan,
-    reply: string,
-    stages: readonly number[],
-    leaseMs: number | null,
-    launch: string | undefined,
-  ): HostedJob {
-    const runtime = new ActorRuntime(new RealClock(), `${this.name}-${plan.job}`);
-    runtime.onFailure = (f) => {
-      this.log(`node ${this.name}: actor ${f.actor} failed: ${f.error.message}`);
-      this.reply(reply, {
-        verb: 'failure',
-        job: plan.job,
-        actor: f.actor,
-        message: `${f.error.name}: ${f.error.message}`,
-      });
-    };
-    const job: HostedJob = {
-      runtime,
-      computes: [],
-      stages: new Map(),
-      subs: [],
-      trace: new TraceBatcher(this.bus, plan.job, launch, (line) => this.log(`node ${this.name}: ${line}`)),
-      leaseMs,
-      leaseTimer: null,
-      renewedAt: 0,
-      replyTo: reply,
-      ...launchField(launch),
-    };
-    try {
-      for (const s of stages) {
-        job.trace.addStage(s);
-        const w = plan.wire({ runtime, bus: this.bus, stage: s, sink: (e) => job.trace.record(e), launch: job.launch });
-        job.stages.set(s, w.stage);
-        job.computes.push(w.compute);
-        job.subs.push(...w.subscriptions);
-      }
-    } catch (err) {
-      // Stages wired before the failure must not live on, unreachable by abort.
-      this.teardown(plan.job, job);
-      throw err;
-    }
-    job.subs.push(
-      plan.answerClaims(this.bus, {
-        node: this.name,
-        pid: process.pid,
-        host: this.machine,
-        ...(job.leaseMs !== null ? { leaseMs: job.leaseMs } : {}),
-      }),
-    );
-    return job;
-  }
-
   /** The agent is being stopped: every launcher it hosts stages for hears so at once, and the stages go. */
   leave(reason: string): void {
     for (const [name, job] of [...this.jobs]) {
       this.reply(job.replyTo, { verb: 'leaving', job: name, reason });
       this.teardown(name, job);
     }
-  }
-
-  /** Restart a job's lease; a job hosted without one is kept until finished or aborted. */
-  private renew(name: string): void {
-    const job = this.jobs.get(name);
-    if (!job || job.leaseMs === null) return;
-    job.renewedAt = performance.now();
-    if (!job.leaseTimer) this.armLease(name, job, job.leaseMs);
-  }
-
-  private armLease(name: string, job: HostedJob, ms: number): void {
-    job.leaseTimer = setTimeout(() => {
-      // A task that blocked this process may have kept renewals waiting in the socket: the
-      // decision waits for the poll phase of this loop turn (setImmediate runs after it).
-      job.leaseTimer = setImmediate(() => {
-        job.leaseTimer = null;
-        if (this.jobs.get(name) !== job || job.leaseMs === null) return;
-        const left = job.renewedAt + job.leaseMs - performance.now();
-        if (left > 0) return this.armLease(name, job, left);
-        this.log(
-          `node ${this.name}: job ${name}: nothing from its launcher for ${job.leaseMs} ms (lease expired); dropping its stages`,
-        );
-        this.teardown(name, job);
-      });
-    }, ms);
   }
 
   private teardown(name: string, job: HostedJob): void {

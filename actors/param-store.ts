@@ -18,41 +18,17 @@ import { ParamInfo } from '../policies/optim/params';
 import { applyUpdates } from '../policies/optim/params';
 import { lrAt } from '../policies/optim/schedule';
 import { ConsistencyPolicy, LayerInput } from '../policies/consistency/policy';
-import { FrescoPolicy, LinearLayerSpec } from '../policies/consistency/fresco-policy';
-import { NoConsistency } from '../policies/consistency/none';
-import { PipeMare } from '../policies/consistency/pipemare';
-import { WeightPrediction } from '../policies/consistency/predict';
-import { WeightStash } from '../policies/consistency/stash';
 import { CapturedLinearInput } from '../models/layers';
 import { ActorRef, ActorRuntime } from './runtime';
+import { AsyncSettings, ParamStoreError, makePolicy } from './param-store-policy';
 
-export const CONSISTENCY_POLICIES = ['none', 'stash', 'pipemare', 'predict', 'fresco'] as const;
-export type ConsistencyName = (typeof CONSISTENCY_POLICIES)[number];
-
-export interface AsyncSettings {
-  consistency: ConsistencyName;
-  /** FRESCO protection budget α. */
-  alpha: number;
-  /** Peak learning rate, warmup updates, total updates (cosine to 0.1x after warmup). */
-  lr: number;
-  warmup: number;
-  totalUpdates: number;
-  weightDecay: number;
-  beta1: number;
-  clip: number;
-  /**
-   * PipeMare's learning-rate damping. Off by default, as in FRESCO's main comparison
-   * (its appendix D.3: every method then has the same learning-rate schedule).
-   */
-  pipemareDamping: boolean;
-  /** PipeMare with damping: updates over which the damping exponent decays to 0 (K). */
-  pipemareSteps: number;
-}
-
-/** PipeMare's damping horizon K for a run of `totalUpdates`: FRESCO's D.3 used 15,000 of 20,000. */
-export function pipemareHorizon(totalUpdates: number): number {
-  return Math.max(1, Math.round(0.75 * totalUpdates));
-}
+export {
+  AsyncSettings,
+  CONSISTENCY_POLICIES,
+  ConsistencyName,
+  ParamStoreError,
+  pipemareHorizon,
+} from './param-store-policy';
 
 export type ParamMapF = Map<string, Float32Array>;
 
@@ -93,58 +69,6 @@ interface StoreState {
   peakExtraBytes: number;
 }
 
-export class ParamStoreError extends Error {
-  override name = 'ParamStoreError';
-}
-
-function frescoLayers(inputs: readonly CapturedLinearInput[]): LinearLayerSpec[] {
-  return inputs.map((c) => ({
-    layer: c.weight,
-    weight: c.weight,
-    bias: c.bias,
-    layout: 'in-out' as const,
-    dout: c.dout,
-    din: c.din,
-  }));
-}
-
-/**
- * The policy of a stage where at most `inflight` microbatches are in flight (their F ran,
- * their B not yet). An update follows a B, whose microbatch no longer needs protection,
- * so FRESCO protects at most `inflight` − 1 at an update: that is its τ (each microbatch
- * contributes ⌈k/τ⌉ directions, and the τ of them fill the rank budget k). PipeMare
- * damps and prediction looks ahead by `delay` updates. With at most one in flight (the
- * last stage under the default limit, every stage at P = 1), none is in flight at an
- * update: every policy would leave the update and the weights as they are, so none
- * keeps buffers for nothing.
- */
-function makePolicy(
-  s: AsyncSettings,
-  opt: NAdamW | null,
-  inflight: number,
-  delay: number,
-  inputs?: readonly CapturedLinearInput[],
-): ConsistencyPolicy {
-  if (inflight <= 1) return new NoConsistency();
-  switch (s.consistency) {
-    case 'none':
-      return new NoConsistency();
-    case 'stash':
-      return new WeightStash();
-    case 'pipemare':
-      return new PipeMare({
-        tau: Math.max(1, delay),
-        dampingSteps: s.pipemareSteps,
-        damping: s.pipemareDamping === true,
-      });
-    case 'predict':
-      if (!opt) throw new ParamStoreError('predict needs an optimizer');
-      return new WeightPrediction({ delay, direction: (n, p, o) => opt.direction(n, p, o) });
-    case 'fresco':
-      return new FrescoPolicy({ layers: frescoLayers(inputs ?? []), tau: Math.max(1, inflight - 1), alpha: s.alpha });
-  }
-}
-
 /** A backward's gradients, one per parameter of its size, clipped to norm `clip` (a non-finite norm throws). */
 function checkedGrads(
   stage: number,
@@ -178,6 +102,87 @@ export interface ParamStoreWiring {
   infos: ParamInfo[];
 }
 
+/** What every handler of one store needs besides its state: fixed when the store is spawned. */
+interface StoreSetup {
+  readonly settings: AsyncSettings;
+  readonly stage: number;
+  readonly inflight: number;
+  readonly delay: number;
+  /** The learning rate of the t-th update. */
+  readonly lrOf: (step: number) => number;
+}
+
+type MsgOf<T extends StoreMsg['type']> = Extract<StoreMsg, { type: T }>;
+
+function giveWeights(st: StoreState, msg: MsgOf<'weights'>, c: StoreSetup): void {
+  // FRESCO's policy exists only after the first forward; until then the weights are current.
+  const ctx = st.params ? { params: st.params, step: st.step, lr: c.lrOf(st.step + 1) } : null;
+  if (!ctx) msg.reply(null);
+  else if (!st.policy) msg.reply(ctx.params);
+  else
+    msg.reply(
+      msg.purpose === 'forward' ? st.policy.weightsForForward(msg.mb, ctx) : st.policy.weightsForBackward(msg.mb, ctx),
+    );
+}
+
+function forwardRan(st: StoreState, msg: MsgOf<'forward-ran'>, c: StoreSetup): void {
+  if (st.forwardStep.has(msg.mb))
+    throw new ParamStoreError(`stage ${c.stage}: forward of microbatch ${msg.mb} reported twice`);
+  st.forwardStep.set(msg.mb, st.step);
+  if (st.params && !st.policy) st.policy = makePolicy(c.settings, st.optimizer, c.inflight, c.delay, msg.inputs);
+  if (st.policy) {
+    const inputs = new Map<string, LayerInput>((msg.inputs ?? []).map((i) => [i.weight, { x: i.x, n: i.n }]));
+    st.policy.forward(msg.mb, inputs);
+    st.peakExtraBytes = Math.max(st.peakExtraBytes, st.policy.extraStateBytes());
+  }
+}
+
+function backwardRan(st: StoreState, msg: MsgOf<'backward-ran'>, c: StoreSetup): void {
+  const at = st.forwardStep.get(msg.mb);
+  if (at === undefined)
+    throw new ParamStoreError(`stage ${c.stage}: backward of microbatch ${msg.mb} without its forward`);
+  // Checked (and clipped) before anything changes: a refused gradient leaves the store as it was.
+  const update =
+    st.params && st.optimizer && st.policy
+      ? {
+          params: st.params,
+          optimizer: st.optimizer,
+          policy: st.policy,
+          grads: checkedGrads(c.stage, msg.mb, st.params, msg.grads, c.settings.clip),
+        }
+      : null;
+  st.forwardStep.delete(msg.mb);
+  st.staleness.push(st.step - at);
+  if (update) {
+    const { params, optimizer, policy, grads } = update;
+    policy.backward(msg.mb);
+    const lr = c.lrOf(st.step + 1);
+    const delta = optimizer.propose(params, grads, lr);
+    policy.transformUpdate(delta, { params, step: st.step + 1, lr });
+    applyUpdates(params, delta);
+    st.peakExtraBytes = Math.max(st.peakExtraBytes, policy.extraStateBytes());
+  }
+  st.step++;
+}
+
+function storeStats(st: StoreState, c: StoreSetup): StoreStats {
+  const n = st.staleness.length;
+  return {
+    updates: st.step,
+    inflightBound: c.inflight,
+    delay: c.delay,
+    staleness: {
+      mean: n ? st.staleness.reduce((a, b) => a + b, 0) / n : 0,
+      max: st.staleness.reduce((a, b) => Math.max(a, b), 0),
+      count: n,
+    },
+    stalenessByUpdate: [...st.staleness],
+    extraStateBytes: st.peakExtraBytes,
+    optimizerBytes: st.optimizer?.stateBytes() ?? 0,
+    consistency: c.settings.consistency,
+  };
+}
+
 export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
   const { settings: s, stage, inflightBound: inflight } = w;
   const delay = w.delay ?? inflight - 1;
@@ -197,87 +202,34 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
     staleness: [],
     peakExtraBytes: 0,
   };
-  // The schedule counts updates from 1 (the t-th update uses lrAt(t)), as in synchronous training.
-  const lrOf = (step: number) =>
-    lrAt({ peak: s.lr, warmupSteps: s.warmup, totalSteps: Math.max(s.totalUpdates, s.warmup + 1) }, step);
+  const setup: StoreSetup = {
+    settings: s,
+    stage,
+    inflight,
+    delay,
+    // The schedule counts updates from 1 (the t-th update uses lrAt(t)), as in synchronous training.
+    lrOf: (step: number) =>
+      lrAt({ peak: s.lr, warmupSteps: s.warmup, totalSteps: Math.max(s.totalUpdates, s.warmup + 1) }, step),
+  };
   return w.runtime.spawn<StoreState, StoreMsg>(`param-store-${stage}`, initial, (st, msg) => {
     switch (msg.type) {
-      case 'weights': {
-        // FRESCO's policy exists only after the first forward; until then the weights are current.
-        const ctx = st.params ? { params: st.params, step: st.step, lr: lrOf(st.step + 1) } : null;
-        if (!ctx) msg.reply(null);
-        else if (!st.policy) msg.reply(ctx.params);
-        else
-          msg.reply(
-            msg.purpose === 'forward'
-              ? st.policy.weightsForForward(msg.mb, ctx)
-              : st.policy.weightsForBackward(msg.mb, ctx),
-          );
+      case 'weights':
+        giveWeights(st, msg, setup);
         return st;
-      }
-      case 'forward-ran': {
-        if (st.forwardStep.has(msg.mb))
-          throw new ParamStoreError(`stage ${stage}: forward of microbatch ${msg.mb} reported twice`);
-        st.forwardStep.set(msg.mb, st.step);
-        if (st.params && !st.policy) st.policy = makePolicy(s, st.optimizer, inflight, delay, msg.inputs);
-        if (st.policy) {
-          const inputs = new Map<string, LayerInput>((msg.inputs ?? []).map((c) => [c.weight, { x: c.x, n: c.n }]));
-          st.policy.forward(msg.mb, inputs);
-          st.peakExtraBytes = Math.max(st.peakExtraBytes, st.policy.extraStateBytes());
-        }
+      case 'forward-ran':
+        forwardRan(st, msg, setup);
         return st;
-      }
-      case 'backward-ran': {
-        const at = st.forwardStep.get(msg.mb);
-        if (at === undefined)
-          throw new ParamStoreError(`stage ${stage}: backward of microbatch ${msg.mb} without its forward`);
-        // Checked (and clipped) before anything changes: a refused gradient leaves the store as it was.
-        const update =
-          st.params && st.optimizer && st.policy
-            ? {
-                params: st.params,
-                optimizer: st.optimizer,
-                policy: st.policy,
-                grads: checkedGrads(stage, msg.mb, st.params, msg.grads, s.clip),
-              }
-            : null;
-        st.forwardStep.delete(msg.mb);
-        st.staleness.push(st.step - at);
-        if (update) {
-          const { params, optimizer, policy, grads } = update;
-          policy.backward(msg.mb);
-          const lr = lrOf(st.step + 1);
-          const delta = optimizer.propose(params, grads, lr);
-          policy.transformUpdate(delta, { params, step: st.step + 1, lr });
-          applyUpdates(params, delta);
-          st.peakExtraBytes = Math.max(st.peakExtraBytes, policy.extraStateBytes());
-        }
-        st.step++;
+      case 'backward-ran':
+        backwardRan(st, msg, setup);
         return st;
-      }
       case 'params':
         msg.reply(
           new Map([...(st.params ?? new Map<string, Float32Array>())].map(([n, p]) => [n, Float32Array.from(p)])),
         );
         return st;
-      case 'stats': {
-        const n = st.staleness.length;
-        msg.reply({
-          updates: st.step,
-          inflightBound: inflight,
-          delay,
-          staleness: {
-            mean: n ? st.staleness.reduce((a, b) => a + b, 0) / n : 0,
-            max: st.staleness.reduce((a, b) => Math.max(a, b), 0),
-            count: n,
-          },
-          stalenessByUpdate: [...st.staleness],
-          extraStateBytes: st.peakExtraBytes,
-          optimizerBytes: st.optimizer?.stateBytes() ?? 0,
-          consistency: s.consistency,
-        });
+      case 'stats':
+        msg.reply(storeStats(st, setup));
         return st;
-      }
     }
   });
 }

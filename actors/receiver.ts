@@ -43,10 +43,85 @@ export function commHoldMs(sentAt: number, commMs: number, now: number): number 
   return Math.min(commMs, Math.max(0, sentAt + commMs - now));
 }
 
-export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
-  const { runtime, job, stage, target, sink } = w;
+type Reject = (now: number, reason: string, detail: string) => void;
+
+/** Decode and check a delivery: the envelope if it is for this stage of this launch, else null (rejected). */
+function acceptedEnvelope(
+  w: ReceiverWiring,
+  state: ReceiverState,
+  msg: ReceiverMsg,
+  now: number,
+  reject: Reject,
+): Envelope | null {
+  const { job, stage } = w;
+  let e: Envelope;
+  try {
+    e = decodeEnvelope(msg.data);
+  } catch (err) {
+    state.rejected++;
+    reject(now, err instanceof CodecError ? err.reason : 'malformed', `${msg.subject}: ${(err as Error).message}`);
+    return null;
+  }
+  if (e.job !== job || (e.dst !== stage && e.kind !== 'control')) {
+    state.rejected++;
+    reject(
+      now,
+      'misrouted',
+      `${msg.subject}: message for job ${e.job} stage ${e.dst} reached job ${job} stage ${stage}`,
+    );
+    return null;
+  }
+  if (w.launch !== undefined && e.launch !== w.launch) {
+    state.rejected++;
+    reject(
+      now,
+      'other-launch',
+      `${msg.subject}: message of launch ${launchText(e.launch)} of job ${job} (stage ${e.src}), this is launch ${w.launch}: left by an earlier run of the same job name?`,
+    );
+    return null;
+  }
+  return e;
+}
+
+/** Hand an activation, gradient or data signal to the stage once its communication time is over. */
+function deliverArrival(w: ReceiverWiring, env: Envelope, now: number, cpuMs: number | undefined): void {
+  const { runtime, stage, target } = w;
   const clock = runtime.clock;
-  const reject = (now: number, reason: string, detail: string) =>
+  const deliver = () => {
+    const t = clock.now();
+    // The stage records this receipt if it takes the message (a duplicate it refuses is a reject).
+    const receipt: ReceiveEvent = {
+      type: 'receive',
+      t,
+      stage,
+      iteration: env.iteration,
+      kind: env.kind,
+      mb: env.mb,
+      chunk: env.chunk,
+      src: env.src,
+      seq: env.seq,
+      bytes: env.bytes,
+      latency: t - env.sentAt,
+      ...(cpuMs !== undefined ? { cpuMs } : {}),
+    };
+    runtime.send(target, {
+      type: env.kind === 'gradient' ? 'grad' : 'input',
+      iteration: env.iteration,
+      mb: env.mb,
+      chunk: env.chunk,
+      tensors: env.tensors.length > 0 ? env.tensors : undefined,
+      receipt,
+    });
+  };
+  const hold = env.commMs !== undefined ? commHoldMs(env.sentAt, env.commMs, now) : 0;
+  if (hold > 0) clock.setTimer(hold, deliver);
+  else deliver();
+}
+
+export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
+  const { runtime, stage, target, sink } = w;
+  const clock = runtime.clock;
+  const reject: Reject = (now, reason, detail) =>
     sink({ type: 'reject', t: now, stage, iteration: -1, reason, detail });
   return runtime.spawn<ReceiverState, ReceiverMsg>(
     `receiver-${stage}`,
@@ -54,32 +129,8 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
     (state, msg) => {
       const now = clock.now();
       const c0 = performance.now();
-      let e: Envelope;
-      try {
-        e = decodeEnvelope(msg.data);
-      } catch (err) {
-        state.rejected++;
-        reject(now, err instanceof CodecError ? err.reason : 'malformed', `${msg.subject}: ${(err as Error).message}`);
-        return state;
-      }
-      if (e.job !== job || (e.dst !== stage && e.kind !== 'control')) {
-        state.rejected++;
-        reject(
-          now,
-          'misrouted',
-          `${msg.subject}: message for job ${e.job} stage ${e.dst} reached job ${job} stage ${stage}`,
-        );
-        return state;
-      }
-      if (w.launch !== undefined && e.launch !== w.launch) {
-        state.rejected++;
-        reject(
-          now,
-          'other-launch',
-          `${msg.subject}: message of launch ${launchText(e.launch)} of job ${job} (stage ${e.src}), this is launch ${w.launch}: left by an earlier run of the same job name?`,
-        );
-        return state;
-      }
+      const e = acceptedEnvelope(w, state, msg, now, reject);
+      if (e === null) return state;
       state.received++;
       state.bytes += e.bytes;
       switch (e.kind) {
@@ -94,40 +145,9 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
         }
         case 'data':
         case 'activation':
-        case 'gradient': {
-          const cpuMs = clock.kind === 'real' ? performance.now() - c0 : undefined;
-          const env = e;
-          const deliver = () => {
-            const t = clock.now();
-            // The stage records this receipt if it takes the message (a duplicate it refuses is a reject).
-            const receipt: ReceiveEvent = {
-              type: 'receive',
-              t,
-              stage,
-              iteration: env.iteration,
-              kind: env.kind,
-              mb: env.mb,
-              chunk: env.chunk,
-              src: env.src,
-              seq: env.seq,
-              bytes: env.bytes,
-              latency: t - env.sentAt,
-              ...(cpuMs !== undefined ? { cpuMs } : {}),
-            };
-            runtime.send(target, {
-              type: env.kind === 'gradient' ? 'grad' : 'input',
-              iteration: env.iteration,
-              mb: env.mb,
-              chunk: env.chunk,
-              tensors: env.tensors.length > 0 ? env.tensors : undefined,
-              receipt,
-            });
-          };
-          const hold = e.commMs !== undefined ? commHoldMs(e.sentAt, e.commMs, now) : 0;
-          if (hold > 0) clock.setTimer(hold, deliver);
-          else deliver();
+        case 'gradient':
+          deliverArrival(w, e, now, clock.kind === 'real' ? performance.now() - c0 : undefined);
           return state;
-        }
         default:
           state.rejected++;
           reject(now, 'bad-field', `${msg.subject}: unknown message kind ${quoteValue(e.kind)}`);

@@ -9,6 +9,7 @@ import { ActorRuntime, ActorRef } from './runtime';
 import { ArrivalRefusedError, StageCompute } from '../stage/compute';
 import { EventSink } from '../stage/events';
 import {
+  StageEffect,
   StageMsg,
   StageProtocolError,
   StageSetup,
@@ -37,34 +38,90 @@ interface StageActorState {
   outputs: Map<string, readonly TensorPayload[]>;
 }
 
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+// A blocking compute holds this process's event loop for the whole task: the socket
+// writes of what the previous task produced, and the reads of what arrived meanwhile.
+// So the task starts one turn later, after the sender mailbox's publish (its turn was
+// queued by the send effect), once the bus has written that out: the peer gets its
+// input now, not after this task. And its `done` is told two turns later, once what
+// arrived during the task has passed the receiver into this stage's ready buffers,
+// so the next pick sees it (a B that arrived during an F is not passed over).
+function startTask(
+  w: StageWiring,
+  stage: number,
+  iteration: number,
+  task: Task,
+  self: ActorRef<StageActorMsg>,
+  startedAt: number,
+): void {
+  const { runtime, compute } = w;
+  const done = (tensors?: readonly TensorPayload[]) => runtime.send(self, { type: 'done', iteration, task, tensors });
+  if (!compute.blocking) {
+    compute.run(iteration, task, done, startedAt);
+    return;
+  }
+  runtime
+    .hold(nextTurn().then(() => w.outboundWritten?.()))
+    .then(() =>
+      compute.run(iteration, task, (tensors) => {
+        void runtime.hold(nextTurn().then(nextTurn)).then(() => done(tensors));
+      }),
+    )
+    .catch((err) => runtime.fail(`stage-${stage}`, err));
+}
+
+/** Perform one effect other than 'finished' (which awaits the compute's end of iteration); runs are collected in `runs`. */
+function performEffect(
+  w: StageWiring,
+  state: StageActorState,
+  fx: Exclude<StageEffect, { type: 'finished' }>,
+  self: ActorRef<StageActorMsg>,
+  runs: { iteration: number; task: Task }[],
+): void {
+  const { runtime, compute, sender, sink } = w;
+  switch (fx.type) {
+    case 'run':
+      runs.push(fx);
+      break;
+    case 'local': {
+      // Output for this same stage's next chunk (P = 1 with interleaving): no message.
+      const k = `${fx.iteration}|${formatTask(fx.task)}`;
+      const tensors = state.outputs.get(k);
+      state.outputs.delete(k);
+      if (tensors && compute.accept) compute.accept(fx.iteration, fx.kind, fx.task.mb, fx.dstChunk, tensors);
+      break;
+    }
+    case 'send': {
+      const k = `${fx.iteration}|${formatTask(fx.task)}`;
+      const tensors = state.outputs.get(k);
+      state.outputs.delete(k);
+      runtime.send(sender, {
+        type: 'output',
+        iteration: fx.iteration,
+        task: fx.task,
+        kind: fx.kind,
+        dst: fx.dst,
+        dstChunk: fx.dstChunk,
+        tensors,
+      });
+      break;
+    }
+    case 'event':
+      sink(fx.event);
+      break;
+    case 'arbitrate-later':
+      // A 0 ms timer fires once the virtual clock is quiet at this instant.
+      runtime.clock.setTimer(0, () => runtime.send(self, { type: 'arbitrate' }));
+      break;
+  }
+}
+
 export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageActorMsg> {
   const { runtime, compute, sender, sink } = w;
   const clock = runtime.clock;
   const reject = (iteration: number, err: Error) =>
     sink({ type: 'reject', t: clock.now(), stage: setup.stage, iteration, reason: 'protocol', detail: err.message });
-  const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
-  // A blocking compute holds this process's event loop for the whole task: the socket
-  // writes of what the previous task produced, and the reads of what arrived meanwhile.
-  // So the task starts one turn later, after the sender mailbox's publish (its turn was
-  // queued by the send effect), once the bus has written that out: the peer gets its
-  // input now, not after this task. And its `done` is told two turns later, once what
-  // arrived during the task has passed the receiver into this stage's ready buffers,
-  // so the next pick sees it (a B that arrived during an F is not passed over).
-  const startTask = (iteration: number, task: Task, self: ActorRef<StageActorMsg>, startedAt: number) => {
-    const done = (tensors?: readonly TensorPayload[]) => runtime.send(self, { type: 'done', iteration, task, tensors });
-    if (!compute.blocking) {
-      compute.run(iteration, task, done, startedAt);
-      return;
-    }
-    runtime
-      .hold(nextTurn().then(() => w.outboundWritten?.()))
-      .then(() =>
-        compute.run(iteration, task, (tensors) => {
-          void runtime.hold(nextTurn().then(nextTurn)).then(() => done(tensors));
-        }),
-      )
-      .catch((err) => runtime.fail(`stage-${setup.stage}`, err));
-  };
   const initial: StageActorState = { logic: initialStageState(setup), outputs: new Map() };
   return runtime.spawn<StageActorState, StageActorMsg>(`stage-${setup.stage}`, initial, async (state, msg, self) => {
     if (msg.type === 'status') {
@@ -93,48 +150,12 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
       state.outputs.set(`${msg.iteration}|${formatTask(msg.task)}`, msg.tensors);
     const runs: { iteration: number; task: Task }[] = [];
     for (const fx of effects) {
-      switch (fx.type) {
-        case 'run':
-          runs.push(fx);
-          break;
-        case 'local': {
-          // Output for this same stage's next chunk (P = 1 with interleaving): no message.
-          const k = `${fx.iteration}|${formatTask(fx.task)}`;
-          const tensors = state.outputs.get(k);
-          state.outputs.delete(k);
-          if (tensors && compute.accept) compute.accept(fx.iteration, fx.kind, fx.task.mb, fx.dstChunk, tensors);
-          break;
-        }
-        case 'send': {
-          const k = `${fx.iteration}|${formatTask(fx.task)}`;
-          const tensors = state.outputs.get(k);
-          state.outputs.delete(k);
-          runtime.send(sender, {
-            type: 'output',
-            iteration: fx.iteration,
-            task: fx.task,
-            kind: fx.kind,
-            dst: fx.dst,
-            dstChunk: fx.dstChunk,
-            tensors,
-          });
-          break;
-        }
-        case 'finished': {
-          const body = compute.endIteration ? await compute.endIteration(fx.iteration) : {};
-          runtime.send(sender, { type: 'report', iteration: fx.iteration, peakInflight: fx.peakInflight, body });
-          break;
-        }
-        case 'event':
-          sink(fx.event);
-          break;
-        case 'arbitrate-later':
-          // A 0 ms timer fires once the virtual clock is quiet at this instant.
-          clock.setTimer(0, () => runtime.send(self, { type: 'arbitrate' }));
-          break;
-      }
+      if (fx.type === 'finished') {
+        const body = compute.endIteration ? await compute.endIteration(fx.iteration) : {};
+        runtime.send(sender, { type: 'report', iteration: fx.iteration, peakInflight: fx.peakInflight, body });
+      } else performEffect(w, state, fx, self, runs);
     }
-    for (const r of runs) startTask(r.iteration, r.task, self, now);
+    for (const r of runs) startTask(w, setup.stage, r.iteration, r.task, self, now);
     return state;
   });
 }

@@ -12,101 +12,41 @@
 
 import * as tf from '@tensorflow/tfjs';
 import { AdamW } from '../policies/optim/adamw';
-import { OptimizerState } from '../policies/optim/optimizer';
 import { OrderedSum } from '../policies/optim/ordered-sum';
 import { lrAt } from '../policies/optim/schedule';
-import { PipelineShape, Task, isLossStage, virtualStage } from '../policies/task';
+import { PipelineShape, Task, isLossStage } from '../policies/task';
 import { Corpus } from '../models/data';
-import { buildStage, planPartition } from '../models/partition';
 import { DeferredWeightGrads, KeptForward } from '../models/kept-tape';
-import { StageModule } from '../models/stage-module';
-import { TrainConfig, batchFor, corpusFor, modelSpecFor } from '../models/train-config';
+import { TrainConfig, batchFor, corpusFor } from '../models/train-config';
 import { TensorPayload } from '../transport/envelope';
-import { ArrivalRefusedError, StageCompute } from '../stage/compute';
-import { assignValues, fromPayload, paramInfos, readFloat32, toPayload } from '../models/tensor-io';
+import { StageCompute } from '../stage/compute';
+import { fromPayload, paramInfos, readFloat32, toPayload } from '../models/tensor-io';
+import {
+  ChunkState,
+  StageSnapshot,
+  TrainingComputeError,
+  restoreChunks,
+  snapshotChunks,
+  stepChunk,
+} from './chunk-optimizer';
+import {
+  MESSAGE_ALLOWANCE,
+  checkReceived,
+  hiddenShapeFor,
+  stageModules,
+  tensorMessageBytes,
+} from './training-boundary';
 
-export class TrainingComputeError extends Error {
-  override name = 'TrainingComputeError';
-}
-
-/** Parameters and optimizer moments of one stage, as they go into a checkpoint. */
-export interface StageSnapshot {
-  params: Record<string, Float32Array>;
-  optimizer: OptimizerState[];
-}
-
-interface ChunkState {
-  module: StageModule;
-  names: string[];
-  optimizer: AdamW;
-  sum: OrderedSum | null;
-}
+export { StageSnapshot, TrainingComputeError } from './chunk-optimizer';
+export {
+  MESSAGE_ALLOWANCE,
+  checkReceived,
+  hiddenShapeFor,
+  stageModules,
+  tensorMessageBytes,
+} from './training-boundary';
 
 const key = (it: number, mb: number, chunk: number) => `${it}|${mb}|${chunk}`;
-
-/**
- * The stage modules of `stage`, one per chunk, partitioned the same way in every
- * process; balanced for backward passes that recompute their forward or not.
- */
-export function stageModules(
-  stage: number,
-  shape: PipelineShape,
-  train: TrainConfig,
-  recomputedForward: boolean,
-): StageModule[] {
-  const spec = modelSpecFor(train, corpusFor(train).vocabSize);
-  const plan = planPartition(spec, { stages: shape.stages, chunks: shape.chunks, recomputedForward });
-  return Array.from({ length: shape.chunks }, (_, c) => buildStage(spec, plan, virtualStage(stage, c, shape)));
-}
-
-/**
- * What crosses a stage boundary in a training run: one float32 tensor of the model's
- * hidden shape. The first virtual stage's input is only the signal that its microbatch
- * is available (it reads the tokens itself), so it carries no tensor.
- */
-export function checkReceived(
-  stage: number,
-  kind: 'input' | 'grad',
-  mb: number,
-  chunk: number,
-  tensors: readonly TensorPayload[],
-  hidden: readonly number[],
-): void {
-  if (kind === 'input' && stage === 0 && chunk === 0) {
-    if (tensors.length > 0)
-      throw new ArrivalRefusedError(
-        `stage 0: the data signal for microbatch ${mb} carries ${tensors.length} tensors, expected none`,
-      );
-    return;
-  }
-  const what = kind === 'input' ? 'activation' : 'gradient';
-  if (tensors.length !== 1)
-    throw new ArrivalRefusedError(
-      `stage ${stage}: ${what} for microbatch ${mb} carries ${tensors.length} tensors, expected 1`,
-    );
-  const p = tensors[0];
-  if (p.dtype !== 'float32')
-    throw new ArrivalRefusedError(
-      `stage ${stage}: ${what} for microbatch ${mb} has dtype ${p.dtype}, expected float32`,
-    );
-  if (p.shape.length !== hidden.length || p.shape.some((d, i) => d !== hidden[i]))
-    throw new ArrivalRefusedError(
-      `stage ${stage}: ${what} for microbatch ${mb} has shape [${p.shape.join(',')}], expected [${hidden.join(',')}]`,
-    );
-}
-
-/** Envelope fields, CBOR framing, parameter names and report fields around the tensor data: generous. */
-export const MESSAGE_ALLOWANCE = 64 * 1024;
-
-/** A message carrying one float32 tensor of `shape`. */
-export function tensorMessageBytes(shape: readonly number[]): number {
-  return 4 * shape.reduce((a, b) => a * b, 1) + MESSAGE_ALLOWANCE;
-}
-
-/** The shape `checkReceived` expects for a training config. */
-export function hiddenShapeFor(train: TrainConfig, vocabSize: number): number[] {
-  return modelSpecFor(train, vocabSize).hiddenShape(train.microbatchSize, train.seq);
-}
 
 export class TrainingCompute implements StageCompute {
   readonly kind = 'tfjs';
@@ -317,17 +257,7 @@ export class TrainingCompute implements StageCompute {
     );
     for (const c of this.chunks) {
       if (!c.sum) throw new TrainingComputeError(`stage ${this.stage}: iteration ${iteration} ended without gradients`);
-      const grads = c.sum.result();
-      const vars = c.module.params();
-      const params = new Map(vars.map((v, i) => [c.names[i], readFloat32(v)]));
-      const gmap = new Map(c.names.map((n, i) => [n, grads[i]]));
-      const delta = c.optimizer.propose(params, gmap, lr);
-      vars.forEach((v, i) => {
-        const p = params.get(c.names[i])!;
-        const d = delta.get(c.names[i])!;
-        for (let j = 0; j < p.length; j++) p[j] += d[j];
-        assignValues(v, p);
-      });
+      stepChunk(c, c.sum, lr);
       c.sum = null;
     }
     this.step++;
@@ -345,30 +275,11 @@ export class TrainingCompute implements StageCompute {
   }
 
   snapshot(): StageSnapshot {
-    const params: Record<string, Float32Array> = {};
-    for (const c of this.chunks) c.module.params().forEach((v, i) => (params[c.names[i]] = readFloat32(v)));
-    return { params, optimizer: this.chunks.map((c) => c.optimizer.state()) };
+    return snapshotChunks(this.chunks);
   }
 
   private restore(s: StageSnapshot): void {
-    this.chunks.forEach((c, ci) => {
-      c.module.params().forEach((v, i) => {
-        const p = s.params[c.names[i]];
-        if (!p)
-          throw new TrainingComputeError(
-            `stage ${this.stage}: checkpoint lacks parameter ${c.names[i]} (${v.size} values)`,
-          );
-        if (p.length !== v.size)
-          throw new TrainingComputeError(
-            `stage ${this.stage}: checkpoint parameter ${c.names[i]} has ${p.length} values, this model's has ${v.size} (another corpus vocabulary or model size?)`,
-          );
-        assignValues(v, Float32Array.from(p));
-      });
-      const st = s.optimizer[ci];
-      if (!st)
-        throw new TrainingComputeError(`stage ${this.stage}: checkpoint lacks the optimizer state of chunk ${ci}`);
-      c.optimizer.load(st);
-    });
+    restoreChunks(this.stage, this.chunks, s);
   }
 
   dispose(): void {

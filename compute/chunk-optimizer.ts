@@ -1,0 +1,67 @@
+// A stage's chunks as synchronous training keeps them (module, parameter names, AdamW,
+// the microbatch-ordered gradient sum): the flush's optimizer step of one chunk, and the
+// snapshot a checkpoint holds and its restore; and the training compute's error (TrainingComputeError).
+// No forward or backward runs here.
+
+import { AdamW } from '../policies/optim/adamw';
+import { OptimizerState } from '../policies/optim/optimizer';
+import { OrderedSum } from '../policies/optim/ordered-sum';
+import { StageModule } from '../models/stage-module';
+import { assignValues, readFloat32 } from '../models/tensor-io';
+
+export class TrainingComputeError extends Error {
+  override name = 'TrainingComputeError';
+}
+
+/** Parameters and optimizer moments of one stage, as they go into a checkpoint. */
+export interface StageSnapshot {
+  params: Record<string, Float32Array>;
+  optimizer: OptimizerState[];
+}
+
+export interface ChunkState {
+  module: StageModule;
+  names: string[];
+  optimizer: AdamW;
+  sum: OrderedSum | null;
+}
+
+/** One AdamW step of chunk `c` with its microbatch-ordered gradient sum, written into its module's variables. */
+export function stepChunk(c: ChunkState, sum: OrderedSum, lr: number): void {
+  const grads = sum.result();
+  const vars = c.module.params();
+  const params = new Map(vars.map((v, i) => [c.names[i], readFloat32(v)]));
+  const gmap = new Map(c.names.map((n, i) => [n, grads[i]]));
+  const delta = c.optimizer.propose(params, gmap, lr);
+  vars.forEach((v, i) => {
+    const p = params.get(c.names[i])!;
+    const d = delta.get(c.names[i])!;
+    for (let j = 0; j < p.length; j++) p[j] += d[j];
+    assignValues(v, p);
+  });
+}
+
+export function snapshotChunks(chunks: readonly ChunkState[]): StageSnapshot {
+  const params: Record<string, Float32Array> = {};
+  for (const c of chunks) c.module.params().forEach((v, i) => (params[c.names[i]] = readFloat32(v)));
+  return { params, optimizer: chunks.map((c) => c.optimizer.state()) };
+}
+
+/** Load a checkpoint's parameters and optimizer state into stage `stage`'s chunks, refusing one of another model. */
+export function restoreChunks(stage: number, chunks: readonly ChunkState[], s: StageSnapshot): void {
+  chunks.forEach((c, ci) => {
+    c.module.params().forEach((v, i) => {
+      const p = s.params[c.names[i]];
+      if (!p)
+        throw new TrainingComputeError(`stage ${stage}: checkpoint lacks parameter ${c.names[i]} (${v.size} values)`);
+      if (p.length !== v.size)
+        throw new TrainingComputeError(
+          `stage ${stage}: checkpoint parameter ${c.names[i]} has ${p.length} values, this model's has ${v.size} (another corpus vocabulary or model size?)`,
+        );
+      assignValues(v, Float32Array.from(p));
+    });
+    const st = s.optimizer[ci];
+    if (!st) throw new TrainingComputeError(`stage ${stage}: checkpoint lacks the optimizer state of chunk ${ci}`);
+    c.optimizer.load(st);
+  });
+}

@@ -1,0 +1,180 @@
+// The stage's state and the messages and effects of its transition (stage-logic.ts),
+// with the snapshot a status query or a deadlock error shows. Types and bookkeeping
+// only: nothing here decides what runs next.
+
+import { Arbiter } from '../policies/arbiter';
+import { PipelineShape, Task, formatTask, isLossStage, task, taskIndex } from '../policies/task';
+import { TensorPayload } from '../transport/envelope';
+import { BatonEvent, ReceiveEvent } from './events';
+import { ReadySet } from './ready-set';
+
+export interface StageSetup {
+  readonly stage: number;
+  readonly shape: PipelineShape;
+  /** The stage's policy with its buffer limit (policies/arbiter.ts). */
+  readonly arbiter: Arbiter;
+  /** The job's first iteration: its first start must be for it (default: any). */
+  readonly firstIteration?: number;
+  /**
+   * Arbitrate only when asked ('arbitrate'), after a change asks for it ('arbitrate-later'):
+   * on the virtual clock the actor asks once everything due at this instant has been
+   * delivered, so a task's end and an input arriving at the same instant are seen
+   * together, as the hint order would rank them, not in the order the actors' messages
+   * happened to take (default: arbitrate at once).
+   */
+  readonly settleBeforeArbitration?: boolean;
+}
+
+export type StageMsg =
+  | { readonly type: 'start'; readonly iteration: number }
+  | {
+      readonly type: 'input';
+      readonly iteration: number;
+      readonly mb: number;
+      readonly chunk: number;
+      readonly tensors?: readonly TensorPayload[];
+      readonly receipt?: ReceiveEvent;
+    }
+  | {
+      readonly type: 'grad';
+      readonly iteration: number;
+      readonly mb: number;
+      readonly chunk: number;
+      readonly tensors?: readonly TensorPayload[];
+      readonly receipt?: ReceiveEvent;
+    }
+  | {
+      readonly type: 'done';
+      readonly iteration: number;
+      readonly task: Task;
+      readonly tensors?: readonly TensorPayload[];
+    }
+  /** Arbitrate now (with settleBeforeArbitration, after an 'arbitrate-later'). */
+  | { readonly type: 'arbitrate' };
+
+export type StageEffect =
+  | { readonly type: 'run'; readonly iteration: number; readonly task: Task }
+  | {
+      readonly type: 'send';
+      readonly iteration: number;
+      readonly task: Task;
+      readonly kind: 'activation' | 'gradient';
+      readonly dst: number;
+      readonly dstChunk: number;
+    }
+  | {
+      readonly type: 'local';
+      readonly iteration: number;
+      readonly task: Task;
+      readonly kind: 'input' | 'grad';
+      readonly dstChunk: number;
+    }
+  | { readonly type: 'finished'; readonly iteration: number; readonly peakInflight: number }
+  /** Send 'arbitrate' once what is due at this instant has arrived (settleBeforeArbitration). */
+  | { readonly type: 'arbitrate-later' }
+  | { readonly type: 'event'; readonly event: BatonEvent };
+
+/** A peer's message the stage cannot take (rejected; the stage carries on). */
+export class StageProtocolError extends Error {
+  override name = 'StageProtocolError';
+}
+
+/** The policy broke its contract (picked a task that is not ready): the job fails, naming it. */
+export class PolicyError extends Error {
+  override name = 'PolicyError';
+}
+
+export interface IterationState {
+  readonly iteration: number;
+  readonly inputs: Uint8Array; // [chunk][mb] forward input arrived
+  readonly grads: Uint8Array; // [chunk][mb] gradient arrived
+  readonly done: Uint8Array; // taskIndex -> ran
+  readonly ready: ReadySet;
+  remaining: number;
+  readonly ranOfMb: Uint32Array; // [mb] tasks that ran, of tasksPerMb
+  readonly tasksPerMb: number; // V * kinds
+  firstUnfinished: number; // lowest mb with a task not yet run
+  memo: unknown;
+  idleSince: number | null;
+  idleReason: 'nothing-ready' | 'binding' | 'backpressure';
+}
+
+export interface StageState {
+  readonly setup: StageSetup;
+  current: IterationState | null;
+  running: { iteration: number; task: Task } | null;
+  inflight: number;
+  peakInflight: number;
+  /** Arrivals for iterations this stage has not started yet (possible over NATS). */
+  early: StageMsg[];
+  finished: number[];
+  /** An 'arbitrate-later' is out and its 'arbitrate' has not come. */
+  arbitrationAsked: boolean;
+}
+
+export function initialStageState(setup: StageSetup): StageState {
+  return {
+    setup,
+    current: null,
+    running: null,
+    inflight: 0,
+    peakInflight: 0,
+    early: [],
+    finished: [],
+    arbitrationAsked: false,
+  };
+}
+
+/** A snapshot for diagnostics (deadlock errors, status queries). */
+export interface StageStatus {
+  stage: number;
+  iteration: number | null;
+  running: string | null;
+  remaining: number;
+  inflight: number;
+  forwardReady: string[];
+  backwardReady: string[];
+  weightReady: string[];
+  waitingFor: string[];
+  idleSince: number | null;
+  /** Inputs and gradients held for an iteration this stage has not started (its start has not come). */
+  held: number;
+  /** The iteration those held arrivals belong to, null when none is held. */
+  heldIteration: number | null;
+}
+
+export function stageStatus(s: StageState): StageStatus {
+  const it = s.current;
+  const shape = s.setup.shape;
+  const waitingFor: string[] = [];
+  if (it) {
+    for (let c = 0; c < shape.chunks; c++)
+      for (let j = 0; j < shape.microbatches; j++) {
+        const f = task('F', j, c);
+        const b = task('B', j, c);
+        if (!it.done[taskIndex(f, shape)] && !it.inputs[c * shape.microbatches + j])
+          waitingFor.push(`${formatTask(f)} (input)`);
+        else if (
+          it.done[taskIndex(f, shape)] &&
+          !it.done[taskIndex(b, shape)] &&
+          !it.grads[c * shape.microbatches + j] &&
+          !isLossStage(s.setup.stage, c, shape)
+        )
+          waitingFor.push(`${formatTask(b)} (gradient)`);
+      }
+  }
+  return {
+    stage: s.setup.stage,
+    iteration: it ? it.iteration : null,
+    running: s.running ? formatTask(s.running.task) : null,
+    remaining: it ? it.remaining : 0,
+    inflight: s.inflight,
+    forwardReady: it ? it.ready.F.map(formatTask) : [],
+    backwardReady: it ? it.ready.B.map(formatTask) : [],
+    weightReady: it ? it.ready.W.map(formatTask) : [],
+    waitingFor,
+    idleSince: it ? it.idleSince : null,
+    held: s.early.length,
+    heldIteration: s.early.length > 0 ? (s.early[0] as { iteration: number }).iteration : null,
+  };
+}
