@@ -56,20 +56,46 @@ export function lowerBound(
   caps?: readonly number[],
 ): LowerBound {
   validateShape(shape);
+  const { stages: P, chunks: V, microbatches: M } = shape;
+  const n = P * V;
+  const t = realized(shape, iteration, d);
+  const { rF, rB, qF, qB } = headsAndTails(shape, t);
+  let criticalPath = 0;
+  for (let i = 0; i < n * M; i++) criticalPath = Math.max(criticalPath, rF[i] + t.pF[i] + qF[i]);
+  const perStage = stageBounds(shape, t, { rF, rB, qF, qB });
+  const slot = caps ? slotBound(shape, iteration, d, caps) : undefined;
+  const stageMax = Math.max(...perStage);
+  const bound = Math.max(criticalPath, stageMax, slot?.bound ?? 0);
+  const term =
+    slot && slot.bound === bound && slot.bound > stageMax && slot.bound > criticalPath
+      ? `slot ${slot.stage}`
+      : stageMax === bound && stageMax > criticalPath
+        ? `stage ${perStage.indexOf(stageMax)}`
+        : 'critical-path';
+  return { bound, perStage, criticalPath, slot, term, method: slot ? SLOT_BOUND_METHOD : LOWER_BOUND_METHOD };
+}
+
+/** The realized durations of an iteration, indexed [v * M + j] over virtual stages v. */
+interface Realized {
+  readonly pF: Float64Array;
+  readonly pB: Float64Array;
+  readonly pW: Float64Array;
+  readonly cF: Float64Array;
+  readonly cB: Float64Array;
+}
+
+function realized(shape: PipelineShape, iteration: number, d: DurationModel): Realized {
   const { stages: P, chunks: V, microbatches: M, splitBackward: split } = shape;
   const n = P * V;
   const last = n - 1;
-  const at = (v: number) => fromVirtual(v, shape);
   const mk = (kind: TaskKind, mb: number, chunk: number): Task => ({ kind, mb, chunk });
-
-  // Realized durations, indexed [v * M + j].
   const pF = new Float64Array(n * M),
     pB = new Float64Array(n * M),
     pW = new Float64Array(n * M);
   const cF = new Float64Array(n * M),
     cB = new Float64Array(n * M);
   for (let v = 0; v < n; v++) {
-    const { stage, chunk } = at(v);
+    const { stage, chunk } = fromVirtual(v, shape);
     for (let j = 0; j < M; j++) {
       const i = v * M + j;
       const f = mk('F', j, chunk),
@@ -82,6 +108,15 @@ export function lowerBound(
     }
   }
 
+  return { pF, pB, pW, cF, cB };
+}
+
+/** Heads (earliest starts, r) and tails (least work after, q) of every F and B. */
+function headsAndTails(shape: PipelineShape, t: Realized) {
+  const { stages: P, chunks: V, microbatches: M, splitBackward: split } = shape;
+  const n = P * V;
+  const last = n - 1;
+  const { pF, pB, pW, cF, cB } = t;
   const rF = new Float64Array(n * M),
     rB = new Float64Array(n * M);
   for (let j = 0; j < M; j++) {
@@ -114,9 +149,14 @@ export function lowerBound(
     }
   }
 
-  let criticalPath = 0;
-  for (let i = 0; i < n * M; i++) criticalPath = Math.max(criticalPath, rF[i] + pF[i] + qF[i]);
+  return { rF, rB, qF, qB };
+}
 
+/** Jackson's preemptive one-machine optimum for each physical stage. */
+function stageBounds(shape: PipelineShape, t: Realized, h: ReturnType<typeof headsAndTails>): number[] {
+  const { stages: P, chunks: V, microbatches: M, splitBackward: split } = shape;
+  const { pF, pB, pW } = t;
+  const { rF, rB, qF, qB } = h;
   const perTask = split ? 3 : 2;
   const size = V * M * perTask;
   const r = new Float64Array(size),
@@ -143,16 +183,7 @@ export function lowerBound(
     }
     perStage.push(jacksonPreemptive(r, p, q, size));
   }
-  const slot = caps ? slotBound(shape, iteration, d, caps) : undefined;
-  const stageMax = Math.max(...perStage);
-  const bound = Math.max(criticalPath, stageMax, slot?.bound ?? 0);
-  const term =
-    slot && slot.bound === bound && slot.bound > stageMax && slot.bound > criticalPath
-      ? `slot ${slot.stage}`
-      : stageMax === bound && stageMax > criticalPath
-        ? `stage ${perStage.indexOf(stageMax)}`
-        : 'critical-path';
-  return { bound, perStage, criticalPath, slot, term, method: slot ? SLOT_BOUND_METHOD : LOWER_BOUND_METHOD };
+  return perStage;
 }
 
 /** Optimal max(C_j + q_j) on one machine with release times and preemption (Jackson's rule). */
