@@ -720,25 +720,34 @@ async function waitUntil(pred: () => boolean, ms: number, what: string): Promise
   }
 }
 
+/**
+ * `baton run --job <job>` of 3 stages, 8 microbatches and `iterations` iterations with its own
+ * nats-server; its stderr is collected, its stdout piped or ignored.
+ */
+function launchRun(job: string, iterations: number, stdout: 'pipe' | 'ignore') {
+  const launcher = spawn(
+    process.execPath,
+    [CLI, 'run', '--job', job, '--stages', '3', '--microbatches', '8', '--iterations', String(iterations), '--json'],
+    { stdio: ['ignore', stdout, 'pipe'] },
+  );
+  let err = '';
+  launcher.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  const exit = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+    launcher.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  return { launcher, exit, stderr: () => err };
+}
+
 describe('baton run, when its job is cut short', function () {
   this.timeout(60_000);
   const server = natsServerForSuite();
 
   /** A long `baton run` (its own nats-server, one process per stage) and its stage pids, once they run. */
   async function longRun(job: string) {
-    const launcher = spawn(
-      process.execPath,
-      [CLI, 'run', '--job', job, '--stages', '3', '--microbatches', '8', '--iterations', '10000', '--json'],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let err = '';
-    launcher.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    const exit = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-      launcher.once('exit', (code, signal) => resolve({ code, signal })),
-    );
+    const { launcher, exit, stderr } = launchRun(job, 10000, 'pipe');
     await waitUntil(() => pidsWith('node', '--name', `${job}-stage`).length === 3, 20_000, 'three stage processes');
     await new Promise((r) => setTimeout(r, 500));
-    return { launcher, exit, stderr: () => err, stages: pidsWith('node', '--name', `${job}-stage`) };
+    return { launcher, exit, stderr, stages: pidsWith('node', '--name', `${job}-stage`) };
   }
 
   for (const sig of ['SIGTERM', 'SIGINT'] as const) {
@@ -770,20 +779,13 @@ describe('baton run, when its job is cut short', function () {
 
   it('ends at once when a stage process dies while the job is being set up', async () => {
     const job = `cut-early-${process.pid}`;
-    const launcher = spawn(
-      process.execPath,
-      [CLI, 'run', '--job', job, '--stages', '3', '--microbatches', '8', '--iterations', '3', '--json'],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
-    );
-    let err = '';
-    launcher.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    const exit = new Promise<number | null>((resolve) => launcher.once('exit', (code) => resolve(code)));
+    const { exit, stderr } = launchRun(job, 3, 'ignore');
     await waitUntil(() => pidsWith('node', '--name', `${job}-stage1`).length === 1, 20_000, 'stage process 1');
     const t0 = Date.now();
     process.kill(pidsWith('node', '--name', `${job}-stage1`)[0], 'SIGKILL');
-    assert.equal(await exit, 1);
+    assert.equal((await exit).code, 1);
     assert.ok(Date.now() - t0 < 8_000, `the launcher ended ${Date.now() - t0} ms after the kill`);
-    assert.match(err, new RegExp(`stage process ${job}-stage1-[0-9a-f]+ .* ended during the job`));
+    assert.match(stderr(), new RegExp(`stage process ${job}-stage1-[0-9a-f]+ .* ended during the job`));
   });
 
   it("ends promptly when signalled while it collects the nodes' final reports", async () => {
