@@ -14,6 +14,16 @@ export interface FlagSpec {
   readonly metavar?: string;
 }
 
+/** --help, which every command takes. */
+export const HELP_FLAG: FlagSpec = { name: 'help', type: 'bool', help: 'show this help' };
+
+/** --print-config, of the commands that resolve a job config (sim, run, train). */
+export const PRINT_CONFIG_FLAG: FlagSpec = {
+  name: 'print-config',
+  type: 'bool',
+  help: 'print the resolved config and exit',
+};
+
 export class UsageError extends InputError {
   override name = 'UsageError';
 }

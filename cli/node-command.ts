@@ -5,7 +5,7 @@ import { ANNOUNCE_SUBJECT, MAX_NODE_NAME, NODE_NAME_RE, nodeSubject } from '../a
 import { askAround } from '../transport/ask-around';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { Bus } from '../transport/bus';
-import { FlagSpec, UsageError, helpText, parseFlags } from './args';
+import { HELP_FLAG, FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { NATS_URL_ENV, NATS_URL_FORMS, natsFlag } from './nats-flag';
 import { newNodeAgent } from '../job/node-host';
 
@@ -38,7 +38,7 @@ const NODE_FLAGS: readonly FlagSpec[] = [
     type: 'bool',
     help: 'use the files a launcher names (policy modules, profile files, training corpus, checkpoint to resume); any peer on the NATS server can then name any file on this machine (without it, such a job is refused)',
   },
-  { name: 'help', type: 'bool', help: 'show this help' },
+  HELP_FLAG,
 ];
 
 export const NODE_HELP = helpText(

@@ -4,7 +4,7 @@
 import { MAX_TIMER_MS } from '../base/clock';
 import { JobConfig } from '../job/config';
 import { MAX_NODE_NAME, NODE_NAME_RE } from '../actors/node-protocol';
-import { FlagSpec, ParsedFlags, UsageError, helpText } from './args';
+import { HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, ParsedFlags, UsageError, helpText } from './args';
 import { NATS_URL_FORMS, natsFlag } from './nats-flag';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { STAGE_NODE_FLAGS_HELP, stageNodeFlags } from './stage-node-flags';
@@ -74,8 +74,8 @@ export const RUN_FLAGS: readonly FlagSpec[] = [
     default: RUN_COMMAND_DEFAULTS.stallTimeoutMs,
   },
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },
-  { name: 'print-config', type: 'bool', help: 'print the resolved config and exit' },
-  { name: 'help', type: 'bool', help: 'show this help' },
+  PRINT_CONFIG_FLAG,
+  HELP_FLAG,
 ];
 
 export const RUN_HELP =

@@ -10,7 +10,7 @@ import { Envelope } from '../transport/envelope';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { checkJobName, jobWildcard, parseSubject } from '../transport/subjects';
 import { formatTask } from '../policies/task';
-import { FlagSpec, UsageError, helpText, parseFlags } from './args';
+import { HELP_FLAG, FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { NATS_URL_FORMS, natsFlag } from './nats-flag';
 import { printable } from './table';
 
@@ -29,7 +29,7 @@ const TAP_FLAGS: readonly FlagSpec[] = [
   { name: 'count', type: 'int', metavar: 'N', help: 'stop after N messages (0 = no limit)', default: 0 },
   { name: 'timeout', type: 'number', metavar: 'S', help: 'stop after S seconds (0 = no limit)', default: 0 },
   { name: 'json', type: 'bool', help: 'one JSON object per line' },
-  { name: 'help', type: 'bool', help: 'show this help' },
+  HELP_FLAG,
 ];
 
 export const TAP_HELP = helpText(

@@ -6,7 +6,7 @@
 import * as fs from 'fs';
 import { BatonEvent } from '../stage/events';
 import { checkOutputFile } from './output-paths';
-import { FlagSpec, UsageError, helpText, parseFlags } from './args';
+import { HELP_FLAG, FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { formatTable, printable } from './table';
 import { TraceContentError, batonEventsFromTrace } from './trace/chrome-read';
 import { checkChromeTrace } from './trace/chrome-check';
@@ -16,7 +16,6 @@ import { GanttError, ganttSvg, ganttTasks } from './trace/gantt';
 /** Wider than any screen or browser's largest image many times over: a chart this wide is a typo. */
 const MAX_GANTT_WIDTH = 100_000;
 
-const HELP_FLAG: FlagSpec = { name: 'help', type: 'bool', help: 'show this help' };
 const GANTT_FLAGS: readonly FlagSpec[] = [
   { name: 'output', type: 'string', metavar: 'FILE.svg', help: 'where to write the SVG (also -o)' },
   { name: 'title', type: 'string', metavar: 'T', help: 'chart title (default: the policy and job from the trace)' },

@@ -3,7 +3,7 @@
 import { CONSISTENCY_POLICIES } from '../actors/param-store';
 import { ASYNC_DEFAULTS, TRAIN_COMMAND_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
 import { MAX_VAL_BATCHES } from '../models/train-config';
-import { FlagSpec, helpText } from './args';
+import { HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, helpText } from './args';
 import { NATS_URL_FORMS } from './nats-flag';
 import { BUFFER_LIMIT_FLAG } from './job-flags';
 import { STAGE_NODE_FLAGS_HELP } from './stage-node-flags';
@@ -169,9 +169,9 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
     help: 'message timing (and task durations with --clock virtual)',
     default: TRAIN_COMMAND_DEFAULTS.profile,
   },
-  { name: 'print-config', type: 'bool', help: 'print the resolved config and exit' },
+  PRINT_CONFIG_FLAG,
   { name: 'json', type: 'bool', help: 'print one JSON object' },
-  { name: 'help', type: 'bool', help: 'show this help' },
+  HELP_FLAG,
 ];
 
 export const TRAIN_HELP =

@@ -22,13 +22,7 @@ import {
   parseTask,
   task,
 } from '../policies/task';
-
-const shape = (stages: number, microbatches: number, chunks = 1, splitBackward = false): PipelineShape => ({
-  stages,
-  chunks,
-  microbatches,
-  splitBackward,
-});
+import { shape } from './helpers-task';
 
 /** A stage context whose done set is `done` (text forms); inflight follows its definition. */
 function ctxOf(s: PipelineShape, stage: number, done: Iterable<string>): StageContext {

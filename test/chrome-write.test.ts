@@ -4,29 +4,19 @@ import * as os from 'os';
 import * as path from 'path';
 import { ChromeEvent, toChromeTrace } from '../cli/trace/chrome';
 import { writeChromeTrace } from '../cli/trace/chrome-write';
+import { forwardEnd, forwardStart } from './helpers-events';
 
 describe('writing a trace file', () => {
   it('writes what JSON.stringify would, and a trace too long for one string', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-trace-'));
     try {
       const file = path.join(dir, 't.json');
-      const small = toChromeTrace(
-        [
-          {
-            type: 'task-start',
-            t: 1,
-            stage: 0,
-            iteration: 0,
-            kind: 'F',
-            mb: 0,
-            chunk: 0,
-            inflight: 1,
-            backpressure: false,
-          },
-          { type: 'task-end', t: 2, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0 },
-        ],
-        { job: 'j', stages: 2, title: 'a "quoted" title', config: { policy: 'bf' } },
-      );
+      const small = toChromeTrace([forwardStart(1), forwardEnd(2)], {
+        job: 'j',
+        stages: 2,
+        title: 'a "quoted" title',
+        config: { policy: 'bf' },
+      });
       writeChromeTrace(file, small);
       assert.equal(fs.readFileSync(file, 'utf8'), JSON.stringify(small));
       // Nine events of 64 MiB of args: 576 MiB of JSON, over the longest string V8 makes.

@@ -9,6 +9,7 @@ import * as path from 'path';
 import { ChromeEvent, TID, commTid, stagePid, toChromeTrace } from '../cli/trace/chrome';
 import { checkChromeTrace } from '../cli/trace/chrome-check';
 import { batonEventsFromTrace } from '../cli/trace/chrome-read';
+import { forwardEnd, forwardStart } from './helpers-events';
 
 const run = async (c: Partial<JobConfig>) =>
   (await runJob(resolveConfig({ stages: 4, microbatches: 8, jitter: 'paper', ...c }), { clock: 'virtual' })).events;
@@ -176,18 +177,8 @@ describe('Chrome trace of a Baton run', () => {
     // Rounded apart, ts 1 ns + dur 1 ns would end F0 at 2 ns, after F1's start at 1 ns.
     const ev: BatonEvent[] = [
       { type: 'iteration-start', t: 0, stage: 0, iteration: 0 },
-      {
-        type: 'task-start',
-        t: 6e-7,
-        stage: 0,
-        iteration: 0,
-        kind: 'F',
-        mb: 0,
-        chunk: 0,
-        inflight: 1,
-        backpressure: false,
-      },
-      { type: 'task-end', t: 1.2e-6, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0 },
+      forwardStart(6e-7),
+      forwardEnd(1.2e-6),
       {
         type: 'task-start',
         t: 1.2e-6,

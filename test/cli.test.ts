@@ -1,9 +1,10 @@
 import { strict as assert } from 'assert';
-import { execFileSync, spawn } from 'child_process';
+import { ChildProcessByStdio, execFileSync, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
+import { Readable } from 'stream';
 import { main } from '../cli/main';
 import { formatTapLine, printable, tapCommand, tapLine } from '../cli/tap';
 import { comparedPaths } from '../cli/trace-output';
@@ -40,6 +41,36 @@ function tinyCorpus(): string {
   const file = path.join(dir, 'tiny.txt');
   fs.writeFileSync(file, 'ab\n');
   return file;
+}
+
+/** The smallest train run: one stage of a one-layer MLP of width 8, one microbatch of two samples. */
+const TINY_TRAIN = [
+  'train',
+  '--model',
+  'mlp',
+  '--stages',
+  '1',
+  '--microbatches',
+  '1',
+  '--microbatch-size',
+  '2',
+  '--layers',
+  '1',
+  '--width',
+  '8',
+];
+/** TINY_TRAIN made to diverge: a learning rate of 1e30 with no warm-up, for 30 iterations. */
+const DIVERGING_TRAIN = [...TINY_TRAIN, '--iterations', '30', '--val-batches', '1', '--lr', '1e30', '--warmup', '0'];
+/** run in this process, two stages and two microbatches. */
+const LOCAL_RUN = ['run', '--transport', 'local', '--stages', '2', '--microbatches', '2'];
+/** sim of two stages and two microbatches. */
+const SIM_2X2 = ['sim', '--stages', '2', '--microbatches', '2'];
+
+/** baton in a child process, its stdout and stderr piped. */
+function spawnBaton(...argv: string[]): ChildProcessByStdio<null, Readable, Readable> {
+  return spawn(process.execPath, [path.join(__dirname, '..', 'cli', 'main.js'), ...argv], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
 }
 
 async function baton(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
@@ -424,37 +455,11 @@ describe('the baton command', function () {
       false,
     );
     assert.equal(loadsTfjs(['node', '--help']), false);
-    assert.equal(
-      loadsTfjs([
-        'train',
-        '--model',
-        'mlp',
-        '--stages',
-        '1',
-        '--microbatches',
-        '1',
-        '--microbatch-size',
-        '2',
-        '--layers',
-        '1',
-        '--width',
-        '8',
-        '--iterations',
-        '1',
-        '--val-batches',
-        '1',
-        '--json',
-      ]),
-      true,
-    );
+    assert.equal(loadsTfjs([...TINY_TRAIN, '--iterations', '1', '--val-batches', '1', '--json']), true);
   });
 
   it('stops quietly with status 0 when the reader of its output has gone (baton … | head)', async () => {
-    const child = spawn(
-      process.execPath,
-      [path.join(__dirname, '..', 'cli', 'main.js'), 'sim', '--stages', '8', '--microbatches', '64', '--json'],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
+    const child = spawnBaton('sim', '--stages', '8', '--microbatches', '64', '--json');
     child.stdout.destroy();
     let err = '';
     child.stderr.on('data', (d: Buffer) => (err += d.toString()));
@@ -466,11 +471,7 @@ describe('the baton command', function () {
   it('goes on to its result when the reader of its stderr has gone', async function () {
     this.timeout(60_000);
     // Over NATS, run writes to stderr where its private server is before the job starts.
-    const child = spawn(
-      process.execPath,
-      [path.join(__dirname, '..', 'cli', 'main.js'), 'run', '--stages', '2', '--microbatches', '2', '--json'],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
+    const child = spawnBaton('run', '--stages', '2', '--microbatches', '2', '--json');
     child.stderr.destroy();
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -525,13 +526,13 @@ describe('the baton command', function () {
     try {
       const link = path.join(dir, 'trace.json');
       fs.symlinkSync(path.join(dir, 'target.json'), link);
-      const r = await baton('sim', '--stages', '2', '--microbatches', '2', '--trace', link, '--json');
+      const r = await baton(...SIM_2X2, '--trace', link, '--json');
       assert.equal(r.code, 0, r.err);
       assert.ok(fs.statSync(path.join(dir, 'target.json')).size > 0);
       // Where the link leads is checked before the run; so is a loop of links.
       const astray = path.join(dir, 'astray.json');
       fs.symlinkSync('/nonexistent-baton/dir/x.json', astray);
-      const a = await baton('sim', '--stages', '2', '--microbatches', '2', '--trace', astray);
+      const a = await baton(...SIM_2X2, '--trace', astray);
       assert.equal(a.code, 2);
       assert.match(
         a.err,
@@ -539,16 +540,12 @@ describe('the baton command', function () {
       );
       fs.symlinkSync(path.join(dir, 'loop2'), path.join(dir, 'loop1'));
       fs.symlinkSync(path.join(dir, 'loop1'), path.join(dir, 'loop2'));
-      const l = await baton('sim', '--stages', '2', '--microbatches', '2', '--gantt', path.join(dir, 'loop1'));
+      const l = await baton(...SIM_2X2, '--gantt', path.join(dir, 'loop1'));
       assert.equal(l.code, 2);
       assert.match(l.err, /--gantt .*loop1: a loop of symbolic links/);
       // Two outputs of one run never share a file (the chart would overwrite the trace).
       const same = await baton(
-        'sim',
-        '--stages',
-        '2',
-        '--microbatches',
-        '2',
+        ...SIM_2X2,
         '--compare',
         'bf,1f1b',
         '--trace',
@@ -562,11 +559,7 @@ describe('the baton command', function () {
       fs.mkdirSync(path.join(dir, 'd1'));
       fs.symlinkSync(path.join(dir, 'd1'), path.join(dir, 'd2'));
       const linked = await baton(
-        'sim',
-        '--stages',
-        '2',
-        '--microbatches',
-        '2',
+        ...SIM_2X2,
         '--trace',
         path.join(dir, 'd1', 'x.out'),
         '--gantt',
@@ -587,18 +580,7 @@ describe('the baton command', function () {
           layers: [{ name: 'b', count: 4, forwardMs: 0 }],
         }),
       );
-      const z = await baton(
-        'sim',
-        '--stages',
-        '2',
-        '--microbatches',
-        '2',
-        '--profile',
-        zero,
-        '--compare',
-        'bf,1f1b',
-        '--json',
-      );
+      const z = await baton(...SIM_2X2, '--profile', zero, '--compare', 'bf,1f1b', '--json');
       assert.equal(z.code, 0, z.err);
       assert.deepEqual(
         (JSON.parse(z.out) as { speedup: number }[]).map((r) => r.speedup),
@@ -615,11 +597,7 @@ describe('the baton command', function () {
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
     const port = (silent.address() as net.AddressInfo).port;
     try {
-      const child = spawn(
-        process.execPath,
-        [path.join(__dirname, '..', 'cli', 'main.js'), 'tap', '--nats', `nats://127.0.0.1:${port}`, '--job', 'x'],
-        { stdio: ['ignore', 'pipe', 'pipe'] },
-      );
+      const child = spawnBaton('tap', '--nats', `nats://127.0.0.1:${port}`, '--job', 'x');
       let err = '';
       child.stderr.on('data', (d: Buffer) => (err += d.toString()));
       const t0 = Date.now();
@@ -731,30 +709,7 @@ describe('the baton command', function () {
   });
 
   it('train fails (status 1) when the loss is no longer finite, after printing what it did', async () => {
-    const r = await baton(
-      'train',
-      '--model',
-      'mlp',
-      '--stages',
-      '1',
-      '--microbatches',
-      '1',
-      '--microbatch-size',
-      '2',
-      '--layers',
-      '1',
-      '--width',
-      '8',
-      '--iterations',
-      '30',
-      '--val-batches',
-      '1',
-      '--lr',
-      '1e30',
-      '--warmup',
-      '0',
-      '--json',
-    );
+    const r = await baton(...DIVERGING_TRAIN, '--json');
     assert.equal(r.code, 1, r.err);
     assert.equal((JSON.parse(r.out) as { final_loss: unknown }).final_loss, null);
     assert.match(
@@ -766,31 +721,7 @@ describe('the baton command', function () {
   it('train that diverges before its first checkpoint does not say the directory keeps one', async () => {
     const dir = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'baton-cli-')), 'ckpt');
     corpusDirs.push(path.dirname(dir));
-    const r = await baton(
-      'train',
-      '--model',
-      'mlp',
-      '--stages',
-      '1',
-      '--microbatches',
-      '1',
-      '--microbatch-size',
-      '2',
-      '--layers',
-      '1',
-      '--width',
-      '8',
-      '--iterations',
-      '30',
-      '--val-batches',
-      '1',
-      '--lr',
-      '1e30',
-      '--warmup',
-      '0',
-      '--checkpoint',
-      dir,
-    );
+    const r = await baton(...DIVERGING_TRAIN, '--checkpoint', dir);
     assert.equal(r.code, 1, r.err);
     assert.doesNotMatch(r.err, /keeps the last one/);
     assert.match(r.err, /no checkpoint written, and .*ckpt holds none/);
@@ -800,19 +731,7 @@ describe('the baton command', function () {
 
   it('reports the model seed as seed and the jitter seed as jitter_seed in train --json', async () => {
     const r = await baton(
-      'train',
-      '--model',
-      'mlp',
-      '--stages',
-      '1',
-      '--microbatches',
-      '1',
-      '--microbatch-size',
-      '2',
-      '--layers',
-      '1',
-      '--width',
-      '8',
+      ...TINY_TRAIN,
       '--iterations',
       '1',
       '--val-batches',
@@ -830,19 +749,7 @@ describe('the baton command', function () {
 
   it("leaves the warm-up iteration out of run's tasks, messages and bytes, as out of its makespan", async () => {
     const counts = async (...extra: string[]) => {
-      const r = await baton(
-        'run',
-        '--transport',
-        'local',
-        '--stages',
-        '2',
-        '--microbatches',
-        '2',
-        '--iterations',
-        '2',
-        '--json',
-        ...extra,
-      );
+      const r = await baton(...LOCAL_RUN, '--iterations', '2', '--json', ...extra);
       assert.equal(r.code, 0, r.err);
       const j = JSON.parse(r.out) as { tasks: number; messages: number; iterations: unknown[] };
       return [j.tasks, j.messages, j.iterations.length];
@@ -852,20 +759,7 @@ describe('the baton command', function () {
   });
 
   it('prints a list for --compare, with one policy too, as sim does', async () => {
-    const r = await baton(
-      'run',
-      '--transport',
-      'local',
-      '--stages',
-      '2',
-      '--microbatches',
-      '2',
-      '--iterations',
-      '1',
-      '--compare',
-      'bf',
-      '--json',
-    );
+    const r = await baton(...LOCAL_RUN, '--iterations', '1', '--compare', 'bf', '--json');
     assert.equal(r.code, 0, r.err);
     const rows = JSON.parse(r.out) as { policy: string; speedup: number }[];
     assert.deepEqual(

@@ -2,7 +2,7 @@ import { strict as assert } from 'assert';
 import { ChildProcess, spawn } from 'child_process';
 import { readFileSync, readdirSync } from 'fs';
 import * as path from 'path';
-import { resolveConfig } from '../job/config';
+import { JobConfig, resolveConfig } from '../job/config';
 import { runDistributed } from '../job/run-distributed';
 import { summarize } from '../job/run-local';
 import { runOnce } from '../cli/run';
@@ -12,24 +12,35 @@ import { decodeEnvelope, decodeValue, encodeEnvelope, encodeValue } from '../tra
 import { ENVELOPE_VERSION } from '../transport/envelope';
 import { NatsBus } from '../transport/nats-bus';
 import { startNatsServer } from '../transport/nats-server';
-import { natsServerForSuite } from './nats-server-fixture';
+import { isAlive, natsServerForSuite } from './nats-server-fixture';
 import { FUZZ_SEED, Rng, malformed } from './fuzz-gen';
 import { newNodeAgent } from '../job/node-host';
 
 const CLI = path.join(__dirname, '..', 'cli', 'main.js');
 
-/** True while `pid` runs; a zombie (ended, not yet reaped by its new parent) counts as ended. */
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
+/** A `baton node --json` agent process on the server at `url`, its stdout (where its ready line comes) piped. */
+function nodeAgent(url: string, name: string): ChildProcess {
+  return spawn(process.execPath, [CLI, 'node', '--nats', url, '--name', name, '--json'], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+}
+
+/** Resolves once every agent has printed its ready line. */
+async function agentsReady(agents: ChildProcess[]): Promise<void> {
+  await Promise.all(agents.map((a) => new Promise<void>((resolve) => a.stdout!.once('data', () => resolve()))));
+}
+
+/** A job long enough to be cut short: 1000 iterations of bf over 2 stages and 8 microbatches. */
+function longJob(job: string, extra: Partial<JobConfig> = {}): JobConfig {
+  return resolveConfig({
+    job,
+    stages: 2,
+    microbatches: 8,
+    iterations: 1000,
+    policy: 'bf',
+    profile: 'uniform',
+    ...extra,
+  });
 }
 
 describe('end to end over a real nats-server, one OS process per stage', function () {
@@ -356,9 +367,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   });
 
   it('refuses to start a second node agent of a name already in use', async () => {
-    const first = spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', 'dupe', '--json'], {
-      stdio: ['ignore', 'pipe', 'ignore'],
-    });
+    const first = nodeAgent(server().url, 'dupe');
     try {
       const ready = await new Promise<string>((resolve) =>
         first.stdout!.once('data', (d: Buffer) => resolve(d.toString())),
@@ -380,11 +389,9 @@ describe('end to end over a real nats-server, one OS process per stage', functio
 
   it('lets a node agent stopped with SIGTERM exit within seconds even while its server does not answer', async () => {
     const own = await startNatsServer();
-    const agent = spawn(process.execPath, [CLI, 'node', '--nats', own.url, '--name', 'unheard', '--json'], {
-      stdio: ['ignore', 'pipe', 'ignore'],
-    });
+    const agent = nodeAgent(own.url, 'unheard');
     try {
-      await new Promise<void>((resolve) => agent.stdout!.once('data', () => resolve()));
+      await agentsReady([agent]);
       process.kill(own.pid, 'SIGSTOP');
       const exited = new Promise<number | null>((resolve) => agent.once('exit', (code) => resolve(code)));
       const t0 = Date.now();
@@ -416,15 +423,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     it(`fails at once, saying so, when its NATS server goes away mid-job${where}`, async () => {
       const own = await startNatsServer();
       try {
-        const cfg = resolveConfig({
-          job,
-          stages: 2,
-          microbatches: 8,
-          iterations: 1000,
-          policy: 'bf',
-          profile: 'uniform',
-          stallTimeoutMs: 60_000,
-        });
+        const cfg = longJob(job, { stallTimeoutMs: 60_000 });
         let t0 = 0;
         const run = runOnce(cfg, {
           transport: 'nats',
@@ -453,9 +452,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   it('keeps a node agent process serving through malformed variants of every message on its subjects, and a job then completes', async () => {
     // One agent process hosts both stages; a vandal hears everything and sends back
     // malformed variants (test/fuzz-gen.ts) of what it heard, on the subject it heard it on.
-    const agent = spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', 'fuzzed', '--json'], {
-      stdio: ['ignore', 'pipe', 'ignore'],
-    });
+    const agent = nodeAgent(server().url, 'fuzzed');
     const vandal = await NatsBus.connect(server().url);
     const rng = new Rng(FUZZ_SEED);
     const heard: { subject: string; data: Uint8Array }[] = [];
@@ -479,7 +476,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
       }
     }, 5);
     try {
-      await new Promise<void>((resolve) => agent.stdout!.once('data', () => resolve()));
+      await agentsReady([agent]);
       for (const job of ['fuzzed1', 'fuzzed2']) {
         const cfg = resolveConfig({ job, stages: 2, microbatches: 8, iterations: 3, policy: 'bf', profile: 'uniform' });
         const o = await runOnce(cfg, {
@@ -501,21 +498,10 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   });
 
   it('fails at once, naming it, when a node agent of a --nodes run is stopped mid-job', async () => {
-    const agents = ['left1', 'left2'].map((name) =>
-      spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', name, '--json'], {
-        stdio: ['ignore', 'pipe', 'ignore'],
-      }),
-    );
+    const agents = ['left1', 'left2'].map((name) => nodeAgent(server().url, name));
     try {
-      await Promise.all(agents.map((a) => new Promise<void>((resolve) => a.stdout!.once('data', () => resolve()))));
-      const cfg = resolveConfig({
-        job: 'left',
-        stages: 2,
-        microbatches: 8,
-        iterations: 1000,
-        policy: 'bf',
-        profile: 'uniform',
-      });
+      await agentsReady(agents);
+      const cfg = longJob('left');
       let t0 = 0;
       const run = runOnce(cfg, {
         transport: 'nats',
@@ -542,23 +528,11 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   it("fails at once, naming the node, when a node agent's connection is cut (a slow consumer) and comes back: what was in flight to it is lost", async () => {
     // A server that cuts a client at 2 MB pending; a stopped agent stops reading.
     const own = await startNatsServer({ maxPayload: 1 << 20, maxPending: 2 << 20 });
-    const agents = ['cut1', 'cut2'].map((name) =>
-      spawn(process.execPath, [CLI, 'node', '--nats', own.url, '--name', name, '--json'], {
-        stdio: ['ignore', 'pipe', 'ignore'],
-      }),
-    );
+    const agents = ['cut1', 'cut2'].map((name) => nodeAgent(own.url, name));
     const vandal = await NatsBus.connect(own.url);
     try {
-      await Promise.all(agents.map((a) => new Promise<void>((resolve) => a.stdout!.once('data', () => resolve()))));
-      const cfg = resolveConfig({
-        job: 'cut',
-        stages: 2,
-        microbatches: 8,
-        iterations: 1000,
-        policy: 'bf',
-        profile: 'uniform',
-        stallTimeoutMs: 60_000,
-      });
+      await agentsReady(agents);
+      const cfg = longJob('cut', { stallTimeoutMs: 60_000 });
       let resumed = 0;
       let cut = false;
       const run = runOnce(cfg, {
@@ -608,22 +582,10 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   });
 
   it('fails naming the node, not as a deadlock, when a node agent of a --nodes run is killed mid-job', async () => {
-    const agents = ['gone1', 'gone2'].map((name) =>
-      spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', name, '--json'], {
-        stdio: ['ignore', 'pipe', 'ignore'],
-      }),
-    );
+    const agents = ['gone1', 'gone2'].map((name) => nodeAgent(server().url, name));
     try {
-      await Promise.all(agents.map((a) => new Promise<void>((resolve) => a.stdout!.once('data', () => resolve()))));
-      const cfg = resolveConfig({
-        job: 'gone',
-        stages: 2,
-        microbatches: 8,
-        iterations: 1000,
-        policy: 'bf',
-        profile: 'uniform',
-        stallTimeoutMs: 2000,
-      });
+      await agentsReady(agents);
+      const cfg = longJob('gone', { stallTimeoutMs: 2000 });
       let killed = false;
       const bus = await NatsBus.connect(server().url);
       // A lease longer than the stall timeout: the watchdog, not the lease, notices first.
@@ -758,25 +720,34 @@ async function waitUntil(pred: () => boolean, ms: number, what: string): Promise
   }
 }
 
+/**
+ * `baton run --job <job>` of 3 stages, 8 microbatches and `iterations` iterations with its own
+ * nats-server; its stderr is collected, its stdout piped or ignored.
+ */
+function launchRun(job: string, iterations: number, stdout: 'pipe' | 'ignore') {
+  const launcher = spawn(
+    process.execPath,
+    [CLI, 'run', '--job', job, '--stages', '3', '--microbatches', '8', '--iterations', String(iterations), '--json'],
+    { stdio: ['ignore', stdout, 'pipe'] },
+  );
+  let err = '';
+  launcher.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  const exit = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+    launcher.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  return { launcher, exit, stderr: () => err };
+}
+
 describe('baton run, when its job is cut short', function () {
   this.timeout(60_000);
   const server = natsServerForSuite();
 
   /** A long `baton run` (its own nats-server, one process per stage) and its stage pids, once they run. */
   async function longRun(job: string) {
-    const launcher = spawn(
-      process.execPath,
-      [CLI, 'run', '--job', job, '--stages', '3', '--microbatches', '8', '--iterations', '10000', '--json'],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let err = '';
-    launcher.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    const exit = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-      launcher.once('exit', (code, signal) => resolve({ code, signal })),
-    );
+    const { launcher, exit, stderr } = launchRun(job, 10000, 'pipe');
     await waitUntil(() => pidsWith('node', '--name', `${job}-stage`).length === 3, 20_000, 'three stage processes');
     await new Promise((r) => setTimeout(r, 500));
-    return { launcher, exit, stderr: () => err, stages: pidsWith('node', '--name', `${job}-stage`) };
+    return { launcher, exit, stderr, stages: pidsWith('node', '--name', `${job}-stage`) };
   }
 
   for (const sig of ['SIGTERM', 'SIGINT'] as const) {
@@ -808,20 +779,13 @@ describe('baton run, when its job is cut short', function () {
 
   it('ends at once when a stage process dies while the job is being set up', async () => {
     const job = `cut-early-${process.pid}`;
-    const launcher = spawn(
-      process.execPath,
-      [CLI, 'run', '--job', job, '--stages', '3', '--microbatches', '8', '--iterations', '3', '--json'],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
-    );
-    let err = '';
-    launcher.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    const exit = new Promise<number | null>((resolve) => launcher.once('exit', (code) => resolve(code)));
+    const { exit, stderr } = launchRun(job, 3, 'ignore');
     await waitUntil(() => pidsWith('node', '--name', `${job}-stage1`).length === 1, 20_000, 'stage process 1');
     const t0 = Date.now();
     process.kill(pidsWith('node', '--name', `${job}-stage1`)[0], 'SIGKILL');
-    assert.equal(await exit, 1);
+    assert.equal((await exit).code, 1);
     assert.ok(Date.now() - t0 < 8_000, `the launcher ended ${Date.now() - t0} ms after the kill`);
-    assert.match(err, new RegExp(`stage process ${job}-stage1-[0-9a-f]+ .* ended during the job`));
+    assert.match(stderr(), new RegExp(`stage process ${job}-stage1-[0-9a-f]+ .* ended during the job`));
   });
 
   it("ends promptly when signalled while it collects the nodes' final reports", async () => {

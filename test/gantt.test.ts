@@ -3,6 +3,7 @@ import { resolveConfig, JobConfig } from '../job/config';
 import { BatonEvent } from '../stage/events';
 import { runJob } from '../job/run-local';
 import { escapeXml, ganttSvg, ganttTasks, tickStep } from '../cli/trace/gantt';
+import { forwardEnd, forwardStart } from './helpers-events';
 
 const run = async (c: Partial<JobConfig>) =>
   (await runJob(resolveConfig({ stages: 4, microbatches: 8, jitter: 'paper', ...c }), { clock: 'virtual' })).events;
@@ -152,20 +153,7 @@ describe('pipeline Gantt chart (SVG)', () => {
   });
 
   it('labels the axis with the right values when all tasks take no time', () => {
-    const ev: BatonEvent[] = [
-      {
-        type: 'task-start',
-        t: 5,
-        stage: 0,
-        iteration: 0,
-        kind: 'F',
-        mb: 0,
-        chunk: 0,
-        inflight: 1,
-        backpressure: false,
-      },
-      { type: 'task-end', t: 5, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0 },
-    ];
+    const ev: BatonEvent[] = [forwardStart(5), forwardEnd(5)];
     const svg = ganttSvg(ev, { stages: 1 });
     const ticks = [...svg.matchAll(/font-size="11" text-anchor="middle">([^<]+)<\/text>/g)].map((m) => Number(m[1]));
     assert.ok(ticks.length >= 2);
@@ -184,9 +172,6 @@ describe('pipeline Gantt chart (SVG)', () => {
   it('refuses bad sizes and unmatched task ends', () => {
     assert.throws(() => ganttSvg(bf, { stages: 0 }), /stages must be a positive integer, got 0/);
     assert.throws(() => ganttSvg(bf, { stages: 4, width: 50 }), /width must be at least 300 px, got 50/);
-    assert.throws(
-      () => ganttSvg([{ type: 'task-end', t: 1, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0 }], { stages: 1 }),
-      /task-end of F0 at 1 ms without its task-start/,
-    );
+    assert.throws(() => ganttSvg([forwardEnd(1)], { stages: 1 }), /task-end of F0 at 1 ms without its task-start/);
   });
 });

@@ -12,6 +12,20 @@ const pick = (p: HintPolicy<any>, ready: string, memo: unknown, s = shape) => {
   return t === null ? null : formatTask(t);
 };
 
+/**
+ * Plays `rounds` of [ready tasks, the pick expected] through `p` from its start on shape `s`,
+ * asserting each pick; returns the picks.
+ */
+function playRounds(p: HintPolicy<PhaseMemo>, s: PipelineShape, rounds: [string, string][]): string[] {
+  let memo = p.start(ctx(s));
+  return rounds.map(([ready, expected]) => {
+    const t = p.choose(view(ready), memo, ctx(s))!;
+    assert.equal(formatTask(t), expected, `ready {${ready}} in phase ${memo.phase}`);
+    memo = p.advance(memo, t, ctx(s));
+    return formatTask(t);
+  });
+}
+
 function deepFreeze<T>(v: T): T {
   if (typeof v === 'object' && v !== null) {
     Object.values(v).forEach(deepFreeze);
@@ -86,22 +100,15 @@ describe('hint orders', () => {
       assert.deepEqual(m, { phase: 'B' });
     });
     it('bfw: after a W (nothing else was ready) the next round considers a ready backward first (RRFP §7.1)', () => {
-      let memo = bfw.start(ctx(split));
-      const rounds: [string, string][] = [
+      playRounds(bfw, split, [
         ['B0 F2', 'B0'],
         ['W0', 'W0'],
         ['B1 F2', 'B1'],
         ['F2 W1', 'F2'],
-      ];
-      for (const [ready, expected] of rounds) {
-        const t = bfw.choose(view(ready), memo, ctx(split))!;
-        assert.equal(formatTask(t), expected, `ready {${ready}} in phase ${memo.phase}`);
-        memo = bfw.advance(memo, t, ctx(split));
-      }
+      ]);
     });
     it('bf alternates backward and forward while both are ready, and never idles when one kind is missing', () => {
-      let memo = bf.start(ctx(shape));
-      const rounds: [string, string][] = [
+      const picks = playRounds(bf, shape, [
         ['F0', 'F0'],
         ['F1 B0', 'B0'],
         ['F1 B1', 'F1'],
@@ -109,13 +116,7 @@ describe('hint orders', () => {
         ['F2', 'F2'],
         ['F3 B2', 'B2'],
         ['F3 B3', 'F3'],
-      ];
-      const picks = rounds.map(([ready, expected]) => {
-        const t = bf.choose(view(ready), memo, ctx(shape))!;
-        assert.equal(formatTask(t), expected, `ready {${ready}} in phase ${memo.phase}`);
-        memo = bf.advance(memo, t, ctx(shape));
-        return formatTask(t);
-      });
+      ]);
       assert.equal(picks.join(' '), 'F0 B0 F1 B1 F2 B2 F3');
     });
   });

@@ -8,6 +8,21 @@ import { SeededRandom } from '../models/seeded-init';
 import type { ModelSpec, StageModule } from '../models/stage-module';
 import { loadCorpus, toTensors } from '../models/data';
 
+/** A first stage gives no input gradient; any other gives the one `expected` holds. */
+function assertInputGradient(
+  s: { readonly isFirst: boolean; readonly name: string },
+  actual: tf.Tensor | null,
+  expected: tf.Tensor | null,
+): void {
+  if (s.isFirst) assert.strictEqual(actual, null);
+  else
+    assert.deepStrictEqual(
+      Array.from(actual!.dataSync()),
+      Array.from(expected!.dataSync()),
+      `${s.name}: input gradient`,
+    );
+}
+
 // Tiny models with a large init so every nonlinearity is exercised.
 const tinyGpt = (layers: number) =>
   gptSpec({ vocabSize: 7, seqLen: 5, layers, width: 8, heads: 2, seed: 3, initStd: 0.3 });
@@ -279,13 +294,7 @@ describe('models: stage modules', () => {
         kept.output.dispose();
         const fromTape = s.backward(x, dy, { kept });
         const recomputed = s.backward(x, dy);
-        if (s.isFirst) assert.strictEqual(fromTape.gradInput, null);
-        else
-          assert.deepStrictEqual(
-            Array.from(fromTape.gradInput!.dataSync()),
-            Array.from(recomputed.gradInput!.dataSync()),
-            `${s.name}: input gradient`,
-          );
+        assertInputGradient(s, fromTape.gradInput, recomputed.gradInput);
         recomputed.paramGrads.forEach((g, i) =>
           assert.deepStrictEqual(
             Array.from(fromTape.paramGrads[i]!.dataSync()),
@@ -333,13 +342,7 @@ describe('models: stage modules', () => {
         const kept = s.isLast ? undefined : s.forwardKeepingActivations(x);
         kept?.output.dispose();
         const b = s.backwardInput(x, dy, { kept, targets, lossScale });
-        if (s.isFirst) assert.strictEqual(b.gradInput, null);
-        else
-          assert.deepStrictEqual(
-            Array.from(b.gradInput!.dataSync()),
-            Array.from(whole.gradInput!.dataSync()),
-            `${s.name}: input gradient`,
-          );
+        assertInputGradient(s, b.gradInput, whole.gradInput);
         if (s.isLast) {
           const l = s.loss(x, targets);
           assert.strictEqual(b.loss, l.dataSync()[0], `${s.name}: loss`);

@@ -1,17 +1,6 @@
 import { strict as assert } from 'assert';
 import { ProfileError, parseProfile } from '../models/profile-parse';
-
-const valid = () => ({
-  description: 'two blocks',
-  depth: 'fixed',
-  backwardRatio: 2,
-  weightGradFraction: 0.5,
-  communication: { latencyMs: 0.1, bandwidthGBps: 10, activationBytes: 1024 },
-  layers: [
-    { name: 'embed', placement: 'first', forwardMs: 0.5 },
-    { name: 'block', count: 2, forwardMs: 3 },
-  ],
-});
+import { validProfile as valid } from './helpers-profile';
 
 function rejects(json: unknown, pattern: RegExp): void {
   assert.throws(

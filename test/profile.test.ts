@@ -3,18 +3,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { BUILTIN_PROFILES, ProfileError, loadProfile, packageRoot } from '../models/profile';
-
-const valid = () => ({
-  description: 'two blocks',
-  depth: 'fixed',
-  backwardRatio: 2,
-  weightGradFraction: 0.5,
-  communication: { latencyMs: 0.1, bandwidthGBps: 10, activationBytes: 1024 },
-  layers: [
-    { name: 'embed', placement: 'first', forwardMs: 0.5 },
-    { name: 'block', count: 2, forwardMs: 3 },
-  ],
-});
+import { validProfile as valid } from './helpers-profile';
 
 describe('workload profiles', () => {
   it('finds the package root from the compiled module', () => {

@@ -5,6 +5,7 @@ import * as path from 'node:path';
 import { arbiterFor } from '../policies/arbiter';
 import { ReadySet } from '../stage/ready-set';
 import { initialStageState, stageStep } from '../stage/stage-logic';
+import { runTasks } from './helpers-stage';
 import { FixedMemo, ScheduleViolationError, remaining } from '../policies/fixed';
 import { HintPolicy, StageContext } from '../policies/hint';
 import { readyViewOf } from '../policies/hints';
@@ -209,16 +210,7 @@ describe('policy registry', () => {
       const one = { ...shape(1, 3), splitBackward: false };
       const s = initialStageState({ stage: 0, shape: one, arbiter: arbiterFor(policy, 32) });
       for (let mb = 0; mb < 3; mb++) stageStep(s, { type: 'input', iteration: 0, mb, chunk: 0 }, 0);
-      let fx = stageStep(s, { type: 'start', iteration: 0 }, 0);
-      const ran: string[] = [];
-      for (
-        let run = fx.find((f) => f.type === 'run');
-        run && run.type === 'run';
-        run = fx.find((f) => f.type === 'run')
-      ) {
-        ran.push(formatTask(run.task));
-        fx = stageStep(s, { type: 'done', iteration: 0, task: run.task }, 1);
-      }
+      const { ran } = runTasks(s, stageStep(s, { type: 'start', iteration: 0 }, 0), 0, 1);
       assert.deepEqual(ran, ['F0', 'B0', 'F1', 'B1', 'F2', 'B2']);
     });
 

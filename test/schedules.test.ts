@@ -18,13 +18,7 @@ import {
   forwardPredecessor,
   task,
 } from '../policies/task';
-
-const shape = (stages: number, microbatches: number, chunks = 1, splitBackward = false): PipelineShape => ({
-  stages,
-  chunks,
-  microbatches,
-  splitBackward,
-});
+import { shape } from './helpers-task';
 
 /** Problems with one stage's list: missing/duplicate tasks and local dependency order. */
 function localProblems(list: readonly Task[], s: PipelineShape): string[] {

@@ -1,6 +1,7 @@
 import { strict as assert } from 'assert';
 import { arbiterFor } from '../policies/arbiter';
 import { StageEffect, StageMsg, initialStageState, stageStatus, stageStep } from '../stage/stage-logic';
+import { runTasks } from './helpers-stage';
 import { HintPolicy } from '../policies/hint';
 import { bf } from '../policies/hints';
 import { resolvePolicy } from '../policies/registry';
@@ -133,19 +134,15 @@ describe('stage logic (pure transitions)', () => {
     refused(7, /start of iteration 7, expected iteration 5/);
     refused(0, /expected iteration 5/);
     stageStep(s, { type: 'start', iteration: 5 }, 0);
-    let fx = [
-      ...stageStep(s, { type: 'input', iteration: 5, mb: 0, chunk: 0 }, 1),
-      ...stageStep(s, { type: 'input', iteration: 5, mb: 1, chunk: 0 }, 1),
-    ];
-    const ran: string[] = [];
-    for (
-      let run = fx.find((f) => f.type === 'run');
-      run && run.type === 'run';
-      run = fx.find((f) => f.type === 'run')
-    ) {
-      ran.push(formatTask(run.task));
-      fx = stageStep(s, { type: 'done', iteration: 5, task: run.task }, 2);
-    }
+    const { ran, fx } = runTasks(
+      s,
+      [
+        ...stageStep(s, { type: 'input', iteration: 5, mb: 0, chunk: 0 }, 1),
+        ...stageStep(s, { type: 'input', iteration: 5, mb: 1, chunk: 0 }, 1),
+      ],
+      5,
+      2,
+    );
     assert.deepEqual(ran, ['F0', 'B0', 'F1', 'B1']);
     assert.ok(fx.some((f) => f.type === 'finished' && f.iteration === 5));
     refused(5, /start of iteration 5, expected iteration 6/);

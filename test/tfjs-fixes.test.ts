@@ -53,6 +53,29 @@ function physical(batch: number[], rows: number, cols: number, transposed: boole
   return transposed ? [...batch, cols, rows] : [...batch, rows, cols];
 }
 
+/** Operands of a (batched) matMul of shape [m, k] × [k, n] as laid out under the transpose flags, values a then b from rng. */
+function operands(
+  rng: SeededRandom,
+  [batchA, batchB, m, k, n]: readonly [number[], number[], number, number, number],
+  tA: boolean,
+  tB: boolean,
+  integers: boolean,
+): { aShape: number[]; bShape: number[]; av: Float32Array; bv: Float32Array } {
+  const aShape = physical(batchA, m, k, tA);
+  const bShape = physical(batchB, k, n, tB);
+  const av = values(
+    rng,
+    aShape.reduce((x, y) => x * y, 1),
+    integers,
+  );
+  const bv = values(
+    rng,
+    bShape.reduce((x, y) => x * y, 1),
+    integers,
+  );
+  return { aShape, bShape, av, bv };
+}
+
 describe('tfjs-fixes: wasm kernels', () => {
   before(async () => {
     await loadBackend({ force: 'wasm' });
@@ -68,18 +91,7 @@ describe('tfjs-fixes: wasm kernels', () => {
       for (const [batchA, batchB, m, k, n] of SHAPES) {
         for (const [tA, tB] of FLAGS) {
           const rng = new SeededRandom(m * 1000 + k * 10 + n);
-          const aShape = physical(batchA, m, k, tA);
-          const bShape = physical(batchB, k, n, tB);
-          const av = values(
-            rng,
-            aShape.reduce((x, y) => x * y, 1),
-            integers,
-          );
-          const bv = values(
-            rng,
-            bShape.reduce((x, y) => x * y, 1),
-            integers,
-          );
+          const { aShape, bShape, av, bv } = operands(rng, [batchA, batchB, m, k, n], tA, tB, integers);
           plans.add(transposePlan(aShape, bShape, tA, tB));
           const run = () => tf.tidy(() => tf.matMul(tf.tensor(av, aShape), tf.tensor(bv, bShape), tA, tB).dataSync());
           const cpu = await on('cpu', run);
@@ -97,18 +109,7 @@ describe('tfjs-fixes: wasm kernels', () => {
     for (const [batchA, batchB, m, k, n] of SHAPES.filter(([ba, bb]) => ba.length === bb.length)) {
       for (const [tA, tB] of FLAGS) {
         const rng = new SeededRandom(7 + m + k + n);
-        const aShape = physical(batchA, m, k, tA);
-        const bShape = physical(batchB, k, n, tB);
-        const av = values(
-          rng,
-          aShape.reduce((x, y) => x * y, 1),
-          false,
-        );
-        const bv = values(
-          rng,
-          bShape.reduce((x, y) => x * y, 1),
-          false,
-        );
+        const { aShape, bShape, av, bv } = operands(rng, [batchA, batchB, m, k, n], tA, tB, false);
         const run = () =>
           tf.tidy(() => {
             const [ga, gb] = tf.grads((a: tf.Tensor, b: tf.Tensor) => tf.matMul(a, b, tA, tB).square().sum())([

@@ -6,9 +6,10 @@ import * as path from 'path';
 import { resolveConfig } from '../job/config';
 import { BatonEvent } from '../stage/events';
 import { runJob } from '../job/run-local';
-import { TRACE_HELP, traceCommand } from '../cli/trace-command';
+import { StageSummary, TRACE_HELP, traceCommand } from '../cli/trace-command';
 import { toChromeTrace } from '../cli/trace/chrome';
 import { writeChromeTrace } from '../cli/trace/chrome-write';
+import { forwardEnd, forwardStart } from './helpers-events';
 
 describe('baton trace', () => {
   let dir: string;
@@ -105,28 +106,8 @@ describe('baton trace', () => {
       return f;
     };
     const svg = path.join(dir, 'bad.svg');
-    const task = (over: Record<string, unknown>) => ({
-      type: 'task-start',
-      t: 0,
-      stage: 0,
-      iteration: 0,
-      kind: 'F',
-      mb: 0,
-      chunk: 0,
-      inflight: 0,
-      backpressure: false,
-      ...over,
-    });
-    const end = (over: Record<string, unknown>) => ({
-      type: 'task-end',
-      t: 1,
-      stage: 0,
-      iteration: 0,
-      kind: 'F',
-      mb: 0,
-      chunk: 0,
-      ...over,
-    });
+    const task = (over: Record<string, unknown>) => ({ ...forwardStart(0), inflight: 0, ...over });
+    const end = (over: Record<string, unknown>) => ({ ...forwardEnd(1), ...over });
     const X = (args: Record<string, unknown>, over: Record<string, unknown> = {}) => ({
       name: 'F0',
       cat: 'F',
@@ -322,14 +303,7 @@ describe('baton trace', () => {
   it('summarizes tasks, busy and wait time and messages per stage', async () => {
     const r = await call('summary', file, '--json');
     assert.equal(r.code, 0, r.err);
-    const rows = JSON.parse(r.out) as {
-      stage: number;
-      tasks: number;
-      busy_ms: number;
-      wait_ms: number;
-      sent: number;
-      received: number;
-    }[];
+    const rows = JSON.parse(r.out) as StageSummary[];
     assert.deepEqual(
       rows.map((x) => x.stage),
       [0, 1, 2],

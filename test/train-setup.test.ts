@@ -16,32 +16,24 @@ describe('train flags of asynchronous mode', () => {
   });
 
   it("leaves PipeMare's damping off unless asked, and then damps over 3/4 of the updates", () => {
-    const off = cfgOf(
-      '--model',
-      'mlp',
-      '--mode',
-      'async',
-      '--consistency',
-      'pipemare',
-      '--microbatches',
-      '4',
-      '--iterations',
-      '100',
-    );
+    // 100 iterations of 4 microbatches: 400 updates.
+    const pipemare = (...extra: string[]) =>
+      cfgOf(
+        '--model',
+        'mlp',
+        '--mode',
+        'async',
+        '--consistency',
+        'pipemare',
+        ...extra,
+        '--microbatches',
+        '4',
+        '--iterations',
+        '100',
+      );
+    const off = pipemare();
     assert.equal(off.async.pipemareDamping, false);
-    const on = cfgOf(
-      '--model',
-      'mlp',
-      '--mode',
-      'async',
-      '--consistency',
-      'pipemare',
-      '--pipemare-damping',
-      '--microbatches',
-      '4',
-      '--iterations',
-      '100',
-    );
+    const on = pipemare('--pipemare-damping');
     assert.equal(on.async.pipemareDamping, true);
     assert.equal(on.async.pipemareSteps, 300);
     assert.equal(pipemareHorizon(1), 1);

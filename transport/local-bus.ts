@@ -12,9 +12,16 @@
 import type { Bus, BusHandler, Subscription } from './bus';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './codec';
 import { quoteValue } from '../base/quote';
+import { EXIT_FAILED, ExitStatus } from '../base/errors';
+import { SubjectError } from './subjects';
 
-export class InvalidSubjectError extends Error {
+/**
+ * A subject the bus refuses: the SubjectError of a subject as a whole rather than of a job
+ * name. A job fails with it (exit status 1), as it did before it was a SubjectError.
+ */
+export class InvalidSubjectError extends SubjectError {
   override name = 'InvalidSubjectError';
+  override readonly exitStatus: ExitStatus = EXIT_FAILED;
 }
 
 export class BusClosedError extends Error {

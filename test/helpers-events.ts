@@ -1,0 +1,21 @@
+import { TaskEndEvent, TaskStartEvent } from '../stage/events';
+
+/** The start, at time `t`, of the forward of microbatch 0 (chunk 0) on stage 0 in iteration 0: one task in flight, no backpressure. */
+export function forwardStart(t: number): TaskStartEvent {
+  return {
+    type: 'task-start',
+    t,
+    stage: 0,
+    iteration: 0,
+    kind: 'F',
+    mb: 0,
+    chunk: 0,
+    inflight: 1,
+    backpressure: false,
+  };
+}
+
+/** The end, at time `t`, of the task forwardStart starts. */
+export function forwardEnd(t: number): TaskEndEvent {
+  return { type: 'task-end', t, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0 };
+}

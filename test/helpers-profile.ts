@@ -1,0 +1,12 @@
+/** A valid workload profile of two blocks, fresh each call (tests change it to make it invalid). */
+export const validProfile = () => ({
+  description: 'two blocks',
+  depth: 'fixed',
+  backwardRatio: 2,
+  weightGradFraction: 0.5,
+  communication: { latencyMs: 0.1, bandwidthGBps: 10, activationBytes: 1024 },
+  layers: [
+    { name: 'embed', placement: 'first', forwardMs: 0.5 },
+    { name: 'block', count: 2, forwardMs: 3 },
+  ],
+});
