@@ -30,6 +30,16 @@ const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
     flags: '[--stages 2,4,8] [--rounds R] [--microbatches M] [--no-realtime]',
     what: "the runtime's overhead on the real clock (uniform tasks, one process per stage over NATS) against (M+P-1)(F+B), default and real-time scheduling class side by side, split along the critical path, beside the same pipeline with no Baton code (the floor of the design on this machine)",
   },
+  profile: {
+    file: 'compute-profile.js',
+    flags: '[--backends wasm,cpu] [--microbatches M] [--layers L]',
+    what: "one training step of the train bench's char-GPT by tfjs kernel (calls, exclusive time) and by phase, time outside kernels, per backend",
+  },
+  peer: {
+    file: 'torch-peer.js',
+    flags: '[--rounds R] [--iterations N] [--layers L]',
+    what: 'the same char-GPT trained by PyTorch (Debian python3-torch) and by Baton: 1 process with 1 and 2 threads, a 2-stage pipeline on 2 cores, rounds in turn',
+  },
   train: {
     file: 'train-throughput.js',
     flags: '[--rounds R] [--iterations N] [--layers L] [--microbatch-size B] [--buffer-limit N] [--no-ceiling]',

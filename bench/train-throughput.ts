@@ -13,7 +13,9 @@
 // summed tokens/s over one such training alone (the same child process, measured in the
 // same round, before or after the pair in alternate rounds) is what two processes can get
 // on this machine at all (they share caches and memory bandwidth); a 2-stage pipeline
-// gets less by its bubble.
+// gets less by its bubble. Each of the ceiling's child processes has 1 BLAS thread, as
+// each pipeline stage has; the one-process training the pipeline is compared with has
+// the machine's cores (its default).
 
 import { resolveConfig } from '../job/config';
 import { median } from '../checks/stats';
@@ -52,6 +54,8 @@ async function trainChild(t: TrainConfig, microbatches: number, iterations: numb
     '--iterations',
     String(iterations),
     '--val-batches',
+    '1',
+    '--threads',
     '1',
     '--json',
   ];

@@ -17,6 +17,7 @@ import { endBySignal, onProcessEnd } from '../transport/process-cleanup';
 import { NATS_URL_ENV } from './nats-flag';
 import { claimJob } from '../job/job-claim';
 import { stageNodeFlags } from './stage-node-flags';
+import { THREADS_ENV, defaultThreads } from '../models/threads';
 
 export interface RunSetup {
   transport: 'nats' | 'local';
@@ -24,6 +25,8 @@ export interface RunSetup {
   natsUrl?: string;
   nodes?: string[];
   onIteration?: (r: IterationRecord) => void;
+  /** Native-kernel threads of each stage process it starts (default: env BATON_THREADS, else cores / stage processes). */
+  threads?: number;
   /** Told the URL of the private nats-server a run without natsUrl starts, once it is up. */
   onServer?: (url: string, job: string) => void;
 }
@@ -39,7 +42,14 @@ interface SpawnedNodes {
   stop(): Promise<void>;
 }
 
-function spawnNodes(url: string, names: string[], nodeFlags: readonly string[], allowFiles: boolean): SpawnedNodes {
+function spawnNodes(
+  url: string,
+  names: string[],
+  nodeFlags: readonly string[],
+  allowFiles: boolean,
+  threads?: number,
+): SpawnedNodes {
+  const threadsEach = String(threads ?? (process.env[THREADS_ENV] || defaultThreads(names.length)));
   let stopping = false;
   let died: (e: Error) => void = () => {};
   const diedPromise = new Promise<never>((_, reject) => (died = reject));
@@ -57,7 +67,7 @@ function spawnNodes(url: string, names: string[], nodeFlags: readonly string[], 
         '--exit-with-stdin',
         ...(allowFiles ? ['--allow-files'] : []),
       ],
-      { stdio: ['pipe', 'ignore', 'pipe'], env: { ...process.env, [NATS_URL_ENV]: url } },
+      { stdio: ['pipe', 'ignore', 'pipe'], env: { ...process.env, [NATS_URL_ENV]: url, [THREADS_ENV]: threadsEach } },
     );
     child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[${name}] ${d}`));
     child.once('exit', (code, signal) => {
@@ -172,7 +182,7 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     const names = setup.nodes ?? Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`);
     interrupts = watchInterrupts();
     // Agents of our own may load the files this launcher's user named; built-in names need no files.
-    if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags(), filesAJobNames(cfg).length > 0);
+    if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags(), filesAJobNames(cfg).length > 0, setup.threads);
     const stop = Promise.race([interrupts.interrupted, dropped, ...(nodes ? [nodes.died] : [])]);
     const result = await runDistributed(cfg, { bus, nodes: names, onIteration: setup.onIteration, stop });
     const pids = distinctProcesses(result.nodes).map((p) => p.pid);

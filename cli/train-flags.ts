@@ -107,6 +107,12 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
     help: 'force a tfjs backend: tfjs-node-gpu, tfjs-node, wasm, cpu (or env BATON_BACKEND)',
   },
   {
+    name: 'threads',
+    type: 'int',
+    metavar: 'N',
+    help: 'native-kernel (BLAS) threads of each compute process (or env BATON_THREADS; default: the cores, shared evenly by the stage processes this command starts)',
+  },
+  {
     name: 'checkpoint',
     type: 'string',
     metavar: 'DIR',
@@ -180,6 +186,9 @@ export const TRAIN_HELP =
     'train a model with a pipeline, synchronous or asynchronous (real compute, TensorFlow.js)',
     'baton train [--model gpt|mlp] [--data FILE] [--stages P] [--chunks V] [--microbatches M] [--microbatch-size B] [--seq S] [--layers L] ' +
       '[--width D] [--iterations N] [--policy NAME] [--transport local|nats] [--jitter none|paper] [--checkpoint DIR] [--seed S] [--jitter-seed S] ' +
-      '[--mode sync|async] [--consistency none|stash|pipemare|predict|fresco] [--alpha A] [--json]',
+      '[--mode sync|async] [--consistency none|stash|pipemare|predict|fresco] [--alpha A] [--threads N] [--json]',
     TRAIN_FLAGS,
-  ) + STAGE_NODE_FLAGS_HELP;
+  ) +
+  STAGE_NODE_FLAGS_HELP +
+  "  BATON_KERNELS                auto (default): native kernels when the addon is built; native: refuse to run without them; tfjs: tfjs's own kernels\n" +
+  '  BATON_THREADS                native-kernel threads of a compute process (what --threads sets for the processes it starts)\n';

@@ -12,6 +12,7 @@ import { natsFlag } from './nats-flag';
 import { bufferLimitFromFlag } from './job-flags';
 import { checkLocalProcesses } from './run-flags';
 import { checkOutputDir } from './output-paths';
+import { parseThreads } from '../models/threads';
 
 export interface TrainSetup {
   transport: 'local' | 'nats';
@@ -19,6 +20,8 @@ export interface TrainSetup {
   natsUrl?: string;
   /** virtual: local bus, real compute timed by the profile on the virtual clock. */
   clock?: 'real' | 'virtual';
+  /** Native-kernel threads of each compute process (undefined: env BATON_THREADS, else cores / processes). */
+  threads?: number;
 }
 
 function positive(v: unknown, name: string): number {
@@ -172,5 +175,6 @@ function setupOf(flags: Record<string, unknown>, cfg: JobConfig): TrainSetup {
     processes: flags.processes as 'per-stage' | 'single',
     natsUrl,
     clock: flags.clock as 'real' | 'virtual',
+    threads: flags.threads === undefined ? undefined : parseThreads(flags.threads, 'train: --threads'),
   };
 }

@@ -15,7 +15,9 @@ import {
 } from '../job/checkpoint';
 import { JobResult, runJob, summarize } from '../job/run-local';
 import { StageSnapshot } from '../compute/training';
-import { loadBackend } from '../models/backend';
+import { BackendReport, loadBackend } from '../models/backend';
+import { kernelSetName, setNativeThreads } from '../models/native-kernels';
+import { cores, defaultThreads, threadsFromEnv } from '../models/threads';
 import { paramChecksum, validationLoss } from '../models/reference-train';
 import { TrainConfig, checkTrainSize, corpusFor, modelSpecFor, tokensPerMicrobatch } from '../models/train-config';
 import { ModelSpec } from '../models/stage-module';
@@ -32,6 +34,8 @@ export { TrainSetup, trainConfigsFromFlags } from './train-setup';
 
 export interface TrainOutcome {
   backend: string;
+  /** The kernel set (kernelSetName): 'tfjs' or the native kernels. */
+  kernels: string;
   losses: number[];
   final_loss: number;
   val_loss: number;
@@ -55,20 +59,22 @@ export async function train(
   progress?: (line: string) => void,
 ): Promise<TrainOutcome> {
   const t = cfg.train!;
-  const backend = (await loadBackend({ force: t.backend ?? undefined })).backend;
+  const loaded = await loadBackend({ force: t.backend ?? undefined });
+  const backend = loaded.backend;
+  const kernels = kernelSetOf(cfg, setup, loaded);
   const corpus = corpusFor(t);
   corpus.checkFits(t.seq);
   const spec = modelSpecFor(t, corpus.vocabSize);
   checkTrainSize(t, spec);
   const corpusSha = corpusDigest(corpus.text);
-  if (t.startIteration > 0 && t.checkpoint) checkResumedFiles(t.checkpoint, backend, spec, corpusSha);
+  if (t.startIteration > 0 && t.checkpoint) checkResumedFiles(t.checkpoint, { backend, kernels }, spec, corpusSha);
   const tokens = cfg.microbatches * tokensPerMicrobatch(t);
   let last: StageSnapshot[] | null = null;
   const onIteration = (rec: IterationRecord) => {
     const snaps = snapshotsOf(rec);
     if (snaps) {
       last = snaps;
-      if (t.checkpoint) saveCheckpoint(t.checkpoint, cfg, rec, snaps, { spec, corpusSha, backend });
+      if (t.checkpoint) saveCheckpoint(t.checkpoint, cfg, rec, snaps, { spec, corpusSha, backend, kernels });
     }
     if (cfg.mode === 'sync') {
       const loss = rec.reports[cfg.stages - 1].loss as number;
@@ -81,15 +87,36 @@ export async function train(
   };
   const o = await runTrainJob(cfg, setup, onIteration);
   warnRejects('train', o.result);
-  return outcomeOf(cfg, setup, o, last, { spec, backend, tokens });
+  return outcomeOf(cfg, setup, o, last, { spec, backend, kernels, tokens });
 }
 
-/** A resumed run's checkpoint: saved on this backend, its files those its meta.json names. */
-function checkResumedFiles(dir: string, backend: string, spec: ModelSpec, corpusSha: string): void {
+/**
+ * Sets this process's BLAS threads and names the kernel set the run computes with. This
+ * process computes when the stages run in it (and for the validation loss at the end);
+ * stage processes it starts get an even share of the cores (cli/run-once.ts), unless told.
+ */
+function kernelSetOf(cfg: JobConfig, setup: TrainSetup, loaded: BackendReport): string {
+  const given = setup.threads ?? threadsFromEnv();
+  setNativeThreads(given ?? cores());
+  const perStage = setup.clock !== 'virtual' && setup.transport === 'nats' && setup.processes === 'per-stage';
+  return kernelSetName(loaded.kernels, given ?? (perStage ? defaultThreads(cfg.stages) : cores()));
+}
+
+/** A resumed run's checkpoint: saved on this backend with this kernel set, its files those its meta.json names. */
+function checkResumedFiles(
+  dir: string,
+  { backend, kernels }: { backend: string; kernels: string },
+  spec: ModelSpec,
+  corpusSha: string,
+): void {
   const meta = readCheckpointMeta(dir);
   if (meta.backend !== undefined && meta.backend !== backend)
     throw new CheckpointError(
       `cannot resume ${JSON.stringify(dir)}: it was saved by a run on the ${meta.backend} backend and this run would use ${backend}; backends round differently, so it would continue neither run (give --backend ${meta.backend})`,
+    );
+  if (meta.kernels !== undefined && meta.kernels !== kernels)
+    throw new CheckpointError(
+      `cannot resume ${JSON.stringify(dir)}: it was saved by a run with the kernel set ${meta.kernels} and this run has ${kernels}; kernel sets round differently, so it would continue neither run (BATON_KERNELS=${meta.kernels === 'tfjs' ? 'tfjs' : 'native'} chooses)`,
     );
   checkFiles(dir, meta, { corpus: corpusSha, checksumOf: (params) => paramChecksum(spec, params) });
 }
@@ -100,7 +127,7 @@ function saveCheckpoint(
   cfg: JobConfig,
   rec: IterationRecord,
   snaps: StageSnapshot[],
-  o: { spec: ModelSpec; corpusSha: string; backend: string },
+  o: { spec: ModelSpec; corpusSha: string; backend: string; kernels: string },
 ): void {
   // A diverged run's parameters are not finite: the last good checkpoint stays.
   const finite = snaps.every((s) => Object.values(s.params).every((p) => p.every(Number.isFinite)));
@@ -123,6 +150,7 @@ function saveCheckpoint(
       checksum: paramChecksum(o.spec, params),
       corpus: o.corpusSha,
       backend: o.backend,
+      kernels: o.kernels,
       config: cfg,
     },
     snaps,
@@ -157,7 +185,7 @@ function outcomeOf(
   setup: TrainSetup,
   o: TrainRun,
   last: StageSnapshot[] | null,
-  m: { spec: ModelSpec; backend: string; tokens: number },
+  m: { spec: ModelSpec; backend: string; kernels: string; tokens: number },
 ): TrainOutcome {
   const t: TrainConfig = cfg.train!;
   const records = o.result.records;
@@ -172,6 +200,7 @@ function outcomeOf(
   const tail = cfg.mode === 'async' ? losses.slice(-Math.max(1, Math.ceil(losses.length / 20))) : losses.slice(-1);
   return {
     backend: m.backend,
+    kernels: m.kernels,
     losses,
     final_loss: tail.reduce((a, b) => a + b, 0) / tail.length,
     val_loss: validationLoss(t, params, t.valBatches),
@@ -242,7 +271,7 @@ export async function trainCommand(argv: readonly string[], out: (s: string) => 
     return diverged();
   }
   out(
-    `backend ${r.backend}; ${cfg.train!.model} on ${cfg.train!.data ?? 'the synthetic corpus'}; P=${cfg.stages} V=${cfg.chunks} ${cfg.mode === 'async' ? `M=${cfg.microbatches / cfg.train!.totalIterations} per iteration, ${cfg.microbatches} updates without a flush,` : `M=${cfg.microbatches}`} policy ${cfg.policy}, ${r.summary.transport} (${r.summary.processes} process${r.summary.processes > 1 ? 'es' : ''})`,
+    `backend ${r.backend}, kernels ${r.kernels}; ${cfg.train!.model} on ${cfg.train!.data ?? 'the synthetic corpus'}; P=${cfg.stages} V=${cfg.chunks} ${cfg.mode === 'async' ? `M=${cfg.microbatches / cfg.train!.totalIterations} per iteration, ${cfg.microbatches} updates without a flush,` : `M=${cfg.microbatches}`} policy ${cfg.policy}, ${r.summary.transport} (${r.summary.processes} process${r.summary.processes > 1 ? 'es' : ''})`,
   );
   out(
     `final loss ${r.final_loss.toFixed(4)}, validation loss ${r.val_loss.toFixed(4)}, ${r.tokens_per_s === null ? 'no throughput on the virtual clock' : `${r.tokens_per_s.toFixed(0)} tokens/s`}`,

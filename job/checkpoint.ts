@@ -37,6 +37,8 @@ export interface CheckpointMeta {
   files: Record<string, string>;
   /** The tfjs backend the run computed with (absent from checkpoints of earlier Batons). */
   backend?: string;
+  /** Its kernel set (models/native-kernels.ts kernelSetName; absent from checkpoints of earlier Batons). */
+  kernels?: string;
   config: unknown;
 }
 

@@ -7,6 +7,8 @@
 import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { installWasmAllocationGuard, installWasmFixes } from './tfjs-fixes';
+import { installSharedIdentity } from './wasm-shared-identity';
+import { NativeKernelReport, describeKernels, installNativeKernels } from './native-kernels';
 import { InputError } from '../base/errors';
 
 export const BACKEND_CHOICES = ['tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu'] as const;
@@ -25,6 +27,8 @@ export interface BackendReport {
   /** tf's own name for it ('tensorflow' for the tfjs-node packages). */
   readonly tfName: string;
   readonly tried: readonly BackendAttempt[];
+  /** Which kernels run natively (models/native-kernels.ts), and why not. */
+  readonly kernels: NativeKernelReport;
 }
 
 export class BackendError extends InputError {
@@ -89,9 +93,10 @@ async function tryChoice(choice: BackendChoice): Promise<string> {
     case 'wasm': {
       ensureWasmPaths();
       installWasmFixes();
+      installSharedIdentity();
       await activate('wasm');
       installWasmAllocationGuard();
-      return 'wasm with Baton kernel fixes (explicit-transpose matMul, UnsortedSegmentSum)';
+      return 'wasm with Baton kernel fixes (explicit-transpose matMul, UnsortedSegmentSum, sharing Identity)';
     }
     case 'cpu':
       await activate('cpu');
@@ -122,15 +127,20 @@ export async function loadBackend(opts: { force?: string } = {}): Promise<Backen
         ? parseBackendChoice(envForce, 'BATON_BACKEND')
         : undefined;
   const key = forced ?? 'auto';
-  if (current && current.key === key && tf.getBackend() === current.report.tfName) return current.report;
+  if (current && current.key === key && tf.getBackend() === current.report.tfName) {
+    // Idempotent; puts the native kernels back if something re-registered the backend's own.
+    installNativeKernels(current.report.tfName);
+    return current.report;
+  }
 
   const candidates: readonly BackendChoice[] = forced ? [forced] : BACKEND_CHOICES;
   const tried: BackendAttempt[] = [];
   for (const name of candidates) {
     try {
       const reason = await tryChoice(name);
+      const kernels = installNativeKernels(TF_NAMES[name]);
       tried.push({ name, ok: true, reason });
-      const report: BackendReport = { backend: name, tfName: TF_NAMES[name], tried };
+      const report: BackendReport = { backend: name, tfName: TF_NAMES[name], tried, kernels };
       current = { key, report };
       return report;
     } catch (err) {
@@ -141,8 +151,12 @@ export async function loadBackend(opts: { force?: string } = {}): Promise<Backen
   throw new BackendError(`no TensorFlow.js backend could be loaded (${summary})`, tried);
 }
 
-/** One line for logs: `backend wasm (tfjs-node-gpu: not installed; tfjs-node: not installed)`. */
+/** One line for logs: `backend wasm (tfjs-node-gpu: not installed; tfjs-node: not installed); kernels: …`. */
 export function describeBackend(report: BackendReport): string {
   const failed = report.tried.filter((t) => !t.ok).map((t) => `${t.name}: ${t.reason}`);
-  return `backend ${report.backend}` + (failed.length ? ` (${failed.join('; ')})` : '');
+  return (
+    `backend ${report.backend}` +
+    (failed.length ? ` (${failed.join('; ')})` : '') +
+    `; kernels: ${describeKernels(report.kernels)}`
+  );
 }

@@ -30,7 +30,10 @@ describe('backend: choosing a TensorFlow.js backend', () => {
       [11],
     );
     if (report.backend === 'wasm') {
-      assert.match(describeBackend(report), /^backend wasm \(tfjs-node-gpu: .*; tfjs-node: .*\)$/);
+      assert.match(
+        describeBackend(report),
+        /^backend wasm \(tfjs-node-gpu: .*; tfjs-node: .*\); kernels: (native sgemm \(.*\): BatchMatMul, _FusedMatMul, Sum|tfjs \(native: .+\))$/,
+      );
     }
   });
 

@@ -59,6 +59,27 @@ function job(
 
 const local = { transport: 'local' as const, processes: 'single' as const };
 
+/** Another kernel set (native kernels, and their thread count, or tfjs's own) is refused as another backend is; returns the saved one. */
+async function assertRefusesOtherKernelSet(
+  dir: string,
+  withKernels: (kernels: string) => string,
+  resume: (d: string) => Promise<unknown>,
+): Promise<string> {
+  const saved = readCheckpointMeta(dir).kernels!;
+  assert.match(saved, /^(tfjs|native-sgemm:.+;threads=\d+)$/);
+  const other = saved === 'tfjs' ? 'native-sgemm:BatchMatMul;threads=64' : 'tfjs';
+  const otherKernels = withKernels(other);
+  await assert.rejects(
+    resume(otherKernels),
+    (e: Error) =>
+      e.name === 'CheckpointError' &&
+      e.message.includes(
+        `saved by a run with the kernel set ${other} and this run has ${saved}; kernel sets round differently`,
+      ),
+  );
+  return saved;
+}
+
 /** Temp dirs of this file's tests, removed when they end. */
 const tempDirs: string[] = [];
 function tempDir(prefix: string): string {
@@ -233,8 +254,14 @@ describe('synchronous pipeline training with real compute', function () {
         e.name === 'CheckpointError' &&
         /saved by a run on the cpu backend and this run would use wasm; .*\(give --backend cpu\)/.test(e.message),
     );
+    const saved = await assertRefusesOtherKernelSet(
+      dir,
+      (k) => variant((d) => editMeta(d, (m) => (m.kernels = k))),
+      resume,
+    );
     const resumed = await resume(dir);
     assert.equal(resumed.start_iteration, 2);
+    assert.equal(resumed.kernels, saved);
   });
 
   it('keeps the last finite checkpoint when the run diverges, instead of saving NaN parameters over it', async () => {
@@ -314,7 +341,8 @@ describe('synchronous pipeline training with real compute', function () {
     const server = natsServerForSuite();
     it('reaches the same checksum as the local bus for bf, 1f1b and a jittered run', async () => {
       const t = tiny('gpt');
-      const base = await train(job(t, 2, 1, 'bf'), local);
+      // The same kernel set in both: native kernels round by their thread count.
+      const base = await train(job(t, 2, 1, 'bf'), { ...local, threads: 1 });
       for (const [policy, seed] of [
         ['bf', 0],
         ['1f1b', 0],
@@ -324,8 +352,10 @@ describe('synchronous pipeline training with real compute', function () {
           transport: 'nats',
           processes: 'per-stage',
           natsUrl: server().url,
+          threads: 1,
         });
         assert.equal(r.summary.processes, 2);
+        assert.equal(r.kernels, base.kernels);
         assert.equal(r.param_checksum, base.param_checksum, `${policy} seed ${seed}`);
       }
     });

@@ -1,0 +1,254 @@
+// Baton against its compute peer, PyTorch on the same CPU (run: npm run bench -- peer
+// [--rounds R] [--iterations N] [--layers L] [--json]). The same char-GPT (d 128, L
+// blocks, 4 heads, seq 64, microbatch 16, M = 8, AdamW; scripts/torch_peer.py is
+// nanoGPT's architecture as Baton builds it) trained by Debian's PyTorch
+// (/usr/bin/python3, python3-torch; scripts/install-torch-peer.sh) and by `baton train`:
+//  - one Baton process (--stages 1) against PyTorch, threads matched: 1 and 2;
+//  - Baton's 2-stage pipeline over NATS, one process per stage with 1 thread each (both
+//    cores), against PyTorch with 2 threads.
+// Every measurement is a fresh child process; R rounds, the setups in turn (reversed in
+// odd rounds, so a drift of the machine within a round favours none); each child's
+// first iteration is not timed. Reported: median tokens/s (and range) of each setup
+// and the median of each round's ratio. Without PyTorch it says so and measures nothing.
+//
+// Not compared: PyTorch's data loading, evaluation or compiled modes (none in 1.13).
+
+import * as fs from 'fs';
+import * as path from 'path';
+import { spawnSync } from 'child_process';
+import { median } from '../checks/stats';
+import { formatTable } from '../cli/table';
+import { CLI_ENTRY } from '../cli/run';
+import { UsageError } from '../cli/args';
+import { childJson } from './child-json';
+import { benchMain, positiveInt } from './bench-cli';
+import { inTurn } from './in-turn';
+
+export const PEER_PYTHON = '/usr/bin/python3';
+export const PEER_SCRIPT = path.resolve(
+  __dirname,
+  __dirname.includes(`${path.sep}dist${path.sep}`) ? '../..' : '..',
+  'scripts',
+  'torch_peer.py',
+);
+
+export const PEER_DEFAULTS = { rounds: 3, iterations: 3, layers: 8 } as const;
+const MODEL = { microbatches: 8, microbatchSize: 16, seq: 64, width: 128, heads: 4 } as const;
+
+/** Why PyTorch cannot run here, or null. */
+export function torchMissing(): string | null {
+  if (!fs.existsSync(PEER_PYTHON)) return `${PEER_PYTHON} is not installed`;
+  const r = spawnSync(PEER_PYTHON, ['-c', 'import torch'], { encoding: 'utf8' });
+  return r.status === 0
+    ? null
+    : `${PEER_PYTHON} cannot import torch (scripts/install-torch-peer.sh installs Debian's python3-torch)`;
+}
+
+type Setup = 'torch1' | 'baton1' | 'torch2' | 'baton2' | 'pipeline';
+const SETUPS: readonly Setup[] = ['torch1', 'baton1', 'torch2', 'baton2', 'pipeline'];
+const LABEL: Record<Setup, string> = {
+  torch1: 'PyTorch, 1 thread',
+  baton1: 'Baton, 1 process, 1 thread',
+  torch2: 'PyTorch, 2 threads',
+  baton2: 'Baton, 1 process, 2 threads',
+  pipeline: 'Baton, 2-stage pipeline over NATS, 1 thread per stage',
+};
+
+const tokensPerIteration = () => MODEL.microbatches * MODEL.microbatchSize * MODEL.seq;
+
+async function torchRun(threads: number, iterations: number, layers: number): Promise<number> {
+  const r = (await childJson(
+    PEER_PYTHON,
+    [
+      PEER_SCRIPT,
+      '--threads',
+      String(threads),
+      '--iterations',
+      String(iterations),
+      '--layers',
+      String(layers),
+      '--microbatches',
+      String(MODEL.microbatches),
+      '--microbatch-size',
+      String(MODEL.microbatchSize),
+      '--seq',
+      String(MODEL.seq),
+      '--width',
+      String(MODEL.width),
+      '--heads',
+      String(MODEL.heads),
+    ],
+    'torch_peer.py',
+  )) as { iteration_s?: number[]; threads?: number };
+  if (!Array.isArray(r.iteration_s) || r.iteration_s.length === 0)
+    throw new Error('torch_peer.py printed no iteration times');
+  if (r.threads !== threads) throw new Error(`torch_peer.py ran with ${r.threads} threads, asked ${threads}`);
+  return median(r.iteration_s.map((s) => tokensPerIteration() / s));
+}
+
+async function batonRun(
+  stages: number,
+  threads: number,
+  iterations: number,
+  layers: number,
+  job: string,
+): Promise<{ rate: number; kernels: string; backend: string }> {
+  const args = [
+    CLI_ENTRY,
+    'train',
+    '--model',
+    'gpt',
+    '--stages',
+    String(stages),
+    '--microbatches',
+    String(MODEL.microbatches),
+    '--microbatch-size',
+    String(MODEL.microbatchSize),
+    '--seq',
+    String(MODEL.seq),
+    '--layers',
+    String(layers),
+    '--width',
+    String(MODEL.width),
+    '--heads',
+    String(MODEL.heads),
+    '--iterations',
+    String(iterations + 1),
+    '--val-batches',
+    '1',
+    '--threads',
+    String(threads),
+    '--job',
+    job,
+    '--json',
+    ...(stages > 1 ? ['--transport', 'nats', '--processes', 'per-stage', '--policy', 'bf', '--buffer-limit', '3'] : []),
+  ];
+  const r = (await childJson(process.execPath, args, 'baton train')) as {
+    iterations?: { makespan_ms: number }[];
+    kernels?: string;
+    backend?: string;
+  };
+  if (!r || !Array.isArray(r.iterations)) throw new Error('baton train printed no run statistics');
+  return {
+    rate: median(r.iterations.slice(1).map((x) => tokensPerIteration() / (x.makespan_ms / 1000))),
+    kernels: String(r.kernels),
+    backend: String(r.backend),
+  };
+}
+
+export interface PeerResult {
+  model: string;
+  rounds: number;
+  iterations: number;
+  backend: string;
+  kernels: Record<string, string>;
+  /** tokens/s of each setup in each round. */
+  per_round: Record<Setup, number>[];
+  median: Record<Setup, number>;
+  ratios: { one_thread: number; two_threads: number; pipeline_over_torch2: number };
+  shared_machine_note: string;
+}
+
+export async function benchTorchPeer(
+  o: { rounds?: number; iterations?: number; layers?: number } = {},
+): Promise<PeerResult> {
+  const missing = torchMissing();
+  if (missing) throw new UsageError(`bench peer: PyTorch is not available: ${missing}`);
+  const rounds = o.rounds ?? PEER_DEFAULTS.rounds;
+  const iterations = o.iterations ?? PEER_DEFAULTS.iterations;
+  const layers = o.layers ?? PEER_DEFAULTS.layers;
+  const perRound: Record<Setup, number>[] = [];
+  const kernels: Record<string, string> = {};
+  let backend = '';
+  for (let r = 0; r < rounds; r++) {
+    const round = {} as Record<Setup, number>;
+    for (const s of inTurn(SETUPS, r)) {
+      if (s === 'torch1' || s === 'torch2') round[s] = await torchRun(s === 'torch1' ? 1 : 2, iterations, layers);
+      else {
+        const b = await batonRun(s === 'pipeline' ? 2 : 1, s === 'baton2' ? 2 : 1, iterations, layers, `peer${s}r${r}`);
+        round[s] = b.rate;
+        kernels[s] = b.kernels;
+        backend = b.backend;
+      }
+      process.stderr.write(`bench peer: round ${r + 1}/${rounds}: ${LABEL[s]}: ${round[s].toFixed(0)} tokens/s\n`);
+    }
+    perRound.push(round);
+  }
+  const med = Object.fromEntries(SETUPS.map((s) => [s, median(perRound.map((x) => x[s]))])) as Record<Setup, number>;
+  return {
+    model: `char-GPT d${MODEL.width} L${layers} H${MODEL.heads} seq${MODEL.seq} B${MODEL.microbatchSize} M${MODEL.microbatches}`,
+    rounds,
+    iterations,
+    backend,
+    kernels,
+    per_round: perRound,
+    median: med,
+    ratios: {
+      one_thread: median(perRound.map((x) => x.baton1 / x.torch1)),
+      two_threads: median(perRound.map((x) => x.baton2 / x.torch2)),
+      pipeline_over_torch2: median(perRound.map((x) => x.pipeline / x.torch2)),
+    },
+    shared_machine_note:
+      'measured on a shared machine: other jobs ran at the same time, so rates drift between rounds; compare the ratios, medians of rounds in turn',
+  };
+}
+
+export function formatTorchPeer(r: PeerResult): string {
+  const range = (s: Setup) => {
+    const v = r.per_round.map((x) => x[s]);
+    return `${Math.min(...v).toFixed(0)}–${Math.max(...v).toFixed(0)}`;
+  };
+  const table = formatTable(
+    ['setup', 'median tokens/s', 'range', 'kernels'],
+    SETUPS.map((s) => [LABEL[s], r.median[s].toFixed(0), range(s), r.kernels[s] ?? 'PyTorch (OpenBLAS)']),
+    `${r.model}; backend ${r.backend}; ${r.rounds} rounds in turn, ${r.iterations} timed iterations per child (the first untimed)`,
+  );
+  const x = (v: number) => `${v.toFixed(2)}x`;
+  return (
+    `${table}\n\nmedian of the rounds' ratios: Baton 1 process / PyTorch, 1 thread ${x(r.ratios.one_thread)}; 2 threads ${x(r.ratios.two_threads)}; ` +
+    `Baton 2-stage pipeline on 2 cores / PyTorch 2 threads ${x(r.ratios.pipeline_over_torch2)}\n${r.shared_machine_note}`
+  );
+}
+
+if (require.main === module) {
+  benchMain(
+    'peer',
+    'the same char-GPT trained by PyTorch and by Baton (1 process with 1 and 2 threads, a 2-stage pipeline on 2 cores), rounds in turn',
+    [
+      {
+        name: 'rounds',
+        type: 'int',
+        metavar: 'R',
+        help: 'rounds, each measuring every setup once',
+        default: PEER_DEFAULTS.rounds,
+      },
+      {
+        name: 'iterations',
+        type: 'int',
+        metavar: 'N',
+        help: 'timed iterations per measurement (one more runs first, untimed)',
+        default: PEER_DEFAULTS.iterations,
+      },
+      {
+        name: 'layers',
+        type: 'int',
+        metavar: 'L',
+        help: 'transformer blocks, at least 2',
+        default: PEER_DEFAULTS.layers,
+      },
+    ],
+    async (flags) => {
+      const layers = positiveInt(flags, 'layers');
+      if (layers !== undefined && layers < 2)
+        throw new UsageError(
+          `--layers must be at least 2 (the pipeline's 2 stages hold at least one block each), got ${layers}`,
+        );
+      const r = await benchTorchPeer({
+        rounds: positiveInt(flags, 'rounds'),
+        iterations: positiveInt(flags, 'iterations'),
+        layers,
+      });
+      return flags.json ? r : formatTorchPeer(r);
+    },
+  );
+}
