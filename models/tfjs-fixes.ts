@@ -243,7 +243,3 @@ export function removeWasmFixes(): void {
   }
   originals.clear();
 }
-
-export function wasmFixesInstalled(): boolean {
-  return originals.size > 0;
-}
