@@ -1,8 +1,10 @@
 // The parameter-store actor of a stage in asynchronous mode: it owns the stage's
 // parameters and optimizer state, hands the stage the weights for each F and B, learns
 // "F ran for microbatch j with these layer inputs" and "B ran for j with these
-// gradients", and applies the consistency policy (none, stash, pipemare, predict,
-// fresco) to every update. The stage never touches parameters itself.
+// gradients", and applies the consistency policy (the paper's names: inconsistent,
+// stash, recovery, spectrain, pipeoptim, lwp, fresco; and projection-control, FRESCO's
+// projection where nothing is in flight) to every update. The stage never touches
+// parameters itself. PipeMare's learning-rate damping (LRD) is an option of any method.
 //
 // Every B triggers one update (no flush). The store records each update's staleness:
 // how many updates happened at this stage between the microbatch's F and its B.
@@ -20,13 +22,28 @@ import { lrAt } from '../policies/optim/schedule';
 import { ConsistencyPolicy, LayerInput } from '../policies/consistency/policy';
 import { CapturedLinearInput } from '../models/layers';
 import { ActorRef, ActorRuntime } from './runtime';
-import { AsyncSettings, ParamStoreError, makePolicy } from './param-store-policy';
+import { dampingFactor } from '../policies/consistency/pipemare';
+import {
+  AsyncSettings,
+  NEEDS_LAYERS,
+  ParamStoreError,
+  canonicalConsistency,
+  lrdOn,
+  makePolicy,
+} from './param-store-policy';
 
 export {
   AsyncSettings,
+  BACKWARD_MODES,
+  BackwardMode,
+  CONSISTENCY_ALIASES,
+  CONSISTENCY_METHODS,
   CONSISTENCY_POLICIES,
+  ConsistencyMethod,
   ConsistencyName,
   ParamStoreError,
+  canonicalConsistency,
+  lrdOn,
   pipemareHorizon,
 } from './param-store-policy';
 
@@ -100,6 +117,8 @@ export interface ParamStoreWiring {
   /** Initial parameters (real compute) or null (emulated compute: only counting). */
   params: ParamMapF | null;
   infos: ParamInfo[];
+  /** projection-control: τ by linear weight name (see models/control-taus.ts); absent ones get 0. */
+  controlTaus?: ReadonlyMap<string, number>;
 }
 
 /** What every handler of one store needs besides its state: fixed when the store is spawned. */
@@ -110,6 +129,7 @@ interface StoreSetup {
   readonly delay: number;
   /** The learning rate of the t-th update. */
   readonly lrOf: (step: number) => number;
+  readonly controlTaus?: ReadonlyMap<string, number>;
 }
 
 type MsgOf<T extends StoreMsg['type']> = Extract<StoreMsg, { type: T }>;
@@ -129,7 +149,8 @@ function forwardRan(st: StoreState, msg: MsgOf<'forward-ran'>, c: StoreSetup): v
   if (st.forwardStep.has(msg.mb))
     throw new ParamStoreError(`stage ${c.stage}: forward of microbatch ${msg.mb} reported twice`);
   st.forwardStep.set(msg.mb, st.step);
-  if (st.params && !st.policy) st.policy = makePolicy(c.settings, st.optimizer, c.inflight, c.delay, msg.inputs);
+  if (st.params && !st.policy)
+    st.policy = makePolicy(c.settings, st.optimizer, c.inflight, c.delay, msg.inputs, c.controlTaus);
   if (st.policy) {
     const inputs = new Map<string, LayerInput>((msg.inputs ?? []).map((i) => [i.weight, { x: i.x, n: i.n }]));
     st.policy.forward(msg.mb, inputs);
@@ -196,12 +217,17 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
     infos: w.infos,
     optimizer,
     // FRESCO needs the layer shapes it sees in the first forward; the others start now.
-    policy: w.params && s.consistency !== 'fresco' ? makePolicy(s, optimizer, inflight, delay) : null,
+    policy:
+      w.params && !NEEDS_LAYERS.includes(canonicalConsistency(s.consistency))
+        ? makePolicy(s, optimizer, inflight, delay)
+        : null,
     step: 0,
     forwardStep: new Map(),
     staleness: [],
     peakExtraBytes: 0,
   };
+  // With LRD the stage's delay damps the lr (Adam-family updates are linear in it, weight decay included).
+  const lrd = lrdOn(s);
   const setup: StoreSetup = {
     settings: s,
     stage,
@@ -209,7 +235,9 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
     delay,
     // The schedule counts updates from 1 (the t-th update uses lrAt(t)), as in synchronous training.
     lrOf: (step: number) =>
-      lrAt({ peak: s.lr, warmupSteps: s.warmup, totalSteps: Math.max(s.totalUpdates, s.warmup + 1) }, step),
+      lrAt({ peak: s.lr, warmupSteps: s.warmup, totalSteps: Math.max(s.totalUpdates, s.warmup + 1) }, step) *
+      (lrd ? dampingFactor(Math.max(1, delay), step, s.pipemareSteps) : 1),
+    controlTaus: w.controlTaus,
   };
   return w.runtime.spawn<StoreState, StoreMsg>(`param-store-${stage}`, initial, (st, msg) => {
     switch (msg.type) {

@@ -2,7 +2,7 @@
 // On tinyshakespeare (../shared/data, or --data FILE), a residual MLP language model
 // deep enough for P=8 trains asynchronously under binding 1f1b (PipeDream's async
 // 1F1B) on the virtual clock (uniform durations, so the order and staleness are
-// exactly those of 1F1B), for P in {1,2,4,8} x {none, stash, pipemare, predict, fresco},
+// exactly those of 1F1B), for P in {1,2,4,8} x the paper's methods (see fresco-sweep.ts),
 // the same seed and the same number of updates. Printed side by side: updates to reach
 // a target loss, slowdown against P=1, final loss, extra memory; the loss curves are
 // drawn to an SVG.
@@ -10,7 +10,8 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { resolveConfig } from '../job/config';
-import { CONSISTENCY_POLICIES, ConsistencyName, pipemareHorizon } from '../actors/param-store';
+import { ConsistencyName, pipemareHorizon } from '../actors/param-store';
+import { SWEEP_METHODS } from './fresco-sweep';
 import { ASYNC_DEFAULTS } from '../job/defaults';
 import { train } from '../cli/train';
 import { formatTable } from '../cli/table';
@@ -19,6 +20,9 @@ import { TrainConfig } from '../models/train-config';
 import { TRAIN_DEFAULTS } from '../job/defaults';
 import { benchMain, positiveInt } from './bench-cli';
 import { UsageError } from '../cli/args';
+
+/** The methods compared (the paper's names; the controls and aliases are not). */
+const CONSISTENCY_POLICIES = SWEEP_METHODS;
 
 interface Run {
   stages: number;
@@ -54,10 +58,12 @@ function curvesSvg(runs: Run[], title: string): string {
     H = 700,
     pad = 60;
   const colors: Record<string, string> = {
-    none: '#d62728',
+    inconsistent: '#d62728',
     stash: '#1f77b4',
-    pipemare: '#9467bd',
-    predict: '#ff7f0e',
+    recovery: '#9467bd',
+    spectrain: '#8c564b',
+    pipeoptim: '#ff7f0e',
+    lwp: '#e377c2',
     fresco: '#2ca02c',
   };
   const dashes: Record<number, string> = { 1: '', 2: '2,2', 4: '6,3', 8: '10,4' };
@@ -170,7 +176,7 @@ export async function benchAsync(o: { updates?: number; data?: string; stages?: 
       );
     }
   // Target: the loss the P=1 run (no staleness: every policy is exact) reaches at 60% of the updates.
-  const ref = runs.find((r) => r.stages === 1 && r.consistency === 'none') ?? runs[0];
+  const ref = runs.find((r) => r.stages === 1 && r.consistency === 'inconsistent') ?? runs[0];
   const target = ref.smoothed[Math.floor(ref.smoothed.length * 0.6)];
   const base = new Map(
     runs.filter((r) => r.stages === 1).map((r) => [r.consistency, updatesToReach(r.smoothed, target)]),

@@ -25,6 +25,11 @@ const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
     flags: '[--updates N] [--data FILE]',
     what: 'asynchronous training: consistency policies x P on tinyshakespeare, loss-curve SVG',
   },
+  fresco: {
+    file: 'fresco-bench.js',
+    flags: '[--quick | --preset small|paper] [--report-only] [--phases ABC] [--data FILE] [--out DIR]',
+    what: "the FRESCO comparison: the paper's baselines x P, LR sweep, seeds (median, range), the P=1 projection control, alpha sweep; cached and resumable under out/fresco-sweep",
+  },
   overhead: {
     file: 'run-overhead.js',
     flags: '[--stages 2,4,8] [--rounds R] [--microbatches M] [--no-realtime]',

@@ -1,6 +1,6 @@
 // The flags of `baton train` and its help text.
 
-import { CONSISTENCY_POLICIES } from '../actors/param-store';
+import { BACKWARD_MODES, CONSISTENCY_POLICIES } from '../actors/param-store';
 import { ASYNC_DEFAULTS, TRAIN_COMMAND_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
 import { MAX_VAL_BATCHES } from '../models/train-config';
 import { HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, helpText } from './args';
@@ -144,9 +144,28 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
   {
     name: 'consistency',
     type: 'string',
-    help: 'async: how in-flight microbatches are kept consistent',
+    help: "async: how in-flight microbatches are kept consistent, by the FRESCO paper's names (none, pipemare, predict: the old names of inconsistent, recovery, pipeoptim; projection-control: FRESCO's projection against finished microbatches, the P=1 control)",
     choices: CONSISTENCY_POLICIES,
     default: TRAIN_COMMAND_DEFAULTS.consistency,
+  },
+  {
+    name: 'lrd',
+    type: 'bool',
+    help: "async: PipeMare's learning-rate damping for any method, lr x delay^-p (p from 1 to 0 over the first 3/4 of the updates); off, as in FRESCO's comparison",
+  },
+  {
+    name: 'backward',
+    type: 'string',
+    help: "async: kept = the backward runs on its forward's activations (the tape kept from F to B) at the weights the policy gives it; recompute = it recomputes its forward at those weights",
+    choices: BACKWARD_MODES,
+    default: ASYNC_DEFAULTS.backward,
+  },
+  {
+    name: 'control-stages',
+    type: 'int',
+    metavar: 'P',
+    help: "async projection-control: the depth whose FRESCO projection (each layer's tau) it applies",
+    default: ASYNC_DEFAULTS.controlStages,
   },
   {
     name: 'alpha',
@@ -158,7 +177,7 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
   {
     name: 'pipemare-damping',
     type: 'bool',
-    help: "async pipemare: also damp the learning rate by delay^-p (p from 1 to 0 over the first 3/4 of the updates); off, as in FRESCO's comparison",
+    help: 'async pipemare/recovery: the same as --lrd (kept for the old name)',
   },
   { name: 'beta1', type: 'number', metavar: 'B1', help: 'async: NAdamW beta1', default: ASYNC_DEFAULTS.beta1 },
   {
@@ -186,7 +205,8 @@ export const TRAIN_HELP =
     'train a model with a pipeline, synchronous or asynchronous (real compute, TensorFlow.js)',
     'baton train [--model gpt|mlp] [--data FILE] [--stages P] [--chunks V] [--microbatches M] [--microbatch-size B] [--seq S] [--layers L] ' +
       '[--width D] [--iterations N] [--policy NAME] [--transport local|nats] [--jitter none|paper] [--checkpoint DIR] [--seed S] [--jitter-seed S] ' +
-      '[--mode sync|async] [--consistency none|stash|pipemare|predict|fresco] [--alpha A] [--threads N] [--json]',
+      '[--mode sync|async] [--consistency inconsistent|stash|recovery|spectrain|pipeoptim|lwp|fresco|projection-control] ' +
+      '[--alpha A] [--lrd] [--backward kept|recompute] [--threads N] [--json]',
     TRAIN_FLAGS,
   ) +
   STAGE_NODE_FLAGS_HELP +

@@ -4,7 +4,7 @@
 
 import { resolveConfig, JobConfig } from '../job/config';
 import { CheckpointMeta, hasCheckpoint, checkResumable, readCheckpointMeta } from '../job/checkpoint';
-import { ConsistencyName, pipemareHorizon } from '../actors/param-store';
+import { BackwardMode, ConsistencyName, pipemareHorizon } from '../actors/param-store';
 import { ASYNC_DEFAULTS, TRAIN_COMMAND_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
 import { MAX_VAL_BATCHES, TrainConfig } from '../models/train-config';
 import { UsageError } from './args';
@@ -112,8 +112,11 @@ function checkModeFlags(flags: Record<string, unknown>, train: TrainConfig, mode
   if (!(alpha > 0 && alpha <= 1)) throw new UsageError(`train: --alpha must be in (0, 1], got ${alpha}`);
   const beta1 = flags.beta1 as number;
   if (!(beta1 >= 0 && beta1 < 1)) throw new UsageError(`train: --beta1 must be in [0, 1), got ${beta1}`);
-  if (flags.pipemareDamping && !(mode === 'async' && flags.consistency === 'pipemare'))
-    throw new UsageError('train: --pipemare-damping needs --mode async --consistency pipemare');
+  const recovery = flags.consistency === 'pipemare' || flags.consistency === 'recovery';
+  if (flags.pipemareDamping && !(mode === 'async' && recovery))
+    throw new UsageError(
+      'train: --pipemare-damping needs --mode async --consistency pipemare (or recovery, its new name)',
+    );
 }
 
 function jobConfigOf(
@@ -151,6 +154,9 @@ function jobConfigOf(
       beta1: flags.beta1 as number,
       pipemareDamping: flags.pipemareDamping === true,
       pipemareSteps: pipemareHorizon(M * total),
+      lrd: flags.lrd === true,
+      backward: flags.backward as BackwardMode,
+      controlStages: positive(flags.controlStages, 'control-stages'),
     },
   });
 }

@@ -228,7 +228,7 @@ export async function trainCommand(argv: readonly string[], out: (s: string) => 
     out(TRAIN_HELP);
     return 0;
   }
-  const asyncOnly = ['consistency', 'alpha', 'beta1'].filter((k) => given.has(k));
+  const asyncOnly = ['consistency', 'alpha', 'beta1', 'lrd', 'backward', 'control-stages'].filter((k) => given.has(k));
   if (flags.mode !== 'async' && asyncOnly.length > 0)
     throw new UsageError(
       `train: ${asyncOnly.map((k) => `--${k}`).join(', ')} set${asyncOnly.length === 1 ? 's' : ''} the asynchronous parameter stores; add --mode async`,

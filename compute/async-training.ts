@@ -1,7 +1,12 @@
 // Real (tfjs) stage compute in asynchronous mode: every task asks the parameter-store
 // actor for its weights and tells it what ran, so the store can update after each
 // backward and keep the in-flight microbatches consistent. Its emulated counterpart is
-// AsyncEmulatedCompute (emulated-computes.ts).
+// AsyncEmulatedCompute (emulated.ts).
+//
+// Backward 'kept' (the default): F keeps its tape (through the loss on the last stage)
+// and B backpropagates through it at the weights the store hands B, on the forward-time
+// activations (models/kept-weights.ts). Backward 'recompute': B recomputes its forward
+// at those weights (activation checkpointing), which changes the activations as well.
 
 import * as tf from '@tensorflow/tfjs';
 import { PipelineShape, Task, isLossStage } from '../policies/task';
@@ -16,6 +21,9 @@ import { ParamMapF, StoreMsg } from '../actors/param-store';
 import { ActorRef, ActorRuntime } from '../actors/runtime';
 import { fromPayload, paramInfos, readFloat32, toPayload } from '../models/tensor-io';
 import { ParamInfo } from '../policies/optim/params';
+import { KeptForward, backwardFromTape } from '../models/kept-tape';
+import { DetachedWeights, attachWeights, detachWeights } from '../models/kept-weights';
+import type { BackwardMode } from '../actors/param-store';
 import {
   MESSAGE_ALLOWANCE,
   TrainingComputeError,
@@ -24,6 +32,8 @@ import {
   stageModules,
   tensorMessageBytes,
 } from './training';
+
+export { controlTaus } from '../models/control-taus';
 
 const key = (mb: number) => `${mb}`;
 
@@ -48,6 +58,8 @@ export class AsyncTrainingCompute implements StageCompute {
   private readonly grads = new Map<string, tf.Tensor>();
   private readonly saved = new Map<string, tf.Tensor>();
   private readonly losses: number[] = [];
+  /** Backward 'kept': each in-flight microbatch's tape, and the (freed) weight tensors it was recorded with. */
+  private readonly kept = new Map<string, { detached: DetachedWeights; weights: tf.Tensor[] }>();
 
   constructor(
     private readonly runtime: ActorRuntime,
@@ -56,6 +68,7 @@ export class AsyncTrainingCompute implements StageCompute {
     private readonly train: TrainConfig,
     private readonly module: StageModule,
     private readonly store: ActorRef<StoreMsg>,
+    private readonly backwardMode: BackwardMode = 'kept',
   ) {
     this.corpus = corpusFor(train);
     this.hidden = hiddenShapeFor(train, this.corpus.vocabSize);
@@ -118,11 +131,70 @@ export class AsyncTrainingCompute implements StageCompute {
     this.saved.set(key(t.mb), x);
     const w = await this.weights('forward', t.mb);
     const names = new Map(w.map((tensor, i) => [tensor.id, this.names[i]]));
+    if (this.backwardMode === 'kept') return this.forwardKept(iteration, t, x, w, names);
     const { result: y, inputs } = captureLinearInputs(names, () => this.module.forward(x, w));
     tf.dispose(w);
     this.runtime.send(this.store, { type: 'forward-ran', mb: t.mb, inputs });
     const out = this.module.isLast ? [] : [toPayload(y)];
     y.dispose();
+    return out;
+  }
+
+  private forwardKept(
+    iteration: number,
+    t: Task,
+    x: tf.Tensor,
+    w: tf.Tensor[],
+    names: Map<number, string>,
+  ): TensorPayload[] {
+    const keep = this.module.forwardKeepingTapeAt?.bind(this.module);
+    if (!keep)
+      throw new TrainingComputeError(
+        `stage ${this.stage}: module ${this.module.name} cannot keep its tape at given weights; use backward 'recompute'`,
+      );
+    const last = isLossStage(this.stage, t.chunk, this.shape);
+    const b = last ? batchFor(this.train, this.corpus, 'train', iteration, t.mb) : null;
+    const targets = b ? tf.tensor(b.targets, [...b.targetShape], 'int32') : undefined;
+    let run: { result: KeptForward; inputs: ReturnType<typeof captureLinearInputs>['inputs'] };
+    try {
+      run = captureLinearInputs(names, () => keep(x, w, targets));
+    } finally {
+      targets?.dispose();
+    }
+    const { result: k, inputs } = run;
+    // The tape no longer holds these weights; the backward's go in their place.
+    const detached = detachWeights(k, x, w);
+    tf.dispose(w);
+    this.kept.set(key(t.mb), { detached, weights: w });
+    this.runtime.send(this.store, { type: 'forward-ran', mb: t.mb, inputs });
+    if (last) this.losses[t.mb] = k.output.dataSync()[0]!;
+    const out = last ? [] : [toPayload(k.output)];
+    k.output.dispose();
+    return out;
+  }
+
+  private async backwardKept(t: Task): Promise<TensorPayload[]> {
+    const x = this.take(this.saved, t.mb, 'forward input');
+    const last = isLossStage(this.stage, t.chunk, this.shape);
+    const dy = last ? tf.scalar(1) : this.take(this.grads, t.mb, 'output gradient');
+    const k = this.kept.get(key(t.mb));
+    if (!k) throw new TrainingComputeError(`stage ${this.stage}: no kept forward for microbatch ${t.mb}`);
+    this.kept.delete(key(t.mb));
+    const wb = await this.weights('backward', t.mb);
+    let grads: tf.Tensor[];
+    try {
+      attachWeights(k.detached, wb);
+      grads = backwardFromTape(k.detached.forward, this.module.isFirst ? k.weights : [x, ...k.weights], dy);
+    } finally {
+      tf.dispose([...wb, x, dy]);
+    }
+    const gradInput = this.module.isFirst ? null : grads[0];
+    const paramGrads = this.module.isFirst ? grads : grads.slice(1);
+    const named = new Map(paramGrads.map((g, i) => [this.names[i], readFloat32(g)]));
+    tf.dispose(paramGrads);
+    this.runtime.send(this.store, { type: 'backward-ran', mb: t.mb, grads: named });
+    const out = gradInput ? [toPayload(gradInput)] : [];
+    gradInput?.dispose();
     return out;
   }
 
@@ -134,6 +206,7 @@ export class AsyncTrainingCompute implements StageCompute {
   }
 
   private async backward(iteration: number, t: Task): Promise<TensorPayload[]> {
+    if (this.backwardMode === 'kept') return this.backwardKept(t);
     const x = this.take(this.saved, t.mb, 'forward input');
     const last = isLossStage(this.stage, t.chunk, this.shape);
     const dy = last ? null : this.take(this.grads, t.mb, 'output gradient');
@@ -168,6 +241,7 @@ export class AsyncTrainingCompute implements StageCompute {
 
   dispose(): void {
     for (const m of [this.received, this.grads, this.saved]) for (const t of m.values()) t.dispose();
+    for (const k of this.kept.values()) this.module.releaseKept(k.detached.forward);
     this.module.dispose();
   }
 }

@@ -10,7 +10,7 @@ import { JITTER_MODES } from '../models/jitter';
 import { TrainConfig } from '../models/train-config';
 import { MAX_TIMER_MS } from '../base/clock';
 import { JobConfig } from './config';
-import { AsyncSettings, CONSISTENCY_POLICIES } from '../actors/param-store';
+import { AsyncSettings, BACKWARD_MODES, CONSISTENCY_POLICIES } from '../actors/param-store';
 import { JobConfigError } from './wire-stage';
 
 const integer =
@@ -57,6 +57,9 @@ const ASYNC_FIELDS: Record<keyof AsyncSettings, Check> = {
   clip: finite,
   pipemareDamping: flag,
   pipemareSteps: integer(0),
+  lrd: flag,
+  backward: oneOf(BACKWARD_MODES),
+  controlStages: integer(1),
 };
 
 const JOB_FIELDS: Record<keyof JobConfig, Check | { nested: Record<string, Check>; nullable: boolean }> = {

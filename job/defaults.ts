@@ -19,6 +19,9 @@ export const ASYNC_DEFAULTS: AsyncSettings = {
   clip: 1.0,
   pipemareDamping: false,
   pipemareSteps: 750,
+  lrd: false,
+  backward: 'kept',
+  controlStages: 1,
 };
 
 export const JOB_DEFAULTS: JobConfig = {

@@ -14,7 +14,7 @@ import { Bus, Subscription } from '../transport/bus';
 import { SubjectKind, checkJobName, subject } from '../transport/subjects';
 import { Clock } from '../base/clock';
 import { AsyncEmulatedCompute, TimedCompute } from '../compute/emulated';
-import { CONSISTENCY_POLICIES, spawnParamStore } from '../actors/param-store';
+import { CONSISTENCY_POLICIES, canonicalConsistency, spawnParamStore } from '../actors/param-store';
 import { resumeSnapshot } from './checkpoint';
 import { TrainConfig } from '../models/train-config';
 import { EmulatedCompute, StageCompute } from '../stage/compute';
@@ -136,6 +136,8 @@ function computeFor(o: StageWiringOptions): StageCompute {
     // PipeMare's and prediction's delay is the nominal one of asynchronous 1F1B, P - 1 - s,
     // unless the stage cannot have that many in flight.
     const delay = Math.min(inflight, plan.shape.stages - s) - 1;
+    const control = tfjs && cfg.train && canonicalConsistency(cfg.async.consistency) === 'projection-control';
+    const controlTaus = control ? tfjs.controlTaus(cfg.train!, cfg.async.controlStages) : undefined;
     const store = spawnParamStore({
       runtime,
       stage: s,
@@ -144,9 +146,10 @@ function computeFor(o: StageWiringOptions): StageCompute {
       settings: cfg.async,
       params: init?.params ?? null,
       infos: init?.infos ?? [],
+      controlTaus,
     });
     if (!tfjs || !module || !cfg.train) return new AsyncEmulatedCompute(runtime, s, durations, store);
-    real = new tfjs.AsyncTrainingCompute(runtime, s, plan.shape, cfg.train, module, store);
+    real = new tfjs.AsyncTrainingCompute(runtime, s, plan.shape, cfg.train, module, store, cfg.async.backward);
   } else if (cfg.train) {
     real = new (tfjsModules().sync.TrainingCompute)(s, plan.shape, cfg.train, resumeSnapshot(cfg.train, s));
   }

@@ -130,6 +130,22 @@ export class SequentialStage implements StageModule {
     return kept;
   }
 
+  /**
+   * The forward at `params`, keeping its tape; on the last stage it runs on to the loss
+   * (needs targets), so the tape's output is the scalar loss. For asynchronous training,
+   * whose backward runs at other weights (kept-weights.ts).
+   */
+  forwardKeepingTapeAt(input: tf.Tensor, params: readonly tf.Tensor[], targets?: tf.Tensor): KeptForward {
+    this.checkInput(input);
+    const w = this.weights(params);
+    if (this.isLast && !targets) throw new StageUsageError(this.name, 'a kept forward on the last stage needs targets');
+    const kept = forwardKeepingTape(() =>
+      this.isLast ? this.model.loss(this.run(w, input), targets!) : this.run(w, input),
+    );
+    checkWasmHeap(this.heapLimit, `${this.name} forward`);
+    return kept;
+  }
+
   releaseKept(kept: KeptForward): void {
     releaseTape(kept);
   }

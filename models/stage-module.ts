@@ -111,6 +111,8 @@ export interface StageModule {
   forwardKeepingActivations(input: tf.Tensor): KeptForward;
   /** Frees a kept forward whose backward will not run. */
   releaseKept(kept: KeptForward): void;
+  /** forward() at `params` keeping the tape, through the loss on the last stage (targets needed there). */
+  forwardKeepingTapeAt?(input: tf.Tensor, params: readonly tf.Tensor[], targets?: tf.Tensor): KeptForward;
   /**
    * B of a split backward without recomputing the forward: the input gradient only,
    * from the kept forward (non-last stages); the last stage runs its forward with the

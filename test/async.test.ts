@@ -196,7 +196,7 @@ describe('asynchronous pipelines', function () {
      * stage's output, recomputed with the weights the store hands the backward, moved
      * for microbatches 0 and 1 (still in flight), relative to their forward.
      */
-    async function inFlightDrift(consistency: ConsistencyName) {
+    async function inFlightDrift(consistency: ConsistencyName, backward: 'kept' | 'recompute' = 'recompute') {
       // n = 2 rows each, width 16: 3 x 2 = 6 directions fit every layer, so alpha = 1 protects them exactly.
       const small: TrainConfig = { ...t, microbatchSize: 2 };
       const runtime = new ActorRuntime(new VirtualClock());
@@ -207,7 +207,7 @@ describe('asynchronous pipelines', function () {
         runtime,
         stage: 0,
         inflightBound: 4,
-        settings: { ...ASYNC_DEFAULTS, consistency, alpha: 1, lr: 0.05, warmup: 0 },
+        settings: { ...ASYNC_DEFAULTS, consistency, alpha: 1, lr: 0.05, warmup: 0, backward },
         params: init.params,
         infos: init.infos,
       });
@@ -275,20 +275,39 @@ describe('asynchronous pipelines', function () {
         }));
         stage.push(rel(forward(w!, xs[mb]).y, outputs[mb]));
       }
+      const stats = await ask<StoreStats>((reply) => ({ type: 'stats', reply }));
       tf.dispose(xs);
       module.dispose();
       runtime.shutdown();
-      return { moved, layers: Math.max(...layers), stage: Math.max(...stage) };
+      return { moved, layers: Math.max(...layers), stage: Math.max(...stage), extra: stats.extraStateBytes };
     }
 
-    it('fresco at full budget: the backward of every in-flight microbatch recomputes the outputs its forward gave, norms updated and all', async () => {
-      const r = await inFlightDrift('fresco');
+    it('fresco at full budget, backward recompute: the backward of every in-flight microbatch recomputes the outputs its forward gave, norms updated and all', async () => {
+      const r = await inFlightDrift('fresco', 'recompute');
       assert.ok(r.moved > 1e-3, `the parameters moved (${r.moved})`);
       assert.ok(
         r.layers < 1e-4,
         `a protected layer's output moved by ${r.layers.toExponential(2)} on the forward-time inputs`,
       );
       assert.ok(r.stage < 1e-4, `the stage output recomputed at the backward moved by ${r.stage.toExponential(2)}`);
+    });
+
+    it('fresco at full budget, kept activations: every protected layer gives the in-flight inputs their forward outputs, and nothing but the bases is held', async () => {
+      const kept = await inFlightDrift('fresco', 'kept');
+      const recompute = await inFlightDrift('fresco', 'recompute');
+      assert.ok(kept.moved > 1e-3, `the parameters moved (${kept.moved})`);
+      assert.ok(
+        kept.layers < 1e-4,
+        `a protected layer's output moved by ${kept.layers.toExponential(2)} on the forward-time inputs`,
+      );
+      assert.ok(
+        kept.extra < recompute.extra,
+        `kept: ${kept.extra} bytes (bases only), recompute also holds the norms: ${recompute.extra}`,
+      );
+      assert.ok(
+        kept.stage > 1e-4,
+        'with the norms updated too, a recompute would see other outputs: kept activations are what make this exact',
+      );
     });
 
     it('none: the same updates move the stage output the backward recomputes (what fresco prevents)', async () => {
@@ -383,7 +402,15 @@ describe('asynchronous pipelines', function () {
   it('trains with every consistency policy end to end and reports staleness and extra state', async () => {
     await loadBackend({ force: 'wasm' });
     const bytes: Record<string, number> = {};
-    for (const consistency of ['none', 'stash', 'pipemare', 'predict', 'fresco'] as const) {
+    for (const consistency of [
+      'inconsistent',
+      'stash',
+      'recovery',
+      'spectrain',
+      'pipeoptim',
+      'lwp',
+      'fresco',
+    ] as const) {
       const t: TrainConfig = {
         ...TRAIN_DEFAULTS,
         model: 'mlp',
@@ -420,7 +447,7 @@ describe('asynchronous pipelines', function () {
       // The last stage has one in flight at most: at an update none is, so no policy keeps anything there.
       assert.equal(s.extra_state_bytes?.[3], 0, `${consistency} at the last stage`);
     }
-    assert.equal(bytes.none, 0);
+    assert.equal(bytes.inconsistent, 0);
     assert.ok(bytes.stash > 0 && bytes.fresco > 0);
   });
 });

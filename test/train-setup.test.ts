@@ -46,4 +46,14 @@ describe('train flags of asynchronous mode', () => {
       /--pipemare-damping needs --mode async --consistency pipemare/,
     );
   });
+
+  it("keeps activations by default, and maps --lrd, --backward recompute and --control-stages onto the stores' settings", () => {
+    const d = cfgOf('--model', 'mlp', '--mode', 'async', '--consistency', 'lwp', '--microbatches', '4');
+    assert.deepEqual([d.async.backward, d.async.lrd, d.async.consistency], ['kept', false, 'lwp']);
+    const s = cfgOf(
+      ...['--model', 'mlp', '--mode', 'async', '--consistency', 'projection-control', '--lrd'],
+      ...['--backward', 'recompute', '--control-stages', '8', '--microbatches', '4'],
+    );
+    assert.deepEqual([s.async.backward, s.async.lrd, s.async.controlStages], ['recompute', true, 8]);
+  });
 });

@@ -2,8 +2,12 @@
 // onto the complement of the in-flight inputs' subspace (fresco.ts). Parameters not
 // listed in `layers` (embeddings, norms, anything else) are updated as proposed.
 //
-// Forwards run on the current weights. A backward recomputes its forward (Baton keeps no
-// activations between F and B), so it gets the current, projected linear weights and,
+// Forwards run on the current weights. With kept activations (the store's default: the
+// backward runs on the forward's tape, as in the paper's runs) a backward gets the
+// current weights, projected linear ones and all (holdUnprotected: false): the layers'
+// inputs are the forward's by construction. When the backward instead recomputes its
+// forward (holdUnprotected: true, the store's 'recompute' backward), it gets the current,
+// projected linear weights and,
 // for every other parameter, the value its forward saw: those parameters are never
 // projected, and a norm's gain changed between F and B would change the input of every
 // linear layer after it, which is exactly what FRESCO protects. With them held, every
@@ -49,6 +53,11 @@ export interface FrescoPolicyOptions {
   readonly tau: number;
   /** α, default 0.25. */
   readonly alpha?: number;
+  /**
+   * Hand a backward the unprotected parameters' forward-time values (needed when the
+   * backward recomputes its forward; see the header). Default true.
+   */
+  readonly holdUnprotected?: boolean;
 }
 
 export class FrescoPolicy implements ConsistencyPolicy {
@@ -70,7 +79,8 @@ export class FrescoPolicy implements ConsistencyPolicy {
       this.fresco.addLayer(s.layer, s.dout, s.din, s.layout === 'augmented' || s.bias !== undefined);
     }
     const projected = new Set(opts.layers.flatMap((s) => (s.bias === undefined ? [s.weight] : [s.weight, s.bias])));
-    this.held = new CopyOnUpdate('fresco', (name) => !projected.has(name));
+    const hold = opts.holdUnprotected !== false;
+    this.held = new CopyOnUpdate('fresco', (name) => hold && !projected.has(name));
   }
 
   weightsForForward(_mb: number, ctx: WeightsContext): ParamMap {

@@ -45,7 +45,7 @@ export interface LayerInput {
 }
 
 export interface ConsistencyPolicy {
-  readonly name: 'none' | 'fresco' | 'stash' | 'pipemare' | 'predict';
+  readonly name: 'none' | 'fresco' | 'stash' | 'pipemare' | 'predict' | 'spectrain' | 'lwp' | 'projection-control';
   weightsForForward(mb: number, ctx: WeightsContext): ParamMap;
   forward(mb: number, layerInputs: ReadonlyMap<string, LayerInput>): void;
   weightsForBackward(mb: number, ctx: WeightsContext): ParamMap;

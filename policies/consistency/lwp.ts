@@ -1,0 +1,64 @@
+// Linear weight prediction, LWP (Kosson et al., "Pipelined Backpropagation at Scale",
+// MLSys 2021), for one stage: the forward of a microbatch runs on the weights the stage
+// would reach if it kept moving at its current velocity for the s updates until that
+// microbatch's update,
+//   ŵ = w − s·η·v,   v = −Δ_last / η_last,
+// the last step the stage took per unit learning rate (under momentum SGD that is the
+// velocity buffer Kosson et al. extrapolate). The backward runs on the current weights,
+// which the prediction aimed at; updates pass through unchanged.
+//
+// Against SpecTrain (spectrain.ts), which extrapolates a smoothed average of past steps,
+// LWP uses the latest step alone; against PipeOptim (predict.ts), it uses the step the
+// stage took rather than the one the optimizer's state says comes next.
+//
+// Extra state: v and the prediction buffer, two parameter-sized arrays.
+// Not modelled: spike compensation, the other half of Kosson et al.'s method.
+
+import { ParamMap } from '../optim/params';
+import { Extrapolation } from './extrapolate';
+import { ConsistencyError, ConsistencyPolicy, LayerInput, UpdateContext, WeightsContext } from './policy';
+
+export interface LwpOptions {
+  /** s: updates between a forward and its microbatch's update at this stage (≥ 0). */
+  readonly delay: number;
+}
+
+export class LinearWeightPrediction implements ConsistencyPolicy {
+  readonly name = 'lwp' as const;
+  private readonly v = new Map<string, Float32Array>();
+  private readonly extrapolation = new Extrapolation();
+
+  constructor(readonly opts: LwpOptions) {
+    if (!(Number.isInteger(opts.delay) && opts.delay >= 0))
+      throw new ConsistencyError(`lwp: delay must be an integer ≥ 0, got ${opts.delay}`);
+  }
+
+  weightsForForward(_mb: number, ctx: WeightsContext): ParamMap {
+    if (this.opts.delay === 0 || this.v.size === 0) return ctx.params;
+    return this.extrapolation.predict(ctx.params, this.v, this.opts.delay * ctx.lr);
+  }
+
+  forward(_mb: number, _inputs: ReadonlyMap<string, LayerInput>): void {}
+
+  weightsForBackward(_mb: number, ctx: WeightsContext): ParamMap {
+    return ctx.params;
+  }
+
+  backward(_mb: number): void {}
+
+  transformUpdate(updates: Map<string, Float32Array>, ctx: UpdateContext): void {
+    // A step at learning rate 0 is no step (Adam-family updates scale with the lr): nothing to learn from.
+    if (!(ctx.lr > 0)) return;
+    for (const [name, u] of updates) {
+      let v = this.v.get(name);
+      if (v === undefined) this.v.set(name, (v = new Float32Array(u.length)));
+      for (let i = 0; i < u.length; i++) v[i] = -u[i] / ctx.lr;
+    }
+  }
+
+  extraStateBytes(): number {
+    let b = this.extrapolation.bytes();
+    for (const a of this.v.values()) b += a.byteLength;
+    return b;
+  }
+}
