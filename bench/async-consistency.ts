@@ -112,6 +112,51 @@ function curvesSvg(runs: Run[], title: string): string {
 /** The learning rate warms up over the first 20 updates (the stores count updates; `train --warmup` counts iterations of M). */
 const WARMUP_UPDATES = 20;
 
+/** One asynchronous run of the bench: P stages, one consistency policy, M x iterations updates. */
+async function asyncRun(
+  t: TrainConfig,
+  P: number,
+  consistency: ConsistencyName,
+  M: number,
+  iterations: number,
+): Promise<Run> {
+  const t0 = performance.now();
+  const cfg = resolveConfig({
+    job: `async-${P}-${consistency}`,
+    stages: P,
+    microbatches: M * iterations,
+    iterations: 1,
+    policy: '1f1b',
+    profile: 'uniform',
+    mode: 'async',
+    train: t,
+    stallTimeoutMs: 600000,
+    async: {
+      ...ASYNC_DEFAULTS,
+      consistency,
+      lr: t.lr,
+      warmup: WARMUP_UPDATES,
+      totalUpdates: M * iterations,
+      pipemareSteps: pipemareHorizon(M * iterations),
+    },
+  });
+  const r = await train(cfg, { transport: 'local', processes: 'single', clock: 'virtual' });
+  const s = r.summary;
+  const run: Run = {
+    stages: P,
+    consistency,
+    losses: r.losses,
+    smoothed: ema(r.losses),
+    final_loss: ema(r.losses).at(-1)!,
+    val_loss: r.val_loss,
+    extra_state_bytes: (s.extra_state_bytes ?? []).reduce((a, b) => a + b, 0),
+    staleness_max: (s.staleness ?? []).map((x) => x.max),
+    seconds: (performance.now() - t0) / 1000,
+  };
+  process.stderr.write(`P=${P} ${consistency}: final ${run.final_loss.toFixed(4)} (${run.seconds.toFixed(1)} s)\n`);
+  return run;
+}
+
 export async function benchAsync(o: { updates?: number; data?: string; stages?: number[]; svg?: string } = {}) {
   const data = o.data ?? path.join(__dirname, '..', '..', '..', 'shared', 'data', 'tinyshakespeare.txt');
   if (!fs.existsSync(data))
@@ -137,44 +182,7 @@ export async function benchAsync(o: { updates?: number; data?: string; stages?: 
   };
   const runs: Run[] = [];
   for (const P of o.stages ?? [1, 2, 4, 8])
-    for (const consistency of CONSISTENCY_POLICIES) {
-      const t0 = performance.now();
-      const cfg = resolveConfig({
-        job: `async-${P}-${consistency}`,
-        stages: P,
-        microbatches: M * iterations,
-        iterations: 1,
-        policy: '1f1b',
-        profile: 'uniform',
-        mode: 'async',
-        train: t,
-        stallTimeoutMs: 600000,
-        async: {
-          ...ASYNC_DEFAULTS,
-          consistency,
-          lr: t.lr,
-          warmup: WARMUP_UPDATES,
-          totalUpdates: M * iterations,
-          pipemareSteps: pipemareHorizon(M * iterations),
-        },
-      });
-      const r = await train(cfg, { transport: 'local', processes: 'single', clock: 'virtual' });
-      const s = r.summary;
-      runs.push({
-        stages: P,
-        consistency,
-        losses: r.losses,
-        smoothed: ema(r.losses),
-        final_loss: ema(r.losses).at(-1)!,
-        val_loss: r.val_loss,
-        extra_state_bytes: (s.extra_state_bytes ?? []).reduce((a, b) => a + b, 0),
-        staleness_max: (s.staleness ?? []).map((x) => x.max),
-        seconds: (performance.now() - t0) / 1000,
-      });
-      process.stderr.write(
-        `P=${P} ${consistency}: final ${runs.at(-1)!.final_loss.toFixed(4)} (${runs.at(-1)!.seconds.toFixed(1)} s)\n`,
-      );
-    }
+    for (const consistency of CONSISTENCY_POLICIES) runs.push(await asyncRun(t, P, consistency, M, iterations));
   // Target: the loss the P=1 run (no staleness: every policy is exact) reaches at 60% of the updates.
   const ref = runs.find((r) => r.stages === 1 && r.consistency === 'inconsistent') ?? runs[0];
   const target = ref.smoothed[Math.floor(ref.smoothed.length * 0.6)];

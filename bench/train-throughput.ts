@@ -79,6 +79,49 @@ export const TRAIN_BENCH_DEFAULTS = {
   bufferLimit: 3,
 } as const;
 
+/** The bench's model: a GPT deep enough that each of two stages has real work. */
+function benchModel(o: { layers?: number; microbatchSize?: number }, iterations: number): TrainConfig {
+  return {
+    ...TRAIN_DEFAULTS,
+    model: 'gpt',
+    microbatchSize: o.microbatchSize ?? TRAIN_BENCH_DEFAULTS.microbatchSize,
+    seq: 64,
+    layers: o.layers ?? TRAIN_BENCH_DEFAULTS.layers,
+    width: 128,
+    heads: 4,
+    totalIterations: iterations,
+    valBatches: 1,
+  };
+}
+
+/** Round `r`'s ceiling: both sides are the same `baton train` child (fresh process, same
+ * iterations), not the in-process run: one alone, and two at once, in turn going first. */
+async function ceilingOfRound(t: TrainConfig, M: number, iterations: number, r: number) {
+  const child = () => trainChild(t, M, Math.min(iterations, 3));
+  const pair = () => Promise.all([child(), child()]);
+  const [alone, both] =
+    r % 2 === 0 ? [await child(), await pair()] : await pair().then(async (b) => [await child(), b] as const);
+  const twoSingles = both[0] + both[1];
+  return { oneChild: alone, twoSingles, ceiling: twoSingles / alone };
+}
+
+/** Each stage's share of the pipeline's iterations: compute, waiting, messaging, idle. */
+function stageSplit(stats: readonly IterationStats[]) {
+  const total = stats.reduce((a, x) => a + x.makespan_ms, 0);
+  return [0, 1].map((s) => {
+    const compute = stats.reduce((a, x) => a + x.busy_ms[s], 0);
+    const messaging = stats.reduce((a, x) => a + x.messaging_ms[s], 0);
+    const waiting = stats.reduce((a, x) => a + Object.values(x.wait_ms[s]).reduce((p, q) => p + q, 0), 0);
+    return {
+      stage: s,
+      compute: compute / total,
+      waiting: waiting / total,
+      messaging: messaging / total,
+      idle: 1 - (compute + waiting + messaging) / total,
+    };
+  });
+}
+
 export async function benchTrainThroughput(
   o: {
     rounds?: number;
@@ -96,17 +139,7 @@ export async function benchTrainThroughput(
   const bufferLimit = o.bufferLimit ?? TRAIN_BENCH_DEFAULTS.bufferLimit;
   const iterations = o.iterations ?? TRAIN_BENCH_DEFAULTS.iterations;
   const M = 8;
-  const t: TrainConfig = {
-    ...TRAIN_DEFAULTS,
-    model: 'gpt',
-    microbatchSize: o.microbatchSize ?? TRAIN_BENCH_DEFAULTS.microbatchSize,
-    seq: 64,
-    layers: o.layers ?? TRAIN_BENCH_DEFAULTS.layers,
-    width: 128,
-    heads: 4,
-    totalIterations: iterations,
-    valBatches: 1,
-  };
+  const t = benchModel(o, iterations);
   const tokens = M * tokensPerMicrobatch(t);
   const rate = (makespans: number[]) => median(makespans.slice(1).map((ms) => tokens / (ms / 1000)));
   const cfg = (P: number, job: string) =>
@@ -143,34 +176,12 @@ export async function benchTrainThroughput(
     const singleRate = rate(single.result.records.map((x) => x.makespan));
     const pipedRate = rate(piped.result.records.map((x) => x.makespan));
     const round: (typeof perRound)[number] = { single: singleRate, pipeline: pipedRate, ratio: pipedRate / singleRate };
-    if (o.ceiling !== false) {
-      // Both sides of the ceiling are the same `baton train` child (fresh process, same
-      // iterations), not the in-process run above: one alone, and two at once.
-      const child = () => trainChild(t, M, Math.min(iterations, 3));
-      const pair = () => Promise.all([child(), child()]);
-      const [alone, both] =
-        r % 2 === 0 ? [await child(), await pair()] : await pair().then(async (b) => [await child(), b] as const);
-      round.oneChild = alone;
-      round.twoSingles = both[0] + both[1];
-      round.ceiling = round.twoSingles / round.oneChild;
-    }
+    if (o.ceiling !== false) Object.assign(round, await ceilingOfRound(t, M, iterations, r));
     perRound.push(round);
     stats.push(...piped.result.records.slice(1).map((x) => iterationStats(x, piped.result.events, 2, 0)));
     processes = piped.processes;
   }
-  const total = stats.reduce((a, x) => a + x.makespan_ms, 0);
-  const split = [0, 1].map((s) => {
-    const compute = stats.reduce((a, x) => a + x.busy_ms[s], 0);
-    const messaging = stats.reduce((a, x) => a + x.messaging_ms[s], 0);
-    const waiting = stats.reduce((a, x) => a + Object.values(x.wait_ms[s]).reduce((p, q) => p + q, 0), 0);
-    return {
-      stage: s,
-      compute: compute / total,
-      waiting: waiting / total,
-      messaging: messaging / total,
-      idle: 1 - (compute + waiting + messaging) / total,
-    };
-  });
+  const split = stageSplit(stats);
   return {
     backend: (await loadBackend()).backend,
     model: `gpt d128 L${t.layers} seq64 B${t.microbatchSize}`,
