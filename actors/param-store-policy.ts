@@ -14,17 +14,10 @@ import { LinearWeightPrediction } from '../policies/consistency/lwp';
 import { ProjectionControl } from '../policies/consistency/projection-control';
 import { CapturedLinearInput } from '../models/layers';
 
-/** The methods by the FRESCO paper's names (its appendix A.1), and the projection control. */
-export const CONSISTENCY_METHODS = [
-  'inconsistent',
-  'stash',
-  'recovery',
-  'spectrain',
-  'pipeoptim',
-  'lwp',
-  'fresco',
-  'projection-control',
-] as const;
+/** The methods FRESCO's paper compares, by its names (its appendix A.1). */
+export const PAPER_METHODS = ['inconsistent', 'stash', 'recovery', 'spectrain', 'pipeoptim', 'lwp', 'fresco'] as const;
+/** The paper's methods and the projection control. */
+export const CONSISTENCY_METHODS = [...PAPER_METHODS, 'projection-control'] as const;
 export type ConsistencyMethod = (typeof CONSISTENCY_METHODS)[number];
 /** Earlier names of the same methods. */
 export const CONSISTENCY_ALIASES = {

@@ -38,6 +38,7 @@ export {
   BackwardMode,
   CONSISTENCY_ALIASES,
   CONSISTENCY_METHODS,
+  PAPER_METHODS,
   CONSISTENCY_POLICIES,
   ConsistencyMethod,
   ConsistencyName,

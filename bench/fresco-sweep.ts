@@ -18,22 +18,14 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { createHash } from 'crypto';
 import { resolveConfig } from '../job/config';
-import { ConsistencyMethod, pipemareHorizon } from '../actors/param-store';
+import { ConsistencyMethod, PAPER_METHODS, pipemareHorizon } from '../actors/param-store';
 import { ASYNC_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
 import { train } from '../cli/train';
 import { TrainConfig } from '../models/train-config';
 import { UsageError } from '../cli/args';
 
 /** The methods compared, by the paper's names. */
-export const SWEEP_METHODS = [
-  'inconsistent',
-  'stash',
-  'recovery',
-  'spectrain',
-  'pipeoptim',
-  'lwp',
-  'fresco',
-] as const satisfies readonly ConsistencyMethod[];
+export const SWEEP_METHODS = PAPER_METHODS;
 
 export interface SweepPreset {
   readonly name: string;

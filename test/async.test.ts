@@ -3,7 +3,7 @@ import * as tf from '@tensorflow/tfjs';
 import { VirtualClock } from '../base/clock';
 import { resolveConfig } from '../job/config';
 import { runJob, summarize } from '../job/run-local';
-import { ConsistencyName, StoreMsg, StoreStats, spawnParamStore } from '../actors/param-store';
+import { ConsistencyName, PAPER_METHODS, StoreMsg, StoreStats, spawnParamStore } from '../actors/param-store';
 import { ASYNC_DEFAULTS } from '../job/defaults';
 import { ActorRuntime } from '../actors/runtime';
 import { asyncStageModule, initialParams } from '../compute/async-training';
@@ -402,15 +402,7 @@ describe('asynchronous pipelines', function () {
   it('trains with every consistency policy end to end and reports staleness and extra state', async () => {
     await loadBackend({ force: 'wasm' });
     const bytes: Record<string, number> = {};
-    for (const consistency of [
-      'inconsistent',
-      'stash',
-      'recovery',
-      'spectrain',
-      'pipeoptim',
-      'lwp',
-      'fresco',
-    ] as const) {
+    for (const consistency of PAPER_METHODS) {
       const t: TrainConfig = {
         ...TRAIN_DEFAULTS,
         model: 'mlp',
