@@ -1,0 +1,11 @@
+// The one collective tensor-parallel and data-parallel compute needs. The model code calls it
+// without knowing who its peers are; the actors that host a rank (or a replica) provide it over
+// the bus. Summing in rank order makes the result independent of the order messages arrive in.
+
+/**
+ * Sums `data` elementwise across the members of a group (the ranks of a TP group, or the replicas
+ * of a stage), adding the members' arrays in member order 0, 1, …; every member gets the same sum.
+ * `key` names this collective and is the same on every member (e.g. `it3/F5.0/attn-out`), so
+ * concurrent collectives cannot be confused. `data` is not modified.
+ */
+export type AllReduce = (key: string, data: Float32Array) => Promise<Float32Array>;
