@@ -7,7 +7,7 @@ import { quoteValue } from '../base/quote';
 import { RealClock } from '../base/clock';
 import { launchField } from '../transport/envelope';
 import { Bus, Subscription } from '../transport/bus';
-import { StageStatus } from '../stage/stage-logic';
+import { StageStatus } from '../stage/stage-state';
 import { ActorRuntime, ActorRef } from './runtime';
 import { StageActorMsg } from './stage';
 import { TraceBatcher } from './trace-batcher';

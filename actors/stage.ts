@@ -8,6 +8,7 @@ import { TensorPayload } from '../transport/envelope';
 import { ActorRuntime, ActorRef } from './runtime';
 import { ArrivalRefusedError, StageCompute } from '../stage/compute';
 import { EventSink } from '../stage/events';
+import { stageStep } from '../stage/stage-logic';
 import {
   StageEffect,
   StageMsg,
@@ -17,8 +18,7 @@ import {
   StageStatus,
   initialStageState,
   stageStatus,
-  stageStep,
-} from '../stage/stage-logic';
+} from '../stage/stage-state';
 import { SenderMsg } from './sender';
 
 export type StageActorMsg = StageMsg | { readonly type: 'status'; readonly reply: (s: StageStatus) => void };

@@ -15,6 +15,17 @@ export class InputError extends BatonError {
   override readonly exitStatus: ExitStatus = EXIT_INPUT;
 }
 
+/** An error whose cause a caller counts or branches on: `reason` names which of a fixed set it is. */
+export class ReasonedError<R extends string> extends Error {
+  constructor(
+    readonly reason: R,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
 /** The exit status for `e`: its class's, and 1 for anything that is not a Baton error. */
 export function exitStatusOf(e: unknown): ExitStatus {
   return e instanceof BatonError ? e.exitStatus : EXIT_FAILED;

@@ -11,7 +11,8 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { resolveConfig } from '../job/config';
 import { ConsistencyName, pipemareHorizon } from '../actors/param-store';
-import { SWEEP_METHODS } from './fresco-sweep';
+import { SWEEP_METHODS, ema } from './fresco-sweep';
+import { METHOD_COLORS } from './sweep-svg';
 import { ASYNC_DEFAULTS } from '../job/defaults';
 import { train } from '../cli/train';
 import { formatTable } from '../cli/table';
@@ -36,17 +37,6 @@ interface Run {
   seconds: number;
 }
 
-/** Exponential moving average (decay 0.97, as FRESCO's evaluation), bias-corrected. */
-export function ema(xs: readonly number[], decay = 0.97): number[] {
-  const out: number[] = [];
-  let m = 0;
-  xs.forEach((x, i) => {
-    m = decay * m + (1 - decay) * x;
-    out.push(m / (1 - decay ** (i + 1)));
-  });
-  return out;
-}
-
 /** First update (1-based) at which the smoothed loss is at or below `target`, or null. */
 export function updatesToReach(smoothed: readonly number[], target: number): number | null {
   const i = smoothed.findIndex((x) => x <= target);
@@ -57,15 +47,6 @@ function curvesSvg(runs: Run[], title: string): string {
   const W = 1100,
     H = 700,
     pad = 60;
-  const colors: Record<string, string> = {
-    inconsistent: '#d62728',
-    stash: '#1f77b4',
-    recovery: '#9467bd',
-    spectrain: '#8c564b',
-    pipeoptim: '#ff7f0e',
-    lwp: '#e377c2',
-    fresco: '#2ca02c',
-  };
   const dashes: Record<number, string> = { 1: '', 2: '2,2', 4: '6,3', 8: '10,4' };
   const all = runs.flatMap((r) => r.smoothed);
   // Reduced, not spread: a long run's curve has more points than a call takes arguments.
@@ -76,7 +57,7 @@ function curvesSvg(runs: Run[], title: string): string {
   const y = (v: number) => H - pad - ((H - 2 * pad) * (v - lo)) / Math.max(1e-9, hi - lo);
   const lines = runs.map((r) => {
     const d = r.smoothed.map((v, i) => `${i ? 'L' : 'M'}${x(i).toFixed(1)},${y(v).toFixed(1)}`).join('');
-    return `<path d="${d}" fill="none" stroke="${colors[r.consistency]}" stroke-width="1.5" stroke-dasharray="${dashes[r.stages] ?? ''}"><title>P=${r.stages} ${r.consistency}</title></path>`;
+    return `<path d="${d}" fill="none" stroke="${METHOD_COLORS[r.consistency]}" stroke-width="1.5" stroke-dasharray="${dashes[r.stages] ?? ''}"><title>P=${r.stages} ${r.consistency}</title></path>`;
   });
   const ticks = Array.from({ length: 6 }, (_, i) => lo + ((hi - lo) * i) / 5).map(
     (v) =>
@@ -90,7 +71,7 @@ function curvesSvg(runs: Run[], title: string): string {
   const legend = [
     ...CONSISTENCY_POLICIES.map(
       (c, i) =>
-        `<rect x="${W - pad - 150}" y="${pad + 18 * i}" width="12" height="12" fill="${colors[c]}"/><text x="${W - pad - 132}" y="${pad + 18 * i + 11}" font-size="12">${c}</text>`,
+        `<rect x="${W - pad - 150}" y="${pad + 18 * i}" width="12" height="12" fill="${METHOD_COLORS[c]}"/><text x="${W - pad - 132}" y="${pad + 18 * i + 11}" font-size="12">${c}</text>`,
     ),
     ...[1, 2, 4, 8].map(
       (p, i) =>

@@ -1,7 +1,8 @@
 // The SVG figures of a FRESCO sweep report: final loss against P (FRESCO's Fig. 4a) and
 // the loss curves of every method at one depth (its Fig. 4's other panels).
 
-const COLORS: Record<string, string> = {
+/** One colour per method (and P=1), the same in every figure. */
+export const METHOD_COLORS: Record<string, string> = {
   inconsistent: '#d62728',
   stash: '#1f77b4',
   recovery: '#9467bd',
@@ -48,11 +49,11 @@ function chart(
         ? s.points
             .map(
               (p) =>
-                `<circle cx="${X(p[0]).toFixed(1)}" cy="${Y(p[1]).toFixed(1)}" r="3" fill="${COLORS[s.name] ?? '#333'}"/>`,
+                `<circle cx="${X(p[0]).toFixed(1)}" cy="${Y(p[1]).toFixed(1)}" r="3" fill="${METHOD_COLORS[s.name] ?? '#333'}"/>`,
             )
             .join('')
         : '';
-    return `<path d="${d}" fill="none" stroke="${COLORS[s.name] ?? '#333'}" stroke-width="1.6" stroke-dasharray="${s.dash ?? ''}"><title>${esc(s.name)}</title></path>${dots}`;
+    return `<path d="${d}" fill="none" stroke="${METHOD_COLORS[s.name] ?? '#333'}" stroke-width="1.6" stroke-dasharray="${s.dash ?? ''}"><title>${esc(s.name)}</title></path>${dots}`;
   });
   const yt = Array.from({ length: 6 }, (_, i) => y0 + ((y1 - y0) * i) / 5).map(
     (v) =>
@@ -61,7 +62,7 @@ function chart(
   const xt = xTicks.map((v) => `<text x="${X(v)}" y="${H - pad + 18}" text-anchor="middle" font-size="12">${v}</text>`);
   const legend = series.map(
     (s, i) =>
-      `<line x1="${W - pad - 140}" x2="${W - pad - 110}" y1="${pad + 18 * i}" y2="${pad + 18 * i}" stroke="${COLORS[s.name] ?? '#333'}" stroke-width="2" stroke-dasharray="${s.dash ?? ''}"/><text x="${W - pad - 104}" y="${pad + 18 * i + 4}" font-size="12">${esc(s.name)}</text>`,
+      `<line x1="${W - pad - 140}" x2="${W - pad - 110}" y1="${pad + 18 * i}" y2="${pad + 18 * i}" stroke="${METHOD_COLORS[s.name] ?? '#333'}" stroke-width="2" stroke-dasharray="${s.dash ?? ''}"/><text x="${W - pad - 104}" y="${pad + 18 * i + 4}" font-size="12">${esc(s.name)}</text>`,
   );
   return (
     `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" font-family="sans-serif"><rect width="${W}" height="${H}" fill="white"/>` +

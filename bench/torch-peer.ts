@@ -56,6 +56,19 @@ const LABEL: Record<Setup, string> = {
 
 const tokensPerIteration = () => MODEL.microbatches * MODEL.microbatchSize * MODEL.seq;
 
+/** The model's flags, spelled alike by torch_peer.py and baton train. */
+function modelArgs(layers: number): string[] {
+  const flags = {
+    microbatches: MODEL.microbatches,
+    'microbatch-size': MODEL.microbatchSize,
+    seq: MODEL.seq,
+    layers,
+    width: MODEL.width,
+    heads: MODEL.heads,
+  };
+  return Object.entries(flags).flatMap(([name, value]) => [`--${name}`, String(value)]);
+}
+
 async function torchRun(threads: number, iterations: number, layers: number): Promise<number> {
   const r = (await childJson(
     PEER_PYTHON,
@@ -65,18 +78,7 @@ async function torchRun(threads: number, iterations: number, layers: number): Pr
       String(threads),
       '--iterations',
       String(iterations),
-      '--layers',
-      String(layers),
-      '--microbatches',
-      String(MODEL.microbatches),
-      '--microbatch-size',
-      String(MODEL.microbatchSize),
-      '--seq',
-      String(MODEL.seq),
-      '--width',
-      String(MODEL.width),
-      '--heads',
-      String(MODEL.heads),
+      ...modelArgs(layers),
     ],
     'torch_peer.py',
   )) as { iteration_s?: number[]; threads?: number };
@@ -100,18 +102,7 @@ async function batonRun(
     'gpt',
     '--stages',
     String(stages),
-    '--microbatches',
-    String(MODEL.microbatches),
-    '--microbatch-size',
-    String(MODEL.microbatchSize),
-    '--seq',
-    String(MODEL.seq),
-    '--layers',
-    String(layers),
-    '--width',
-    String(MODEL.width),
-    '--heads',
-    String(MODEL.heads),
+    ...modelArgs(layers),
     '--iterations',
     String(iterations + 1),
     '--val-batches',

@@ -3,7 +3,7 @@
 // is counted from the start of the job.
 
 import { BatonEvent } from '../stage/events';
-import { StageStatus } from '../stage/stage-logic';
+import { StageStatus } from '../stage/stage-state';
 
 export class DeadlockError extends Error {
   override name = 'DeadlockError';

@@ -11,6 +11,7 @@ import { STAGE_NODE_FLAGS_HELP, stageNodeFlags } from './stage-node-flags';
 import { RUN_COMMAND_DEFAULTS } from '../job/defaults';
 import type { RunSetup } from './run-once';
 import { REFERENCE_FLAG } from './reference-flag';
+import { TRACE_OUTPUT_FLAGS } from './trace-output';
 
 export const RUN_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
@@ -47,18 +48,7 @@ export const RUN_FLAGS: readonly FlagSpec[] = [
     help: 'run the same seed under each policy and compare (speedup over the first); the k-th policy (from 0) runs as job <job>-k, so tap --job <job>-k watches it',
   },
   REFERENCE_FLAG,
-  {
-    name: 'trace',
-    type: 'string',
-    metavar: 'FILE.json',
-    help: 'write a Chrome trace (Perfetto) of the run (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.json)',
-  },
-  {
-    name: 'gantt',
-    type: 'string',
-    metavar: 'FILE.svg',
-    help: 'draw the pipeline Gantt chart (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.svg)',
-  },
+  ...TRACE_OUTPUT_FLAGS,
   {
     name: 'warmup-iterations',
     type: 'int',

@@ -6,7 +6,7 @@ import { checkJob } from '../job/wire-stage';
 import { FlagSpec, helpText, parseFlags } from './args';
 import { JOB_FLAGS, asyncStream, comparedPolicies, jobConfigFromFlags, speedupOver } from './job-flags';
 import { formatTable } from './table';
-import { checkTraceOutputs, writeComparedTraceFiles, writeTraceFiles } from './trace-output';
+import { TRACE_OUTPUT_FLAGS, checkTraceOutputs, writeComparedTraceFiles, writeTraceFiles } from './trace-output';
 import { configForPrint } from './print-config';
 import { RATIO_NOTE, REFERENCE_FLAG, WithReference, referenceColumns, withReference } from './reference-flag';
 
@@ -18,18 +18,7 @@ const SIM_FLAGS: readonly FlagSpec[] = [
     metavar: 'P1,P2,…',
     help: 'run the same seed under each policy and compare (speedup over the first)',
   },
-  {
-    name: 'trace',
-    type: 'string',
-    metavar: 'FILE.json',
-    help: 'write a Chrome trace (Perfetto) of the run (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.json)',
-  },
-  {
-    name: 'gantt',
-    type: 'string',
-    metavar: 'FILE.svg',
-    help: 'draw the pipeline Gantt chart (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.svg)',
-  },
+  ...TRACE_OUTPUT_FLAGS,
   REFERENCE_FLAG,
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },
   { name: 'print-config', type: 'bool', help: 'print the resolved config and exit' },

@@ -7,7 +7,23 @@ import { toChromeTrace } from './trace/chrome';
 import { writeChromeTrace } from './trace/chrome-write';
 import { ganttSvg } from './trace/gantt';
 import { checkOutputFile, writtenFileKey } from './output-paths';
-import { UsageError } from './args';
+import { FlagSpec, UsageError } from './args';
+
+/** --trace and --gantt, as every command that runs a pipeline takes them. */
+export const TRACE_OUTPUT_FLAGS: readonly FlagSpec[] = [
+  {
+    name: 'trace',
+    type: 'string',
+    metavar: 'FILE.json',
+    help: 'write a Chrome trace (Perfetto) of the run (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.json)',
+  },
+  {
+    name: 'gantt',
+    type: 'string',
+    metavar: 'FILE.svg',
+    help: 'draw the pipeline Gantt chart (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.svg)',
+  },
+];
 
 /**
  * Where a comparison writes each policy's file: the first policy's at `file`, every other's

@@ -14,7 +14,7 @@ import {
   writeCheckpoint,
 } from '../job/checkpoint';
 import { JobResult, runJob, summarize } from '../job/run-local';
-import { StageSnapshot } from '../compute/training';
+import { StageSnapshot } from '../compute/chunk-optimizer';
 import { BackendReport, loadBackend } from '../models/backend';
 import { kernelSetName, setNativeThreads } from '../models/native-kernels';
 import { cores, defaultThreads, threadsFromEnv } from '../models/threads';

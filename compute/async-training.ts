@@ -24,14 +24,8 @@ import { ParamInfo } from '../policies/optim/params';
 import { KeptForward, backwardFromTape } from '../models/kept-tape';
 import { DetachedWeights, attachWeights, detachWeights } from '../models/kept-weights';
 import type { BackwardMode } from '../actors/param-store';
-import {
-  MESSAGE_ALLOWANCE,
-  TrainingComputeError,
-  checkReceived,
-  hiddenShapeFor,
-  stageModules,
-  tensorMessageBytes,
-} from './training';
+import { TrainingComputeError } from './chunk-optimizer';
+import * as boundary from './training-boundary';
 
 export { controlTaus } from '../models/control-taus';
 
@@ -45,7 +39,7 @@ export function initialParams(module: StageModule): { params: ParamMapF; infos: 
 
 /** Builds the single chunk module a stage trains in asynchronous mode (backward recomputes at the weights it is given). */
 export function asyncStageModule(stage: number, shape: PipelineShape, train: TrainConfig): StageModule {
-  return stageModules(stage, { ...shape, chunks: 1 }, train, true)[0];
+  return boundary.stageModules(stage, { ...shape, chunks: 1 }, train, true)[0];
 }
 
 /** Real compute in asynchronous mode (V = 1): weights come from the store for every task. */
@@ -71,19 +65,19 @@ export class AsyncTrainingCompute implements StageCompute {
     private readonly backwardMode: BackwardMode = 'kept',
   ) {
     this.corpus = corpusFor(train);
-    this.hidden = hiddenShapeFor(train, this.corpus.vocabSize);
+    this.hidden = boundary.hiddenShapeFor(train, this.corpus.vocabSize);
     this.names = module.paramNames();
   }
 
   checkArrival(kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[]): void {
-    checkReceived(this.stage, kind, mb, chunk, tensors, this.hidden);
+    boundary.checkReceived(this.stage, kind, mb, chunk, tensors, this.hidden);
   }
 
   largestMessages(): readonly { what: string; bytes: number }[] {
     const params = this.module.params().reduce((n, v) => n + v.size, 0);
     return [
-      { what: 'an activation or gradient message', bytes: tensorMessageBytes(this.hidden) },
-      { what: 'the final report carrying its parameters', bytes: 4 * params + MESSAGE_ALLOWANCE },
+      { what: 'an activation or gradient message', bytes: boundary.tensorMessageBytes(this.hidden) },
+      { what: 'the final report carrying its parameters', bytes: 4 * params + boundary.MESSAGE_ALLOWANCE },
     ];
   }
 

@@ -37,15 +37,6 @@ import {
   tensorMessageBytes,
 } from './training-boundary';
 
-export { StageSnapshot, TrainingComputeError } from './chunk-optimizer';
-export {
-  MESSAGE_ALLOWANCE,
-  checkReceived,
-  hiddenShapeFor,
-  stageModules,
-  tensorMessageBytes,
-} from './training-boundary';
-
 const key = (it: number, mb: number, chunk: number) => `${it}|${mb}|${chunk}`;
 
 export class TrainingCompute implements StageCompute {

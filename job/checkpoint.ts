@@ -13,7 +13,7 @@ import * as path from 'path';
 import { jsonErrorLine } from '../base/json-error';
 import { TrainConfig } from '../models/train-config';
 import { decodeValue, encodeValue } from '../transport/codec';
-import { StageSnapshot } from '../compute/training';
+import { StageSnapshot } from '../compute/chunk-optimizer';
 import { snapshotProblem } from '../checks/report-body';
 import { RegularFileError, readRegularFile } from '../base/regular-file';
 import { InputError } from '../base/errors';

@@ -14,7 +14,7 @@ import { waitWithWatchdog } from './run-local';
 import { newRejectTally, tallyReject } from '../base/reject-tally';
 import { ANNOUNCE_SUBJECT, NODES_PREFIX, nodeSubject } from '../actors/node-agent';
 import { ActorRuntime } from '../actors/runtime';
-import { StageStatus } from '../stage/stage-logic';
+import { StageStatus } from '../stage/stage-state';
 import { JobError, NodeInputError } from './wire-stage';
 import { requiredReportFields } from '../checks/report-body';
 import { Reply, ReplyBox, decodeReply, pollUntil, text } from './reply-box';

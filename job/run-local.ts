@@ -14,7 +14,7 @@ import { failureSignal } from '../base/failure-signal';
 import { JobConfig } from './config';
 import { ActorRuntime, ActorRef } from '../actors/runtime';
 import { StageActorMsg } from '../actors/stage';
-import { StageStatus } from '../stage/stage-logic';
+import { StageStatus } from '../stage/stage-state';
 import { JobError, StageWiringOptions, durationModelFor, loadTrainingBackend, planJob, wireStage } from './wire-stage';
 
 export { JobError, planJob } from './wire-stage';

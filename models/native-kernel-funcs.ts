@@ -6,8 +6,8 @@
 // (listed in models/native-kernels.ts).
 
 import * as tf from '@tensorflow/tfjs';
+import { KernelArgs, leadingAxesSum, size } from './kernel-args';
 
-type KernelArgs = Parameters<tf.KernelFunc>[0];
 
 /** The addon's functions (native/baton_native.c). */
 export interface Addon {
@@ -32,7 +32,6 @@ export interface Addon {
   config(): string;
 }
 
-const size = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
 
 /** Float32 data of a tensor and a way to make the output, on the two backends whose memory JS can see. */
 interface Memory {
@@ -159,21 +158,18 @@ export function nativeMatMul(
 /** Sum over the leading axes of a float32 tensor natively; other reductions go to `fallback`. */
 export function nativeSum(native: Addon, backendName: string, fallback: tf.KernelConfig): tf.KernelFunc {
   return (args: KernelArgs) => {
-    const x = args.inputs['x'] as tf.TensorInfo;
-    const { axis, keepDims } = args.attrs as { axis: number | number[]; keepDims: boolean };
-    const rank = x.shape.length;
-    const axes = (Array.isArray(axis) ? axis : [axis]).map((a) => (a < 0 ? a + rank : a)).sort((a, b) => a - b);
-    const leading = axes.length > 0 && axes.length < rank && axes.every((a, i) => a === i);
-    if (!leading || x.dtype !== 'float32' || size(x.shape) === 0) return fallback.kernelFunc(args);
-    const rest = x.shape.slice(axes.length);
+    const sum = leadingAxesSum(args);
+    if (sum === null || size(sum.x.shape) === 0) return fallback.kernelFunc(args);
+    const { x, axes, keepDims } = sum;
+    const rest = x.shape.slice(axes);
     const mem = memoryOf(backendName, args.backend);
-    const out = mem.output(keepDims ? [...axes.map(() => 1), ...rest] : rest);
+    const out = mem.output(keepDims ? [...new Array<number>(axes).fill(1), ...rest] : rest);
     const vx = mem.view(x);
     if (!vx) {
       (args.backend as unknown as { disposeData(id: tf.DataId): void }).disposeData(out.info.dataId);
       return fallback.kernelFunc(args);
     }
-    native.colSum(vx, out.data(), size(x.shape.slice(0, axes.length)), size(rest));
+    native.colSum(vx, out.data(), size(x.shape.slice(0, axes)), size(rest));
     return out.info;
   };
 }

@@ -15,6 +15,7 @@
 // use it.
 
 import * as tf from '@tensorflow/tfjs';
+import { KernelArgs, leadingAxesSum, size } from './kernel-args';
 
 export {
   DEFAULT_WASM_HEAP_LIMIT,
@@ -24,7 +25,6 @@ export {
   setWasmAllocationLimit,
 } from './wasm-heap-guard';
 
-type KernelArgs = Parameters<tf.KernelFunc>[0];
 
 /** The parts of the wasm backend these kernels use. */
 interface WasmBackendLike {
@@ -55,7 +55,6 @@ function swapLastTwo(x: tf.TensorInfo, args: KernelArgs): tf.TensorInfo {
   return transpose.kernelFunc({ inputs: { x }, backend: args.backend, attrs: { perm } }) as tf.TensorInfo;
 }
 
-const size = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
 
 /** Output shape of op(a)·op(b), batch dims broadcast. */
 function matMulOutShape(a: readonly number[], b: readonly number[], tA: boolean, tB: boolean): number[] {
@@ -134,15 +133,12 @@ function explicitTransposeWrapper(original: tf.KernelConfig, maySwap: boolean): 
  */
 function leadingAxesSumWrapper(original: tf.KernelConfig, matMul: tf.KernelConfig): tf.KernelFunc {
   return (args: KernelArgs) => {
-    const x = args.inputs['x'] as tf.TensorInfo;
-    const { axis, keepDims } = args.attrs as { axis: number | number[]; keepDims: boolean };
-    const rank = x.shape.length;
-    const axes = (Array.isArray(axis) ? axis : [axis]).map((a) => (a < 0 ? a + rank : a)).sort((a, b) => a - b);
-    const leading = axes.length > 0 && axes.length < rank && axes.every((a, i) => a === i);
-    if (!leading || x.dtype !== 'float32') return original.kernelFunc(args);
+    const sum = leadingAxesSum(args);
+    if (sum === null) return original.kernelFunc(args);
+    const { x, axes, keepDims } = sum;
     const backend = args.backend as unknown as WasmBackendLike;
-    const n = size(x.shape.slice(0, axes.length));
-    const rest = x.shape.slice(axes.length);
+    const n = size(x.shape.slice(0, axes));
+    const rest = x.shape.slice(axes);
     const reshape = kernelOrThrow('Reshape');
     const ones = backend.makeOutput([1, n], 'float32');
     (backend.typedArrayFromHeap(ones) as Float32Array).fill(1);
@@ -157,7 +153,7 @@ function leadingAxesSumWrapper(original: tf.KernelConfig, matMul: tf.KernelConfi
         backend: args.backend,
         attrs: { transposeA: false, transposeB: false },
       }) as tf.TensorInfo;
-      const outShape = keepDims ? [...axes.map(() => 1), ...rest] : rest;
+      const outShape = keepDims ? [...new Array<number>(axes).fill(1), ...rest] : rest;
       const out = reshape.kernelFunc({
         inputs: { x: row },
         backend: args.backend,

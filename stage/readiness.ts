@@ -90,6 +90,27 @@ export function arrive(s: StageState, it: IterationState, kind: 'input' | 'grad'
   }
 }
 
+/**
+ * Hands what finished task `t` made to the task that takes it: on this stage it arrives at
+ * once (a local effect, for the trace); on another stage it is sent as an activation or gradient.
+ */
+function handOn(
+  s: StageState,
+  it: IterationState,
+  t: Task,
+  to: { readonly stage: number; readonly chunk: number },
+  kind: 'input' | 'grad',
+  fx: StageEffect[],
+): void {
+  if (to.stage === s.setup.stage) {
+    arrive(s, it, kind, t.mb, to.chunk);
+    fx.push({ type: 'local', iteration: it.iteration, task: t, kind, dstChunk: to.chunk });
+  } else {
+    const message = kind === 'input' ? 'activation' : 'gradient';
+    fx.push({ type: 'send', iteration: it.iteration, task: t, kind: message, dst: to.stage, dstChunk: to.chunk });
+  }
+}
+
 export function complete(s: StageState, it: IterationState, t: Task, now: number, fx: StageEffect[]): void {
   const { shape, stage } = s.setup;
   it.done[taskIndex(t, shape)] = 1;
@@ -105,35 +126,11 @@ export function complete(s: StageState, it: IterationState, t: Task, now: number
   if (t.kind === 'F') {
     const next = forwardSuccessor(stage, t.chunk, shape);
     if (next === null) it.ready.add(task('B', t.mb, t.chunk));
-    else if (next.stage === stage) {
-      arrive(s, it, 'input', t.mb, next.chunk);
-      fx.push({ type: 'local', iteration: it.iteration, task: t, kind: 'input', dstChunk: next.chunk });
-    } else
-      fx.push({
-        type: 'send',
-        iteration: it.iteration,
-        task: t,
-        kind: 'activation',
-        dst: next.stage,
-        dstChunk: next.chunk,
-      });
+    else handOn(s, it, t, next, 'input', fx);
     if (it.grads[slot]) it.ready.add(task('B', t.mb, t.chunk));
   } else if (t.kind === 'B') {
     const prev = backwardSuccessor(stage, t.chunk, shape);
-    if (prev !== null) {
-      if (prev.stage === stage) {
-        arrive(s, it, 'grad', t.mb, prev.chunk);
-        fx.push({ type: 'local', iteration: it.iteration, task: t, kind: 'grad', dstChunk: prev.chunk });
-      } else
-        fx.push({
-          type: 'send',
-          iteration: it.iteration,
-          task: t,
-          kind: 'gradient',
-          dst: prev.stage,
-          dstChunk: prev.chunk,
-        });
-    }
+    if (prev !== null) handOn(s, it, t, prev, 'grad', fx);
     if (shape.splitBackward) it.ready.add(task('W', t.mb, t.chunk));
     else s.inflight--;
   } else {

@@ -14,18 +14,6 @@ import { quoteValue } from '../base/quote';
 import { arrive, checkInShape, complete, contextOf, startIteration } from './readiness';
 import { PolicyError, StageEffect, StageMsg, StageProtocolError, StageState } from './stage-state';
 
-export {
-  PolicyError,
-  StageEffect,
-  StageMsg,
-  StageProtocolError,
-  StageSetup,
-  StageState,
-  StageStatus,
-  initialStageState,
-  stageStatus,
-} from './stage-state';
-
 function arbitrate(s: StageState, now: number, fx: StageEffect[]): void {
   const it = s.current;
   if (!it || s.running || it.remaining === 0) return;

@@ -28,15 +28,8 @@ export interface StageSetup {
 export type StageMsg =
   | { readonly type: 'start'; readonly iteration: number }
   | {
-      readonly type: 'input';
-      readonly iteration: number;
-      readonly mb: number;
-      readonly chunk: number;
-      readonly tensors?: readonly TensorPayload[];
-      readonly receipt?: ReceiveEvent;
-    }
-  | {
-      readonly type: 'grad';
+      /** An activation ('input') or a gradient ('grad') for task (mb, chunk) arrived. */
+      readonly type: 'input' | 'grad';
       readonly iteration: number;
       readonly mb: number;
       readonly chunk: number;

@@ -4,6 +4,7 @@ import { VirtualClock } from '../base/clock';
 import { resolveConfig } from '../job/config';
 import { runJob, summarize } from '../job/run-local';
 import { ConsistencyName, PAPER_METHODS, StoreMsg, StoreStats, spawnParamStore } from '../actors/param-store';
+import { AsyncSettings } from '../actors/param-store-policy';
 import { ASYNC_DEFAULTS } from '../job/defaults';
 import { ActorRuntime } from '../actors/runtime';
 import { asyncStageModule, initialParams } from '../compute/async-training';
@@ -129,17 +130,28 @@ describe('asynchronous pipelines', function () {
     };
     const shape = { stages: 2, chunks: 1, microbatches: 4, splitBackward: false };
 
-    async function scenario(consistency: ConsistencyName) {
+    /** Stage 0 of a two-stage async MLP (of `cfg`) and its parameter store, on a virtual clock. */
+    function storeOfOneStage(cfg: TrainConfig, inflightBound: number, settings: AsyncSettings) {
       const runtime = new ActorRuntime(new VirtualClock());
-      const module = asyncStageModule(1, shape, t);
+      const module = asyncStageModule(1, shape, cfg);
       const init = initialParams(module);
       const store = spawnParamStore({
         runtime,
         stage: 0,
-        inflightBound: 2,
-        settings: { ...ASYNC_DEFAULTS, consistency, lr: 0.05, warmup: 0 },
+        inflightBound,
+        settings,
         params: init.params,
         infos: init.infos,
+      });
+      return { runtime, module, init, store };
+    }
+
+    async function scenario(consistency: ConsistencyName) {
+      const { runtime, module, init, store } = storeOfOneStage(t, 2, {
+        ...ASYNC_DEFAULTS,
+        consistency,
+        lr: 0.05,
+        warmup: 0,
       });
       const ask = <R>(make: (reply: (r: R) => void) => StoreMsg) => runtime.ask<StoreMsg, R>(store, make);
       const copy = (w: ReadonlyMap<string, Float32Array> | null) =>
@@ -199,18 +211,15 @@ describe('asynchronous pipelines', function () {
     async function inFlightDrift(consistency: ConsistencyName, backward: 'kept' | 'recompute' = 'recompute') {
       // n = 2 rows each, width 16: 3 x 2 = 6 directions fit every layer, so alpha = 1 protects them exactly.
       const small: TrainConfig = { ...t, microbatchSize: 2 };
-      const runtime = new ActorRuntime(new VirtualClock());
-      const module = asyncStageModule(1, shape, small);
-      const init = initialParams(module);
-      const before = new Map([...init.params].map(([n, p]) => [n, Float32Array.from(p)]));
-      const store = spawnParamStore({
-        runtime,
-        stage: 0,
-        inflightBound: 4,
-        settings: { ...ASYNC_DEFAULTS, consistency, alpha: 1, lr: 0.05, warmup: 0, backward },
-        params: init.params,
-        infos: init.infos,
+      const { runtime, module, init, store } = storeOfOneStage(small, 4, {
+        ...ASYNC_DEFAULTS,
+        consistency,
+        alpha: 1,
+        lr: 0.05,
+        warmup: 0,
+        backward,
       });
+      const before = new Map([...init.params].map(([n, p]) => [n, Float32Array.from(p)]));
       const ask = <R>(make: (reply: (r: R) => void) => StoreMsg) => runtime.ask<StoreMsg, R>(store, make);
       const names = module.paramNames();
       const forward = (w: ReadonlyMap<string, Float32Array>, x: tf.Tensor) => {
@@ -316,17 +325,7 @@ describe('asynchronous pipelines', function () {
     });
 
     it('refuses a backward whose gradients do not match the parameters before changing anything, and carries on', async () => {
-      const runtime = new ActorRuntime(new VirtualClock());
-      const module = asyncStageModule(1, shape, t);
-      const init = initialParams(module);
-      const store = spawnParamStore({
-        runtime,
-        stage: 0,
-        inflightBound: 2,
-        settings: { ...ASYNC_DEFAULTS, consistency: 'stash' },
-        params: init.params,
-        infos: init.infos,
-      });
+      const { runtime, module, init, store } = storeOfOneStage(t, 2, { ...ASYNC_DEFAULTS, consistency: 'stash' });
       await runtime.ask<StoreMsg, unknown>(store, (reply) => ({ type: 'weights', purpose: 'forward', mb: 0, reply }));
       runtime.send(store, { type: 'forward-ran', mb: 0 });
       const [first] = init.params.keys();
@@ -351,19 +350,9 @@ describe('asynchronous pipelines', function () {
     });
 
     it('fresco: each microbatch keeps ceil(k / (bound - 1)) directions per layer, as bound - 1 are in flight at an update', async () => {
-      const runtime = new ActorRuntime(new VirtualClock());
-      const module = asyncStageModule(1, shape, t);
-      const init = initialParams(module);
       const bound = 4,
         alpha = 0.5;
-      const store = spawnParamStore({
-        runtime,
-        stage: 0,
-        inflightBound: bound,
-        settings: { ...ASYNC_DEFAULTS, consistency: 'fresco', alpha },
-        params: init.params,
-        infos: init.infos,
-      });
+      const { runtime, module, store } = storeOfOneStage(t, bound, { ...ASYNC_DEFAULTS, consistency: 'fresco', alpha });
       const names = module.paramNames();
       let inputs: CapturedLinearInput[] = [];
       for (let mb = 0; mb < bound; mb++) {

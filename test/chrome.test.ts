@@ -10,6 +10,7 @@ import { ChromeEvent, TID, commTid, stagePid, toChromeTrace } from '../cli/trace
 import { checkChromeTrace } from '../cli/trace/chrome-check';
 import { batonEventsFromTrace } from '../cli/trace/chrome-read';
 import { forwardEnd, forwardStart } from './helpers-events';
+import { oneLayerProfile } from './helpers-profile';
 
 const run = async (c: Partial<JobConfig>) =>
   (await runJob(resolveConfig({ stages: 4, microbatches: 8, jitter: 'paper', ...c }), { clock: 'virtual' })).events;
@@ -284,14 +285,7 @@ describe('a trace of a timeline too long to read back', () => {
       const profile = path.join(dir, 'heavy.json');
       fs.writeFileSync(
         profile,
-        JSON.stringify({
-          description: 'heavy',
-          depth: 'fixed',
-          backwardRatio: 100,
-          weightGradFraction: 0.5,
-          communication: { latencyMs: 0, bandwidthGBps: 1, activationBytes: 0 },
-          layers: [{ name: 'x', count: 1, forwardMs: 1e7 }],
-        }),
+        JSON.stringify(oneLayerProfile('heavy', { name: 'x', count: 1, forwardMs: 1e7 }, 100, 0.5)),
       );
       const r = await runJob(resolveConfig({ stages: 1, microbatches: 1024, profile }), { clock: 'virtual' });
       const file = path.join(dir, 't.json');

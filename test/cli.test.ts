@@ -10,6 +10,7 @@ import { formatTapLine, printable, tapCommand, tapLine } from '../cli/tap';
 import { comparedPaths } from '../cli/trace-output';
 import { encodeValue } from '../transport/codec';
 import { RUN_COMMAND_DEFAULTS, TRAIN_COMMAND_DEFAULTS } from '../job/defaults';
+import { oneLayerProfile } from './helpers-profile';
 
 /** Runs `baton argv` in a fresh Node process; true when it loaded @tensorflow/tfjs. */
 function loadsTfjs(argv: string[]): boolean {
@@ -483,19 +484,8 @@ describe('the baton command', function () {
   it('writes one trace and one chart per compared policy, the first at the given paths', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-compare-'));
     try {
-      const r = await baton(
-        'sim',
-        '--stages',
-        '2',
-        '--microbatches',
-        '4',
-        '--compare',
-        'bf,1f1b,hint:1f1b',
-        '--trace',
-        path.join(dir, 't.json'),
-        '--gantt',
-        path.join(dir, 'g.svg'),
-      );
+      const outputs = ['--trace', path.join(dir, 't.json'), '--gantt', path.join(dir, 'g.svg')];
+      const r = await baton(...SIM_2X2, '--compare', 'bf,1f1b,hint:1f1b', ...outputs);
       assert.equal(r.code, 0, r.err);
       assert.deepEqual(fs.readdirSync(dir).sort(), [
         'g.1f1b.svg',
@@ -544,15 +534,8 @@ describe('the baton command', function () {
       assert.equal(l.code, 2);
       assert.match(l.err, /--gantt .*loop1: a loop of symbolic links/);
       // Two outputs of one run never share a file (the chart would overwrite the trace).
-      const same = await baton(
-        ...SIM_2X2,
-        '--compare',
-        'bf,1f1b',
-        '--trace',
-        path.join(dir, 't.json'),
-        '--gantt',
-        path.join(dir, 't.1f1b.json'),
-      );
+      const clash = ['--trace', path.join(dir, 't.json'), '--gantt', path.join(dir, 't.1f1b.json')];
+      const same = await baton(...SIM_2X2, '--compare', 'bf,1f1b', ...clash);
       assert.equal(same.code, 2);
       assert.match(same.err, /--gantt .*t\.1f1b\.json is the file --trace .*t\.1f1b\.json is written to as well/);
       // The same file through a linked directory is the same file.
@@ -569,17 +552,7 @@ describe('the baton command', function () {
       assert.match(linked.err, /--gantt .*d2\/x\.out is the file --trace .*d1\/x\.out is written to as well/);
       // A profile of zero durations: two empty runs are equally fast, not NaN times faster.
       const zero = path.join(dir, 'zero.json');
-      fs.writeFileSync(
-        zero,
-        JSON.stringify({
-          description: 'no work',
-          depth: 'fixed',
-          backwardRatio: 2,
-          weightGradFraction: 0,
-          communication: { latencyMs: 0, bandwidthGBps: 1, activationBytes: 0 },
-          layers: [{ name: 'b', count: 4, forwardMs: 0 }],
-        }),
-      );
+      fs.writeFileSync(zero, JSON.stringify(oneLayerProfile('no work', { name: 'b', count: 4, forwardMs: 0 }, 2, 0)));
       const z = await baton(...SIM_2X2, '--profile', zero, '--compare', 'bf,1f1b', '--json');
       assert.equal(z.code, 0, z.err);
       assert.deepEqual(

@@ -2,10 +2,10 @@ import { strict as assert } from 'assert';
 import { coordinate } from '../actors/coordinator';
 import { RealClock } from '../base/clock';
 import { ActorRuntime } from '../actors/runtime';
-import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
-import { ENVELOPE_VERSION } from '../transport/envelope';
+import { decodeEnvelope } from '../transport/codec';
 import { LocalBus } from '../transport/local-bus';
 import { subject } from '../transport/subjects';
+import { reportEnvelope } from './helpers-envelope';
 
 /** A LocalBus that also logs when someone waits for its publishes to be written out. */
 class WrittenLoggingBus extends LocalBus {
@@ -35,25 +35,7 @@ describe('coordinator', () => {
     });
     const c = coordinate({ runtime, bus, job, stages, microbatches, iterations: 2 });
     const report = (iteration: number, src: number): void =>
-      bus.publish(
-        subject(job, 'report'),
-        encodeEnvelope({
-          v: ENVELOPE_VERSION,
-          job,
-          kind: 'report',
-          iteration,
-          mb: -1,
-          chunk: -1,
-          dir: 'control',
-          src,
-          dst: -1,
-          seq: 0,
-          sentAt: 0,
-          bytes: 0,
-          tensors: [],
-          body: { peakInflight: 0 },
-        }),
-      );
+      bus.publish(subject(job, 'report'), reportEnvelope(job, src, { peakInflight: 0 }, { iteration }));
     const startOf = (iteration: number): string[] => [
       `control 0 it${iteration}`,
       `data 0 it${iteration}`,
@@ -99,26 +81,7 @@ describe('coordinator', () => {
     });
     const c = coordinate({ runtime, bus, job, stages: 2, microbatches: 2, iterations: 1, launch: 'abc123' });
     const report = (src: number, launch?: string): void =>
-      bus.publish(
-        subject(job, 'report'),
-        encodeEnvelope({
-          v: ENVELOPE_VERSION,
-          job,
-          kind: 'report',
-          iteration: 0,
-          mb: -1,
-          chunk: -1,
-          dir: 'control',
-          src,
-          dst: -1,
-          seq: 0,
-          sentAt: 0,
-          bytes: 0,
-          tensors: [],
-          body: { peakInflight: 0 },
-          ...(launch !== undefined ? { launch } : {}),
-        }),
-      );
+      bus.publish(subject(job, 'report'), reportEnvelope(job, src, { peakInflight: 0 }, { launch }));
     try {
       c.begin();
       report(0, 'zzz999');
@@ -156,25 +119,7 @@ describe('coordinator', () => {
       reportFields: () => ['store'],
     });
     const report = (src: number, body: Record<string, unknown>): void =>
-      bus.publish(
-        subject(job, 'report'),
-        encodeEnvelope({
-          v: ENVELOPE_VERSION,
-          job,
-          kind: 'report',
-          iteration: 0,
-          mb: -1,
-          chunk: -1,
-          dir: 'control',
-          src,
-          dst: -1,
-          seq: 0,
-          sentAt: 0,
-          bytes: 0,
-          tensors: [],
-          body,
-        }),
-      );
+      bus.publish(subject(job, 'report'), reportEnvelope(job, src, body));
     const store = {
       updates: 2,
       inflightBound: 2,

@@ -15,6 +15,8 @@ import { startNatsServer } from '../transport/nats-server';
 import { isAlive, natsServerForSuite } from './nats-server-fixture';
 import { FUZZ_SEED, Rng, malformed } from './fuzz-gen';
 import { newNodeAgent } from '../job/node-host';
+import { bfUniform } from './helpers-job';
+import { activationSend } from './helpers-events';
 
 const CLI = path.join(__dirname, '..', 'cli', 'main.js');
 
@@ -32,15 +34,7 @@ async function agentsReady(agents: ChildProcess[]): Promise<void> {
 
 /** A job long enough to be cut short: 1000 iterations of bf over 2 stages and 8 microbatches. */
 function longJob(job: string, extra: Partial<JobConfig> = {}): JobConfig {
-  return resolveConfig({
-    job,
-    stages: 2,
-    microbatches: 8,
-    iterations: 1000,
-    policy: 'bf',
-    profile: 'uniform',
-    ...extra,
-  });
+  return bfUniform(job, 2, 8, { iterations: 1000, ...extra });
 }
 
 describe('end to end over a real nats-server, one OS process per stage', function () {
@@ -200,14 +194,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
 
   it('completes and validates when a peer replays real messages and sends stray reports, counting each as rejected', async () => {
     const vandal = await NatsBus.connect(server().url);
-    const cfg = resolveConfig({
-      job: 'replay',
-      stages: 3,
-      microbatches: 8,
-      iterations: 2,
-      policy: 'bf',
-      profile: 'uniform',
-    });
+    const cfg = bfUniform('replay', 3, 8, { iterations: 2 });
     const replayed = new Set<string>();
     // Every activation and start stage 1 gets arrives again 30 ms later; each report is followed by a truncated one.
     for (const subj of ['baton.replay.activation.1', 'baton.replay.control.1'])
@@ -245,13 +232,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   for (const processes of ['per-stage', 'single'] as const) {
     it(`refuses what a stage left by an earlier run of the same job name sends (another launch), and completes and validates (--processes ${processes})`, async () => {
       const orphan = await NatsBus.connect(server().url);
-      const cfg = resolveConfig({
-        job: `relaunch-${processes}`,
-        stages: 3,
-        microbatches: 8,
-        policy: 'bf',
-        profile: 'uniform',
-      });
+      const cfg = bfUniform(`relaunch-${processes}`, 3, 8);
       // As each iteration starts, a stage 0 of another launch sends stage 1 every microbatch's
       // activation at once, and a trace batch. Taken, they would run stage 1's forwards on
       // them, and the real activations would be refused as duplicates.
@@ -314,14 +295,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   }
 
   it("fails at once when the launcher's own iteration callback fails (a checkpoint that cannot be written)", async () => {
-    const cfg = resolveConfig({
-      job: 'cbfail',
-      stages: 2,
-      microbatches: 4,
-      iterations: 3,
-      policy: 'bf',
-      profile: 'uniform',
-    });
+    const cfg = bfUniform('cbfail', 2, 4, { iterations: 3 });
     const t0 = Date.now();
     await assert.rejects(
       runOnce(cfg, {
@@ -340,14 +314,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   it('refuses a second job of the same name on a shared server, and the first one completes', async () => {
     // The second launch waits for the first one's activations (its stages are up and running),
     // not for a fixed time, which a fast machine outran: the first job had ended and freed its name.
-    const cfg = resolveConfig({
-      job: 'twin',
-      stages: 2,
-      microbatches: 8,
-      iterations: 6,
-      policy: 'bf',
-      profile: 'uniform',
-    });
+    const cfg = bfUniform('twin', 2, 8, { iterations: 6 });
     const watch = await NatsBus.connect(server().url);
     let running: () => void = () => {};
     const started = new Promise<void>((r) => (running = r));
@@ -626,21 +593,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
         'baton.badtrace.trace.0',
         encodeValue({
           launch: decodeEnvelope(d).launch,
-          events: [
-            {},
-            {
-              type: 'send',
-              t: 1,
-              stage: 0,
-              iteration: 0,
-              kind: 'activation',
-              mb: 0,
-              chunk: 0,
-              dst: 1,
-              seq: 0,
-              bytes: 'lots',
-            },
-          ],
+          events: [{}, { ...activationSend(1, 0, 0), bytes: 'lots' }],
         }),
       ),
     );

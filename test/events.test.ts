@@ -1,23 +1,12 @@
 import { strict as assert } from 'assert';
 import { BatonEvent, eventProblem } from '../stage/events';
+import { activationSend } from './helpers-events';
 
 describe('events from the wire', () => {
   const good: BatonEvent[] = [
     { type: 'task-start', t: 1, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0, inflight: 1, backpressure: false },
     { type: 'task-end', t: 2, stage: 0, iteration: 0, kind: 'B', mb: 3, chunk: 1 },
-    {
-      type: 'send',
-      t: 2,
-      stage: 0,
-      iteration: 0,
-      kind: 'activation',
-      mb: 0,
-      chunk: 0,
-      dst: 1,
-      seq: 4,
-      bytes: 16,
-      cpuMs: 0.1,
-    },
+    { ...activationSend(2, 4, 16), cpuMs: 0.1 },
     {
       type: 'receive',
       t: 3,

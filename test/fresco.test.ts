@@ -126,11 +126,8 @@ describe('FRESCO subspace math', () => {
   });
 
   it('keeps in-flight outputs W X̄ unchanged under full protection, with microbatches leaving out of order', () => {
-    const din = 48,
-      dout = 40,
-      n = 6,
-      tau = 4,
-      d = din + 1;
+    const [din, dout, n, tau] = [48, 40, 6, 4];
+    const d = din + 1;
     const f = new Fresco({ tau, alpha: 1 }); // k = min(τn, 40) = 24 = rank of 4 in-flight X̄
     f.addLayer('fc', dout, din);
     const w = rand(dout * d, 11);
@@ -207,11 +204,8 @@ describe('FRESCO subspace math', () => {
   });
 
   it('measures the cheap power-iteration basis against the σ_{k+1} bound', () => {
-    const din = 64,
-      dout = 64,
-      n = 32,
-      tau = 4,
-      d = din + 1;
+    const [din, dout, n, tau] = [64, 64, 32, 4];
+    const d = din + 1;
     const f = new Fresco({ tau, alpha: 0.25 }); // k = ⌈0.25·64⌉ = 16, k1 = 4
     f.addLayer('fc', dout, din);
     const all = new Float64Array(tau * n * d);

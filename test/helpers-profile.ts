@@ -10,3 +10,21 @@ export const validProfile = () => ({
     { name: 'block', count: 2, forwardMs: 3 },
   ],
 });
+
+/**
+ * A profile of one layer kind with free communication: `count` layers of `forwardMs` each, a
+ * backward `backwardRatio` times a forward, split `weightGradFraction` into W.
+ */
+export const oneLayerProfile = (
+  description: string,
+  layer: { name: string; count: number; forwardMs: number },
+  backwardRatio: number,
+  weightGradFraction: number,
+) => ({
+  description,
+  depth: 'fixed',
+  backwardRatio,
+  weightGradFraction,
+  communication: { latencyMs: 0, bandwidthGBps: 1, activationBytes: 0 },
+  layers: [layer],
+});

@@ -1,5 +1,6 @@
 import { formatTask } from '../policies/task';
-import { StageEffect, StageState, stageStep } from '../stage/stage-logic';
+import { stageStep } from '../stage/stage-logic';
+import { StageEffect, StageState } from '../stage/stage-state';
 
 /**
  * Runs a stage on from effects `fx`: each task it starts is done at once (at time `now`) in

@@ -16,12 +16,9 @@ import {
 } from '../models/native-kernels';
 import { SeededRandom } from '../models/seeded-init';
 import { ThreadsError, defaultThreads, parseThreads, threadsFromEnv } from '../models/threads';
+import { valuesOfShape } from './helpers-values';
 
 const built = fs.existsSync(ADDON_PATH);
-
-function values(rng: SeededRandom, n: number, integers: boolean): Float32Array {
-  return Float32Array.from({ length: n }, () => (integers ? rng.int(7) - 3 : rng.normal()));
-}
 
 /**
  * Runs `f` on the cpu backend with tfjs's own kernels (the reference), then on `backend`
@@ -160,16 +157,8 @@ describe('native kernels on the backends', function () {
       for (const integers of [true, false]) {
         for (const [sa, sb, tA, tB] of MATMUL_CASES) {
           const rng = new SeededRandom(sa.length * 100 + sb.length + (integers ? 7 : 0));
-          const a = values(
-            rng,
-            sa.reduce((x, y) => x * y, 1),
-            integers,
-          );
-          const b = values(
-            rng,
-            sb.reduce((x, y) => x * y, 1),
-            integers,
-          );
+          const a = valuesOfShape(rng, sa, integers);
+          const b = valuesOfShape(rng, sb, integers);
           const run = () => tf.tidy(() => tf.matMul(tf.tensor(a, sa), tf.tensor(b, sb), tA, tB).dataSync().slice());
           const { ref, native } = await tfjsThenNative(backend, run);
           const what = `${backend} [${sa}]${tA ? 'ᵀ' : ''}·[${sb}]${tB ? 'ᵀ' : ''}`;
@@ -181,10 +170,10 @@ describe('native kernels on the backends', function () {
 
     it(`${backend}: fused matMul with a bias and relu, and sums over leading axes, equal tfjs's kernels`, async () => {
       const rng = new SeededRandom(3);
-      const a = values(rng, 6 * 5, false);
-      const b = values(rng, 5 * 4, false);
-      const bias = values(rng, 4, false);
-      const x = values(rng, 2 * 3 * 4, false);
+      const a = valuesOfShape(rng, [6, 5], false);
+      const b = valuesOfShape(rng, [5, 4], false);
+      const bias = valuesOfShape(rng, [4], false);
+      const x = valuesOfShape(rng, [2, 3, 4], false);
       const run = () =>
         tf.tidy(() => {
           const fused = tf.fused.matMul({

@@ -15,7 +15,7 @@ describe('startNatsServer', function () {
     await assert.rejects(
       startNatsServer({ binary: '/nonexistent/nats-server' }),
       (e: unknown) =>
-        e instanceof NatsServerError && e.code === 'missing-binary' && /apt-get install nats-server/.test(e.message),
+        e instanceof NatsServerError && e.reason === 'missing-binary' && /apt-get install nats-server/.test(e.message),
     );
   });
 
@@ -25,14 +25,14 @@ describe('startNatsServer', function () {
       mkdirSync(join(dir, 'nats-server'));
       await assert.rejects(
         startNatsServer({ binary: join(dir, 'nats-server') }),
-        (e: unknown) => e instanceof NatsServerError && e.code === 'missing-binary',
+        (e: unknown) => e instanceof NatsServerError && e.reason === 'missing-binary',
       );
       const script = join(dir, 'broken');
       writeFileSync(script, '#!/nonexistent/interpreter\n', { mode: 0o755 });
       const t0 = Date.now();
       await assert.rejects(
         startNatsServer({ binary: script, startTimeoutMs: 1500 }),
-        (e: unknown) => e instanceof NatsServerError && e.code === 'exited',
+        (e: unknown) => e instanceof NatsServerError && e.reason === 'exited',
       );
       assert.ok(Date.now() - t0 < 5000, `gave up after ${Date.now() - t0} ms`);
     } finally {
@@ -46,7 +46,7 @@ describe('startNatsServer', function () {
       await assert.rejects(
         startNatsServer({ port: first.port }),
         (e: unknown) =>
-          e instanceof NatsServerError && e.code === 'exited' && /address already in use/i.test(e.message),
+          e instanceof NatsServerError && e.reason === 'exited' && /address already in use/i.test(e.message),
       );
     } finally {
       await first.stop();

@@ -12,6 +12,7 @@ import { LocalBus } from '../transport/local-bus';
 import { PayloadTooLargeError } from '../transport/nats-bus';
 import { MAX_REJECTS_DESCRIBED, newRejectTally, tallyReject } from '../base/reject-tally';
 import { newNodeAgent } from '../job/node-host';
+import { bfUniform } from './helpers-job';
 
 const REPLY = `${NODES_PREFIX}.reply.test`;
 
@@ -58,6 +59,18 @@ async function until(pred: () => boolean, ms: number): Promise<void> {
     await new Promise((r) => setTimeout(r, 10));
   }
 }
+
+/** A training job small enough that loading its backend is the only slow part. */
+const TINY_MLP_TRAIN = {
+  ...TRAIN_DEFAULTS,
+  model: 'mlp' as const,
+  microbatchSize: 2,
+  seq: 4,
+  layers: 2,
+  width: 8,
+  totalIterations: 1,
+  valBatches: 1,
+};
 
 describe('the node agent', () => {
   it('survives a request whose reply subject it cannot publish to, and keeps serving', async () => {
@@ -193,16 +206,7 @@ describe('the node agent', () => {
   it('refuses a second host request for a job whose backend is still loading', async () => {
     const { bus, replies, request } = agentOnLocalBus();
     const subscriptions = bus.subscriptionCount;
-    const train = {
-      ...TRAIN_DEFAULTS,
-      model: 'mlp' as const,
-      microbatchSize: 2,
-      seq: 4,
-      layers: 2,
-      width: 8,
-      totalIterations: 1,
-      valBatches: 1,
-    };
+    const train = TINY_MLP_TRAIN;
     const config = resolveConfig({ job: 'twice', stages: 2, microbatches: 2, policy: 'bf', profile: 'train', train });
     request({ verb: 'host', reply: REPLY, config, stages: [0] });
     request({ verb: 'host', reply: REPLY, config, stages: [1] });
@@ -259,16 +263,7 @@ describe('the node agent', () => {
   it('refuses to host a job aborted while its backend was loading, and leaves nothing of it', async () => {
     const { bus, logs, replies, request } = agentOnLocalBus();
     const subscriptions = bus.subscriptionCount;
-    const train = {
-      ...TRAIN_DEFAULTS,
-      model: 'mlp' as const,
-      microbatchSize: 2,
-      seq: 4,
-      layers: 2,
-      width: 8,
-      totalIterations: 1,
-      valBatches: 1,
-    };
+    const train = TINY_MLP_TRAIN;
     const config = resolveConfig({ job: 'cut', stages: 2, microbatches: 2, policy: 'bf', profile: 'train', train });
     request({ verb: 'host', reply: REPLY, config, stages: [0, 1], launch: 'l1' });
     request({ verb: 'abort', reply: REPLY, job: 'cut', launch: 'l1' });
@@ -704,14 +699,7 @@ describe('a job its node no longer hosts', () => {
           100,
         );
     });
-    const cfg = resolveConfig({
-      job: 'dropped',
-      stages: 2,
-      microbatches: 8,
-      iterations: 100,
-      policy: 'bf',
-      profile: 'uniform',
-    });
+    const cfg = bfUniform('dropped', 2, 8, { iterations: 100 });
     const started = Date.now();
     await assert.rejects(
       runOnAgentN1(bus, cfg, { leaseMs: 4000 }),

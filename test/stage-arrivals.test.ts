@@ -3,7 +3,7 @@ import { Clock } from '../base/clock';
 import { StageCompute } from '../stage/compute';
 import { resolveConfig } from '../job/config';
 import { runJob } from '../job/run-local';
-import { checkReceived } from '../compute/training';
+import { checkReceived } from '../compute/training-boundary';
 import { ArrivalRefusedError } from '../stage/compute';
 import { Task } from '../policies/task';
 import { encodeEnvelope } from '../transport/codec';

@@ -1,6 +1,7 @@
 import { strict as assert } from 'assert';
 import { arbiterFor } from '../policies/arbiter';
-import { StageEffect, StageMsg, initialStageState, stageStatus, stageStep } from '../stage/stage-logic';
+import { stageStep } from '../stage/stage-logic';
+import { StageEffect, StageMsg, initialStageState, stageStatus } from '../stage/stage-state';
 import { runTasks } from './helpers-stage';
 import { HintPolicy } from '../policies/hint';
 import { bf } from '../policies/hints';

@@ -5,16 +5,13 @@ import { installWasmFixes, removeWasmFixes, transposePlan } from '../models/tfjs
 import { SeededRandom } from '../models/seeded-init';
 import { gptSpec } from '../models/gpt';
 import { buildFullModel } from '../models/partition';
+import { valuesOfShape } from './helpers-values';
 
 type Backend = 'cpu' | 'wasm';
 
 async function on<T>(backend: Backend, f: () => T): Promise<T> {
   await loadBackend({ force: backend });
   return f();
-}
-
-function values(rng: SeededRandom, n: number, integers: boolean): Float32Array {
-  return Float32Array.from({ length: n }, () => (integers ? rng.int(7) - 3 : rng.normal()));
 }
 
 function assertNear(
@@ -63,16 +60,8 @@ function operands(
 ): { aShape: number[]; bShape: number[]; av: Float32Array; bv: Float32Array } {
   const aShape = physical(batchA, m, k, tA);
   const bShape = physical(batchB, k, n, tB);
-  const av = values(
-    rng,
-    aShape.reduce((x, y) => x * y, 1),
-    integers,
-  );
-  const bv = values(
-    rng,
-    bShape.reduce((x, y) => x * y, 1),
-    integers,
-  );
+  const av = valuesOfShape(rng, aShape, integers);
+  const bv = valuesOfShape(rng, bShape, integers);
   return { aShape, bShape, av, bv };
 }
 
@@ -129,7 +118,7 @@ describe('tfjs-fixes: wasm kernels', () => {
   it('sums over leading axes (bias gradients) equal the cpu backend, and other reductions are untouched', async () => {
     // Small integers add exactly in float32 in any order, so the comparison can be exact.
     const rng = new SeededRandom(4);
-    const x = values(rng, 3 * 5 * 7, true);
+    const x = valuesOfShape(rng, [3, 5, 7], true);
     const cases: Array<[number | number[], boolean]> = [
       [0, false],
       [[0, 1], false],
@@ -155,9 +144,9 @@ describe('tfjs-fixes: wasm kernels', () => {
 
   it('the gradient of gather (an embedding lookup with repeated ids) equals the cpu backend', async () => {
     const rng = new SeededRandom(3);
-    const table = values(rng, 10 * 4, false);
+    const table = valuesOfShape(rng, [10, 4], false);
     const ids = [1, 1, 3, 9, 0, 1, 3, 3];
-    const weights = values(rng, 8 * 4, false);
+    const weights = valuesOfShape(rng, [8, 4], false);
     const run = () =>
       tf.tidy(() => {
         const [g] = tf.grads((w: tf.Tensor) =>

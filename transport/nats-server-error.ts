@@ -1,15 +1,11 @@
-// The one error of starting and watching a local nats-server (nats-server.ts), with a code
-// saying which step failed.
+// The one error of starting and watching a local nats-server (nats-server.ts), with the
+// step that failed as its reason.
+
+import { ReasonedError } from '../base/errors';
 
 export type NatsServerErrorCode = 'missing-binary' | 'start-timeout' | 'exited' | 'routes-timeout' | 'no-monitor';
 
-export class NatsServerError extends Error {
+/** `reason` says which step failed. */
+export class NatsServerError extends ReasonedError<NatsServerErrorCode> {
   override name = 'NatsServerError';
-  constructor(
-    readonly code: NatsServerErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
 }

@@ -16,21 +16,18 @@
 
 import { ParamMap } from '../optim/params';
 import { Extrapolation } from './extrapolate';
-import { ConsistencyError, ConsistencyPolicy, LayerInput, UpdateContext, WeightsContext } from './policy';
+import { DelayOptions, Predictor } from './current-weights';
+import { UpdateContext, WeightsContext } from './policy';
 
-export interface LwpOptions {
-  /** s: updates between a forward and its microbatch's update at this stage (≥ 0). */
-  readonly delay: number;
-}
+export type LwpOptions = DelayOptions;
 
-export class LinearWeightPrediction implements ConsistencyPolicy {
+export class LinearWeightPrediction extends Predictor<LwpOptions> {
   readonly name = 'lwp' as const;
   private readonly v = new Map<string, Float32Array>();
   private readonly extrapolation = new Extrapolation();
 
-  constructor(readonly opts: LwpOptions) {
-    if (!(Number.isInteger(opts.delay) && opts.delay >= 0))
-      throw new ConsistencyError(`lwp: delay must be an integer ≥ 0, got ${opts.delay}`);
+  constructor(opts: LwpOptions) {
+    super('lwp', opts);
   }
 
   weightsForForward(_mb: number, ctx: WeightsContext): ParamMap {
@@ -38,15 +35,7 @@ export class LinearWeightPrediction implements ConsistencyPolicy {
     return this.extrapolation.predict(ctx.params, this.v, this.opts.delay * ctx.lr);
   }
 
-  forward(_mb: number, _inputs: ReadonlyMap<string, LayerInput>): void {}
-
-  weightsForBackward(_mb: number, ctx: WeightsContext): ParamMap {
-    return ctx.params;
-  }
-
-  backward(_mb: number): void {}
-
-  transformUpdate(updates: Map<string, Float32Array>, ctx: UpdateContext): void {
+  override transformUpdate(updates: Map<string, Float32Array>, ctx: UpdateContext): void {
     // A step at learning rate 0 is no step (Adam-family updates scale with the lr): nothing to learn from.
     if (!(ctx.lr > 0)) return;
     for (const [name, u] of updates) {
@@ -56,7 +45,7 @@ export class LinearWeightPrediction implements ConsistencyPolicy {
     }
   }
 
-  extraStateBytes(): number {
+  override extraStateBytes(): number {
     let b = this.extrapolation.bytes();
     for (const a of this.v.values()) b += a.byteLength;
     return b;

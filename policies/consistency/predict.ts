@@ -7,25 +7,23 @@
 // Does not model: per-microbatch delays (s is the stage's nominal delay).
 
 import { ParamMap } from '../optim/params';
-import { ConsistencyError, ConsistencyPolicy, LayerInput, UpdateContext, WeightsContext } from './policy';
+import { DelayOptions, Predictor } from './current-weights';
+import { WeightsContext } from './policy';
 
 export type DirectionSource = (name: string, param: Float32Array, out: Float32Array) => void;
 
-export interface PredictOptions {
-  /** s: the stage's delay in updates between a forward and its backward. */
-  readonly delay: number;
+export interface PredictOptions extends DelayOptions {
   /** Usually `(n, p, o) => optimizer.direction(n, p, o)`. */
   readonly direction: DirectionSource;
 }
 
-export class WeightPrediction implements ConsistencyPolicy {
+export class WeightPrediction extends Predictor<PredictOptions> {
   readonly name = 'predict' as const;
   private readonly dir = new Map<string, Float32Array>();
   private readonly predicted = new Map<string, Float32Array>();
 
-  constructor(readonly opts: PredictOptions) {
-    if (!(Number.isInteger(opts.delay) && opts.delay >= 0))
-      throw new ConsistencyError(`predict: delay must be an integer ≥ 0, got ${opts.delay}`);
+  constructor(opts: PredictOptions) {
+    super('predict', opts);
   }
 
   weightsForForward(_mb: number, ctx: WeightsContext): ParamMap {
@@ -42,16 +40,7 @@ export class WeightPrediction implements ConsistencyPolicy {
     return this.predicted;
   }
 
-  forward(_mb: number, _inputs: ReadonlyMap<string, LayerInput>): void {}
-
-  weightsForBackward(_mb: number, ctx: WeightsContext): ParamMap {
-    return ctx.params;
-  }
-
-  backward(_mb: number): void {}
-  transformUpdate(_updates: Map<string, Float32Array>, _ctx: UpdateContext): void {}
-
-  extraStateBytes(): number {
+  override extraStateBytes(): number {
     let b = 0;
     for (const a of this.dir.values()) b += a.byteLength;
     for (const a of this.predicted.values()) b += a.byteLength;

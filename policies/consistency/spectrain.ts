@@ -19,24 +19,22 @@
 
 import { ParamMap } from '../optim/params';
 import { Extrapolation } from './extrapolate';
-import { ConsistencyError, ConsistencyPolicy, LayerInput, UpdateContext, WeightsContext } from './policy';
+import { DelayOptions, Predictor } from './current-weights';
+import { ConsistencyError, UpdateContext, WeightsContext } from './policy';
 
-export interface SpecTrainOptions {
-  /** s: updates between a forward and its microbatch's update at this stage (≥ 0). */
-  readonly delay: number;
+export interface SpecTrainOptions extends DelayOptions {
   /** γ: smoothing coefficient of the velocity, in [0, 1). */
   readonly gamma: number;
 }
 
-export class SpecTrain implements ConsistencyPolicy {
+export class SpecTrain extends Predictor<SpecTrainOptions> {
   readonly name = 'spectrain' as const;
   private readonly v = new Map<string, Float32Array>();
   private readonly extrapolation = new Extrapolation();
   private updates = 0;
 
-  constructor(readonly opts: SpecTrainOptions) {
-    if (!(Number.isInteger(opts.delay) && opts.delay >= 0))
-      throw new ConsistencyError(`spectrain: delay must be an integer ≥ 0, got ${opts.delay}`);
+  constructor(opts: SpecTrainOptions) {
+    super('spectrain', opts);
     if (!(opts.gamma >= 0 && opts.gamma < 1))
       throw new ConsistencyError(`spectrain: gamma must be in [0, 1), got ${opts.gamma}`);
   }
@@ -59,15 +57,7 @@ export class SpecTrain implements ConsistencyPolicy {
     );
   }
 
-  forward(_mb: number, _inputs: ReadonlyMap<string, LayerInput>): void {}
-
-  weightsForBackward(_mb: number, ctx: WeightsContext): ParamMap {
-    return ctx.params;
-  }
-
-  backward(_mb: number): void {}
-
-  transformUpdate(updates: Map<string, Float32Array>, ctx: UpdateContext): void {
+  override transformUpdate(updates: Map<string, Float32Array>, ctx: UpdateContext): void {
     // A step at learning rate 0 is no step (Adam-family updates scale with the lr): nothing to learn from.
     if (!(ctx.lr > 0)) return;
     const g = this.opts.gamma;
@@ -79,7 +69,7 @@ export class SpecTrain implements ConsistencyPolicy {
     this.updates += 1;
   }
 
-  extraStateBytes(): number {
+  override extraStateBytes(): number {
     let b = this.extrapolation.bytes();
     for (const a of this.v.values()) b += a.byteLength;
     return b;

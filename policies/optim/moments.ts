@@ -98,6 +98,11 @@ export abstract class MomentOptimizer implements Optimizer {
   protected abstract updateSlot(s: Slot, p: Float32Array, g: Float32Array, lr: number): void;
   abstract direction(name: string, param: Float32Array, out: Float32Array): void;
 
+  /** The weights both moment updates use this step: m ← m + w1(g − m), v ← b2·v + w2·g², and lr·λ for s. */
+  protected momentWeights(s: Slot, lr: number): { w1: number; b2: number; w2: number; decay: number } {
+    return { w1: 1 - this.beta1, b2: this.beta2, w2: 1 - this.beta2, decay: s.decay ? lr * this.weightDecay : 0 };
+  }
+
   protected slot(name: string, where: string): Slot {
     const s = this.slots.get(name);
     if (s === undefined)

@@ -46,10 +46,7 @@ export class NAdamW extends MomentOptimizer {
 
   protected updateSlot(s: Slot, p: Float32Array, g: Float32Array, lr: number): void {
     const { m, v, delta } = s;
-    const w1 = 1 - this.beta1;
-    const b2 = this.beta2;
-    const w2 = 1 - b2;
-    const decay = s.decay ? lr * this.weightDecay : 0;
+    const { w1, b2, w2, decay } = this.momentWeights(s, lr);
     const cg = lr * this.gradCoef;
     const cm = lr * this.momCoef;
     const bc2 = this.bc2;
