@@ -72,14 +72,7 @@ function modelArgs(layers: number): string[] {
 async function torchRun(threads: number, iterations: number, layers: number): Promise<number> {
   const r = (await childJson(
     PEER_PYTHON,
-    [
-      PEER_SCRIPT,
-      '--threads',
-      String(threads),
-      '--iterations',
-      String(iterations),
-      ...modelArgs(layers),
-    ],
+    [PEER_SCRIPT, '--threads', String(threads), '--iterations', String(iterations), ...modelArgs(layers)],
     'torch_peer.py',
   )) as { iteration_s?: number[]; threads?: number };
   if (!Array.isArray(r.iteration_s) || r.iteration_s.length === 0)

@@ -27,9 +27,10 @@
 // Not captured: the interplay of several stages' capacity (heads do not see that stage
 // 0 must run its forwards one after another), so the bound loosens under imbalance.
 
-import { PipelineShape, Task, TaskKind, fromVirtual, validateShape } from '../policies/task';
+import { PipelineShape, fromVirtual, task, validateShape } from '../policies/task';
 import { DurationModel } from '../models/durations';
 import { SlotBound, slotBound } from './slot-bound';
+import { Heap } from '../base/binary-heap';
 
 export interface LowerBound {
   readonly bound: number;
@@ -88,7 +89,6 @@ function realized(shape: PipelineShape, iteration: number, d: DurationModel): Re
   const { stages: P, chunks: V, microbatches: M, splitBackward: split } = shape;
   const n = P * V;
   const last = n - 1;
-  const mk = (kind: TaskKind, mb: number, chunk: number): Task => ({ kind, mb, chunk });
   const pF = new Float64Array(n * M),
     pB = new Float64Array(n * M),
     pW = new Float64Array(n * M);
@@ -98,11 +98,11 @@ function realized(shape: PipelineShape, iteration: number, d: DurationModel): Re
     const { stage, chunk } = fromVirtual(v, shape);
     for (let j = 0; j < M; j++) {
       const i = v * M + j;
-      const f = mk('F', j, chunk),
-        b = mk('B', j, chunk);
+      const f = task('F', j, chunk),
+        b = task('B', j, chunk);
       pF[i] = d.compute(iteration, stage, f);
       pB[i] = d.compute(iteration, stage, b);
-      if (split) pW[i] = d.compute(iteration, stage, mk('W', j, chunk));
+      if (split) pW[i] = d.compute(iteration, stage, task('W', j, chunk));
       if (v < last) cF[i] = d.comm(iteration, stage, f);
       if (v > 0) cB[i] = d.comm(iteration, stage, b);
     }
@@ -192,7 +192,7 @@ export function jacksonPreemptive(r: Float64Array, p: Float64Array, q: Float64Ar
   for (let i = 0; i < size; i++) order[i] = i;
   order.sort((a, b) => r[a] - r[b]);
   const rem = p.slice(0, size);
-  const heap = new TaskHeap(size, q);
+  const heap = new Heap((a, b) => q[a] > q[b]); // the largest tail first
   let t = 0,
     next = 0,
     best = 0;
@@ -211,46 +211,4 @@ export function jacksonPreemptive(r: Float64Array, p: Float64Array, q: Float64Ar
     }
   }
   return best;
-}
-
-/** A binary max-heap of task indices keyed by tail. */
-class TaskHeap {
-  private readonly items: Uint32Array;
-  size = 0;
-  constructor(
-    capacity: number,
-    private readonly key: Float64Array,
-  ) {
-    this.items = new Uint32Array(capacity);
-  }
-  peek(): number {
-    return this.items[0];
-  }
-  push(x: number): void {
-    const { items, key } = this;
-    let i = this.size++;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (key[items[parent]] >= key[x]) break;
-      items[i] = items[parent];
-      i = parent;
-    }
-    items[i] = x;
-  }
-  pop(): number {
-    const { items, key } = this;
-    const top = items[0];
-    const x = items[--this.size];
-    let i = 0;
-    for (;;) {
-      let child = 2 * i + 1;
-      if (child >= this.size) break;
-      if (child + 1 < this.size && key[items[child + 1]] > key[items[child]]) child++;
-      if (key[items[child]] <= key[x]) break;
-      items[i] = items[child];
-      i = child;
-    }
-    items[i] = x;
-    return top;
-  }
 }

@@ -29,7 +29,7 @@
 
 import { HintPolicy } from '../policies/hint';
 import { BufferLimit, inflightBound, stageBufferLimit } from '../policies/backpressure';
-import { PipelineShape, Task, TaskKind, fromVirtual, validateShape } from '../policies/task';
+import { PipelineShape, fromVirtual, task, validateShape } from '../policies/task';
 import { DurationModel } from '../models/durations';
 
 export class SlotBoundError extends Error {
@@ -69,7 +69,6 @@ export function slotBound(
   });
   const n = P * V;
   const last = n - 1;
-  const mk = (kind: TaskKind, mb: number, chunk: number): Task => ({ kind, mb, chunk });
   const head = new Float64Array(n * M),
     len = new Float64Array(n * M),
     tail = new Float64Array(n * M);
@@ -81,11 +80,11 @@ export function slotBound(
       cB = new Float64Array(n);
     for (let v = 0; v < n; v++) {
       const { stage, chunk } = fromVirtual(v, shape);
-      pF[v] = d.compute(iteration, stage, mk('F', j, chunk));
-      pB[v] = d.compute(iteration, stage, mk('B', j, chunk));
-      if (split) pW[v] = d.compute(iteration, stage, mk('W', j, chunk));
-      if (v < last) cF[v] = d.comm(iteration, stage, mk('F', j, chunk));
-      if (v > 0) cB[v] = d.comm(iteration, stage, mk('B', j, chunk));
+      pF[v] = d.compute(iteration, stage, task('F', j, chunk));
+      pB[v] = d.compute(iteration, stage, task('B', j, chunk));
+      if (split) pW[v] = d.compute(iteration, stage, task('W', j, chunk));
+      if (v < last) cF[v] = d.comm(iteration, stage, task('F', j, chunk));
+      if (v > 0) cB[v] = d.comm(iteration, stage, task('B', j, chunk));
     }
     // trip[v]: from the start of F(j,v) to the end of B(j,v) with nothing in between queued.
     const trip = new Float64Array(n);

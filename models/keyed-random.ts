@@ -6,6 +6,8 @@
 // salt; three salted hashes give a 53-bit and a 32-bit uniform, and Box–Muller turns
 // them into one standard normal. Not cryptographic; not for anything but emulation.
 
+import { xorShiftMultiply } from './seeded-init';
+
 export type DrawEvent = 'F' | 'B' | 'W' | 'send-activation' | 'send-gradient';
 
 const EVENT_CODE: Record<DrawEvent, number> = { F: 1, B: 2, W: 3, 'send-activation': 4, 'send-gradient': 5 };
@@ -34,14 +36,9 @@ function mixWord(h: number, k: number): number {
   return (Math.imul(h, 5) + 0xe6546b64) | 0;
 }
 
+/** MurmurHash3's fmix32, after mixing in the length. */
 function finalize(h: number, words: number): number {
-  h ^= words * 4;
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
+  return xorShiftMultiply(h ^ (words * 4), 0x85ebca6b, 13, 0xc2b2ae35);
 }
 
 function checkKey(key: DrawKey): number {

@@ -8,7 +8,6 @@
 import * as tf from '@tensorflow/tfjs';
 import { KernelArgs, leadingAxesSum, size } from './kernel-args';
 
-
 /** The addon's functions (native/baton_native.c). */
 export interface Addon {
   sgemm(
@@ -31,7 +30,6 @@ export interface Addon {
   threads(): number;
   config(): string;
 }
-
 
 /** Float32 data of a tensor and a way to make the output, on the two backends whose memory JS can see. */
 interface Memory {

@@ -28,14 +28,21 @@ export function mixKeys(...keys: number[]): number {
   return h;
 }
 
-function avalanche(x: number): number {
+/**
+ * The xor-shift-multiply finalizer shape both hashes use: x ^= x>>>16; x *= m1; x ^= x>>>shift;
+ * x *= m2; x ^= x>>>16, as an unsigned 32-bit value. Its constants pick the mixer.
+ */
+export function xorShiftMultiply(x: number, m1: number, shift: number, m2: number): number {
   x ^= x >>> 16;
-  x = Math.imul(x, 0x7feb352d);
-  x ^= x >>> 15;
-  x = Math.imul(x, 0x846ca68b);
+  x = Math.imul(x, m1);
+  x ^= x >>> shift;
+  x = Math.imul(x, m2);
   x ^= x >>> 16;
   return x >>> 0;
 }
+
+/** lowbias32's constants. */
+const avalanche = (x: number) => xorShiftMultiply(x, 0x7feb352d, 15, 0x846ca68b);
 
 /** A small counter-based generator: state advances by a Weyl step, output is mixed. */
 export class SeededRandom {

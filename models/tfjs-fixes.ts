@@ -25,7 +25,6 @@ export {
   setWasmAllocationLimit,
 } from './wasm-heap-guard';
 
-
 /** The parts of the wasm backend these kernels use. */
 interface WasmBackendLike {
   readSync(dataId: tf.DataId): unknown;
@@ -54,7 +53,6 @@ function swapLastTwo(x: tf.TensorInfo, args: KernelArgs): tf.TensorInfo {
   const transpose = kernelOrThrow('Transpose');
   return transpose.kernelFunc({ inputs: { x }, backend: args.backend, attrs: { perm } }) as tf.TensorInfo;
 }
-
 
 /** Output shape of op(a)·op(b), batch dims broadcast. */
 function matMulOutShape(a: readonly number[], b: readonly number[], tA: boolean, tB: boolean): number[] {

@@ -120,7 +120,13 @@ export function virtualStage(stage: number, chunk: number, shape: PipelineShape)
   return chunk * shape.stages + stage;
 }
 
-export function fromVirtual(v: number, shape: PipelineShape): { stage: number; chunk: number } {
+/** A chunk on a stage: where a task's input comes from or its output goes. */
+export interface StageChunk {
+  readonly stage: number;
+  readonly chunk: number;
+}
+
+export function fromVirtual(v: number, shape: PipelineShape): StageChunk {
   return { stage: v % shape.stages, chunk: Math.floor(v / shape.stages) };
 }
 
@@ -129,39 +135,23 @@ export function isLossStage(stage: number, chunk: number, shape: PipelineShape):
 }
 
 /** Where the output of F(mb, chunk) at `stage` goes, or null at the loss stage. */
-export function forwardSuccessor(
-  stage: number,
-  chunk: number,
-  shape: PipelineShape,
-): { stage: number; chunk: number } | null {
+export function forwardSuccessor(stage: number, chunk: number, shape: PipelineShape): StageChunk | null {
   const v = virtualStage(stage, chunk, shape);
   return v + 1 >= shape.stages * shape.chunks ? null : fromVirtual(v + 1, shape);
 }
 
 /** Where the input gradient of B(mb, chunk) at `stage` goes, or null at the first virtual stage. */
-export function backwardSuccessor(
-  stage: number,
-  chunk: number,
-  shape: PipelineShape,
-): { stage: number; chunk: number } | null {
+export function backwardSuccessor(stage: number, chunk: number, shape: PipelineShape): StageChunk | null {
   const v = virtualStage(stage, chunk, shape);
   return v === 0 ? null : fromVirtual(v - 1, shape);
 }
 
 /** The (stage, chunk) whose F output is the input of F(mb, chunk) at `stage`; null for the data. */
-export function forwardPredecessor(
-  stage: number,
-  chunk: number,
-  shape: PipelineShape,
-): { stage: number; chunk: number } | null {
+export function forwardPredecessor(stage: number, chunk: number, shape: PipelineShape): StageChunk | null {
   return backwardSuccessor(stage, chunk, shape);
 }
 
 /** The (stage, chunk) whose B output is the gradient input of B(mb, chunk); null at the loss stage. */
-export function backwardPredecessor(
-  stage: number,
-  chunk: number,
-  shape: PipelineShape,
-): { stage: number; chunk: number } | null {
+export function backwardPredecessor(stage: number, chunk: number, shape: PipelineShape): StageChunk | null {
   return forwardSuccessor(stage, chunk, shape);
 }

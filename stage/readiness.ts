@@ -5,6 +5,7 @@
 
 import { StageContext } from '../policies/hint';
 import {
+  StageChunk,
   Task,
   backwardSuccessor,
   forwardSuccessor,
@@ -98,7 +99,7 @@ function handOn(
   s: StageState,
   it: IterationState,
   t: Task,
-  to: { readonly stage: number; readonly chunk: number },
+  to: StageChunk,
   kind: 'input' | 'grad',
   fx: StageEffect[],
 ): void {

@@ -12,17 +12,8 @@ import { Arbiter, arbiterFor } from '../policies/arbiter';
 import { HintPolicy, ReadyView, StageContext } from '../policies/hint';
 import { bf, bfw, fPriority, readyViewOf } from '../policies/hints';
 import { resolvePolicy } from '../policies/registry';
-import {
-  PipelineShape,
-  Task,
-  allTasks,
-  backwardPredecessor,
-  formatTask,
-  forwardPredecessor,
-  parseTask,
-  task,
-} from '../policies/task';
-import { shape } from './helpers-task';
+import { PipelineShape, Task, allTasks, formatTask, parseTask, task } from '../policies/task';
+import { shape, dependenciesOf } from './helpers-task';
 
 /** A stage context whose done set is `done` (text forms); inflight follows its definition. */
 function ctxOf(s: PipelineShape, stage: number, done: Iterable<string>): StageContext {
@@ -157,13 +148,7 @@ describe('backpressure', () => {
       const isDone = (stage: number, t: Task) => done[stage].has(formatTask(t));
       const ready = (stage: number, t: Task): boolean => {
         if (isDone(stage, t)) return false;
-        if (t.kind === 'F') {
-          const p = forwardPredecessor(stage, t.chunk, s);
-          return p === null || isDone(p.stage, task('F', t.mb, p.chunk));
-        }
-        if (t.kind === 'W') return isDone(stage, task('B', t.mb, t.chunk));
-        const g = backwardPredecessor(stage, t.chunk, s);
-        return isDone(stage, task('F', t.mb, t.chunk)) && (g === null || isDone(g.stage, task('B', t.mb, g.chunk)));
+        return dependenciesOf(stage, t, s).every((dep) => isDone(dep.stage, dep.task));
       };
       const tasks = allTasks(s);
       const ctx = (stage: number) => ctxOf(s, stage, done[stage]);

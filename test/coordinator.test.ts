@@ -17,6 +17,13 @@ class WrittenLoggingBus extends LocalBus {
   }
 }
 
+/** Ends what a test started: the coordinator's subscriptions, the actors, the bus. */
+async function tearDown(c: { unsubscribe(): void }, runtime: ActorRuntime, bus: LocalBus): Promise<void> {
+  c.unsubscribe();
+  runtime.shutdown();
+  await bus.close();
+}
+
 describe('coordinator', () => {
   it('sends stage 0 its start and first microbatch before encoding the rest of an iteration', async () => {
     const log: string[] = [];
@@ -65,9 +72,7 @@ describe('coordinator', () => {
       );
       assert.deepEqual(c.rejects, { count: 0, first: [] });
     } finally {
-      c.unsubscribe();
-      runtime.shutdown();
-      await bus.close();
+      await tearDown(c, runtime, bus);
     }
   });
 
@@ -99,9 +104,7 @@ describe('coordinator', () => {
       assert.match(c.rejects.first[0], /report of launch zzz999 from stage 0, this is launch abc123/);
       assert.match(c.rejects.first[1], /report of launch \(none\) from stage 1/);
     } finally {
-      c.unsubscribe();
-      runtime.shutdown();
-      await bus.close();
+      await tearDown(c, runtime, bus);
     }
   });
 
@@ -153,9 +156,7 @@ describe('coordinator', () => {
         /report from stage 0 for iteration 0: the report's peakInflight is not a whole number ≥ 0/,
       );
     } finally {
-      c.unsubscribe();
-      runtime.shutdown();
-      await bus.close();
+      await tearDown(c, runtime, bus);
     }
   });
 });

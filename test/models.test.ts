@@ -1,6 +1,7 @@
 import * as assert from 'assert';
 import * as tf from '@tensorflow/tfjs';
 import { loadBackend } from '../models/backend';
+import { installNativeKernels } from '../models/native-kernels';
 import { gptSpec } from '../models/gpt';
 import { mlpLmSpec } from '../models/mlp-lm';
 import { buildFullModel, buildStages, planPartition } from '../models/partition';
@@ -183,8 +184,14 @@ function checkStage(stage: StageModule, input: tf.Tensor, targets: tf.Tensor, se
 }
 
 describe('models: stage modules', () => {
+  // tfjs's own kernels: the tolerance below is set by their float32 rounding of the forward
+  // (native kernels round otherwise; test/native-kernels.test.ts checks them against these).
   before(async () => {
     await loadBackend({ force: 'cpu' });
+    installNativeKernels('cpu', { choice: 'tfjs' });
+  });
+  after(() => {
+    installNativeKernels('cpu');
   });
 
   for (const [label, make, batch, seq] of [

@@ -11,16 +11,8 @@ import { inflightCaps } from '../checks/slot-bound';
 import { loadProfile } from '../models/profile';
 import { BufferLimit } from '../policies/backpressure';
 import { bf } from '../policies/hints';
-import {
-  PipelineShape,
-  Task,
-  allTasks,
-  backwardPredecessor,
-  formatTask,
-  forwardPredecessor,
-  isLossStage,
-  task,
-} from '../policies/task';
+import { PipelineShape, Task, allTasks, formatTask } from '../policies/task';
+import { dependenciesOf } from './helpers-task';
 
 /**
  * The problems of an offline schedule, checked here from the task definitions alone
@@ -60,17 +52,9 @@ function problems(
             `${where}: starts at ${x.start} before ${what} ${formatTask(dep)} at stage ${stage} (${y.end} + ${delay})`,
           );
       };
-      if (t.kind === 'F') {
-        const p = forwardPredecessor(s, t.chunk, shape);
-        if (p) after(p.stage, task('F', t.mb, p.chunk), d.comm(0, p.stage, task('F', t.mb, p.chunk)), 'its input from');
-        else if (x.start < -eps) out.push(`${where}: starts before 0`);
-      } else if (t.kind === 'B') {
-        after(s, task('F', t.mb, t.chunk), 0, 'its forward');
-        if (!isLossStage(s, t.chunk, shape)) {
-          const p = backwardPredecessor(s, t.chunk, shape)!;
-          after(p.stage, task('B', t.mb, p.chunk), d.comm(0, p.stage, task('B', t.mb, p.chunk)), 'its gradient from');
-        }
-      } else after(s, task('B', t.mb, t.chunk), 0, 'its backward');
+      const deps = dependenciesOf(s, t, shape);
+      for (const dep of deps) after(dep.stage, dep.task, dep.remote ? d.comm(0, dep.stage, dep.task) : 0, dep.what);
+      if (deps.length === 0 && x.start < -eps) out.push(`${where}: starts before 0`);
     }
   for (let s = 0; s < shape.stages; s++) {
     const mine = sched.filter((x) => x.stage === s).sort((a, b) => a.start - b.start);

@@ -62,13 +62,15 @@ describe('simulation on the virtual clock (the real actors)', function () {
     assert.ok(refused > 0, 'interleaved-1f1b refuses M not a multiple of P');
   });
 
+  /** (P, M) pairs of the closed-form checks: M a multiple of P, M ≫ P, and neither. */
+  const SHAPES = [
+    [4, 8],
+    [8, 32],
+    [3, 13],
+  ];
+
   it('gives binding gpipe and 1f1b exactly (M+P-1)(F+B) on uniform without jitter', async () => {
-    for (const [P, M] of [
-      [4, 8],
-      [8, 32],
-      [3, 13],
-      [8, 3],
-    ]) {
+    for (const [P, M] of [...SHAPES, [8, 3]]) {
       for (const policy of ['gpipe', '1f1b']) {
         const s = summarize(await sim({ stages: P, microbatches: M, policy, profile: 'uniform' }));
         assert.equal(s.makespan_ms, (M + P - 1) * 30, `${policy} P=${P} M=${M}`);
@@ -77,12 +79,7 @@ describe('simulation on the virtual clock (the real actors)', function () {
   });
 
   it('keeps bf within 1% of (M+P-1)(F+B) on uniform without jitter', async () => {
-    for (const [P, M] of [
-      [4, 8],
-      [8, 32],
-      [3, 13],
-      [8, 64],
-    ]) {
+    for (const [P, M] of [...SHAPES, [8, 64]]) {
       const s = summarize(await sim({ stages: P, microbatches: M, policy: 'bf' }));
       assert.ok(s.makespan_ms <= (M + P - 1) * 30 * 1.01, `bf P=${P} M=${M}: ${s.makespan_ms}`);
     }

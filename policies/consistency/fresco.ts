@@ -29,7 +29,7 @@
 // the values its forward saw), attention's internal products (only the linear maps are
 // protected), the error-feedback extension (§6.3).
 
-import { LinalgError, Vec } from './linalg';
+import { LinalgError, Vec, addScaled, dot } from './linalg';
 import { Basis, augment, extractBasis, mergeBases } from './subspace';
 
 export { project } from './subspace';
@@ -233,37 +233,23 @@ export function projectInPlace(
       const qi = i * k;
       for (let r = 0; r < m; r++) {
         const s = weight[(o0 + r) * so + i * si];
-        if (s === 0) continue;
-        const gr = r * k;
-        for (let c = 0; c < k; c++) scratch[gr + c] += s * qd[qi + c];
+        if (s !== 0) addScaled(scratch, r * k, s, qd, qi, k);
       }
     }
     if (bias !== undefined) {
       const qi = din * k;
       for (let r = 0; r < m; r++) {
         const s = bias[o0 + r];
-        if (s === 0) continue;
-        const gr = r * k;
-        for (let c = 0; c < k; c++) scratch[gr + c] += s * qd[qi + c];
+        if (s !== 0) addScaled(scratch, r * k, s, qd, qi, k);
       }
     }
     for (let i = 0; i < din; i++) {
       const qi = i * k;
-      for (let r = 0; r < m; r++) {
-        const gr = r * k;
-        let s = 0;
-        for (let c = 0; c < k; c++) s += scratch[gr + c] * qd[qi + c];
-        weight[(o0 + r) * so + i * si] -= s;
-      }
+      for (let r = 0; r < m; r++) weight[(o0 + r) * so + i * si] -= dot(scratch, r * k, qd, qi, k);
     }
     if (bias !== undefined) {
       const qi = din * k;
-      for (let r = 0; r < m; r++) {
-        const gr = r * k;
-        let s = 0;
-        for (let c = 0; c < k; c++) s += scratch[gr + c] * qd[qi + c];
-        bias[o0 + r] -= s;
-      }
+      for (let r = 0; r < m; r++) bias[o0 + r] -= dot(scratch, r * k, qd, qi, k);
     }
   }
 }

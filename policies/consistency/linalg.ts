@@ -15,46 +15,42 @@ export function checkSize(where: string, what: string, a: Vec, rows: number, col
   }
 }
 
+/** out[at … at+n) += s · src[from … from+n). */
+export function addScaled(out: Float64Array, at: number, s: number, src: Vec, from: number, n: number): void {
+  for (let j = 0; j < n; j++) out[at + j] += s * src[from + j];
+}
+
+/** Σ a[i … i+n) · b[j … j+n), summed in index order. */
+export function dot(a: Vec, i: number, b: Vec, j: number, n: number): number {
+  let s = 0;
+  for (let t = 0; t < n; t++) s += a[i + t] * b[j + t];
+  return s;
+}
+
 /** out (m×q) = A (m×p) · B (p×q). */
-export function mulAB(
-  a: Vec,
-  b: Vec,
-  m: number,
-  p: number,
-  q: number,
-  out: Float64Array = new Float64Array(m * q),
-): Float64Array {
+export function mulAB(a: Vec, b: Vec, m: number, p: number, q: number, into?: Float64Array): Float64Array {
+  const out = into ?? new Float64Array(m * q);
   out.fill(0, 0, m * q);
   for (let i = 0; i < m; i++) {
     const oi = i * q;
     for (let r = 0; r < p; r++) {
       const s = a[i * p + r];
-      if (s === 0) continue;
-      const br = r * q;
-      for (let j = 0; j < q; j++) out[oi + j] += s * b[br + j];
+      if (s !== 0) addScaled(out, oi, s, b, r * q, q);
     }
   }
   return out;
 }
 
 /** out (p×q) = Aᵀ · B with A (m×p) and B (m×q). */
-export function mulAtB(
-  a: Vec,
-  b: Vec,
-  m: number,
-  p: number,
-  q: number,
-  out: Float64Array = new Float64Array(p * q),
-): Float64Array {
+export function mulAtB(a: Vec, b: Vec, m: number, p: number, q: number, into?: Float64Array): Float64Array {
+  const out = into ?? new Float64Array(p * q);
   out.fill(0, 0, p * q);
   for (let r = 0; r < m; r++) {
     const ar = r * p;
     const br = r * q;
     for (let i = 0; i < p; i++) {
       const s = a[ar + i];
-      if (s === 0) continue;
-      const oi = i * q;
-      for (let j = 0; j < q; j++) out[oi + j] += s * b[br + j];
+      if (s !== 0) addScaled(out, i * q, s, b, br, q);
     }
   }
   return out;
@@ -65,12 +61,7 @@ export function subABt(c: Vec, a: Vec, b: Vec, m: number, p: number, q: number):
   for (let i = 0; i < m; i++) {
     const ai = i * q;
     const ci = i * p;
-    for (let j = 0; j < p; j++) {
-      const bj = j * q;
-      let s = 0;
-      for (let t = 0; t < q; t++) s += a[ai + t] * b[bj + t];
-      c[ci + j] -= s;
-    }
+    for (let j = 0; j < p; j++) c[ci + j] -= dot(a, ai, b, j * q, q);
   }
 }
 

@@ -23,17 +23,14 @@ export class AdamW extends MomentOptimizer {
   }
 
   protected updateSlot(s: Slot, p: Float32Array, g: Float32Array, lr: number): void {
-    const { m, v, delta } = s;
-    const { w1, b2, w2, decay } = this.momentWeights(s, lr);
     const step = lr * this.stepSize;
-    const bc2Sqrt = this.bc2Sqrt;
-    const eps = this.eps;
-    for (let i = 0; i < delta.length; i++) {
-      const gi = g[i];
-      const mi = (m[i] = m[i] + w1 * (gi - m[i]));
-      const vi = (v[i] = b2 * v[i] + w2 * gi * gi);
-      delta[i] = -decay * p[i] - (step * mi) / (Math.sqrt(vi) / bc2Sqrt + eps);
-    }
+    const { bc2Sqrt, eps } = this;
+    this.advanceMoments(
+      s,
+      g,
+      lr,
+      (i, _gi, mi, vi, decay) => -decay * p[i] - (step * mi) / (Math.sqrt(vi) / bc2Sqrt + eps),
+    );
   }
 
   direction(name: string, param: Float32Array, out: Float32Array): void {

@@ -98,9 +98,28 @@ export abstract class MomentOptimizer implements Optimizer {
   protected abstract updateSlot(s: Slot, p: Float32Array, g: Float32Array, lr: number): void;
   abstract direction(name: string, param: Float32Array, out: Float32Array): void;
 
-  /** The weights both moment updates use this step: m ← m + w1(g − m), v ← b2·v + w2·g², and lr·λ for s. */
-  protected momentWeights(s: Slot, lr: number): { w1: number; b2: number; w2: number; decay: number } {
-    return { w1: 1 - this.beta1, b2: this.beta2, w2: 1 - this.beta2, decay: s.decay ? lr * this.weightDecay : 0 };
+  /**
+   * Advances s.m and s.v with g, m ← m + (1−β1)(g − m) and v ← β2·v + (1−β2)·g², and writes
+   * s.delta[i] = deltaOf(i, g_i, m_i, v_i, lr·λ). m_i and v_i are the float64 values before the
+   * float32 store, so each element is rounded once.
+   */
+  protected advanceMoments(
+    s: Slot,
+    g: Float32Array,
+    lr: number,
+    deltaOf: (i: number, gi: number, mi: number, vi: number, decay: number) => number,
+  ): void {
+    const { m, v, delta } = s;
+    const w1 = 1 - this.beta1;
+    const b2 = this.beta2;
+    const w2 = 1 - b2;
+    const decay = s.decay ? lr * this.weightDecay : 0;
+    for (let i = 0; i < delta.length; i++) {
+      const gi = g[i];
+      const mi = (m[i] = m[i] + w1 * (gi - m[i]));
+      const vi = (v[i] = b2 * v[i] + w2 * gi * gi);
+      delta[i] = deltaOf(i, gi, mi, vi, decay);
+    }
   }
 
   protected slot(name: string, where: string): Slot {

@@ -45,19 +45,13 @@ export class NAdamW extends MomentOptimizer {
   }
 
   protected updateSlot(s: Slot, p: Float32Array, g: Float32Array, lr: number): void {
-    const { m, v, delta } = s;
-    const { w1, b2, w2, decay } = this.momentWeights(s, lr);
     const cg = lr * this.gradCoef;
     const cm = lr * this.momCoef;
-    const bc2 = this.bc2;
-    const eps = this.eps;
-    for (let i = 0; i < delta.length; i++) {
-      const gi = g[i];
-      const mi = (m[i] = m[i] + w1 * (gi - m[i]));
-      const vi = (v[i] = b2 * v[i] + w2 * gi * gi);
+    const { bc2, eps } = this;
+    this.advanceMoments(s, g, lr, (i, gi, mi, vi, decay) => {
       const denom = Math.sqrt(vi / bc2) + eps;
-      delta[i] = -decay * p[i] - (cg * gi) / denom - (cm * mi) / denom;
-    }
+      return -decay * p[i] - (cg * gi) / denom - (cm * mi) / denom;
+    });
   }
 
   /** The next step's Δ/(−lr) with the unknown next gradient replaced by m (so m stays m). */
