@@ -211,9 +211,13 @@ export function listSchedule(g: TaskGraph, prio: Float64Array): ListSchedule {
       events.push(2 * id);
     }
   }
-  if (done !== size)
-    throw new OfflineScheduleError(
-      `offline schedule: ${size - done} of ${size} tasks never ran (stage limits [${g.limits.join(', ')}]), which the focused drain should make impossible`,
-    );
+  checkAllRan(g, done);
   return { makespan, start, readyAt };
+}
+
+function checkAllRan(g: TaskGraph, done: number): void {
+  if (done !== g.size)
+    throw new OfflineScheduleError(
+      `offline schedule: ${g.size - done} of ${g.size} tasks never ran (stage limits [${g.limits.join(', ')}]), which the focused drain should make impossible`,
+    );
 }
