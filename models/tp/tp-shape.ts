@@ -54,7 +54,7 @@ export function checkTensorParallel(d: TpSplitDims, ranks: number): void {
   if (d.hidden % ranks !== 0) {
     const near = nearestDivisor(d.hidden, ranks);
     throw new TensorParallelShapeError(
-      `mlp: the blocks' hidden width ${d.hidden} (4 × --width ${d.width}) is not divisible by --tp ${ranks}; the nearest valid --tp is ${near}`,
+      `mlp: the blocks' hidden width ${d.hidden}${d.hidden === 4 * d.width ? ` (4 × --width ${d.width})` : ''} is not divisible by --tp ${ranks}; the nearest valid --tp is ${near}`,
     );
   }
 }
