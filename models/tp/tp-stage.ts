@@ -3,13 +3,12 @@
 // The forward all-reduces each parallel step's partial output (the row-parallel matrices'
 // sum); the backward all-reduces the gradient of each column-parallel matrix's input (the
 // LayerNorm's output), then carries it through the replicated LayerNorm. Between the
-// collectives each segment is differentiated on its own (tf.grads on the segment, from the
-// input the forward saved), so the chain can wait for its peers between segments. The rank
-// never learns who its peers are: it is handed an AllReduce.
+// collectives each segment (a LayerNorm, a core, an embedding or head) keeps its own autodiff
+// tape (kept-tape.ts) and is differentiated on its own, so the chain can wait for its peers
+// between segments and the backward recomputes nothing. The rank never learns who its peers
+// are: it is handed an AllReduce.
 //
-// Not modelled: keeping the segments' tapes (each segment's forward runs again in the
-// backward, about a third more compute), a split backward's separate weight half (B
-// computes the weight gradients too).
+// Not modelled: a split backward's separate weight half (B computes the weight gradients too).
 
 import * as tf from '@tensorflow/tfjs';
 import type { AllReduce } from '../all-reduce';
@@ -20,6 +19,7 @@ import { readFloat32 } from '../tensor-io';
 import { checkWasmHeap, DEFAULT_WASM_HEAP_LIMIT } from '../tfjs-fixes';
 import { ShardedParam, localShape, shardInit } from './sharded-param';
 import { ParallelStep, TpModel, TpStep, stepParams } from './tp-layers';
+import { KeptForward, backwardFromTape, forwardKeepingTape, releaseTape } from '../kept-tape';
 
 /** A forward's saved inputs, for its backward. */
 export interface TpKept {
@@ -27,6 +27,8 @@ export interface TpKept {
   readonly inputs: tf.Tensor[];
   /** Parallel steps: the LayerNorm's output (the core's input), by step index. */
   readonly normed: Map<number, tf.Tensor>;
+  /** Each segment's tape: `k` for a local step, `k.norm` and `k.core` for a parallel one. */
+  readonly tapes: Map<string, KeptForward>;
 }
 
 export interface TpBackwardResult {
@@ -95,7 +97,7 @@ export class TpStage {
     allReduce: AllReduce,
     key: string,
   ): Promise<{ output: tf.Tensor | null; kept: TpKept }> {
-    const kept: TpKept = { inputs: [input], normed: new Map() };
+    const kept: TpKept = { inputs: [input], normed: new Map(), tapes: new Map() };
     try {
       let x = input;
       for (let k = 0; k < this.steps.length; k++) {
@@ -103,7 +105,9 @@ export class TpStage {
         const w = this.stepVars(k);
         if (step.kind === 'local') {
           if (this.isLast && k === this.steps.length - 1) return { output: null, kept };
-          x = tf.tidy(() => step.apply(w, x));
+          const tape = forwardKeepingTape(() => step.apply(w, x));
+          kept.tapes.set(`${k}`, tape);
+          x = tape.output;
         } else {
           x = await this.parallelForward(step, k, w, x, kept, allReduce, `${key}/${step.name}/fwd`);
         }
@@ -128,9 +132,13 @@ export class TpStage {
   ): Promise<tf.Tensor> {
     const nNorm = step.norm.length;
     const nCore = step.core.length;
-    const h = tf.tidy(() => step.normApply(w.slice(0, nNorm), t));
+    const normTape = forwardKeepingTape(() => step.normApply(w.slice(0, nNorm), t));
+    kept.tapes.set(`${k}.norm`, normTape);
+    const h = normTape.output;
     kept.normed.set(k, h);
-    const partial = tf.tidy(() => step.coreApply(w.slice(nNorm, nNorm + nCore), h));
+    const coreTape = forwardKeepingTape(() => step.coreApply(w.slice(nNorm, nNorm + nCore), h));
+    kept.tapes.set(`${k}.core`, coreTape);
+    const partial = coreTape.output;
     const shape = partial.shape;
     const data = readFloat32(partial);
     partial.dispose();
@@ -168,10 +176,13 @@ export class TpStage {
         const w = this.stepVars(k);
         const wantInput = !(this.isFirst && k === 0);
         let r: { dx: tf.Tensor | null; dw: tf.Tensor[]; loss?: number };
-        if (step.kind === 'local')
-          r = this.localBackward(step.apply, x, w, dy, wantInput, k === this.steps.length - 1 ? last : undefined);
-        else
-          r = await this.parallelBackward(step, x, kept.normed.get(k)!, w, dy!, allReduce, `${key}/${step.name}/bwd`);
+        if (step.kind === 'parallel')
+          r = await this.parallelBackward(step, k, x, kept, w, dy!, allReduce, `${key}/${step.name}/bwd`);
+        else if (this.isLast && k === this.steps.length - 1) r = this.lossBackward(step.apply, x, w, wantInput, last!);
+        else {
+          const g = backwardFromTape(this.tape(kept, `${k}`), wantInput ? [x, ...w] : w, dy!);
+          r = { dx: wantInput ? g[0]! : null, dw: wantInput ? g.slice(1) : g };
+        }
         if (dy && dy !== gradOutput) dy.dispose();
         dy = r.dx;
         grads[k] = r.dw;
@@ -189,34 +200,40 @@ export class TpStage {
     }
   }
 
-  private localBackward(
+  private tape(kept: TpKept, name: string): KeptForward {
+    const t = kept.tapes.get(name);
+    if (!t) throw new StageUsageError(this.name, `no kept tape for segment ${name}`);
+    kept.tapes.delete(name);
+    return t;
+  }
+
+  /** The head with the loss, run forward and backward together (the loss stage's B, as in TP = 1). */
+  private lossBackward(
     apply: (p: readonly tf.Tensor[], x: tf.Tensor) => tf.Tensor,
     x: tf.Tensor,
     w: readonly tf.Tensor[],
-    dy: tf.Tensor | null,
     wantInput: boolean,
-    last: { targets: tf.Tensor; lossScale: number } | undefined,
-  ): { dx: tf.Tensor | null; dw: tf.Tensor[]; loss?: number } {
-    const f = (...a: tf.Tensor[]) => {
-      const y = wantInput ? apply(a.slice(1), a[0]!) : apply(a, x);
-      return last ? this.model.spec.loss(y, last.targets) : y;
-    };
-    const seed = last ? tf.scalar(last.lossScale) : dy!;
+    last: { targets: tf.Tensor; lossScale: number },
+  ): { dx: tf.Tensor | null; dw: tf.Tensor[]; loss: number } {
+    const f = (...a: tf.Tensor[]) =>
+      this.model.spec.loss(wantInput ? apply(a.slice(1), a[0]!) : apply(a, x), last.targets);
+    const seed = tf.scalar(last.lossScale);
     try {
       const { value, grads } = tf.valueAndGrads(f)(wantInput ? [x, ...w] : [...w], seed);
-      const loss = last ? value.dataSync()[0] : undefined;
+      const loss = value.dataSync()[0]!;
       value.dispose();
       return { dx: wantInput ? grads[0]! : null, dw: wantInput ? grads.slice(1) : grads, loss };
     } finally {
-      if (last) seed.dispose();
+      seed.dispose();
     }
   }
 
   /** dt = dy + normᵀ(Σ_ranks coreᵀ(dy)); the bias gets Σ dy (it was added once, after the all-reduce). */
   private async parallelBackward(
     step: ParallelStep,
+    k: number,
     t: tf.Tensor,
-    h: tf.Tensor,
+    kept: TpKept,
     w: readonly tf.Tensor[],
     dy: tf.Tensor,
     allReduce: AllReduce,
@@ -226,10 +243,9 @@ export class TpStage {
     const coreW = w.slice(nNorm, nNorm + step.core.length);
     const width = dy.shape[dy.shape.length - 1]!;
     const dBias = tf.tidy(() => dy.reshape([-1, width]).sum(0));
-    const [dhPartial, ...dCore] = tf.grads((hh: tf.Tensor, ...cw: tf.Tensor[]) => step.coreApply(cw, hh))(
-      [h, ...coreW],
-      dy,
-    );
+    const h = kept.normed.get(k)!;
+    const [dhPartial, ...dCore] = backwardFromTape(this.tape(kept, `${k}.core`), [h, ...coreW], dy);
+    const normTape = this.tape(kept, `${k}.norm`);
     let dNorm: tf.Tensor[];
     let dx: tf.Tensor;
     try {
@@ -237,10 +253,7 @@ export class TpStage {
       const sum = await allReduce(key, data);
       [dx, ...dNorm] = tf.tidy(() => {
         const dh = tf.tensor(sum, h.shape, 'float32');
-        const [dt, ...dn] = tf.grads((tt: tf.Tensor, ...nw: tf.Tensor[]) => step.normApply(nw, tt))(
-          [t, ...w.slice(0, nNorm)],
-          dh,
-        );
+        const [dt, ...dn] = backwardFromTape(normTape, [t, ...w.slice(0, nNorm)], dh);
         return [dy.add(dt!), ...dn];
       });
     } catch (err) {
@@ -248,6 +261,7 @@ export class TpStage {
       throw err;
     } finally {
       dhPartial!.dispose();
+      releaseTape(normTape);
     }
     return { dx: dx!, dw: [...dNorm!, ...dCore, dBias] };
   }
@@ -258,6 +272,8 @@ export class TpStage {
     kept.inputs.length = 1;
     for (const h of kept.normed.values()) h.dispose();
     kept.normed.clear();
+    for (const t of kept.tapes.values()) releaseTape(t);
+    kept.tapes.clear();
   }
 
   dispose(): void {
