@@ -306,6 +306,21 @@ describe('tensor-parallel compute (Megatron split) on an in-process group', func
       assertRunsClose(got, await trainPlain(t, 2, 4), t, 1e-5);
     });
 
+  it('a failed collective is reported through fail, with the rank still usable for dispose', async () => {
+    const t = tiny('gpt');
+    const shape: PipelineShape = { stages: 2, chunks: 1, microbatches: 1, splitBackward: false };
+    const before = tf.memory().numTensors;
+    const failed = new Promise<unknown>((resolve) => {
+      const allReduce: AllReduce = () => Promise.reject(new Error('peer rank 1 stopped answering'));
+      const c = new TpTrainingCompute(0, shape, t, { rank: 0, ranks: 2, allReduce, fail: resolve });
+      c.run(0, task('F', 0, 0), () => resolve(new Error('F finished without its all-reduce')));
+      setTimeout(() => c.dispose(), 50);
+    });
+    assert.match(String(await failed), /peer rank 1 stopped answering/);
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(tf.memory().numTensors, before);
+  });
+
   it('leaves no tensor behind after training', async () => {
     const t = tiny('gpt');
     await trainTp({ t, P: 2, T: 2, M: 2 });

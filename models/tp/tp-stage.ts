@@ -148,7 +148,7 @@ export class TpStage {
   }
 
   /**
-   * Gradients from a forward's kept inputs: of `sum(gradOutput · output)`, or on the last
+   * Gradients from what a forward kept (inputs and tapes): of `sum(gradOutput · output)`, or on the last
    * stage of `lossScale × loss(head(x), targets)`; all-reduces under `${key}/<step>/bwd`.
    * Frees what the forward kept (not the caller's input, gradOutput or targets).
    */
