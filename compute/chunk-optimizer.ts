@@ -19,15 +19,18 @@ export interface StageSnapshot {
   optimizer: OptimizerState[];
 }
 
-export interface ChunkState {
-  module: StageModule;
+/** What the optimizer step and snapshots need of a chunk's module (a stage module, or a TP rank's share). */
+export type ParamHolder = Pick<StageModule, 'params'>;
+
+export interface ChunkState<M extends ParamHolder = StageModule> {
+  module: M;
   names: string[];
   optimizer: AdamW;
   sum: OrderedSum | null;
 }
 
 /** One AdamW step of chunk `c` with its microbatch-ordered gradient sum, written into its module's variables. */
-export function stepChunk(c: ChunkState, sum: OrderedSum, lr: number): void {
+export function stepChunk(c: ChunkState<ParamHolder>, sum: OrderedSum, lr: number): void {
   const grads = sum.result();
   const vars = c.module.params();
   const params = new Map(vars.map((v, i) => [c.names[i], readFloat32(v)]));
@@ -41,14 +44,14 @@ export function stepChunk(c: ChunkState, sum: OrderedSum, lr: number): void {
   });
 }
 
-export function snapshotChunks(chunks: readonly ChunkState[]): StageSnapshot {
+export function snapshotChunks(chunks: readonly ChunkState<ParamHolder>[]): StageSnapshot {
   const params: Record<string, Float32Array> = {};
   for (const c of chunks) c.module.params().forEach((v, i) => (params[c.names[i]] = readFloat32(v)));
   return { params, optimizer: chunks.map((c) => c.optimizer.state()) };
 }
 
 /** Load a checkpoint's parameters and optimizer state into stage `stage`'s chunks, refusing one of another model. */
-export function restoreChunks(stage: number, chunks: readonly ChunkState[], s: StageSnapshot): void {
+export function restoreChunks(stage: number, chunks: readonly ChunkState<ParamHolder>[], s: StageSnapshot): void {
   chunks.forEach((c, ci) => {
     c.module.params().forEach((v, i) => {
       const p = s.params[c.names[i]];

@@ -36,6 +36,14 @@ import {
   stageModules,
   tensorMessageBytes,
 } from './training-boundary';
+import {
+  FlushObserver,
+  ReplicaGroup,
+  checkReplicaGroup,
+  dataMicrobatch,
+  finishSums,
+  lossScaleFor,
+} from './replica-reduce';
 
 const key = (it: number, mb: number, chunk: number) => `${it}|${mb}|${chunk}`;
 
@@ -60,7 +68,10 @@ export class TrainingCompute implements StageCompute {
     private readonly shape: PipelineShape,
     private readonly train: TrainConfig,
     resume?: StageSnapshot,
+    /** dp: this stage's replica and the all-reduce across replicas (absent: one replica); onFlush: see FlushObserver. */
+    private readonly opts: { dp?: ReplicaGroup; onFlush?: FlushObserver } = {},
   ) {
+    if (opts.dp) checkReplicaGroup(opts.dp);
     this.corpus = corpusFor(train);
     this.hidden = hiddenShapeFor(train, this.corpus.vocabSize);
     this.chunks = stageModules(stage, shape, train, false).map((module) => ({
@@ -118,7 +129,7 @@ export class TrainingCompute implements StageCompute {
     const c = this.chunks[t.chunk];
     const x =
       this.stage === 0 && t.chunk === 0
-        ? tf.tensor(batchFor(this.train, this.corpus, 'train', iteration, t.mb).inputs, this.inputShape(), 'int32')
+        ? tf.tensor(this.batch(iteration, t.mb).inputs, this.inputShape(), 'int32')
         : this.take(this.received, k, 'input activation');
     this.saved.set(k, x);
     if (c.module.isLast) return [];
@@ -130,12 +141,23 @@ export class TrainingCompute implements StageCompute {
     return [out];
   }
 
+  /** Local microbatch `mb`'s data (this replica's share of the iteration). */
+  private batch(iteration: number, mb: number) {
+    return batchFor(
+      this.train,
+      this.corpus,
+      'train',
+      iteration,
+      dataMicrobatch(this.opts.dp, this.shape.microbatches, mb),
+    );
+  }
+
   private inputShape(): number[] {
     return [this.train.microbatchSize, this.train.seq];
   }
 
   private targets(iteration: number, mb: number): tf.Tensor {
-    const b = batchFor(this.train, this.corpus, 'train', iteration, mb);
+    const b = this.batch(iteration, mb);
     return tf.tensor(b.targets, [...b.targetShape], 'int32');
   }
 
@@ -156,7 +178,8 @@ export class TrainingCompute implements StageCompute {
     const kept = this.kept.get(k);
     this.kept.delete(k);
     const targets = last ? this.targets(iteration, t.mb) : undefined;
-    return { k, c: this.chunks[t.chunk], x, dy, kept, targets, lossScale: 1 / this.shape.microbatches };
+    const lossScale = lossScaleFor(this.opts.dp, this.shape.microbatches);
+    return { k, c: this.chunks[t.chunk], x, dy, kept, targets, lossScale };
   }
 
   private backward(iteration: number, t: Task): TensorPayload[] {
@@ -246,9 +269,11 @@ export class TrainingCompute implements StageCompute {
       },
       this.step + 1,
     );
-    for (const c of this.chunks) {
+    for (const c of this.chunks)
       if (!c.sum) throw new TrainingComputeError(`stage ${this.stage}: iteration ${iteration} ended without gradients`);
-      stepChunk(c, c.sum, lr);
+    await finishSums(this.chunks, iteration, this.opts.dp, this.opts.onFlush);
+    for (const c of this.chunks) {
+      stepChunk(c, c.sum!, lr);
       c.sum = null;
     }
     this.step++;

@@ -108,8 +108,23 @@ export interface AttentionWeights {
  * than one fused (C, 3C) matrix: slicing the fused output is slow on wasm.
  */
 export function causalSelfAttention(x: tf.Tensor, heads: number, w: AttentionWeights): tf.Tensor {
-  const [B, T, C] = x.shape as [number, number, number];
-  const hd = C / heads;
+  const C = x.shape[2]!;
+  return linear(attentionHeads(x, heads, C / heads, w), w.wo, w.bo);
+}
+
+/**
+ * The heads' mixed values before the output projection, (B, T, heads·headDim): q, k, v of
+ * `heads` heads of width `headDim` (wq, wk, wv are (C, heads·headDim)). A tensor-parallel
+ * rank runs it on its own heads' columns.
+ */
+export function attentionHeads(
+  x: tf.Tensor,
+  heads: number,
+  headDim: number,
+  w: Omit<AttentionWeights, 'wo' | 'bo'>,
+): tf.Tensor {
+  const [B, T] = x.shape as [number, number, number];
+  const hd = headDim;
   const split = (t: tf.Tensor) => t.reshape([B, T, heads, hd]).transpose([0, 2, 1, 3]); // (B, H, T, hd)
   const q = split(linear(x, w.wq, w.bq));
   const k = split(linear(x, w.wk, w.bk));
@@ -119,8 +134,10 @@ export function causalSelfAttention(x: tf.Tensor, heads: number, w: AttentionWei
     .mul(1 / Math.sqrt(hd))
     .add(causalMask(T)); // (B, H, T, T)
   const att = tf.softmax(scores, -1);
-  const y = tf.matMul(att, v).transpose([0, 2, 1, 3]).reshape([B, T, C]); // (B, T, C)
-  return linear(y, w.wo, w.bo);
+  return tf
+    .matMul(att, v)
+    .transpose([0, 2, 1, 3])
+    .reshape([B, T, heads * hd]); // (B, T, H·hd)
 }
 
 /** Mean cross-entropy of logits (..., V) against int32 targets (...). */

@@ -20,7 +20,7 @@ export function fromPayload(p: TensorPayload): tf.Tensor {
 }
 
 /** Optimizer descriptions of a module's parameters: matrices decay, vectors (biases, norms) do not. */
-export function paramInfos(module: StageModule): ParamInfo[] {
+export function paramInfos(module: Pick<StageModule, 'params' | 'paramNames'>): ParamInfo[] {
   const names = module.paramNames();
   return module.params().map((v, i) => ({ name: names[i], shape: v.shape, decay: v.shape.length >= 2 }));
 }
