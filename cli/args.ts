@@ -24,6 +24,14 @@ export const PRINT_CONFIG_FLAG: FlagSpec = {
   help: 'print the resolved config and exit',
 };
 
+/** --config, of the same commands: a job file whose values the flags given override (cli/job-file.ts). */
+export const CONFIG_FLAG: FlagSpec = {
+  name: 'config',
+  type: 'string',
+  metavar: 'FILE',
+  help: 'read the job from a YAML or JSON job file (the form --print-config prints); flags given override it',
+};
+
 export class UsageError extends InputError {
   override name = 'UsageError';
 }
@@ -76,7 +84,7 @@ export function parseFlags(
       throw new UsageError(
         `${command}: --${name} needs a value (${spec.metavar ?? spec.type})${raw === undefined ? '' : `, got the flag ${JSON.stringify(raw.slice(0, 40))}; write --${name}=VALUE for a value that starts with --`}`,
       );
-    flags[camel(name)] = convert(raw, spec, command);
+    flags[camel(name)] = convertFlag(raw, spec, command);
     given.add(camel(name));
   }
   return { flags, positional, given };
@@ -84,7 +92,8 @@ export function parseFlags(
 
 const DECIMAL_RE = /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/;
 
-function convert(raw: string, spec: FlagSpec, command: string): string | number | string[] {
+/** A flag's text as its value, checked as on the command line (a job file's values go through it too). */
+export function convertFlag(raw: string, spec: FlagSpec, command: string): string | number | string[] {
   switch (spec.type) {
     case 'int': {
       const n = Number(raw);

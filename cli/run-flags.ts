@@ -4,7 +4,7 @@
 import { MAX_TIMER_MS } from '../base/clock';
 import { JobConfig } from '../job/config';
 import { MAX_NODE_NAME, NODE_NAME_RE } from '../actors/node-protocol';
-import { HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, ParsedFlags, UsageError, helpText } from './args';
+import { CONFIG_FLAG, HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, ParsedFlags, UsageError, helpText } from './args';
 import { NATS_URL_FORMS, natsFlag } from './nats-flag';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { STAGE_NODE_FLAGS_HELP, stageNodeFlags } from './stage-node-flags';
@@ -64,6 +64,7 @@ export const RUN_FLAGS: readonly FlagSpec[] = [
     default: RUN_COMMAND_DEFAULTS.stallTimeoutMs,
   },
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },
+  CONFIG_FLAG,
   PRINT_CONFIG_FLAG,
   HELP_FLAG,
 ];
@@ -72,7 +73,7 @@ export const RUN_HELP =
   helpText(
     'run',
     'run a pipeline job on the real clock, over NATS (default) or in one process',
-    'baton run [sim flags] [--transport nats|local] [--nats URL] [--processes per-stage|single] [--nodes N1,…] [--trace FILE.json] [--gantt FILE.svg] [--json]',
+    'baton run [sim flags] [--transport nats|local] [--nats URL] [--processes per-stage|single] [--nodes N1,…] [--trace FILE.json] [--gantt FILE.svg] [--config FILE] [--json]',
     RUN_FLAGS,
   ) + STAGE_NODE_FLAGS_HELP;
 

@@ -12,7 +12,7 @@ import { formatTable } from './table';
 import { RATIO_NOTE, WithReference, referenceColumns, withReference } from './reference-flag';
 import { warnRejects } from './rejects';
 import { checkTraceOutputs, writeComparedTraceFiles } from './trace-output';
-import { configForPrint } from './print-config';
+import { jobFileText, withJobFile } from './job-file';
 import { RUN_FLAGS, RUN_HELP, runConfigFromFlags } from './run-flags';
 import { RunOutcome, RunSetup, runOnce } from './run-once';
 
@@ -24,7 +24,7 @@ function summary(o: RunOutcome) {
 }
 
 export async function runCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags, given } = parseFlags(argv, RUN_FLAGS, 'run');
+  const { flags, given } = withJobFile(parseFlags(argv, RUN_FLAGS, 'run'), 'run', RUN_FLAGS);
   if (flags.help) {
     out(RUN_HELP);
     return 0;
@@ -36,7 +36,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   // Every policy of a comparison is checked before the first one runs (or is printed as runnable).
   for (const policy of policies) checkJob({ ...cfg, policy }, { profileHere: !setup.nodes });
   if (flags.printConfig) {
-    out(configForPrint(cfg, { ...setup, clock: 'real' }));
+    out(jobFileText(flags, 'run', RUN_FLAGS));
     return 0;
   }
   checkTraceOutputs('run', flags.trace as string | undefined, flags.gantt as string | undefined, policies);

@@ -3,14 +3,14 @@
 import { JobResult, runJob, summarize } from '../job/run-local';
 import { JobConfig } from '../job/config';
 import { checkJob } from '../job/wire-stage';
-import { FlagSpec, helpText, parseFlags } from './args';
+import { CONFIG_FLAG, FlagSpec, PRINT_CONFIG_FLAG, helpText, parseFlags } from './args';
 import { JOB_FLAGS, asyncStream, comparedPolicies, jobConfigFromFlags, speedupOver } from './job-flags';
 import { formatTable } from './table';
 import { TRACE_OUTPUT_FLAGS, checkTraceOutputs, writeComparedTraceFiles, writeTraceFiles } from './trace-output';
-import { configForPrint } from './print-config';
+import { jobFileText, withJobFile } from './job-file';
 import { RATIO_NOTE, REFERENCE_FLAG, WithReference, referenceColumns, withReference } from './reference-flag';
 
-const SIM_FLAGS: readonly FlagSpec[] = [
+export const SIM_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
   {
     name: 'compare',
@@ -21,7 +21,8 @@ const SIM_FLAGS: readonly FlagSpec[] = [
   ...TRACE_OUTPUT_FLAGS,
   REFERENCE_FLAG,
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },
-  { name: 'print-config', type: 'bool', help: 'print the resolved config and exit' },
+  CONFIG_FLAG,
+  PRINT_CONFIG_FLAG,
   { name: 'help', type: 'bool', help: 'show this help' },
 ];
 
@@ -29,7 +30,7 @@ export const SIM_HELP = helpText(
   'sim',
   'simulate a pipeline on the virtual clock (same actors, emulated compute)',
   'baton sim [--stages P] [--microbatches M] [--chunks V] [--policy NAME] [--profile NAME|FILE] [--jitter none|compute|paper] ' +
-    '[--jitter-scale X] [--buffer-limit N|depth] [--seed S] [--iterations I] [--compare bf,1f1b,…] [--reference offline] [--json]',
+    '[--jitter-scale X] [--buffer-limit N|depth] [--seed S] [--iterations I] [--compare bf,1f1b,…] [--reference offline] [--config FILE] [--json]',
   SIM_FLAGS,
 );
 
@@ -46,7 +47,7 @@ export function compareRows(results: JobResult[]) {
 }
 
 export async function simCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags, given } = parseFlags(argv, SIM_FLAGS, 'sim');
+  const { flags, given } = withJobFile(parseFlags(argv, SIM_FLAGS, 'sim'), 'sim', SIM_FLAGS);
   if (flags.help) {
     out(SIM_HELP);
     return 0;
@@ -56,7 +57,7 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
   // Every policy's config is checked before anything runs (or is printed as runnable).
   for (const policy of compare ?? [cfg.policy]) checkJob({ ...cfg, policy });
   if (flags.printConfig) {
-    out(configForPrint(cfg, { transport: 'local', processes: 'single', clock: 'virtual' }));
+    out(jobFileText(flags, 'sim', SIM_FLAGS));
     return 0;
   }
   checkTraceOutputs('sim', flags.trace as string | undefined, flags.gantt as string | undefined, compare);

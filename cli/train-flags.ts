@@ -3,7 +3,7 @@
 import { BACKWARD_MODES, CONSISTENCY_POLICIES } from '../actors/param-store';
 import { ASYNC_DEFAULTS, TRAIN_COMMAND_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
 import { MAX_VAL_BATCHES } from '../models/train-config';
-import { HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, helpText } from './args';
+import { CONFIG_FLAG, HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, helpText } from './args';
 import { NATS_URL_FORMS } from './nats-flag';
 import { BUFFER_LIMIT_FLAG } from './job-flags';
 import { STAGE_NODE_FLAGS_HELP } from './stage-node-flags';
@@ -194,6 +194,7 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
     help: 'message timing (and task durations with --clock virtual)',
     default: TRAIN_COMMAND_DEFAULTS.profile,
   },
+  CONFIG_FLAG,
   PRINT_CONFIG_FLAG,
   { name: 'json', type: 'bool', help: 'print one JSON object' },
   HELP_FLAG,
@@ -206,7 +207,7 @@ export const TRAIN_HELP =
     'baton train [--model gpt|mlp] [--data FILE] [--stages P] [--chunks V] [--microbatches M] [--microbatch-size B] [--seq S] [--layers L] ' +
       '[--width D] [--iterations N] [--policy NAME] [--transport local|nats] [--jitter none|paper] [--checkpoint DIR] [--seed S] [--jitter-seed S] ' +
       '[--mode sync|async] [--consistency inconsistent|stash|recovery|spectrain|pipeoptim|lwp|fresco|projection-control] ' +
-      '[--alpha A] [--lrd] [--backward kept|recompute] [--threads N] [--json]',
+      '[--alpha A] [--lrd] [--backward kept|recompute] [--threads N] [--config FILE] [--json]',
     TRAIN_FLAGS,
   ) +
   STAGE_NODE_FLAGS_HELP +

@@ -24,7 +24,7 @@ import { ModelSpec } from '../models/stage-module';
 import { UsageError, parseFlags } from './args';
 import { warnRejects } from './rejects';
 import { runOnce } from './run-once';
-import { configForPrint } from './print-config';
+import { jobFileText, withJobFile } from './job-file';
 import { removeMadeDirs } from './output-paths';
 import { TRAIN_FLAGS, TRAIN_HELP } from './train-flags';
 import { TrainSetup, trainConfigsFromFlags } from './train-setup';
@@ -223,7 +223,7 @@ function savedAt(dir: string): string {
 }
 
 export async function trainCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags, given } = parseFlags(argv, TRAIN_FLAGS, 'train');
+  const { flags, given } = withJobFile(parseFlags(argv, TRAIN_FLAGS, 'train'), 'train', TRAIN_FLAGS);
   if (flags.help) {
     out(TRAIN_HELP);
     return 0;
@@ -241,7 +241,7 @@ export async function trainCommand(argv: readonly string[], out: (s: string) => 
   const { cfg, setup, madeDirs } = trainConfigsFromFlags(flags);
   if (flags.printConfig) {
     removeMadeDirs(madeDirs);
-    out(configForPrint(cfg, { ...setup, clock: setup.clock ?? 'real' }));
+    out(jobFileText(flags, 'train', TRAIN_FLAGS));
     return 0;
   }
   const tty = !flags.json && process.stderr.isTTY;

@@ -741,29 +741,28 @@ describe('the baton command', function () {
     );
   });
 
-  it('prints the resolved config', async () => {
+  it('prints the job-file form of the resolved flags', async () => {
     const r = await baton('sim', '--stages', '3', '--policy', 'fb', '--print-config');
     const cfg = JSON.parse(r.out);
-    assert.equal(cfg.stages, 3);
-    assert.equal(cfg.policy, 'fb');
-    assert.equal(cfg.bufferLimit, 32);
+    assert.equal(cfg.shape.stages, 3);
+    assert.equal(cfg.policy.name, 'fb');
+    assert.equal(cfg.profile.jitter_scale, 1);
   });
 
-  it('prints one resolved object in sim, run and train, differing for the same flags only where a command documents its own default', async () => {
+  it('prints one job-file form in sim, run and train, differing for the same flags only where a command documents its own default', async () => {
     const flags = ['--stages', '3', '--microbatches', '6', '--policy', 'fb', '--print-config'];
     const [sim, run, train] = await Promise.all(
       (['sim', 'run', 'train'] as const).map(async (c) => JSON.parse((await baton(c, ...flags)).out)),
     );
-    assert.deepEqual(Object.keys(sim), Object.keys(run));
-    assert.deepEqual(Object.keys(run), Object.keys(train));
-    assert.deepEqual([sim.transport, sim.processes, sim.clock, run.clock], ['local', 'single', 'virtual', 'real']);
-    assert.deepEqual(
-      { ...run, warmupIterations: sim.warmupIterations, transport: 'local', processes: 'single', clock: 'virtual' },
-      sim,
-    );
-    assert.equal(run.warmupIterations, RUN_COMMAND_DEFAULTS.warmupIterations);
-    for (const k of ['stages', 'microbatches', 'policy'] as const) assert.equal(train[k], sim[k]);
-    assert.equal(train.stallTimeoutMs, TRAIN_COMMAND_DEFAULTS.stallTimeoutMs);
+    assert.deepEqual(Object.keys(sim), ['job', 'shape', 'policy', 'profile']);
+    assert.deepEqual(Object.keys(run), [...Object.keys(sim), 'transport']);
+    assert.deepEqual(Object.keys(train), [...Object.keys(sim), 'model', 'training', 'async', 'transport']);
+    assert.deepEqual({ ...run.shape, warmup_iterations: undefined }, { ...sim.shape, warmup_iterations: undefined });
+    assert.equal(run.shape.warmup_iterations, RUN_COMMAND_DEFAULTS.warmupIterations);
+    assert.deepEqual([run.profile, run.policy], [sim.profile, sim.policy]);
+    for (const k of ['stages', 'microbatches'] as const) assert.equal(train.shape[k], sim.shape[k]);
+    assert.equal(train.policy.name, sim.policy.name);
+    assert.equal(train.transport.name, TRAIN_COMMAND_DEFAULTS.transport);
   });
 
   it("prints train's resolved config, its NATS credentials hidden, and makes no checkpoint directory for it", async () => {
@@ -787,10 +786,10 @@ describe('the baton command', function () {
     assert.equal(r.code, 0, r.err);
     const cfg = JSON.parse(r.out);
     assert.deepEqual(
-      [cfg.stages, cfg.policy, cfg.train.model, cfg.train.checkpoint, cfg.transport],
+      [cfg.shape.stages, cfg.policy.name, cfg.model.name, cfg.training.checkpoint, cfg.transport.name],
       [3, '1f1b', 'mlp', dir, 'nats'],
     );
-    assert.equal(cfg.natsUrl, 'nats://***@127.0.0.1:4222');
+    assert.equal(cfg.transport.nats, 'nats://***@127.0.0.1:4222');
     assert.ok(!r.out.includes('s3cret'));
     assert.ok(!fs.existsSync(dir), `${dir} was made`);
   });
