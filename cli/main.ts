@@ -21,6 +21,10 @@ const COMMANDS: Record<string, Command> = {
     summary: 'train a model with a pipeline, synchronous or asynchronous (real compute, TensorFlow.js)',
     load: () => (require('./train') as typeof import('./train')).trainCommand,
   },
+  calibrate: {
+    summary: "measure this machine's compute speed in GFLOP/s (a matMul and a reference stage's forward + backward)",
+    load: () => (require('./calibrate') as typeof import('./calibrate')).calibrateCommand,
+  },
   node: {
     summary: 'start a node agent that hosts stage actors for jobs over NATS',
     load: () => (require('./node-command') as typeof import('./node-command')).nodeCommand,

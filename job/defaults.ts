@@ -96,3 +96,14 @@ export const TRAIN_COMMAND_DEFAULTS = {
   // A training task can hold its stage for seconds (a large model on the wasm backend).
   stallTimeoutMs: 600000,
 } as const;
+
+/** `baton calibrate` (models/calibrate.ts): the reference sizes, about a second of measuring on wasm. */
+export const CALIBRATE_DEFAULTS = {
+  matmulSize: 256,
+  // The reference stage: two blocks of the train bench's char-GPT (d 128, seq 64), 8 sequences.
+  stageBlocks: 2,
+  width: 128,
+  seq: 64,
+  batch: 8,
+  budgetMs: 400,
+} as const;
