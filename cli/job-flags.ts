@@ -5,6 +5,7 @@ import { JITTER_MODES, JitterMode } from '../models/jitter';
 import { BufferLimit } from '../policies/backpressure';
 import { quoteValue } from '../base/quote';
 import { FlagSpec, ParsedFlags, UsageError } from './args';
+import { PLACEMENT_FLAGS, emulatedStageWork, placedConfig } from './placement-flags';
 
 /** Beyond this the drawn durations overflow (lognormal spreads are exponentiated). */
 const MAX_JITTER_SCALE = 100;
@@ -89,6 +90,7 @@ export const JOB_FLAGS: readonly FlagSpec[] = [
     choices: ['sync', 'async'],
     default: DEFAULTS.mode,
   },
+  ...PLACEMENT_FLAGS,
 ];
 
 /** Asynchronous mode never flushes: I iterations of M microbatches become one stream of M x I. */
@@ -108,7 +110,7 @@ export function jobConfigFromFlags(flags: ParsedFlags): JobConfig {
     throw new UsageError(`--jitter-scale must be between 0 and ${MAX_JITTER_SCALE}, got ${scale}`);
   const seed = flags.seed as number;
   if (!Number.isInteger(seed) || seed < 0) throw new UsageError(`--seed must be a non-negative integer, got ${seed}`);
-  return resolveConfig({
+  const cfg = resolveConfig({
     job: flags.job as string,
     stages: positiveInt(flags, 'stages', 'stages'),
     microbatches: positiveInt(flags, 'microbatches', 'microbatches'),
@@ -122,6 +124,7 @@ export function jobConfigFromFlags(flags: ParsedFlags): JobConfig {
     iterations: positiveInt(flags, 'iterations', 'iterations'),
     mode: flags.mode as 'sync' | 'async',
   });
+  return placedConfig(flags, cfg, () => emulatedStageWork(cfg));
 }
 
 /** The policies `--compare` lists, or undefined without it; it replaces --policy, so the two together are refused. */

@@ -7,6 +7,7 @@ import { CONFIG_FLAG, HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, helpText } from '.
 import { NATS_URL_FORMS } from './nats-flag';
 import { BUFFER_LIMIT_FLAG } from './job-flags';
 import { STAGE_NODE_FLAGS_HELP } from './stage-node-flags';
+import { PLACEMENT_FLAGS } from './placement-flags';
 
 export const TRAIN_FLAGS: readonly FlagSpec[] = [
   { name: 'model', type: 'string', help: 'model', choices: ['gpt', 'mlp'], default: TRAIN_DEFAULTS.model },
@@ -194,6 +195,7 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
     help: 'message timing (and task durations with --clock virtual)',
     default: TRAIN_COMMAND_DEFAULTS.profile,
   },
+  ...PLACEMENT_FLAGS,
   CONFIG_FLAG,
   PRINT_CONFIG_FLAG,
   { name: 'json', type: 'bool', help: 'print one JSON object' },

@@ -13,6 +13,9 @@ import { bufferLimitFromFlag } from './job-flags';
 import { checkLocalProcesses } from './run-flags';
 import { checkOutputDir } from './output-paths';
 import { parseThreads } from '../models/threads';
+import { placedConfig } from './placement-flags';
+import { corpusFor, modelSpecFor } from '../models/train-config';
+import { planPartition } from '../models/partition';
 
 export interface TrainSetup {
   transport: 'local' | 'nats';
@@ -41,7 +44,7 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): {
   const mode = flags.mode as 'sync' | 'async';
   const M = positive(flags.microbatches, 'microbatches');
   checkModeFlags(flags, train, mode);
-  const cfg = jobConfigOf(flags, train, mode, M, start, total);
+  const cfg = placedConfig(flags, jobConfigOf(flags, train, mode, M, start, total), () => modelStageWork(train, flags));
   if (meta)
     checkResumable(String(flags.checkpoint), meta, {
       stages: cfg.stages,
@@ -159,6 +162,18 @@ function jobConfigOf(
       controlStages: positive(flags.controlStages, 'control-stages'),
     },
   });
+}
+
+/** Each physical stage's forward FLOPs under a uniform partition of the model (real compute's work). */
+function modelStageWork(train: TrainConfig, flags: Record<string, unknown>): number[] {
+  const stages = flags.stages as number;
+  const plan = planPartition(modelSpecFor(train, corpusFor(train).vocabSize), {
+    stages,
+    chunks: flags.chunks as number,
+  });
+  const work = new Array<number>(stages).fill(0);
+  for (const v of plan.virtual) work[v.stage] += v.flopsPerSample;
+  return work;
 }
 
 /** The bus, processes and clock, checked against each other and against the checkpoint directory. */

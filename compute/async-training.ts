@@ -38,8 +38,13 @@ export function initialParams(module: StageModule): { params: ParamMapF; infos: 
 }
 
 /** Builds the single chunk module a stage trains in asynchronous mode (backward recomputes at the weights it is given). */
-export function asyncStageModule(stage: number, shape: PipelineShape, train: TrainConfig): StageModule {
-  return boundary.stageModules(stage, { ...shape, chunks: 1 }, train, true)[0];
+export function asyncStageModule(
+  stage: number,
+  shape: PipelineShape,
+  train: TrainConfig,
+  weights?: readonly number[],
+): StageModule {
+  return boundary.stageModules(stage, { ...shape, chunks: 1 }, train, true, weights)[0];
 }
 
 /** Real compute in asynchronous mode (V = 1): weights come from the store for every task. */

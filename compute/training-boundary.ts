@@ -11,16 +11,18 @@ import { ArrivalRefusedError } from '../stage/compute';
 
 /**
  * The stage modules of `stage`, one per chunk, partitioned the same way in every
- * process; balanced for backward passes that recompute their forward or not.
+ * process; balanced for backward passes that recompute their forward or not, and by
+ * the stages' speeds when given (a speed-aware partition).
  */
 export function stageModules(
   stage: number,
   shape: PipelineShape,
   train: TrainConfig,
   recomputedForward: boolean,
+  weights?: readonly number[],
 ): StageModule[] {
   const spec = modelSpecFor(train, corpusFor(train).vocabSize);
-  const plan = planPartition(spec, { stages: shape.stages, chunks: shape.chunks, recomputedForward });
+  const plan = planPartition(spec, { stages: shape.stages, chunks: shape.chunks, recomputedForward, weights });
   return Array.from({ length: shape.chunks }, (_, c) => buildStage(spec, plan, virtualStage(stage, c, shape)));
 }
 

@@ -68,13 +68,14 @@ export class TrainingCompute implements StageCompute {
     private readonly shape: PipelineShape,
     private readonly train: TrainConfig,
     resume?: StageSnapshot,
-    /** dp: this stage's replica and the all-reduce across replicas (absent: one replica); onFlush: see FlushObserver. */
-    private readonly opts: { dp?: ReplicaGroup; onFlush?: FlushObserver } = {},
+    /** dp: this stage's replica and the all-reduce across replicas (absent: one replica); onFlush: see FlushObserver;
+     * weights: the stages' weights of a speed-aware partition (absent: balanced by FLOPs alone). */
+    private readonly opts: { dp?: ReplicaGroup; onFlush?: FlushObserver; weights?: readonly number[] } = {},
   ) {
     if (opts.dp) checkReplicaGroup(opts.dp);
     this.corpus = corpusFor(train);
     this.hidden = hiddenShapeFor(train, this.corpus.vocabSize);
-    this.chunks = stageModules(stage, shape, train, false).map((module) => ({
+    this.chunks = stageModules(stage, shape, train, false, opts.weights).map((module) => ({
       module,
       names: module.paramNames(),
       optimizer: new AdamW(paramInfos(module), { weightDecay: train.weightDecay }),

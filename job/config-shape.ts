@@ -83,6 +83,13 @@ const JOB_FIELDS: Record<keyof JobConfig, Check | { nested: Record<string, Check
   train: { nested: TRAIN_FIELDS, nullable: true },
   mode: oneOf(['sync', 'async']),
   async: { nested: ASYNC_FIELDS, nullable: false },
+  partition: oneOf(['uniform', 'speed']),
+  stageSpeeds: (v) =>
+    v === null || (Array.isArray(v) && v.every((x) => typeof x === 'number' && x > 0 && Number.isFinite(x)))
+      ? null
+      : 'null or a list of positive numbers',
+  placement: (v) =>
+    v === null || (Array.isArray(v) && v.every((x) => typeof x === 'string')) ? null : 'null or a list of node names',
 };
 
 /** Refuse fields it does not know, and those of a wrong type; every field of `fields` is required when `complete`. */

@@ -46,6 +46,17 @@ export interface JobConfig {
   mode: 'sync' | 'async';
   /** Asynchronous mode: consistency policy and optimizer settings of the parameter stores. */
   async: AsyncSettings;
+  /** speed: layers are split in proportion to each stage's speed (stageSpeeds); uniform: evenly. */
+  partition: 'uniform' | 'speed';
+  /** Relative speed of the node each stage runs on (null: all 1). Emulated compute runs 1/speed as long. */
+  stageSpeeds: readonly number[] | null;
+  /** The node each stage runs on, as placed (job/placement.ts); null: not placed. Recorded, not acted on. */
+  placement: readonly string[] | null;
+}
+
+/** The weights the partition balances by: the stages' speeds under a speed-aware partition, else none. */
+export function partitionWeights(cfg: JobConfig): readonly number[] | undefined {
+  return cfg.partition === 'speed' && cfg.stageSpeeds ? cfg.stageSpeeds : undefined;
 }
 
 /** The job's defaults (job/defaults.ts). */

@@ -45,7 +45,13 @@ export const JOB_DEFAULTS: JobConfig = {
   train: null,
   mode: 'sync',
   async: ASYNC_DEFAULTS,
+  partition: 'speed',
+  stageSpeeds: null,
+  placement: null,
 };
+
+/** Placement (job/placement.ts): auto puts the heaviest stages on the fastest nodes. */
+export const PLACEMENT_DEFAULTS = { placement: 'auto', partition: 'speed' } as const;
 
 /** What a training job computes, unless told otherwise (a model small enough for the tests). */
 export const TRAIN_DEFAULTS: TrainConfig = {

@@ -44,6 +44,9 @@ export function summarize(r: JobResult) {
     jitter_scale: r.config.jitterScale,
     buffer_limit: r.config.bufferLimit,
     warmup_iterations: r.config.warmupIterations,
+    partition: r.config.partition,
+    stage_speeds: r.config.stageSpeeds,
+    placement: r.config.placement,
     clock: r.clock,
     iterations: r.iterations.map((i) => ({
       iteration: i.iteration,

@@ -19,7 +19,7 @@ import { resumeSnapshot } from './checkpoint';
 import { TrainConfig } from '../models/train-config';
 import { EmulatedCompute, StageCompute } from '../stage/compute';
 import { EventSink } from '../stage/events';
-import { JobConfig } from './config';
+import { JobConfig, partitionWeights } from './config';
 import { spawnReceiver } from '../actors/receiver';
 import { ActorRuntime, ActorRef } from '../actors/runtime';
 import { spawnSender } from '../actors/sender';
@@ -56,6 +56,12 @@ export function planJob(cfg: JobConfig): { policy: HintPolicy; shape: PipelineSh
   };
   validateShape(shape);
   policy.check(shape);
+  for (const [what, xs] of [
+    ['stage speeds', cfg.stageSpeeds],
+    ['placement', cfg.placement],
+  ] as const)
+    if (xs !== null && xs.length !== cfg.stages)
+      throw new JobConfigError(`${what}: ${xs.length} entries for ${cfg.stages} stages`);
   if (!Number.isInteger(cfg.iterations) || cfg.iterations < 1)
     throw new JobConfigError(`iterations must be a positive integer, got ${cfg.iterations}`);
   const perIteration = shape.stages * shape.chunks * shape.microbatches;
@@ -94,6 +100,8 @@ export function durationModelFor(cfg: JobConfig, shape: PipelineShape): Duration
     jitter: cfg.jitter,
     jitterScale: cfg.jitterScale,
     seed: cfg.seed,
+    stageSpeeds: cfg.stageSpeeds ?? undefined,
+    partitionWeights: partitionWeights(cfg),
   });
 }
 
@@ -130,7 +138,7 @@ function computeFor(o: StageWiringOptions): StageCompute {
   let real: StageCompute | null = null;
   if (cfg.mode === 'async') {
     const tfjs = cfg.train ? tfjsModules().async : null;
-    const module = tfjs && cfg.train ? tfjs.asyncStageModule(s, plan.shape, cfg.train) : null;
+    const module = tfjs && cfg.train ? tfjs.asyncStageModule(s, plan.shape, cfg.train, partitionWeights(cfg)) : null;
     const init = tfjs && module ? tfjs.initialParams(module) : null;
     const inflight = inflightBound(plan.policy, plan.shape, s, stageBufferLimit(cfg.bufferLimit, s, plan.shape.stages));
     // PipeMare's and prediction's delay is the nominal one of asynchronous 1F1B, P - 1 - s,
@@ -151,7 +159,9 @@ function computeFor(o: StageWiringOptions): StageCompute {
     if (!tfjs || !module || !cfg.train) return new AsyncEmulatedCompute(runtime, s, durations, store);
     real = new tfjs.AsyncTrainingCompute(runtime, s, plan.shape, cfg.train, module, store, cfg.async.backward);
   } else if (cfg.train) {
-    real = new (tfjsModules().sync.TrainingCompute)(s, plan.shape, cfg.train, resumeSnapshot(cfg.train, s));
+    real = new (tfjsModules().sync.TrainingCompute)(s, plan.shape, cfg.train, resumeSnapshot(cfg.train, s), {
+      weights: partitionWeights(cfg),
+    });
   }
   if (!real) return new EmulatedCompute(clock, s, durations);
   // On the virtual clock real compute holds its stage for the profile's duration.

@@ -2,7 +2,9 @@
 // for one workload profile, pipeline shape, jitter mode and seed.
 //
 // Partition: the profile's `split` stack (L layer units; times P for per-stage depth) is
-// cut into P*V equal-length pieces, virtual stage v owning [v L/(PV), (v+1) L/(PV)). A
+// cut into P*V equal-length pieces, virtual stage v owning [v L/(PV), (v+1) L/(PV)), or,
+// given stage weights (a speed-aware partition), pieces in proportion to the weight of the
+// physical stage each runs on. A node's speed s makes its stage's compute take 1/s as long. A
 // piece may hold a fraction of a layer, standing for a finer partition (sub-layers), so
 // every (P, V) is meaningful even when P*V exceeds the layer count. `first` groups are
 // added to virtual stage 0, `last` groups to virtual stage P*V-1.
@@ -40,9 +42,17 @@ export interface VirtualStageCosts {
   readonly cutBytes: readonly number[];
 }
 
-/** Forward cost and outgoing message size of every virtual stage for P stages and V chunks. */
-export function partitionProfile(profile: WorkloadProfile, stages: number, chunks: number): VirtualStageCosts {
+/** Forward cost and outgoing message size of every virtual stage for P stages and V chunks (pieces weighted by `weights`, one per physical stage). */
+export function partitionProfile(
+  profile: WorkloadProfile,
+  stages: number,
+  chunks: number,
+  weights?: readonly number[],
+): VirtualStageCosts {
   const n = stages * chunks;
+  const w = (v: number) => (weights ? weights[v % stages] : 1);
+  const cuts = [0];
+  for (let v = 0; v < n; v++) cuts.push(cuts[v] + w(v));
   const mult = profile.depth === 'per-stage' ? stages : 1;
   const stack: { start: number; end: number; ms: number; bytes: number }[] = [];
   let pos = 0;
@@ -65,8 +75,8 @@ export function partitionProfile(profile: WorkloadProfile, stages: number, chunk
   let from = 0;
   let cut = 0;
   for (let v = 0; v < n; v++) {
-    const a = (v * total) / n;
-    const b = ((v + 1) * total) / n;
+    const a = (cuts[v] * total) / cuts[n];
+    const b = v === n - 1 ? total : (cuts[v + 1] * total) / cuts[n];
     while (from < stack.length - 1 && stack[from].end <= a) from++;
     let ms = 0;
     for (let j = from; j < stack.length && stack[j].start < b; j++)
@@ -92,6 +102,10 @@ export interface DurationModelOptions {
   /** Multiplies the jitter's target spreads; default 1, 0 turns jitter off. */
   readonly jitterScale?: number;
   readonly seed: number;
+  /** Relative speed of each physical stage's node: its compute takes 1/speed as long (default all 1). */
+  readonly stageSpeeds?: readonly number[];
+  /** Weights of a speed-aware partition, one per physical stage (default: equal pieces). */
+  readonly partitionWeights?: readonly number[];
 }
 
 export interface DurationModel {
@@ -114,9 +128,17 @@ export function makeDurationModel(opts: DurationModelOptions): DurationModel {
   validateShape(shape);
   if (!Number.isSafeInteger(seed)) throw new DurationError(`seed must be a safe integer, got ${JSON.stringify(seed)}`);
   const sigma = jitterSigmas(opts.jitter, opts.jitterScale ?? 1);
-  const { forwardMs, cutBytes } = partitionProfile(profile, shape.stages, shape.chunks);
+  for (const [what, xs] of [
+    ['stage speeds', opts.stageSpeeds],
+    ['partition weights', opts.partitionWeights],
+  ] as const)
+    if (xs && (xs.length !== shape.stages || !xs.every((x) => Number.isFinite(x) && x > 0)))
+      throw new DurationError(`${what} must be ${shape.stages} positive numbers, got ${JSON.stringify(xs)}`);
+  const { forwardMs, cutBytes } = partitionProfile(profile, shape.stages, shape.chunks, opts.partitionWeights);
   const { latencyMs, bandwidthGBps } = profile.communication;
-  const base = baseComputeMs(profile, shape, forwardMs);
+  const atSpeed = baseComputeMs(profile, shape, forwardMs);
+  const speeds = opts.stageSpeeds;
+  const base: DurationModel['base'] = speeds ? (s, k, c) => atSpeed(s, k, c) / speeds[s] : atSpeed;
   const messageBytes = messageBytesOf(shape, cutBytes);
 
   const baseComm = (stage: number, t: Task): number => {

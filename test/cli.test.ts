@@ -754,9 +754,11 @@ describe('the baton command', function () {
     const [sim, run, train] = await Promise.all(
       (['sim', 'run', 'train'] as const).map(async (c) => JSON.parse((await baton(c, ...flags)).out)),
     );
-    assert.deepEqual(Object.keys(sim), ['job', 'shape', 'policy', 'profile']);
-    assert.deepEqual(Object.keys(run), [...Object.keys(sim), 'transport']);
-    assert.deepEqual(Object.keys(train), [...Object.keys(sim), 'model', 'training', 'async', 'transport']);
+    const common = ['job', 'shape', 'policy', 'profile'];
+    const placed = ['partition', 'placement'];
+    assert.deepEqual(Object.keys(sim), [...common, ...placed]);
+    assert.deepEqual(Object.keys(run), [...common, 'transport', ...placed]);
+    assert.deepEqual(Object.keys(train), [...common, 'model', 'training', 'async', 'transport', ...placed]);
     assert.deepEqual({ ...run.shape, warmup_iterations: undefined }, { ...sim.shape, warmup_iterations: undefined });
     assert.equal(run.shape.warmup_iterations, RUN_COMMAND_DEFAULTS.warmupIterations);
     assert.deepEqual([run.profile, run.policy], [sim.profile, sim.policy]);

@@ -95,7 +95,12 @@ describe('job files (--config, --print-config)', function () {
       'sim',
       /shape\.stagez is not a key \(shape takes stages, microbatches, chunks, iterations, mode\)/,
     ],
-    ['top.yaml', 'stages: 4\n', 'sim', /stages is not a key \(the top level takes job, shape, policy, profile\)/],
+    [
+      'top.yaml',
+      'stages: 4\n',
+      'sim',
+      /stages is not a key \(the top level takes job, shape, policy, profile, nodes, partition, placement\)/,
+    ],
     ['type.yaml', 'shape:\n  stages: four\n', 'sim', /shape\.stages must be an integer >= 1, got "four"/],
     ['range.json', '{"shape": {"microbatches": 0}}', 'run', /shape\.microbatches must be an integer >= 1, got 0/],
     [

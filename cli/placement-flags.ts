@@ -1,0 +1,95 @@
+// --node-speeds, --placement and --partition of sim, run and train: the nodes a job places
+// its stages on (node0, node1, … with the given speeds), where each stage goes
+// (job/placement.ts), and whether layers are split by the stages' speeds.
+
+import { JobConfig } from '../job/config';
+import { partitionProfile } from '../models/durations';
+import { loadProfile } from '../models/profile';
+import { PLACEMENT_DEFAULTS } from '../job/defaults';
+import { placeStages } from '../job/placement';
+import { FlagSpec, UsageError } from './args';
+
+export const PLACEMENT_FLAGS: readonly FlagSpec[] = [
+  {
+    name: 'node-speeds',
+    type: 'list',
+    metavar: 'S0,S1,…',
+    help: 'relative speed of nodes node0, node1, …: emulated compute on a node of speed s takes 1/s as long, and a speed-aware partition gives its stage s times the work (default: one node of speed 1 per stage)',
+  },
+  {
+    name: 'placement',
+    type: 'string',
+    metavar: 'auto|0=N,1=N,…',
+    help: 'the node of each stage: auto (the heaviest stages on the fastest nodes) or stage=node pairs',
+    default: PLACEMENT_DEFAULTS.placement,
+  },
+  {
+    name: 'partition',
+    type: 'string',
+    help: "speed: layers split in proportion to the stages' node speeds (FLOPs / speed balanced); uniform: split evenly whatever the speeds",
+    choices: ['speed', 'uniform'],
+    default: PLACEMENT_DEFAULTS.partition,
+  },
+];
+
+/** --placement's text: auto, or stage=node pairs. */
+function placementFlag(text: string): 'auto' | Record<string, string> {
+  if (text === 'auto') return 'auto';
+  const map: Record<string, string> = {};
+  for (const pair of text.split(',')) {
+    const m = /^([0-9]+)=([A-Za-z0-9_-]+)$/.exec(pair.trim());
+    if (!m)
+      throw new UsageError(`--placement takes auto or stage=node pairs (0=node0,1=node1), got ${JSON.stringify(pair)}`);
+    if (m[1] in map) throw new UsageError(`--placement names stage ${m[1]} twice`);
+    map[m[1]] = m[2];
+  }
+  return map;
+}
+
+function speedsFlag(raw: readonly string[]): number[] {
+  return raw.map((x) => {
+    const n = Number(x);
+    if (!/^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$/.test(x) || !(n > 0 && Number.isFinite(n)))
+      throw new UsageError(`--node-speeds takes positive numbers, got ${JSON.stringify(x)}`);
+    return n;
+  });
+}
+
+/**
+ * `cfg` placed as the flags say: stage speeds, the node of each stage and the partition.
+ * Without node speeds or a placement, nothing is placed (every stage at speed 1).
+ * `work` gives each stage's work at equal speeds, for auto (asked only when needed).
+ */
+export function placedConfig(
+  flags: Readonly<Record<string, unknown>>,
+  cfg: JobConfig,
+  work: () => readonly number[],
+): JobConfig {
+  const partition = flags.partition as 'uniform' | 'speed';
+  const raw = flags.nodeSpeeds as string[] | undefined;
+  const placement = placementFlag(String(flags.placement));
+  if (flags.nodes && (raw || placement !== 'auto'))
+    throw new UsageError(
+      '--nodes deals stages to running node agents in blocks; --node-speeds and --placement place stages on nodes of this run only',
+    );
+  if (!raw && placement === 'auto') return { ...cfg, partition };
+  const speeds = raw ? speedsFlag(raw) : new Array<number>(cfg.stages).fill(1);
+  const nodes = speeds.map((_, k) => `node${k}`);
+  const sameSpeeds = speeds.every((s) => s === speeds[0]);
+  const placed = placeStages({
+    stages: cfg.stages,
+    nodes,
+    speeds,
+    placement,
+    work: placement === 'auto' && !sameSpeeds ? work() : new Array<number>(cfg.stages).fill(1),
+  });
+  return { ...cfg, partition, stageSpeeds: placed.speeds, placement: placed.nodes };
+}
+
+/** Each physical stage's forward ms under the profile's uniform partition (emulated compute's work). */
+export function emulatedStageWork(cfg: JobConfig): number[] {
+  const { forwardMs } = partitionProfile(loadProfile(cfg.profile), cfg.stages, cfg.chunks);
+  const work = new Array<number>(cfg.stages).fill(0);
+  forwardMs.forEach((ms, v) => (work[v % cfg.stages] += ms));
+  return work;
+}
