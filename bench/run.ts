@@ -10,6 +10,11 @@ const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
     flags: '[--reference offline]',
     what: 'every policy against binding 1f1b on the virtual clock (llm, multimodal; P 8-32), P=32 wall time, arbiter cost',
   },
+  hetero: {
+    file: 'hetero-sim.js',
+    flags: '[--speeds 1,1,1,0.5,1,0.33,1,1] [--microbatches M] [--seed S]',
+    what: 'uniform against speed-aware partition on nodes of uneven speeds (virtual clock, P=8; bf, 1f1b; uniform and llm profiles): makespan, efficiency',
+  },
   reference: {
     file: 'offline-reference.js',
     flags: '[--seeds N] [--stages 8,16] [--limits 8,32,depth]',

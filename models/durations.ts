@@ -3,8 +3,10 @@
 //
 // Partition: the profile's `split` stack (L layer units; times P for per-stage depth) is
 // cut into P*V equal-length pieces, virtual stage v owning [v L/(PV), (v+1) L/(PV)), or,
-// given stage weights (a speed-aware partition), pieces in proportion to the weight of the
-// physical stage each runs on. A node's speed s makes its stage's compute take 1/s as long. A
+// given stage weights (a speed-aware partition), cut so that every virtual stage's forward
+// ms, its `first`/`last` groups included, over the weight of the physical stage it runs on
+// is the same (a stage whose end groups alone exceed that gets no piece of the stack). A
+// node's speed s makes its stage's compute take 1/s as long. A
 // piece may hold a fraction of a layer, standing for a finer partition (sub-layers), so
 // every (P, V) is meaningful even when P*V exceeds the layer count. `first` groups are
 // added to virtual stage 0, `last` groups to virtual stage P*V-1.
@@ -50,9 +52,6 @@ export function partitionProfile(
   weights?: readonly number[],
 ): VirtualStageCosts {
   const n = stages * chunks;
-  const w = (v: number) => (weights ? weights[v % stages] : 1);
-  const cuts = [0];
-  for (let v = 0; v < n; v++) cuts.push(cuts[v] + w(v));
   const mult = profile.depth === 'per-stage' ? stages : 1;
   const stack: { start: number; end: number; ms: number; bytes: number }[] = [];
   let pos = 0;
@@ -69,14 +68,17 @@ export function partitionProfile(
   }
   const total = pos;
   const eps = 1e-9 * total;
+  const bounds = weights
+    ? balancedBounds(profile, stack, n, (v) => weights[v % stages])
+    : Array.from({ length: n + 1 }, (_, v) => (v * total) / n);
   const forwardMs: number[] = [];
   const cutBytes: number[] = [];
   // The stack is in order and the cuts advance, so each walks forward once: O(n + groups).
   let from = 0;
   let cut = 0;
   for (let v = 0; v < n; v++) {
-    const a = (cuts[v] * total) / cuts[n];
-    const b = v === n - 1 ? total : (cuts[v + 1] * total) / cuts[n];
+    const a = bounds[v];
+    const b = bounds[v + 1];
     while (from < stack.length - 1 && stack[from].end <= a) from++;
     let ms = 0;
     for (let j = from; j < stack.length && stack[j].start < b; j++)
@@ -93,6 +95,45 @@ export function partitionProfile(
     cutBytes.push(v === n - 1 ? 0 : stack[cut].bytes);
   }
   return { forwardMs, cutBytes };
+}
+
+/** Cut points in layer units so that (stack ms + end groups' ms) / weight is equal for every virtual stage. */
+function balancedBounds(
+  profile: WorkloadProfile,
+  stack: readonly { start: number; end: number; ms: number }[],
+  n: number,
+  weight: (v: number) => number,
+): number[] {
+  const ends = (placement: 'first' | 'last') =>
+    profile.layers.filter((g) => g.placement === placement).reduce((a, g) => a + g.count * g.forwardMs, 0);
+  const extra = (v: number) => (v === 0 ? ends('first') : 0) + (v === n - 1 ? ends('last') : 0);
+  const stackMs = stack.reduce((a, g) => a + (g.end - g.start) * g.ms, 0);
+  const share = (t: number, v: number) => Math.max(0, t * weight(v) - extra(v));
+  const filled = (t: number) => Array.from({ length: n }, (_, v) => share(t, v)).reduce((a, b) => a + b, 0);
+  // The time per unit weight that the stack fills exactly: filled() rises with t.
+  let lo = 0;
+  let hi = 1;
+  while (filled(hi) < stackMs) hi *= 2;
+  for (let k = 0; k < 100; k++) {
+    const mid = (lo + hi) / 2;
+    if (filled(mid) < stackMs) lo = mid;
+    else hi = mid;
+  }
+  // Stack ms before each cut, turned into a position along the stack.
+  const at = (ms: number): number => {
+    for (const g of stack) {
+      const gms = (g.end - g.start) * g.ms;
+      if (ms <= gms || g === stack[stack.length - 1])
+        return g.start + (g.ms > 0 ? Math.min(ms / g.ms, g.end - g.start) : 0);
+      ms -= gms;
+    }
+    return 0;
+  };
+  const bounds = [0];
+  let ms = 0;
+  for (let v = 0; v < n - 1; v++) bounds.push(at((ms += share(hi, v))));
+  bounds.push(stack.length > 0 ? stack[stack.length - 1].end : 0);
+  return bounds;
 }
 
 export interface DurationModelOptions {

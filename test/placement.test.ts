@@ -5,6 +5,7 @@ import { loadProfile } from '../models/profile';
 import { stageModules } from '../compute/training-boundary';
 import { TRAIN_DEFAULTS } from '../job/defaults';
 import { main } from '../cli/main';
+import { benchHetero } from '../bench/hetero-sim';
 
 async function baton(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
@@ -136,5 +137,15 @@ describe('placement and the speed-aware partition', function () {
     } finally {
       fs.rmSync(f, { force: true });
     }
+  });
+
+  it('bench hetero: the speed-aware partition is never slower, 2x faster and exactly ideal on the uniform profile', async () => {
+    const r = await benchHetero({ microbatches: 16 });
+    for (const row of r.rows) {
+      if (row.profile === 'uniform') assert.ok(row.speedup > 2, `${row.profile} ${row.policy}: ${row.speedup}`);
+      assert.ok(row.speed_ms <= row.uniform_ms, `${row.profile} ${row.policy}`);
+    }
+    const plain = r.rows.find((x) => x.profile === 'uniform' && x.policy === 'bf')!;
+    assert.ok(Math.abs(plain.speed_vs_ideal - 1) < 1e-9);
   });
 });
