@@ -21,7 +21,7 @@ export const HELP_FLAG: FlagSpec = { name: 'help', type: 'bool', help: 'show thi
 export const PRINT_CONFIG_FLAG: FlagSpec = {
   name: 'print-config',
   type: 'bool',
-  help: 'print the resolved config and exit',
+  help: 'print the resolved flags as a job file (the form --config reads) and exit',
 };
 
 /** --config, of the same commands: a job file whose values the flags given override (cli/job-file.ts). */
