@@ -34,6 +34,8 @@ import { Bus, Subscription } from '../transport/bus';
 import { decodeValue, encodeValue } from '../transport/codec';
 import { launchField } from '../transport/envelope';
 import { PayloadTooLargeError } from '../transport/nats-bus';
+import { AuthBus, AuthRejectReason } from '../transport/auth-bus';
+import { parseSubject } from '../transport/subjects';
 import { HostedJob, NodeJobs, StartingJob, answerJobRequest, renewLease, wireJob } from './node-jobs';
 import { StageHost } from './stage-host';
 import {
@@ -106,6 +108,30 @@ export class NodeAgent {
       teardown: (name, job) => this.teardown(name, job),
       log: (line) => this.log(line),
     };
+    if (this.bus instanceof AuthBus) this.bus.onReject = (reason, subj, detail) => this.refused(reason, subj, detail);
+  }
+
+  /**
+   * A message its bus refused (unsealed, sealed under another key, replayed): counted, logged,
+   * and a reject event of the job it was for (a request to this agent: of every job it hosts).
+   */
+  private refused(reason: AuthRejectReason, subj: string, detail: string): void {
+    this.rejected++;
+    this.log(`node ${this.name}: refused ${detail} on ${quoteValue(subj, 200)} (${reason})`);
+    const job = parseSubject(subj)?.job;
+    for (const [name, hosted] of this.jobs) {
+      if (job !== '_nodes' && job !== name) continue;
+      const stage = hosted.stages.keys().next().value;
+      if (stage === undefined) continue;
+      hosted.trace.record({
+        type: 'reject',
+        t: hosted.runtime.clock.now(),
+        stage,
+        iteration: -1,
+        reason,
+        detail: `stage ${stage}: ${quoteValue(subj, 200)}: ${detail} (${reason})`,
+      });
+    }
   }
 
   start(): void {

@@ -12,6 +12,7 @@ import { RUN_COMMAND_DEFAULTS } from '../job/defaults';
 import type { RunSetup } from './run-once';
 import { REFERENCE_FLAG } from './reference-flag';
 import { TRACE_OUTPUT_FLAGS } from './trace-output';
+import { readKeyFile } from './key-file';
 
 export const RUN_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
@@ -40,6 +41,12 @@ export const RUN_FLAGS: readonly FlagSpec[] = [
     type: 'list',
     metavar: 'N1,N2,…',
     help: 'use running node agents (baton node) instead of spawning them; stages are dealt in contiguous blocks',
+  },
+  {
+    name: 'node-key-file',
+    type: 'string',
+    metavar: 'FILE',
+    help: 'with --nodes: the key file those agents were started with (baton node --key-file); every message is sealed under it',
   },
   {
     name: 'compare',
@@ -103,6 +110,9 @@ export function runConfigFromFlags(
     processes: flags.processes as 'per-stage' | 'single',
     natsUrl: flags.nats === undefined ? undefined : natsFlag(flags.nats, 'run'),
     nodes: flags.nodes as string[] | undefined,
+    ...(flags.nodeKeyFile !== undefined
+      ? { nodeKey: readKeyFile(String(flags.nodeKeyFile), 'run: --node-key-file') }
+      : {}),
     onServer: (url, job) =>
       process.stderr.write(
         `run: job ${job} on a nats-server of its own at ${url}; watch it with baton tap --nats ${url} --job ${job}\n`,
@@ -115,6 +125,11 @@ export function runConfigFromFlags(
   if (setup.nodes && setup.processes === 'single')
     throw new UsageError('run: --nodes runs the stages on those nodes; it takes no --processes single');
   if (setup.nodes) checkNodes(setup.nodes, setup.natsUrl, cfg.stages);
+  if (setup.nodes && !setup.nodeKey)
+    throw new UsageError(
+      'run: --nodes needs --node-key-file FILE, the key file those node agents were started with (baton node --key-file)',
+    );
+  if (!setup.nodes && setup.nodeKey) throw new UsageError('run: --node-key-file goes with --nodes');
   checkLocalProcesses(cfg, setup, 'run');
   return { cfg, setup };
 }
