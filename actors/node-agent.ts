@@ -66,9 +66,9 @@ export interface NodeAgentOptions {
   /** What hosting a job's stages means (job/node-host.ts). */
   stageHost: StageHost;
   log?: (line: string) => void;
-  /** Load the policy modules and profile files a host request names (any peer on the bus
-   * can send one, so off by default: `baton node --allow-files`). */
-  allowFiles?: boolean;
+  /** The files and directories (real paths) whose policy modules, profiles, corpora and
+   * checkpoints a host request may name (`baton node --allow-files`); default none. */
+  allowedFiles?: readonly string[];
   /** The machine name it reports (default os.hostname()): with its pid, what tells its process apart. */
   host?: string;
 }
@@ -81,7 +81,7 @@ export class NodeAgent {
    * their launch id and whether an abort (or exit) came meanwhile. */
   private readonly starting = new Map<string, StartingJob>();
   private readonly log: (line: string) => void;
-  private readonly allowFiles: boolean;
+  private readonly allowedFiles: readonly string[];
   private readonly stageHost: StageHost;
   private readonly machine: string;
   /** The jobs as the requests about one job and the leases see them (node-jobs.ts). */
@@ -95,7 +95,7 @@ export class NodeAgent {
     this.name = o.name;
     this.bus = o.bus;
     this.log = o.log ?? (() => {});
-    this.allowFiles = o.allowFiles ?? false;
+    this.allowedFiles = o.allowedFiles ?? [];
     this.stageHost = o.stageHost;
     this.machine = o.host ?? os.hostname();
     this.desk = {
@@ -231,7 +231,7 @@ export class NodeAgent {
 
   private async host(req: Record<string, unknown>): Promise<void> {
     const { reply, stages, leaseMs, launch } = hostFields(req);
-    const plan = this.stageHost(req.config, { allowFiles: this.allowFiles });
+    const plan = this.stageHost(req.config, { allowedFiles: this.allowedFiles });
     if (this.jobs.has(plan.job) || this.starting.has(plan.job))
       throw new NodeRequestError(`job ${plan.job} is already hosted here`);
     for (const s of stages)

@@ -7,7 +7,8 @@ import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { Bus } from '../transport/bus';
 import { HELP_FLAG, FlagSpec, UsageError, helpText, parseFlags } from './args';
 import { NATS_URL_ENV, NATS_URL_FORMS, natsFlag } from './nats-flag';
-import { newNodeAgent } from '../job/node-host';
+import { newNodeAgent, realPath } from '../job/node-host';
+import { existsSync } from 'fs';
 import { AuthBus } from '../transport/auth-bus';
 import { parseKey } from '../transport/auth-seal';
 import { readKeyFile } from './key-file';
@@ -49,8 +50,9 @@ const NODE_FLAGS: readonly FlagSpec[] = [
   },
   {
     name: 'allow-files',
-    type: 'bool',
-    help: 'use the files a launcher names (policy modules, profile files, training corpus, checkpoint to resume); only launchers holding the key can ask (without it, such a job is refused)',
+    type: 'list',
+    metavar: 'PATH,…',
+    help: 'the files and directories whose policy modules, profile files, training corpora and checkpoints a launcher may name (each must exist; a job naming any other file is refused; default none)',
   },
   HELP_FLAG,
 ];
@@ -58,7 +60,7 @@ const NODE_FLAGS: readonly FlagSpec[] = [
 export const NODE_HELP = helpText(
   'node',
   'start a node agent that hosts stage actors for jobs over NATS',
-  'baton node --nats URL --key-file FILE [--name NAME] [--allow-files] [--quiet] [--json]',
+  'baton node --nats URL --key-file FILE [--name NAME] [--allow-files PATH,…] [--quiet] [--json]',
   NODE_FLAGS,
 );
 
@@ -79,7 +81,7 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
       : (l: string) => process.stderr.write(`${l}\n`);
   // Stage processes a launcher starts have names of that launch's own; others ask first.
   if (!flags.exitWithStdin) await refuseTakenName(bus, name, nats.url);
-  const agent = newNodeAgent({ name, bus, log, allowFiles: flags.allowFiles === true });
+  const agent = newNodeAgent({ name, bus, log, allowedFiles: allowedFilesOf(flags.allowFiles) });
   leaveOnReconnect(nats, agent, name, log);
   agent.start();
   const stopper = stopperOf(agent, bus);
@@ -161,6 +163,15 @@ function readKeyLine(input: NodeJS.ReadStream): Promise<Uint8Array> {
     };
     input.on('data', onData);
     input.once('end', onEnd);
+  });
+}
+
+/** --allow-files as real paths: each must exist (a typo would otherwise allow nothing, or a later file). */
+function allowedFilesOf(list: unknown): string[] {
+  const given = (list as string[] | undefined) ?? [];
+  return given.map((p) => {
+    if (!existsSync(p)) throw new UsageError(`node: --allow-files: ${JSON.stringify(p)} does not exist`);
+    return realPath(p);
   });
 }
 

@@ -10,7 +10,7 @@ import { IterationRecord } from '../actors/coordinator';
 import { runDistributed } from '../job/run-distributed';
 import { JobResult, runJob } from '../job/run-local';
 import { JobError, checkJob } from '../job/wire-stage';
-import { filesAJobNames } from '../job/node-host';
+import { filesOfJob, realPath } from '../job/node-host';
 import { NatsBus } from '../transport/nats-bus';
 import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
 import { endBySignal, onProcessEnd } from '../transport/process-cleanup';
@@ -51,7 +51,7 @@ function spawnNodes(
   url: string,
   names: string[],
   nodeFlags: readonly string[],
-  allowFiles: boolean,
+  allowedFiles: readonly string[],
   key: Uint8Array,
   threads?: number,
 ): SpawnedNodes {
@@ -72,7 +72,7 @@ function spawnNodes(
         '--quiet',
         '--exit-with-stdin',
         '--key-stdin',
-        ...(allowFiles ? ['--allow-files'] : []),
+        ...(allowedFiles.length > 0 ? ['--allow-files', allowedFiles.join(',')] : []),
       ],
       { stdio: ['pipe', 'ignore', 'pipe'], env: { ...process.env, [NATS_URL_ENV]: url, [THREADS_ENV]: threadsEach } },
     );
@@ -194,9 +194,8 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     const suffix = randomBytes(4).toString('hex');
     const names = setup.nodes ?? Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`);
     interrupts = watchInterrupts();
-    // Agents of our own may load the files this launcher's user named; built-in names need no files.
-    if (!setup.nodes)
-      nodes = spawnNodes(url, names, stageNodeFlags(), filesAJobNames(cfg).length > 0, key, setup.threads);
+    // Agents of our own may load the files this launcher's user named, and no others.
+    if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags(), allowedFilesFor(cfg), key, setup.threads);
     const stop = Promise.race([interrupts.interrupted, dropped, ...(nodes ? [nodes.died] : [])]);
     const result = await runDistributed(cfg, { bus, nodes: names, onIteration: setup.onIteration, stop });
     const pids = distinctProcesses(result.nodes).map((p) => p.pid);
@@ -210,6 +209,17 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     const sig = interrupts?.signal();
     if (sig) endBySignal(sig);
   }
+}
+
+/** The files a job names, as the --allow-files of the stage processes that run it (a comma would split a path). */
+function allowedFilesFor(cfg: JobConfig): string[] {
+  const files = filesOfJob(cfg).map((f) => realPath(f.path));
+  const split = files.find((f) => f.includes(','));
+  if (split !== undefined)
+    throw new UsageError(
+      `the job names ${JSON.stringify(split)}: a path with a comma cannot be handed to a stage process`,
+    );
+  return files;
 }
 
 function nodeKeyOf(setup: RunSetup): Uint8Array {
