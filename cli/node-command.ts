@@ -6,7 +6,7 @@ import { askAround } from '../transport/ask-around';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { Bus } from '../transport/bus';
 import { HELP_FLAG, FlagSpec, UsageError, helpText, parseFlags } from './args';
-import { NATS_URL_ENV, NATS_URL_FORMS, natsFlag } from './nats-flag';
+import { NATS_URL_ENV, NATS_URL_FORMS, natsUrlOf } from './nats-flag';
 import { newNodeAgent, realPath } from '../job/node-host';
 import { existsSync } from 'fs';
 import { AuthBus } from '../transport/auth-bus';
@@ -18,7 +18,7 @@ const NODE_FLAGS: readonly FlagSpec[] = [
     name: 'nats',
     type: 'string',
     metavar: 'URL',
-    help: `NATS server(s) to join: ${NATS_URL_FORMS} (required, or ${NATS_URL_ENV} in the environment)`,
+    help: `NATS server(s) to join: ${NATS_URL_FORMS} (required, or ${NATS_URL_ENV} or NATS_URL in the environment)`,
   },
   {
     name: 'name',
@@ -115,10 +115,9 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
 
 /** The server (--nats, else the environment) and the agent's name (--name, else node-<pid>), checked. */
 function urlAndNameFromFlags(flags: Record<string, unknown>): { url: string; name: string } {
-  const fromEnv = flags.nats === undefined ? process.env[NATS_URL_ENV] : undefined;
-  if (flags.nats === undefined && fromEnv === undefined)
-    throw new UsageError(`node: --nats URL is required (or ${NATS_URL_ENV} in the environment)`);
-  const url = flags.nats !== undefined ? natsFlag(flags.nats, 'node') : natsFlag(fromEnv, 'node', NATS_URL_ENV);
+  const url = natsUrlOf(flags.nats, 'node');
+  if (url === undefined)
+    throw new UsageError(`node: --nats URL is required (or ${NATS_URL_ENV} or NATS_URL in the environment)`);
   const name = flags.name === undefined ? `node-${process.pid}` : String(flags.name);
   if (!NODE_NAME_RE.test(name))
     throw new UsageError(`node: --name must match [A-Za-z0-9_-]+, got ${JSON.stringify(name)}`);

@@ -5,7 +5,7 @@ import { MAX_TIMER_MS } from '../base/clock';
 import { JobConfig } from '../job/config';
 import { MAX_NODE_NAME, NODE_NAME_RE } from '../actors/node-protocol';
 import { HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, ParsedFlags, UsageError, helpText } from './args';
-import { NATS_URL_FORMS, natsFlag } from './nats-flag';
+import { NATS_URL_FORMS, natsUrlOf } from './nats-flag';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { STAGE_NODE_FLAGS_HELP, stageNodeFlags } from './stage-node-flags';
 import { RUN_COMMAND_DEFAULTS } from '../job/defaults';
@@ -27,7 +27,7 @@ export const RUN_FLAGS: readonly FlagSpec[] = [
     name: 'nats',
     type: 'string',
     metavar: 'URL',
-    help: `NATS server(s): ${NATS_URL_FORMS} (default: start a local nats-server on a free loopback port)`,
+    help: `NATS server(s): ${NATS_URL_FORMS} (default: BATON_NATS_URL or NATS_URL from the environment, else start a local nats-server on a free loopback port)`,
   },
   {
     name: 'processes',
@@ -108,7 +108,7 @@ export function runConfigFromFlags(
   const setup: RunSetup = {
     transport: flags.transport as 'nats' | 'local',
     processes: flags.processes as 'per-stage' | 'single',
-    natsUrl: flags.nats === undefined ? undefined : natsFlag(flags.nats, 'run'),
+    natsUrl: natsUrlOf(flags.nats, 'run'),
     nodes: flags.nodes as string[] | undefined,
     ...(flags.nodeKeyFile !== undefined
       ? { nodeKey: readKeyFile(String(flags.nodeKeyFile), 'run: --node-key-file') }

@@ -96,3 +96,8 @@ export const TRAIN_COMMAND_DEFAULTS = {
   // A training task can hold its stage for seconds (a large model on the wasm backend).
   stallTimeoutMs: 600000,
 } as const;
+
+/** `baton tap`: the server it watches when neither --nats nor the environment names one. */
+export const TAP_COMMAND_DEFAULTS = {
+  nats: 'nats://127.0.0.1:4222',
+} as const;
