@@ -317,6 +317,12 @@ export class Launch {
       );
   }
 
+  /** The machine each stage ran on, as its agent said (the clock its events are on). */
+  machineOf(): (stage: number) => string {
+    const nodes = this.nodesUsed();
+    return (stage) => nodes.find((n) => n.stages.includes(stage))?.host ?? `unknown-${stage}`;
+  }
+
   nodesUsed(): DistributedResult['nodes'] {
     return this.used.map((n, i) => ({
       name: n,
