@@ -34,6 +34,8 @@ import { Bus, Subscription } from '../transport/bus';
 import { decodeValue, encodeValue } from '../transport/codec';
 import { launchField } from '../transport/envelope';
 import { PayloadTooLargeError } from '../transport/nats-bus';
+import { AuthBus, AuthRejectReason } from '../transport/auth-bus';
+import { parseSubject } from '../transport/subjects';
 import { HostedJob, NodeJobs, StartingJob, answerJobRequest, renewLease, wireJob } from './node-jobs';
 import { StageHost } from './stage-host';
 import {
@@ -64,9 +66,9 @@ export interface NodeAgentOptions {
   /** What hosting a job's stages means (job/node-host.ts). */
   stageHost: StageHost;
   log?: (line: string) => void;
-  /** Load the policy modules and profile files a host request names (any peer on the bus
-   * can send one, so off by default: `baton node --allow-files`). */
-  allowFiles?: boolean;
+  /** The files and directories (real paths) whose policy modules, profiles, corpora and
+   * checkpoints a host request may name (`baton node --allow-files`); default none. */
+  allowedFiles?: readonly string[];
   /** The machine name it reports (default os.hostname()): with its pid, what tells its process apart. */
   host?: string;
 }
@@ -79,7 +81,7 @@ export class NodeAgent {
    * their launch id and whether an abort (or exit) came meanwhile. */
   private readonly starting = new Map<string, StartingJob>();
   private readonly log: (line: string) => void;
-  private readonly allowFiles: boolean;
+  private readonly allowedFiles: readonly string[];
   private readonly stageHost: StageHost;
   private readonly machine: string;
   /** The jobs as the requests about one job and the leases see them (node-jobs.ts). */
@@ -93,7 +95,7 @@ export class NodeAgent {
     this.name = o.name;
     this.bus = o.bus;
     this.log = o.log ?? (() => {});
-    this.allowFiles = o.allowFiles ?? false;
+    this.allowedFiles = o.allowedFiles ?? [];
     this.stageHost = o.stageHost;
     this.machine = o.host ?? os.hostname();
     this.desk = {
@@ -106,6 +108,30 @@ export class NodeAgent {
       teardown: (name, job) => this.teardown(name, job),
       log: (line) => this.log(line),
     };
+    if (this.bus instanceof AuthBus) this.bus.onReject = (reason, subj, detail) => this.refused(reason, subj, detail);
+  }
+
+  /**
+   * A message its bus refused (unsealed, sealed under another key, replayed): counted, logged,
+   * and a reject event of the job it was for (a request to this agent: of every job it hosts).
+   */
+  private refused(reason: AuthRejectReason, subj: string, detail: string): void {
+    this.rejected++;
+    this.log(`node ${this.name}: refused ${detail} on ${quoteValue(subj, 200)} (${reason})`);
+    const job = parseSubject(subj)?.job;
+    for (const [name, hosted] of this.jobs) {
+      if (job !== '_nodes' && job !== name) continue;
+      const stage = hosted.stages.keys().next().value;
+      if (stage === undefined) continue;
+      hosted.trace.record({
+        type: 'reject',
+        t: hosted.runtime.clock.now(),
+        stage,
+        iteration: -1,
+        reason,
+        detail: `stage ${stage}: ${quoteValue(subj, 200)}: ${detail} (${reason})`,
+      });
+    }
   }
 
   start(): void {
@@ -205,7 +231,7 @@ export class NodeAgent {
 
   private async host(req: Record<string, unknown>): Promise<void> {
     const { reply, stages, leaseMs, launch } = hostFields(req);
-    const plan = this.stageHost(req.config, { allowFiles: this.allowFiles });
+    const plan = this.stageHost(req.config, { allowedFiles: this.allowedFiles });
     if (this.jobs.has(plan.job) || this.starting.has(plan.job))
       throw new NodeRequestError(`job ${plan.job} is already hosted here`);
     for (const s of stages)

@@ -2,7 +2,9 @@
 // publish/subscribe of a Uint8Array, (b) Baton's path: encodeEnvelope + NatsBus.publish
 // -> subscribe + decodeEnvelope, with a float32 tensor of the same byte size. Both use
 // two connections (publisher, subscriber) to one local nats-server and the same
-// in-flight window, so the ratio b/a is the cost of Baton's codec and bus wrapper.
+// in-flight window, so the ratio b/a is the cost of Baton's codec and bus wrapper; (c) is
+// (b) through an AuthBus (transport/auth-bus.ts), every message sealed and checked, as jobs
+// over NATS run: its ratio to (a) is the target.
 // Reports medians over repeats (raw and Baton runs interleaved, which goes first
 // alternating from one repeat to the next, so a drift does not favour one side) and
 // whether every decoded tensor was a zero-copy view into the bytes of the received message.
@@ -14,6 +16,9 @@ import { connect } from '@nats-io/transport-node';
 import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
 import type { Envelope } from '../transport/envelope';
 import { NatsBus } from '../transport/nats-bus';
+import { AuthBus } from '../transport/auth-bus';
+import { newJobKey } from '../transport/auth-seal';
+import type { Bus } from '../transport/bus';
 import { startNatsServer } from '../transport/nats-server';
 import { benchMain, positiveInt } from './bench-cli';
 import { inTurn } from './in-turn';
@@ -37,15 +42,21 @@ export interface BusThroughputResult {
   repeats: number;
   /** Median MB/s (1 MB = 1e6 bytes of payload) for raw nats.js. */
   rawMBps: number;
-  /** Median MB/s of tensor payload through encode + NatsBus + decode. */
+  /** Median MB/s of tensor payload through encode + NatsBus + decode, unsealed. */
   batonMBps: number;
+  /** Median MB/s of the same through an AuthBus: every message sealed and its seal checked. */
+  sealedMBps: number;
+  /** sealedMBps / rawMBps: what jobs get (they seal every message). */
   ratio: number;
+  /** batonMBps / rawMBps. */
+  unsealedRatio: number;
   target: number;
   /** True when every decoded tensor was a view into the received message. */
   zeroCopyDecode: boolean;
   zeroCopyFraction: number;
   rawRunsMBps: number[];
   batonRunsMBps: number[];
+  sealedRunsMBps: number[];
 }
 
 const round = (x: number) => Math.round(x * 10) / 10;
@@ -93,9 +104,9 @@ export function isViewInto(t: ArrayBufferView, msg: Uint8Array): boolean {
   );
 }
 
-/** Which side runs first in repeat `r`: raw in even repeats, Baton in odd ones. */
-export function repeatOrder(r: number): readonly ('raw' | 'baton')[] {
-  return inTurn(['raw', 'baton'] as const, r);
+/** The order of the sides in repeat `r`: raw first in even repeats, sealed Baton first in odd ones. */
+export function repeatOrder(r: number): readonly ('raw' | 'baton' | 'sealed')[] {
+  return inTurn(['raw', 'baton', 'sealed'] as const, r);
 }
 
 async function rawRun(url: string, bytes: number, n: number, window: number): Promise<number> {
@@ -137,12 +148,16 @@ async function batonRun(
   n: number,
   window: number,
   zc: { views: number; total: number },
+  sealed: boolean,
 ): Promise<number> {
-  const pub = await NatsBus.connect(url);
-  const sub = await NatsBus.connect(url).catch(async (e: unknown) => {
-    await pub.close();
+  const pubNats = await NatsBus.connect(url);
+  const subNats = await NatsBus.connect(url).catch(async (e: unknown) => {
+    await pubNats.close();
     throw e;
   });
+  const key = newJobKey();
+  const pub: Bus = sealed ? new AuthBus(pubNats, key, 'bench-pub') : pubNats;
+  const sub: Bus = sealed ? new AuthBus(subNats, key, 'bench-sub') : subNats;
   try {
     const tensor = new Float32Array(bytes / 4).map((_, i) => i * 0.001);
     let got = 0;
@@ -181,8 +196,11 @@ async function batonRun(
     ).catch((e: Error) => {
       throw new Error(`baton run: ${e.message}`);
     });
-    if (badValue > 0 || sub.errors > 0)
-      throw new Error(`baton run: ${badValue} wrong tensors, ${sub.errors} handler errors`);
+    const refused = sub instanceof AuthBus ? sub.rejectedCount : 0;
+    if (badValue > 0 || subNats.errors > 0 || refused > 0)
+      throw new Error(
+        `baton run: ${badValue} wrong tensors, ${subNats.errors} handler errors, ${refused} refused seals`,
+      );
     return (n * bytes) / 1e6 / s;
   } finally {
     await Promise.all([pub.close(), sub.close()]);
@@ -199,29 +217,36 @@ export async function benchBusThroughput(opts: BusThroughputOptions = {}): Promi
   try {
     const zc = { views: 0, total: 0 };
     await rawRun(server.url, bytes, Math.min(n, 20), window); // warm up both paths
-    await batonRun(server.url, bytes, Math.min(n, 20), window, { views: 0, total: 0 });
+    await batonRun(server.url, bytes, Math.min(n, 20), window, { views: 0, total: 0 }, false);
+    await batonRun(server.url, bytes, Math.min(n, 20), window, { views: 0, total: 0 }, true);
     const raw: number[] = [];
     const baton: number[] = [];
+    const sealed: number[] = [];
     for (let r = 0; r < repeats; r++) {
       for (const side of repeatOrder(r)) {
         if (side === 'raw') raw.push(await rawRun(server.url, bytes, n, window));
-        else baton.push(await batonRun(server.url, bytes, n, window, zc));
+        else if (side === 'baton') baton.push(await batonRun(server.url, bytes, n, window, zc, false));
+        else sealed.push(await batonRun(server.url, bytes, n, window, zc, true));
       }
     }
     const rawMBps = median(raw);
     const batonMBps = median(baton);
+    const sealedMBps = median(sealed);
     return {
       messageBytes: bytes,
       messages: n,
       repeats,
       rawMBps: round(rawMBps),
       batonMBps: round(batonMBps),
-      ratio: Math.round((batonMBps / rawMBps) * 1000) / 1000,
+      sealedMBps: round(sealedMBps),
+      ratio: Math.round((sealedMBps / rawMBps) * 1000) / 1000,
+      unsealedRatio: Math.round((batonMBps / rawMBps) * 1000) / 1000,
       target: 0.85,
       zeroCopyDecode: zc.views === zc.total,
       zeroCopyFraction: zc.total ? zc.views / zc.total : 0,
       rawRunsMBps: raw.map(round),
       batonRunsMBps: baton.map(round),
+      sealedRunsMBps: sealed.map(round),
     };
   } finally {
     await server.stop();
@@ -233,8 +258,9 @@ export function formatBusThroughput(r: BusThroughputResult): string {
   return [
     `bus throughput, ${r.messages} × ${+(r.messageBytes / 1048576).toPrecision(6)} MiB float32 messages, median of ${r.repeats}:`,
     `  raw nats.js              ${r.rawMBps.toFixed(1)} MB/s   runs ${r.rawRunsMBps.join(', ')}`,
-    `  Baton codec + NatsBus    ${r.batonMBps.toFixed(1)} MB/s   runs ${r.batonRunsMBps.join(', ')}`,
-    `  ratio ${r.ratio.toFixed(3)} (target >= ${r.target})${r.ratio >= r.target ? '' : '  BELOW TARGET'}`,
+    `  Baton codec + NatsBus    ${r.batonMBps.toFixed(1)} MB/s   runs ${r.batonRunsMBps.join(', ')}   (unsealed; ratio ${r.unsealedRatio.toFixed(3)})`,
+    `  Baton, sealed (AuthBus)  ${r.sealedMBps.toFixed(1)} MB/s   runs ${r.sealedRunsMBps.join(', ')}`,
+    `  ratio sealed/raw ${r.ratio.toFixed(3)} (target >= ${r.target})${r.ratio >= r.target ? '' : '  BELOW TARGET'}`,
     `  zero-copy decode: ${r.zeroCopyDecode ? 'yes' : `no (${(r.zeroCopyFraction * 100).toFixed(1)}% of messages)`}`,
   ].join('\n');
 }

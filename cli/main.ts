@@ -33,6 +33,10 @@ const COMMANDS: Record<string, Command> = {
     summary: 'inspect a trace file: gantt (SVG chart), check (schema), summary',
     load: () => (require('./trace-command') as typeof import('./trace-command')).traceCommand,
   },
+  auth: {
+    summary: 'write credentials: a key file for node agents started by hand and their launchers',
+    load: () => (require('./auth-command') as typeof import('./auth-command')).authCommand,
+  },
   tap: {
     summary: 'print the live decoded message flows of a job (like nats sub)',
     load: () => (require('./tap') as typeof import('./tap')).tapCommand,

@@ -15,3 +15,16 @@ export function natsFlag(value: unknown, command: string, source = '--nats'): st
   if (problem) throw new UsageError(`${command}: ${source} ${problem}`);
   return raw;
 }
+
+/** The environment variables a NATS URL is read from when no --nats is given, first found first. */
+export const NATS_URL_ENVS = [NATS_URL_ENV, 'NATS_URL'] as const;
+
+/** The server of `--nats`, else of BATON_NATS_URL, else of NATS_URL (the environment keeps a password off the command line); undefined when none is set. */
+export function natsUrlOf(flag: unknown, command: string): string | undefined {
+  if (flag !== undefined) return natsFlag(flag, command);
+  for (const name of NATS_URL_ENVS) {
+    const v = process.env[name];
+    if (v !== undefined && v !== '') return natsFlag(v, command, name);
+  }
+  return undefined;
+}

@@ -6,15 +6,19 @@ import { askAround } from '../transport/ask-around';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { Bus } from '../transport/bus';
 import { HELP_FLAG, FlagSpec, UsageError, helpText, parseFlags } from './args';
-import { NATS_URL_ENV, NATS_URL_FORMS, natsFlag } from './nats-flag';
-import { newNodeAgent } from '../job/node-host';
+import { NATS_URL_ENV, NATS_URL_FORMS, natsUrlOf } from './nats-flag';
+import { newNodeAgent, realPath } from '../job/node-host';
+import { existsSync } from 'fs';
+import { AuthBus } from '../transport/auth-bus';
+import { parseKey } from '../transport/auth-seal';
+import { readKeyFile } from './key-file';
 
 const NODE_FLAGS: readonly FlagSpec[] = [
   {
     name: 'nats',
     type: 'string',
     metavar: 'URL',
-    help: `NATS server(s) to join: ${NATS_URL_FORMS} (required, or ${NATS_URL_ENV} in the environment)`,
+    help: `NATS server(s) to join: ${NATS_URL_FORMS} (required, or ${NATS_URL_ENV} or NATS_URL in the environment)`,
   },
   {
     name: 'name',
@@ -34,9 +38,21 @@ const NODE_FLAGS: readonly FlagSpec[] = [
     help: 'exit when stdin closes (baton run starts its stage processes so: they end with it, even if it is killed; their names, the job name with a random suffix, skip the check that no other node has the name)',
   },
   {
-    name: 'allow-files',
+    name: 'key-file',
+    type: 'string',
+    metavar: 'FILE',
+    help: 'the key its launchers hold (baton auth key FILE writes one; mode 600): every request and message is sealed under it, and what is not is refused (required, or --key-stdin)',
+  },
+  {
+    name: 'key-stdin',
     type: 'bool',
-    help: 'use the files a launcher names (policy modules, profile files, training corpus, checkpoint to resume); any peer on the NATS server can then name any file on this machine (without it, such a job is refused)',
+    help: "read the key from the first line of stdin (baton run hands its stage processes the launch's key so: never on a command line or in the environment)",
+  },
+  {
+    name: 'allow-files',
+    type: 'list',
+    metavar: 'PATH,…',
+    help: 'the files and directories whose policy modules, profile files, training corpora and checkpoints a launcher may name (each must exist; a job naming any other file is refused; default none)',
   },
   HELP_FLAG,
 ];
@@ -44,7 +60,7 @@ const NODE_FLAGS: readonly FlagSpec[] = [
 export const NODE_HELP = helpText(
   'node',
   'start a node agent that hosts stage actors for jobs over NATS',
-  'baton node --nats URL [--name NAME] [--allow-files] [--quiet] [--json]',
+  'baton node --nats URL --key-file FILE [--name NAME] [--allow-files PATH,…] [--quiet] [--json]',
   NODE_FLAGS,
 );
 
@@ -55,23 +71,25 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
     return 0;
   }
   const { url, name } = urlAndNameFromFlags(flags);
-  const bus = await NatsBus.connect(url, { name: `baton-node-${name}` });
+  const key = await keyFromFlags(flags);
+  const nats = await NatsBus.connect(url, { name: `baton-node-${name}` });
+  const bus = new AuthBus(nats, key, `node:${name}`);
   const log = flags.quiet
     ? () => {}
     : flags.json
       ? (l: string) => process.stderr.write(`${JSON.stringify({ node: name, log: l })}\n`)
       : (l: string) => process.stderr.write(`${l}\n`);
   // Stage processes a launcher starts have names of that launch's own; others ask first.
-  if (!flags.exitWithStdin) await refuseTakenName(bus, name, bus.url);
-  const agent = newNodeAgent({ name, bus, log, allowFiles: flags.allowFiles === true });
-  leaveOnReconnect(bus, agent, name, log);
+  if (!flags.exitWithStdin) await refuseTakenName(bus, name, nats.url);
+  const agent = newNodeAgent({ name, bus, log, allowedFiles: allowedFilesOf(flags.allowFiles) });
+  leaveOnReconnect(nats, agent, name, log);
   agent.start();
   const stopper = stopperOf(agent, bus);
   // Before the ready line: whoever reads it may signal at once.
   process.once('SIGTERM', () => stopper.stop('SIGTERM'));
   process.once('SIGINT', () => stopper.stop('SIGINT'));
-  if (flags.json) out(JSON.stringify({ node: name, pid: process.pid, nats: bus.url, ready: true }));
-  else log(`node ${name}: ready on ${bus.url} (pid ${process.pid})`);
+  if (flags.json) out(JSON.stringify({ node: name, pid: process.pid, nats: nats.url, ready: true }));
+  else log(`node ${name}: ready on ${nats.url} (pid ${process.pid})`);
   if (flags.exitWithStdin) {
     // The launcher holds the other end of stdin; it closes when the launcher ends, however it ends.
     const gone = () => {
@@ -83,12 +101,12 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
     process.stdin.on('error', gone);
     process.stdin.resume();
   }
-  const lost = await Promise.race([agent.exited.then(() => null), bus.lost()]);
+  const lost = await Promise.race([agent.exited.then(() => null), nats.lost()]);
   // Our own close on a signal ends the connection too; the process is about to exit.
   if (stopper.stopping()) return new Promise<number>(() => {});
   if (lost)
     throw new NatsBusError(
-      `node ${name}: lost the connection to NATS at ${bus.url} (${lost.message}); the jobs it hosted are gone`,
+      `node ${name}: lost the connection to NATS at ${nats.url} (${lost.message}); the jobs it hosted are gone`,
     );
   // Asked to exit: the launchers' leaving messages go out first, as on a signal.
   await flushAndClose(bus);
@@ -97,10 +115,9 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
 
 /** The server (--nats, else the environment) and the agent's name (--name, else node-<pid>), checked. */
 function urlAndNameFromFlags(flags: Record<string, unknown>): { url: string; name: string } {
-  const fromEnv = flags.nats === undefined ? process.env[NATS_URL_ENV] : undefined;
-  if (flags.nats === undefined && fromEnv === undefined)
-    throw new UsageError(`node: --nats URL is required (or ${NATS_URL_ENV} in the environment)`);
-  const url = flags.nats !== undefined ? natsFlag(flags.nats, 'node') : natsFlag(fromEnv, 'node', NATS_URL_ENV);
+  const url = natsUrlOf(flags.nats, 'node');
+  if (url === undefined)
+    throw new UsageError(`node: --nats URL is required (or ${NATS_URL_ENV} or NATS_URL in the environment)`);
   const name = flags.name === undefined ? `node-${process.pid}` : String(flags.name);
   if (!NODE_NAME_RE.test(name))
     throw new UsageError(`node: --name must match [A-Za-z0-9_-]+, got ${JSON.stringify(name)}`);
@@ -109,6 +126,52 @@ function urlAndNameFromFlags(flags: Record<string, unknown>): { url: string; nam
       `node: --name is ${name.length} characters, over the ${MAX_NODE_NAME} its subject (baton._nodes.<name>) has room for`,
     );
   return { url, name };
+}
+
+/** The key of --key-file, or of stdin's first line with --key-stdin: one of them is required. */
+async function keyFromFlags(flags: Record<string, unknown>): Promise<Uint8Array> {
+  if (flags.keyStdin && flags.keyFile !== undefined)
+    throw new UsageError('node: give --key-file or --key-stdin, not both');
+  if (flags.keyFile !== undefined) return readKeyFile(String(flags.keyFile), 'node: --key-file');
+  if (flags.keyStdin) return readKeyLine(process.stdin);
+  throw new UsageError(
+    'node: --key-file FILE is required (baton auth key FILE writes one; its launchers take it with --node-key-file): an agent takes no request it cannot authenticate',
+  );
+}
+
+/** The key on the first line of `input`, leaving the stream flowing (--exit-with-stdin watches its end). */
+function readKeyLine(input: NodeJS.ReadStream): Promise<Uint8Array> {
+  return new Promise((resolve, reject) => {
+    let text = '';
+    const done = () => {
+      input.off('data', onData);
+      input.off('end', onEnd);
+    };
+    const onData = (d: Buffer) => {
+      text += d.toString('utf8');
+      const nl = text.indexOf('\n');
+      if (nl < 0 && text.length < 256) return;
+      done();
+      const key = parseKey(text.slice(0, nl < 0 ? text.length : nl));
+      if (key) resolve(key);
+      else reject(new UsageError('node: --key-stdin: the first line of stdin is not a Baton key'));
+    };
+    const onEnd = () => {
+      done();
+      reject(new UsageError('node: --key-stdin: stdin ended before a key line'));
+    };
+    input.on('data', onData);
+    input.once('end', onEnd);
+  });
+}
+
+/** --allow-files as real paths: each must exist (a typo would otherwise allow nothing, or a later file). */
+function allowedFilesOf(list: unknown): string[] {
+  const given = (list as string[] | undefined) ?? [];
+  return given.map((p) => {
+    if (!existsSync(p)) throw new UsageError(`node: --allow-files: ${JSON.stringify(p)} does not exist`);
+    return realPath(p);
+  });
 }
 
 type NodeAgent = ReturnType<typeof newNodeAgent>;

@@ -5,13 +5,14 @@ import { MAX_TIMER_MS } from '../base/clock';
 import { JobConfig } from '../job/config';
 import { MAX_NODE_NAME, NODE_NAME_RE } from '../actors/node-protocol';
 import { CONFIG_FLAG, HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, ParsedFlags, UsageError, helpText } from './args';
-import { NATS_URL_FORMS, natsFlag } from './nats-flag';
+import { NATS_URL_FORMS, natsUrlOf } from './nats-flag';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { STAGE_NODE_FLAGS_HELP, stageNodeFlags } from './stage-node-flags';
 import { RUN_COMMAND_DEFAULTS } from '../job/defaults';
 import type { RunSetup } from './run-once';
 import { REFERENCE_FLAG } from './reference-flag';
 import { TRACE_OUTPUT_FLAGS } from './trace-output';
+import { readKeyFile } from './key-file';
 
 export const RUN_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
@@ -26,7 +27,7 @@ export const RUN_FLAGS: readonly FlagSpec[] = [
     name: 'nats',
     type: 'string',
     metavar: 'URL',
-    help: `NATS server(s): ${NATS_URL_FORMS} (default: start a local nats-server on a free loopback port)`,
+    help: `NATS server(s): ${NATS_URL_FORMS} (default: BATON_NATS_URL or NATS_URL from the environment, else start a local nats-server on a free loopback port)`,
   },
   {
     name: 'processes',
@@ -40,6 +41,12 @@ export const RUN_FLAGS: readonly FlagSpec[] = [
     type: 'list',
     metavar: 'N1,N2,…',
     help: 'use running node agents (baton node) instead of spawning them; stages are dealt in contiguous blocks',
+  },
+  {
+    name: 'node-key-file',
+    type: 'string',
+    metavar: 'FILE',
+    help: 'with --nodes: the key file those agents were started with (baton node --key-file); every message is sealed under it',
   },
   {
     name: 'compare',
@@ -102,8 +109,11 @@ export function runConfigFromFlags(
   const setup: RunSetup = {
     transport: flags.transport as 'nats' | 'local',
     processes: flags.processes as 'per-stage' | 'single',
-    natsUrl: flags.nats === undefined ? undefined : natsFlag(flags.nats, 'run'),
+    natsUrl: natsUrlOf(flags.nats, 'run'),
     nodes: flags.nodes as string[] | undefined,
+    ...(flags.nodeKeyFile !== undefined
+      ? { nodeKey: readKeyFile(String(flags.nodeKeyFile), 'run: --node-key-file') }
+      : {}),
     onServer: (url, job) =>
       process.stderr.write(
         `run: job ${job} on a nats-server of its own at ${url}; watch it with baton tap --nats ${url} --job ${job}\n`,
@@ -116,6 +126,11 @@ export function runConfigFromFlags(
   if (setup.nodes && setup.processes === 'single')
     throw new UsageError('run: --nodes runs the stages on those nodes; it takes no --processes single');
   if (setup.nodes) checkNodes(setup.nodes, setup.natsUrl, cfg.stages);
+  if (setup.nodes && !setup.nodeKey)
+    throw new UsageError(
+      'run: --nodes needs --node-key-file FILE, the key file those node agents were started with (baton node --key-file)',
+    );
+  if (!setup.nodes && setup.nodeKey) throw new UsageError('run: --node-key-file goes with --nodes');
   checkLocalProcesses(cfg, setup, 'run');
   return { cfg, setup };
 }

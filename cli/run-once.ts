@@ -10,7 +10,7 @@ import { IterationRecord } from '../actors/coordinator';
 import { runDistributed } from '../job/run-distributed';
 import { JobResult, runJob } from '../job/run-local';
 import { JobError, checkJob } from '../job/wire-stage';
-import { filesAJobNames } from '../job/node-host';
+import { filesOfJob, realPath } from '../job/node-host';
 import { NatsBus } from '../transport/nats-bus';
 import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
 import { endBySignal, onProcessEnd } from '../transport/process-cleanup';
@@ -18,6 +18,9 @@ import { NATS_URL_ENV } from './nats-flag';
 import { claimJob } from '../job/job-claim';
 import { stageNodeFlags } from './stage-node-flags';
 import { THREADS_ENV, defaultThreads } from '../models/threads';
+import { AuthBus } from '../transport/auth-bus';
+import { keyText, newJobKey } from '../transport/auth-seal';
+import { UsageError } from './args';
 
 export interface RunSetup {
   transport: 'nats' | 'local';
@@ -27,6 +30,8 @@ export interface RunSetup {
   onIteration?: (r: IterationRecord) => void;
   /** Native-kernel threads of each stage process it starts (default: env BATON_THREADS, else cores / stage processes). */
   threads?: number;
+  /** The key the node agents of `nodes` were started with (--node-key-file); required with nodes. */
+  nodeKey?: Uint8Array;
   /** Told the URL of the private nats-server a run without natsUrl starts, once it is up. */
   onServer?: (url: string, job: string) => void;
 }
@@ -46,7 +51,8 @@ function spawnNodes(
   url: string,
   names: string[],
   nodeFlags: readonly string[],
-  allowFiles: boolean,
+  allowedFiles: readonly string[],
+  key: Uint8Array,
   threads?: number,
 ): SpawnedNodes {
   const threadsEach = String(threads ?? (process.env[THREADS_ENV] || defaultThreads(names.length)));
@@ -65,10 +71,14 @@ function spawnNodes(
         name,
         '--quiet',
         '--exit-with-stdin',
-        ...(allowFiles ? ['--allow-files'] : []),
+        '--key-stdin',
+        ...(allowedFiles.length > 0 ? ['--allow-files', allowedFiles.join(',')] : []),
       ],
       { stdio: ['pipe', 'ignore', 'pipe'], env: { ...process.env, [NATS_URL_ENV]: url, [THREADS_ENV]: threadsEach } },
     );
+    // The launch's key goes down the pipe only this launcher holds (not argv or env, which others can read).
+    child.stdin?.on('error', () => {});
+    child.stdin?.write(`${keyText(key)}\n`);
     child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[${name}] ${d}`));
     child.once('exit', (code, signal) => {
       if (!stopping)
@@ -155,19 +165,22 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     return { result, transport: 'local', processes: 1, pids: [process.pid] };
   }
   let server: NatsServerHandle | null = null;
-  let bus: NatsBus | null = null;
+  let nats: NatsBus | null = null;
   let nodes: SpawnedNodes | null = null;
   let interrupts: ReturnType<typeof watchInterrupts> | null = null;
   let release: (() => void) | null = null;
   try {
     const url = setup.natsUrl ?? (server = await startNatsServer()).url;
     if (server) setup.onServer?.(url, cfg.job);
-    bus = await NatsBus.connect(url, { name: `baton-run-${cfg.job}` });
+    nats = await NatsBus.connect(url, { name: `baton-run-${cfg.job}` });
+    // Everything of the job is sealed under the launch's key (agents started by hand: the key they hold).
+    const key = setup.nodes ? nodeKeyOf(setup) : newJobKey();
+    const bus = new AuthBus(nats, key, 'launcher');
     // A server of our own has no other jobs; a shared one may.
-    if (!server) release = await claimJob(bus, cfg.job);
+    if (!server) release = await claimJob(nats, cfg.job);
     // Core NATS keeps nothing that was in flight: once the launcher's connection drops (a
     // server of our own that died, a network cut), the job has lost messages, so it ends now.
-    const dropped = bus
+    const dropped = nats
       .disconnected()
       .then((e) => Promise.reject(new JobError(`${e.message}: messages in flight are lost, the job cannot complete`)));
     dropped.catch(() => {});
@@ -181,8 +194,8 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     const suffix = randomBytes(4).toString('hex');
     const names = setup.nodes ?? Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`);
     interrupts = watchInterrupts();
-    // Agents of our own may load the files this launcher's user named; built-in names need no files.
-    if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags(), filesAJobNames(cfg).length > 0, setup.threads);
+    // Agents of our own may load the files this launcher's user named, and no others.
+    if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags(), allowedFilesFor(cfg), key, setup.threads);
     const stop = Promise.race([interrupts.interrupted, dropped, ...(nodes ? [nodes.died] : [])]);
     const result = await runDistributed(cfg, { bus, nodes: names, onIteration: setup.onIteration, stop });
     const pids = distinctProcesses(result.nodes).map((p) => p.pid);
@@ -190,12 +203,31 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
   } finally {
     if (nodes) await nodes.stop();
     release?.();
-    if (bus) await bus.close();
+    if (nats) await nats.close();
     if (server) await server.stop();
     interrupts?.dispose();
     const sig = interrupts?.signal();
     if (sig) endBySignal(sig);
   }
+}
+
+/** The files a job names, as the --allow-files of the stage processes that run it (a comma would split a path). */
+function allowedFilesFor(cfg: JobConfig): string[] {
+  const files = filesOfJob(cfg).map((f) => realPath(f.path));
+  const split = files.find((f) => f.includes(','));
+  if (split !== undefined)
+    throw new UsageError(
+      `the job names ${JSON.stringify(split)}: a path with a comma cannot be handed to a stage process`,
+    );
+  return files;
+}
+
+function nodeKeyOf(setup: RunSetup): Uint8Array {
+  if (!setup.nodeKey)
+    throw new UsageError(
+      'run: --nodes needs --node-key-file FILE, the key file those node agents were started with (baton node --key-file)',
+    );
+  return setup.nodeKey;
 }
 
 /** One entry per OS process the nodes ran in: agents on different machines can have the same pid. */

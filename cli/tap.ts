@@ -11,7 +11,8 @@ import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { checkJobName, jobWildcard, parseSubject } from '../transport/subjects';
 import { formatTask } from '../policies/task';
 import { HELP_FLAG, FlagSpec, UsageError, helpText, parseFlags } from './args';
-import { NATS_URL_FORMS, natsFlag } from './nats-flag';
+import { NATS_URL_FORMS, natsUrlOf } from './nats-flag';
+import { TAP_COMMAND_DEFAULTS } from '../job/defaults';
 import { printable } from './table';
 
 export { printable };
@@ -21,8 +22,7 @@ const TAP_FLAGS: readonly FlagSpec[] = [
     name: 'nats',
     type: 'string',
     metavar: 'URL',
-    help: `NATS server(s): ${NATS_URL_FORMS}`,
-    default: 'nats://127.0.0.1:4222',
+    help: `NATS server(s): ${NATS_URL_FORMS} (default: BATON_NATS_URL or NATS_URL from the environment, else ${TAP_COMMAND_DEFAULTS.nats})`,
   },
   { name: 'job', type: 'string', metavar: 'J', help: 'job to watch (required unless --all)' },
   { name: 'all', type: 'bool', help: 'watch every Baton subject (baton.>)' },
@@ -133,7 +133,7 @@ export async function tapCommand(
     throw new UsageError(
       `tap: --timeout must be between 0 and ${MAX_TIMEOUT_S} seconds (0 = no limit), got ${seconds}`,
     );
-  const url = natsFlag(flags.nats, 'tap');
+  const url = natsUrlOf(flags.nats, 'tap') ?? TAP_COMMAND_DEFAULTS.nats;
   const bus = await NatsBus.connect(url, {
     name: 'baton-tap',
     onError: (e, subject) =>

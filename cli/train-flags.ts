@@ -77,7 +77,7 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
     name: 'nats',
     type: 'string',
     metavar: 'URL',
-    help: `with --transport nats, the NATS server(s): ${NATS_URL_FORMS} (default: start a local nats-server on a free loopback port)`,
+    help: `with --transport nats, the NATS server(s): ${NATS_URL_FORMS} (default: BATON_NATS_URL or NATS_URL from the environment, else start a local nats-server on a free loopback port)`,
   },
   {
     name: 'processes',

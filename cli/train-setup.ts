@@ -8,7 +8,7 @@ import { BackwardMode, ConsistencyName, pipemareHorizon } from '../actors/param-
 import { ASYNC_DEFAULTS, TRAIN_COMMAND_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
 import { MAX_VAL_BATCHES, TrainConfig } from '../models/train-config';
 import { UsageError } from './args';
-import { natsFlag } from './nats-flag';
+import { natsUrlOf } from './nats-flag';
 import { bufferLimitFromFlag } from './job-flags';
 import { checkLocalProcesses } from './run-flags';
 import { checkOutputDir } from './output-paths';
@@ -181,7 +181,7 @@ function setupOf(flags: Record<string, unknown>, cfg: JobConfig): TrainSetup {
   if (flags.transport === 'local' && flags.nats) throw new UsageError('train: --nats needs --transport nats');
   if (flags.clock === 'virtual' && flags.transport === 'nats')
     throw new UsageError('train: --clock virtual runs in one process; it takes no --transport nats');
-  const natsUrl = flags.nats === undefined ? undefined : natsFlag(flags.nats, 'train');
+  const natsUrl = natsUrlOf(flags.nats, 'train');
   if (flags.checkpoint && !flags.resume && hasCheckpoint(String(flags.checkpoint)))
     throw new UsageError(
       `train: --checkpoint ${flags.checkpoint} already holds a checkpoint; add --resume to continue it, or give another directory (a new run would overwrite it)`,

@@ -113,3 +113,8 @@ export const CALIBRATE_DEFAULTS = {
   batch: 8,
   budgetMs: 400,
 } as const;
+
+/** `baton tap`: the server it watches when neither --nats nor the environment names one. */
+export const TAP_COMMAND_DEFAULTS = {
+  nats: 'nats://127.0.0.1:4222',
+} as const;

@@ -2,6 +2,9 @@
 // agents and their replies, its lease renewals, its coordinator, its trace, its end.
 
 import { newLaunchId } from '../transport/envelope';
+import { AuthBus } from '../transport/auth-bus';
+import { senderChecked } from '../transport/auth-sender';
+import { parseSubject } from '../transport/subjects';
 import { Bus, Subscription } from '../transport/bus';
 import { encodeValue } from '../transport/codec';
 import { peerText, quoteValue } from '../base/quote';
@@ -56,7 +59,12 @@ export class Launch {
     stages: number,
     private readonly leaseMs: number,
   ) {
-    this.bus = o.bus;
+    this.blocks = assignStages(stages, o.nodes.length);
+    this.used = o.nodes.slice(0, this.blocks.length);
+    this.bus = senderChecked(o.bus, (subj, sender) => this.senderProblem(subj, sender));
+    if (o.bus instanceof AuthBus)
+      o.bus.onReject = (reason, subj, detail) =>
+        tallyReject(this.otherLaunch, `${quoteValue(subj, 200)}: refused ${detail} (${reason})`);
     this.timeout = o.nodeTimeoutMs ?? 20000;
     this.trace = new TraceCollector(cfg.job, this.id, stages, o.sinks ?? [], this.otherLaunch);
     o.stop?.catch((e: Error) => this.nodeFailed(e));
@@ -72,8 +80,18 @@ export class Launch {
     // The launcher's own actor (the coordinator, whose onIteration writes checkpoints) failing ends the job too.
     this.runtime.onFailure = (f) =>
       this.nodeFailed(new JobError(`actor ${f.actor} failed: ${f.error.message}`, { cause: f.error }));
-    this.blocks = assignStages(stages, o.nodes.length);
-    this.used = o.nodes.slice(0, this.blocks.length);
+  }
+
+  /** Only the job's agents send to the launcher, and a stage's trace comes from the agent hosting it. */
+  private senderProblem(subj: string, sender: string): string | null {
+    const node = sender.startsWith('node:') ? sender.slice('node:'.length) : null;
+    const i = node === null ? -1 : this.o.nodes.indexOf(node);
+    if (subj === ANNOUNCE_SUBJECT && node !== null) return null; // any agent of the key may say hello
+    if (i < 0) return `a message sealed by ${quoteValue(sender, 80)}, not by a node agent of this job`;
+    const stage = parseSubject(subj);
+    if (stage?.kind === 'trace' && !(this.blocks[i] ?? []).includes(Number(stage.stage)))
+      return `a trace batch of stage ${quoteValue(stage.stage, 20)} sealed by node ${node}, which does not host it`;
+    return null;
   }
 
   /** `p`, unless the job fails first. */
@@ -297,6 +315,12 @@ export class Launch {
       throw new JobError(
         `malformed trace batches (${rejects.count} problems): ${rejects.first.slice(0, 3).join('; ')}`,
       );
+  }
+
+  /** The machine each stage ran on, as its agent said (the clock its events are on). */
+  machineOf(): (stage: number) => string {
+    const nodes = this.nodesUsed();
+    return (stage) => nodes.find((n) => n.stages.includes(stage))?.host ?? `unknown-${stage}`;
   }
 
   nodesUsed(): DistributedResult['nodes'] {

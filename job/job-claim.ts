@@ -53,7 +53,7 @@ export async function claimJob(bus: Bus, job: string, waitMs = 300): Promise<() 
     // The answer is a peer's: none of its values is trusted to print.
     if (o.node === undefined)
       throw new JobNameTakenError(
-        `job ${job} is already running on this NATS system (launcher pid ${peerText(o.pid)} on ${peerText(o.host)}); give this run another --job NAME`,
+        `job ${job} is already running on this NATS system (launcher pid ${peerText(o.pid)} on ${peerText(o.host)}), or a peer squatting on the name answered: launchers hold no key in common to tell a genuine claim from a stranger's (server permissions on baton._jobs.> do: docs/operations.md); give this run another --job NAME`,
       );
     const lease = Number.isSafeInteger(o.leaseMs)
       ? `; they are dropped once their launcher has not renewed them for ${o.leaseMs as number} ms`

@@ -37,6 +37,8 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       wallStart,
       validate: true,
       sharedClock: false,
+      // Stage processes of one machine share its monotonic clock (base/clock.ts).
+      clockOf: launch.machineOf(),
       coordinatorRejects: rejects,
       launcherRejects: launch.otherLaunch,
     });

@@ -4,6 +4,9 @@
 
 import { Bus, Subscription } from '../transport/bus';
 import { LocalBus } from '../transport/local-bus';
+import { quoteValue } from '../base/quote';
+import { AuthBus } from '../transport/auth-bus';
+import { newRejectTally, tallyReject } from '../base/reject-tally';
 import { newLaunchId } from '../transport/envelope';
 import { Clock, RealClock, VirtualClock } from '../base/clock';
 import { StageCompute } from '../stage/compute';
@@ -52,6 +55,11 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   // run's alone.
   const launch = bus.kind === 'local' ? undefined : newLaunchId();
   const events: BatonEvent[] = [];
+  // A sealed bus refuses what is not sealed under the job's key before any stage sees it.
+  const sealRejects = newRejectTally();
+  if (bus instanceof AuthBus)
+    bus.onReject = (reason, subj, detail) =>
+      tallyReject(sealRejects, `${quoteValue(subj, 200)}: refused ${detail} (${reason})`);
   const { stages, subs, computes } = wireStages(
     { runtime, bus, cfg, plan: { policy, shape }, durations, computeFor: opts.computeFor, launch },
     recordingSink(events, opts.sinks ?? []),
@@ -106,6 +114,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
       wallStart,
       validate: opts.validate !== false,
       coordinatorRejects: coordinator.rejects,
+      launcherRejects: sealRejects,
     });
   } finally {
     for (const s of subs) s.unsubscribe();

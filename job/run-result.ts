@@ -100,6 +100,8 @@ export interface ResultParts {
   validate: boolean;
   /** False when stages ran in different processes (different clocks). */
   sharedClock?: boolean;
+  /** The clock (machine) of each stage, when not all share one: see ValidateOptions.clockOf. */
+  clockOf?: (stage: number) => string;
   /** Messages the coordinator refused (not a report of this job's current iteration): counted as rejected. */
   coordinatorRejects?: RejectTally;
   /** Other messages the launcher refused (trace batches of another launch): counted as rejected. */
@@ -114,6 +116,7 @@ export function buildResult(p: ResultParts): JobResult {
   if (p.validate) {
     const problems = validateRun(p.events, p.shape, p.cfg.warmupIterations + p.cfg.iterations, {
       sharedClock: p.sharedClock ?? true,
+      ...(p.clockOf ? { clockOf: p.clockOf } : {}),
       firstIteration: p.cfg.firstIteration,
     });
     if (problems.length > 0) throw new ValidationError(problems);

@@ -445,7 +445,7 @@ describe('the baton command', function () {
     );
     assert.match(
       (await baton('node', '--help')).out,
-      /--allow-files +use the files a launcher names \(policy modules, profile files, training corpus, checkpoint to resume\); any peer on the NATS server can then name any file on this machine/,
+      /--allow-files PATH,… +the files and directories whose policy modules, profile files, training corpora and checkpoints a launcher may name/,
     );
   });
 

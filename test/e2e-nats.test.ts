@@ -17,12 +17,16 @@ import { FUZZ_SEED, Rng, malformed } from './fuzz-gen';
 import { newNodeAgent } from '../job/node-host';
 import { bfUniform } from './helpers-job';
 import { activationSend } from './helpers-events';
+import { AuthBus } from '../transport/auth-bus';
+import { testKeyFile } from './helpers-auth';
 
 const CLI = path.join(__dirname, '..', 'cli', 'main.js');
+/** The key file the agents this file starts by hand hold, and their launchers. */
+const KEY = testKeyFile();
 
 /** A `baton node --json` agent process on the server at `url`, its stdout (where its ready line comes) piped. */
 function nodeAgent(url: string, name: string): ChildProcess {
-  return spawn(process.execPath, [CLI, 'node', '--nats', url, '--name', name, '--json'], {
+  return spawn(process.execPath, [CLI, 'node', '--nats', url, '--key-file', KEY.file, '--name', name, '--json'], {
     stdio: ['ignore', 'pipe', 'ignore'],
   });
 }
@@ -196,14 +200,15 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     const vandal = await NatsBus.connect(server().url);
     const cfg = bfUniform('replay', 3, 8, { iterations: 2 });
     const replayed = new Set<string>();
-    // Every activation and start stage 1 gets arrives again 30 ms later; each report is followed by a truncated one.
+    // Every activation and start stage 1 gets arrives again 30 ms later, seal and all; each report is followed by a truncated one.
     for (const subj of ['baton.replay.activation.1', 'baton.replay.control.1'])
-      vandal.subscribe(subj, (_s, d) => {
+      vandal.subscribe(subj, (_s, d, m) => {
         const k = Buffer.from(d).toString('base64');
         if (replayed.has(k)) return;
         replayed.add(k);
         const copy = Uint8Array.from(d);
-        setTimeout(() => vandal.publish(subj, copy), 30);
+        const seal = m?.seal && Uint8Array.from(m.seal);
+        setTimeout(() => vandal.publish(subj, copy, seal), 30);
       });
     vandal.subscribe('baton.replay.report', (_s, d) => {
       if (d.length > 3) vandal.publish('baton.replay.report', d.subarray(0, 3));
@@ -217,11 +222,17 @@ describe('end to end over a real nats-server, one OS process per stage', functio
       // The first iteration's replays and stray reports at least (the last one's may come after the end).
       assert.ok(s.rejected >= 8 + 3, `rejected ${s.rejected}`);
       assert.ok(
-        o.result.rejects.some((r) => /^coordinator: baton\.replay\.report: .*truncated/.test(r)),
+        o.result.rejects.some((r) =>
+          /^launcher: "baton\.replay\.report": refused a message without a seal \(unauthenticated\)/.test(r),
+        ),
         o.result.rejects.join('\n'),
       );
       assert.ok(
-        o.result.rejects.some((r) => /^stage 1: (duplicate input|start of iteration)/.test(r)),
+        o.result.rejects.some((r) =>
+          /^stage 1: "baton\.replay\.(activation|control)\.1": message \d+ of node:replay-stage[01]-[0-9a-f]+ again .*\(replay\)/.test(
+            r,
+          ),
+        ),
         o.result.rejects.join('\n'),
       );
     } finally {
@@ -267,19 +278,23 @@ describe('end to end over a real nats-server, one OS process per stage', functio
         const s = summarize(o.result);
         assert.equal(s.tasks, 3 * 8 * 2);
         assert.ok(s.rejected >= 8, `rejected ${s.rejected}`);
-        assert.ok(
-          o.result.rejects.some((r) =>
-            new RegExp(
-              `^stage 1: .*message of launch earlier of job relaunch-${processes} \\(stage 0\\), this is launch [0-9a-f]{12}`,
-            ).test(r),
-          ),
-          o.result.rejects.join('\n'),
-        );
+        // Not sealed under this launch's key: refused before its launch id is even read.
+        if (processes === 'per-stage')
+          assert.ok(
+            o.result.rejects.some((r) =>
+              /^stage 1: "baton\.relaunch-per-stage\.activation\.1": a message without a seal \(unauthenticated\)/.test(
+                r,
+              ),
+            ),
+            o.result.rejects.join('\n'),
+          );
         // A single-process run streams no trace batches: it reads its stages' events in process.
         if (processes === 'per-stage')
           assert.ok(
             o.result.rejects.some((r) =>
-              /^launcher: "baton\.relaunch-per-stage\.trace\.0": trace batch of launch "earlier"/.test(r),
+              /^launcher: "baton\.relaunch-per-stage\.trace\.0": refused a message without a seal \(unauthenticated\)/.test(
+                r,
+              ),
             ),
             o.result.rejects.join('\n'),
           );
@@ -341,9 +356,13 @@ describe('end to end over a real nats-server, one OS process per stage', functio
       );
       // The line node --help describes.
       assert.deepEqual(Object.keys(JSON.parse(ready) as object), ['node', 'pid', 'nats', 'ready']);
-      const second = spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--name', 'dupe'], {
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
+      const second = spawn(
+        process.execPath,
+        [CLI, 'node', '--nats', server().url, '--key-file', KEY.file, '--name', 'dupe'],
+        {
+          stdio: ['ignore', 'ignore', 'pipe'],
+        },
+      );
       let err = '';
       second.stderr!.on('data', (d: Buffer) => (err += d.toString()));
       const code = await new Promise<number | null>((resolve) => second.once('exit', (c) => resolve(c)));
@@ -451,6 +470,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
           processes: 'per-stage',
           natsUrl: server().url,
           nodes: ['fuzzed'],
+          nodeKey: KEY.key,
         });
         assert.equal(summarize(o.result).tasks, 3 * 2 * 8 * 2);
       }
@@ -475,6 +495,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
         processes: 'per-stage',
         natsUrl: server().url,
         nodes: ['left1', 'left2'],
+        nodeKey: KEY.key,
         onIteration: () => {
           if (!t0) {
             t0 = Date.now();
@@ -507,6 +528,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
         processes: 'per-stage',
         natsUrl: own.url,
         nodes: ['cut1', 'cut2'],
+        nodeKey: KEY.key,
         onIteration: () => {
           if (cut) return;
           cut = true;
@@ -557,7 +579,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
       const bus = await NatsBus.connect(server().url);
       // A lease longer than the stall timeout: the watchdog, not the lease, notices first.
       const run = runDistributed(cfg, {
-        bus,
+        bus: new AuthBus(bus, KEY.key, 'launcher'),
         nodes: ['gone1', 'gone2'],
         leaseMs: 60000,
         onIteration: () => {
@@ -584,7 +606,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     }
   });
 
-  it('fails clearly, naming the subject, when a trace batch of its launch holds malformed events', async () => {
+  it('completes, refusing it as unauthenticated, when a stranger sends a malformed trace batch carrying its launch id', async () => {
     const vandal = await NatsBus.connect(server().url);
     const cfg = resolveConfig({ job: 'badtrace', stages: 2, microbatches: 4, policy: 'bf', profile: 'uniform' });
     // The vandal learns the run's launch id from a start message (a batch without it is not this run's, and is only counted).
@@ -599,14 +621,13 @@ describe('end to end over a real nats-server, one OS process per stage', functio
     );
     await vandal.flush();
     try {
-      await assert.rejects(
-        runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url }),
-        (e: Error) =>
-          e.name === 'JobError' &&
-          /malformed trace batches \(2 problems\): "baton\.badtrace\.trace\.0": event 0: unknown event type/.test(
-            e.message,
-          ) &&
-          /field "bytes" must be an integer/.test(e.message),
+      const o = await runOnce(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url });
+      assert.equal(summarize(o.result).tasks, 2 * 4 * 2);
+      assert.ok(
+        o.result.rejects.some((r) =>
+          /^launcher: "baton\.badtrace\.trace\.0": refused a message without a seal \(unauthenticated\)/.test(r),
+        ),
+        o.result.rejects.join('\n'),
       );
     } finally {
       await vandal.close();
@@ -629,13 +650,17 @@ describe('a job over a three-server NATS cluster', function () {
       const names = servers.map((_, i) => `cl-node${i}`);
       names.forEach((name, i) =>
         children.push(
-          spawn(process.execPath, [CLI, 'node', '--nats', servers[i].url, '--name', name, '--quiet'], {
-            stdio: 'ignore',
-          }),
+          spawn(
+            process.execPath,
+            [CLI, 'node', '--nats', servers[i].url, '--key-file', KEY.file, '--name', name, '--quiet'],
+            {
+              stdio: 'ignore',
+            },
+          ),
         ),
       );
       const cfg = resolveConfig({ job: 'cluster', stages: 4, microbatches: 8, policy: 'bf', profile: 'uniform' });
-      const r = await runDistributed(cfg, { bus, nodes: names, settleMs: 500 });
+      const r = await runDistributed(cfg, { bus: new AuthBus(bus, KEY.key, 'launcher'), nodes: names, settleMs: 500 });
       assert.equal(r.nodes.length, 4);
       assert.deepEqual(
         r.nodes.map((n) => n.stages),

@@ -11,7 +11,9 @@ import { decodeValue, encodeValue } from '../transport/codec';
 import { LocalBus } from '../transport/local-bus';
 import { PayloadTooLargeError } from '../transport/nats-bus';
 import { MAX_REJECTS_DESCRIBED, newRejectTally, tallyReject } from '../base/reject-tally';
-import { newNodeAgent } from '../job/node-host';
+import { newNodeAgent, realPath } from '../job/node-host';
+import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'fs';
+import * as os from 'os';
 import { bfUniform } from './helpers-job';
 
 const REPLY = `${NODES_PREFIX}.reply.test`;
@@ -351,7 +353,7 @@ describe('an exit request', () => {
 describe("a host request naming a file on the agent's machine", () => {
   const uniformFile = path.join(__dirname, '..', '..', 'models', 'profiles', 'uniform.json');
 
-  it('is refused, naming the file and --allow-files, by an agent started without it', async () => {
+  it('is refused, naming the file and --allow-files, by an agent started without any', async () => {
     const { bus, replies, request } = agentOnLocalBus();
     const subscriptions = bus.subscriptionCount;
     const config = (policy: string, profile: string) =>
@@ -366,7 +368,7 @@ describe("a host request naming a file on the agent's machine", () => {
     );
     assert.match(
       String(replies[0].message),
-      /the job names policy module "\.\/evil\.js"; this agent loads files a launcher names only when started with baton node --allow-files/,
+      /the job names policy module "\.\/evil\.js"; this agent uses only the files and directories of its baton node --allow-files \(none given\)/,
     );
     assert.match(String(replies[1].message), /the job names profile file "\/etc\/passwd"; this agent/);
     assert.match(String(replies[2].message), /policy module "\/tmp\/x\/p" and profile file ".*uniform\.json"/);
@@ -411,11 +413,40 @@ describe("a host request naming a file on the agent's machine", () => {
     );
   });
 
-  it('is hosted by an agent started with --allow-files', async () => {
+  it('is refused when the file lies outside every path of --allow-files, through .. or a link too', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'baton-allow-'));
+    mkdirSync(path.join(dir, 'ok'));
+    writeFileSync(path.join(dir, 'ok', 'p.json'), '{}');
+    writeFileSync(path.join(dir, 'stranger.js'), 'throw new Error("stranger code ran")');
+    symlinkSync(path.join(dir, 'stranger.js'), path.join(dir, 'ok', 'link.js'));
     const bus = new LocalBus();
     const replies: Record<string, unknown>[] = [];
     bus.subscribe(REPLY, (_s, d) => replies.push(decodeValue(d) as Record<string, unknown>));
-    newNodeAgent({ name: 'n1', bus, log: () => {}, allowFiles: true }).start();
+    newNodeAgent({ name: 'n1', bus, log: () => {}, allowedFiles: [realPath(path.join(dir, 'ok'))] }).start();
+    for (const policy of [
+      path.join(dir, 'stranger.js'),
+      path.join(dir, 'ok', '..', 'stranger.js'),
+      path.join(dir, 'ok', 'link.js'),
+    ]) {
+      const config = resolveConfig({ job: 'files', stages: 2, microbatches: 2, policy, profile: 'uniform' });
+      bus.publish(nodeSubject('n1'), encodeValue({ verb: 'host', reply: REPLY, config, stages: [0, 1] }));
+    }
+    await settle();
+    assert.deepEqual(
+      replies.map((r) => r.error),
+      Array(3).fill('FilesNotAllowedError'),
+    );
+    assert.match(
+      String(replies[0].message),
+      /uses only the files and directories of its baton node --allow-files \(".*ok"\)/,
+    );
+  });
+
+  it('is hosted by an agent whose --allow-files holds the file', async () => {
+    const bus = new LocalBus();
+    const replies: Record<string, unknown>[] = [];
+    bus.subscribe(REPLY, (_s, d) => replies.push(decodeValue(d) as Record<string, unknown>));
+    newNodeAgent({ name: 'n1', bus, log: () => {}, allowedFiles: [realPath(path.dirname(uniformFile))] }).start();
     const config = resolveConfig({ job: 'files', stages: 2, microbatches: 2, policy: 'bf', profile: uniformFile });
     bus.publish(nodeSubject('n1'), encodeValue({ verb: 'host', reply: REPLY, config, stages: [0, 1] }));
     await settle();

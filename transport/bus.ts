@@ -1,8 +1,17 @@
 // The bus seam: where stage mailboxes publish and subscribe. Two implementations
 // (in-process, NATS) behind this interface, one codec for both.
 
+/**
+ * What travels beside a message: its seal (auth-seal.ts) as a raw bus carries it, and, on
+ * an AuthBus, the sender label of the seal it checked.
+ */
+export interface BusMeta {
+  readonly seal?: Uint8Array;
+  readonly sender?: string;
+}
+
 /** A decoded message on the bus. Payload maps are validated by the receiver. */
-export type BusHandler = (subject: string, data: Uint8Array) => void;
+export type BusHandler = (subject: string, data: Uint8Array, meta?: BusMeta) => void;
 
 export interface Subscription {
   unsubscribe(): void;
@@ -13,8 +22,8 @@ export interface Bus {
   readonly kind: string;
   /** The largest message publish() takes, bytes (for NATS: the server's max_payload, at most the codec's limit). */
   readonly maxMessageBytes: number;
-  /** Send bytes to every subscriber of `subject`. Never throws for a slow or absent receiver. */
-  publish(subject: string, data: Uint8Array): void;
+  /** Send bytes (and a seal to carry beside them) to every subscriber of `subject`. Never throws for a slow or absent receiver. */
+  publish(subject: string, data: Uint8Array, seal?: Uint8Array): void;
   /**
    * Deliver messages on `subject` (NATS wildcards `*` and `>` allowed) to `handler`.
    * A handler that throws is caught and counted by the bus; it never takes the bus down.

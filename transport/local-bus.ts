@@ -106,7 +106,7 @@ export class LocalBus implements Bus {
     this.maxCached = opts.maxCachedSubjects ?? 10_000;
   }
 
-  publish(subject: string, data: Uint8Array): void {
+  publish(subject: string, data: Uint8Array, seal?: Uint8Array): void {
     if (this.closed) {
       this.dropped++;
       return;
@@ -120,7 +120,8 @@ export class LocalBus implements Bus {
       if (!e.active) continue; // unsubscribed by an earlier handler of this same message
       this.delivered++;
       try {
-        e.handler(subject, data);
+        if (seal === undefined) e.handler(subject, data);
+        else e.handler(subject, data, { seal });
       } catch (err) {
         this.report(err, subject);
       }

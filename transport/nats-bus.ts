@@ -28,9 +28,11 @@
 //   max_pending behind is cut off and messages are lost (seen here as `disconnects`).
 //
 // Authentication: a user and password or a token in the URL (nats-url.ts).
-// Not modelled: queue groups, request/reply, headers, JetStream, other auth, TLS.
+// A seal (auth-bus.ts) travels in the Baton-Seal header, beside the payload: no copy of it
+// (the headers are padded to 8 bytes, so the payload stays aligned for zero-copy decoding).
+// Not modelled: queue groups, request/reply, JetStream, other auth, TLS.
 
-import { connect } from '@nats-io/transport-node';
+import { connect, headers } from '@nats-io/transport-node';
 import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
 import type { Bus, BusHandler, Subscription } from './bus';
 import { checkSubject } from './local-bus';
@@ -39,6 +41,22 @@ import { DEFAULT_MAX_MESSAGE_BYTES } from './codec';
 
 /** How long close() waits for a server that does not answer before it drops what is unsent. */
 const CLOSE_FLUSH_MS = 5000;
+
+/** The NATS header a message's seal (auth-seal.ts) travels in, base64url. */
+export const SEAL_HEADER = 'Baton-Seal';
+
+/**
+ * The headers that carry a seal, padded to a multiple of 8 bytes: the payload follows them
+ * in the received buffer, and an aligned payload decodes into tensors without a copy.
+ */
+function sealHeader(seal: Uint8Array) {
+  const h = headers();
+  h.set(SEAL_HEADER, Buffer.from(seal.buffer, seal.byteOffset, seal.byteLength).toString('base64url'));
+  h.set('Baton-Pad', 'x');
+  const over = (h as unknown as { encode(): Uint8Array }).encode().byteLength % 8;
+  if (over !== 0) h.set('Baton-Pad', 'x'.repeat(1 + 8 - over));
+  return h;
+}
 
 export class PayloadTooLargeError extends Error {
   override name = 'PayloadTooLargeError';
@@ -148,11 +166,11 @@ export class NatsBus implements Bus {
     return Math.min(this.maxPayload, DEFAULT_MAX_MESSAGE_BYTES);
   }
 
-  publish(subject: string, data: Uint8Array): void {
+  publish(subject: string, data: Uint8Array, seal?: Uint8Array): void {
     checkSubject(subject, false);
     if (data.byteLength > this.maxPayload) throw new PayloadTooLargeError(subject, data.byteLength, this.maxPayload);
     try {
-      this.connection.publish(subject, data);
+      this.connection.publish(subject, data, seal === undefined ? undefined : { headers: sealHeader(seal) });
       this.msgsOut++;
       this.commands++;
       this.bytesOut += data.byteLength;
@@ -187,7 +205,9 @@ export class NatsBus implements Bus {
             }
             this.msgsIn++;
             this.bytesIn += msg.data.byteLength;
-            handler(msg.subject, msg.data);
+            const seal = msg.headers?.get(SEAL_HEADER);
+            if (seal) handler(msg.subject, msg.data, { seal: Buffer.from(seal, 'base64url') });
+            else handler(msg.subject, msg.data);
           } catch (e) {
             this.errors++;
             this.report(e, msg?.subject ?? subject);
