@@ -15,7 +15,16 @@ import { JobConfig } from './config';
 import { ActorRuntime, ActorRef } from '../actors/runtime';
 import { StageActorMsg } from '../actors/stage';
 import { StageStatus } from '../stage/stage-state';
-import { JobError, StageWiringOptions, durationModelFor, loadTrainingBackend, planJob, wireStage } from './wire-stage';
+import {
+  JobError,
+  StageWiringOptions,
+  durationModelFor,
+  laneDurationsFor,
+  loadTrainingBackend,
+  planJob,
+  wireStage,
+} from './wire-stage';
+import { lanesOf } from '../transport/lanes';
 
 export { JobError, planJob } from './wire-stage';
 export { JobResult, asyncStats, buildResult, summarize } from './run-result';
@@ -64,6 +73,8 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
     bus,
     job: cfg.job,
     stages: shape.stages,
+    ranks: cfg.tp,
+    replicas: cfg.dp,
     microbatches: shape.microbatches,
     iterations: cfg.warmupIterations + cfg.iterations,
     firstIteration: cfg.firstIteration,
@@ -125,7 +136,7 @@ function recordingSink(events: BatonEvent[], extra: readonly EventSink[]): Event
       };
 }
 
-/** Every stage of the job wired in this process. */
+/** Every stage actor of the job wired in this process: P stages of every lane (T ranks × D replicas). */
 function wireStages(
   w: Omit<StageWiringOptions, 'stage' | 'sink'>,
   sink: EventSink,
@@ -133,11 +144,17 @@ function wireStages(
   const stages: ActorRef<StageActorMsg>[] = [];
   const subs: Subscription[] = [];
   const computes: StageCompute[] = [];
-  for (let s = 0; s < w.plan.shape.stages; s++) {
-    const wired = wireStage({ ...w, stage: s, sink });
-    subs.push(...wired.subscriptions);
-    stages.push(wired.stage);
-    computes.push(wired.compute);
+  const { cfg } = w;
+  const lanes = lanesOf(cfg.tp, cfg.dp);
+  for (const lane of lanes) {
+    const wide = lanes.length > 1;
+    const durations = wide ? laneDurationsFor(cfg, w.plan.shape, lane) : w.durations;
+    for (let s = 0; s < w.plan.shape.stages; s++) {
+      const wired = wireStage({ ...w, durations, stage: s, sink, ...(wide ? { lane } : {}) });
+      subs.push(...wired.subscriptions);
+      stages.push(wired.stage);
+      computes.push(wired.compute);
+    }
   }
   return { stages, subs, computes };
 }
