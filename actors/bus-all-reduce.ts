@@ -130,7 +130,17 @@ function publishPart(w: AllReduceWiring, seq: number, key: string, data: Float32
   }
 }
 
-export function spawnBusAllReduce(w: AllReduceWiring): { allReduce: AllReduce; subscription: Subscription } {
+/**
+ * The member's collective, twice: `allReduce` (models/all-reduce.ts's promise) and `reduce`,
+ * which calls back inside the member actor's turn. On the virtual clock a caller that must
+ * send something when the sum is there uses `reduce`: the clock counts its send as work
+ * before it could move on, where a promise's continuation runs a few microtasks later.
+ */
+export function spawnBusAllReduce(w: AllReduceWiring): {
+  allReduce: AllReduce;
+  reduce: (key: string, data: Float32Array, then: (sum: Float32Array | Error) => void) => void;
+  subscription: Subscription;
+} {
   const { runtime } = w;
   const reject = (detail: string) =>
     w.sink({ type: 'reject', t: runtime.clock.now(), stage: w.stage, iteration: -1, reason: 'all-reduce', detail });
@@ -184,9 +194,11 @@ export function spawnBusAllReduce(w: AllReduceWiring): { allReduce: AllReduce; s
     runtime.send(actor, { type: 'bytes', subject, data }),
   );
   // Not held as work on the virtual clock: the parts it waits for come on its timers.
+  const reduce = (key: string, data: Float32Array, then: (sum: Float32Array | Error) => void) =>
+    runtime.send(actor, { type: 'contribute', key, data: Float32Array.from(data), resolve: then, reject: then });
   const allReduce: AllReduce = (key, data) =>
     new Promise<Float32Array>((resolve, reject) =>
-      runtime.send(actor, { type: 'contribute', key, data: Float32Array.from(data), resolve, reject }),
+      reduce(key, data, (sum) => (sum instanceof Error ? reject(sum) : resolve(sum))),
     );
-  return { allReduce, subscription };
+  return { allReduce, reduce, subscription };
 }

@@ -10,6 +10,11 @@ const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
     flags: '[--reference offline]',
     what: 'every policy against binding 1f1b on the virtual clock (llm, multimodal; P 8-32), P=32 wall time, arbiter cost',
   },
+  tp: {
+    file: 'tp-breakdown.js',
+    flags: '[--iterations I] [--seed S]',
+    what: 'tensor-parallel groups on the virtual clock: RQ2 breakdown (multimodal, PP=16, TP 1/2/4: compute, blocking, TP coordination) and the RQ1 grid (TP 1/2 x PP 8/16 x llm/multimodal: bf, bfw over binding 1f1b, limit 32 and depth, peak in-flight)',
+  },
   reference: {
     file: 'offline-reference.js',
     flags: '[--seeds N] [--stages 8,16] [--limits 8,32,depth]',

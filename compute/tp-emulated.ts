@@ -12,11 +12,23 @@ import { Clock } from '../base/clock';
 import { AllReduce } from '../models/all-reduce';
 import { StageCompute, TaskDurations, remainingMs } from '../stage/compute';
 
+type Reduce = (key: string, data: Float32Array, then: (sum: Float32Array | Error) => void) => void;
+
 export interface LaneCollectives {
   /** The rank's tensor-parallel group (T > 1), its rank and size. */
-  readonly tp?: { readonly allReduce: AllReduce; readonly rank: number; readonly ranks: number };
+  readonly tp?: {
+    readonly allReduce: AllReduce;
+    readonly reduce: Reduce;
+    readonly rank: number;
+    readonly ranks: number;
+  };
   /** The stage's replicas (D > 1), this replica and their count. */
-  readonly dp?: { readonly allReduce: AllReduce; readonly replica: number; readonly replicas: number };
+  readonly dp?: {
+    readonly allReduce: AllReduce;
+    readonly reduce: Reduce;
+    readonly replica: number;
+    readonly replicas: number;
+  };
 }
 
 export class CollectiveEmulatedCompute implements StageCompute {
@@ -33,23 +45,28 @@ export class CollectiveEmulatedCompute implements StageCompute {
     this.clock.setTimer(remainingMs(this.clock, this.durations.compute(iteration, this.stage, t), startedAt), () => {
       const tp = this.groups.tp;
       if (!tp || t.kind === 'W') return done();
-      const key = `it${iteration}/${formatTask(t)}`;
-      this.reduceAndCheck(tp.allReduce, key, tp.rank, tp.ranks).then(done, this.fail);
+      this.reduceAndCheck(tp.reduce, `it${iteration}/${formatTask(t)}`, tp.rank, tp.ranks, done);
     });
   }
 
-  async endIteration(iteration: number): Promise<Record<string, unknown>> {
+  /** The replicas' gradient all-reduce, without holding the stage's mailbox while the peers get there. */
+  endIterationLater(iteration: number, then: (body: Record<string, unknown>) => void): void {
     const dp = this.groups.dp;
-    if (dp) await this.reduceAndCheck(dp.allReduce, `it${iteration}/grads`, dp.replica, dp.replicas);
-    return {};
+    if (!dp) return then({});
+    this.reduceAndCheck(dp.reduce, `it${iteration}/grads`, dp.replica, dp.replicas, () => then({}));
   }
 
-  private async reduceAndCheck(allReduce: AllReduce, key: string, member: number, members: number): Promise<void> {
-    const sum = await allReduce(key, Float32Array.of(member + 1));
-    const want = (members * (members + 1)) / 2;
-    if (sum.length !== 1 || sum[0] !== want)
-      throw new Error(
-        `stage ${this.stage}: all-reduce ${key} summed to ${sum[0]}, not ${want}: a member was missing or twice`,
-      );
+  private reduceAndCheck(reduce: Reduce, key: string, member: number, members: number, then: () => void): void {
+    reduce(key, Float32Array.of(member + 1), (sum) => {
+      const want = (members * (members + 1)) / 2;
+      if (sum instanceof Error) return this.fail(sum);
+      if (sum.length !== 1 || sum[0] !== want)
+        return this.fail(
+          new Error(
+            `stage ${this.stage}: all-reduce ${key} summed to ${sum[0]}, not ${want}: a member was missing or twice`,
+          ),
+        );
+      then();
+    });
   }
 }

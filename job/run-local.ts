@@ -87,8 +87,19 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   });
   subs.push({ unsubscribe: coordinator.unsubscribe });
 
+  const lanes = lanesOf(cfg.tp, cfg.dp);
+  const laneOfActor = (i: number) => lanes[Math.floor(i / shape.stages)];
   const statuses = () =>
-    Promise.all(stages.map((a) => runtime.ask<StageActorMsg, StageStatus>(a, (reply) => ({ type: 'status', reply }))));
+    Promise.all(
+      stages.map((a, i) =>
+        runtime
+          .ask<StageActorMsg, StageStatus>(a, (reply) => ({ type: 'status', reply }))
+          .then((st) => {
+            const l = laneOfActor(i);
+            return lanes.length > 1 ? { ...st, lane: `(rank ${l.rank}, replica ${l.replica})` } : st;
+          }),
+      ),
+    );
   try {
     coordinator.begin();
     await untilDone(

@@ -79,7 +79,7 @@ export function laneCollectives(o: StageWiringOptions, subs: Subscription[]): La
         : {}),
     });
     subs.push(r.subscription);
-    out.tp = { allReduce: r.allReduce, rank: lane.rank, ranks: lane.ranks };
+    out.tp = { allReduce: r.allReduce, reduce: r.reduce, rank: lane.rank, ranks: lane.ranks };
   }
   if (lane.replicas > 1) {
     const r = spawnBusAllReduce({
@@ -91,7 +91,7 @@ export function laneCollectives(o: StageWiringOptions, subs: Subscription[]): La
       ...(emulated ? { costMs: (_key: string, bytes: number) => allReduceMs(profile, bytes, lane.replicas) } : {}),
     });
     subs.push(r.subscription);
-    out.dp = { allReduce: r.allReduce, replica: lane.replica, replicas: lane.replicas };
+    out.dp = { allReduce: r.allReduce, reduce: r.reduce, replica: lane.replica, replicas: lane.replicas };
   }
   return out;
 }

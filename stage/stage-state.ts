@@ -146,6 +146,8 @@ export interface StageStatus {
   held: number;
   /** The iteration those held arrivals belong to, null when none is held. */
   heldIteration: number | null;
+  /** In a wide job: which rank and replica (`rank 1, replica 0`), and the open TP round if any. */
+  lane?: string;
 }
 
 export function stageStatus(s: StageState): StageStatus {
@@ -168,6 +170,8 @@ export function stageStatus(s: StageState): StageStatus {
           waitingFor.push(`${formatTask(b)} (gradient)`);
       }
   }
+  if (s.tp?.proposing)
+    waitingFor.unshift(`its TP group's agreement on ${formatTask(s.tp.proposing.task)} (round ${s.tp.round})`);
   return {
     stage: s.setup.stage,
     iteration: it ? it.iteration : null,

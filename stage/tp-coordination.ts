@@ -5,7 +5,7 @@
 // rank's candidate. All equal: the rank runs it. Otherwise no rank runs it, the arbiter's
 // memory is not advanced and the candidate stays ready, so the next attempt starts from the
 // same point of the hint order; the rank proposes again once its ready set has changed
-// since its last proposal, or once a peer has opened the next round. W tasks run no
+// since its last proposal opened, or once a peer has opened the next round. W tasks run no
 // collectives and skip all of this. No clock, bus or actor here.
 
 import { Task, formatTask, sameTask } from '../policies/task';
@@ -27,10 +27,12 @@ export interface TpState {
     readonly at: number;
     /** The arbiter was draining under backpressure when it picked the task. */
     readonly backpressure: boolean;
+    /** `version` when the round opened: a change after it counts for the retry. */
+    readonly version: number;
   } | null;
   /** Counts readiness changes (arrivals, completions): a retry needs one since the last proposal. */
   version: number;
-  /** `version` at the last proposal that was deferred, or null when nothing is deferred. */
+  /** `version` when the last deferred round opened, or null when nothing is deferred. */
   deferredAt: number | null;
   /** The highest round a peer has proposed in. */
   peerRound: number;
@@ -65,7 +67,7 @@ export function agreedTask(candidates: readonly Task[]): Task | null {
 export function openRound(s: TpState, iteration: number, task: Task, now: number, backpressure = false): number {
   if (s.proposing !== null)
     throw new Error(`round ${s.round} is open for ${formatTask(s.proposing.task)}; one proposal at a time`);
-  s.proposing = { iteration, task, at: now, backpressure };
+  s.proposing = { iteration, task, at: now, backpressure, version: s.version };
   return s.round;
 }
 
@@ -86,7 +88,7 @@ export function closeRound(s: TpState, round: number, candidates: readonly Task[
     return open.task;
   }
   s.deferrals++;
-  s.deferredAt = s.version;
+  s.deferredAt = open.version;
   return null;
 }
 
