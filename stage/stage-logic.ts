@@ -46,7 +46,13 @@ function arbitrate(s: StageState, now: number, fx: StageEffect[]): void {
       `stage ${stage}: policy ${arbiter.name} picked ${formatTask(pick)}, which is not ready (ready: ${[...it.ready.B, ...it.ready.F, ...it.ready.W].map(formatTask).join(' ') || 'none'})`,
     );
   if (s.tp && needsAgreement(pick, s.setup.tp)) {
-    if (!mayPropose(s.tp)) return; // deferred, and nothing changed since: wait
+    if (!mayPropose(s.tp)) {
+      // Deferred, nothing changed since. A ready W needs no agreement and is what can still
+      // differ between the ranks (it frees in-flight room when backward is split): run it.
+      const w = it.ready.W[0];
+      if (w) dispatch(s, w, backpressure, now, fx);
+      return;
+    }
     closeIdle(s, now, fx);
     fx.push({
       type: 'propose',

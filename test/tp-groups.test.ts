@@ -115,6 +115,11 @@ describe('tensor-parallel groups and data-parallel replicas on the virtual clock
       /TP group of stage 1, replica 0: ranks 0 and 1 differ at collective-relevant task 1: F1 .* vs F2/,
     );
     assert.ok(new ValidationError(problems).message.includes('stage 1'));
-    assert.deepEqual(laneStageStats(events, () => true).length, 2);
+    const wait: BatonEvent = { type: 'wait', t: 0, stage: 1, iteration: 0, rank: 1, ms: 0, reason: 'tp-defer' };
+    const stats = laneStageStats([...events, wait], () => true);
+    assert.deepEqual(
+      stats.map((x) => [x.stage, x.rank, x.deferrals]),
+      [[1, 1, 1]],
+    );
   });
 });
