@@ -9,6 +9,7 @@ import { Bus } from '../transport/bus';
 import { ENVELOPE_VERSION, Envelope, launchField, launchText } from '../transport/envelope';
 import { encodeEnvelope } from '../transport/codec';
 import { subject } from '../transport/subjects';
+import { Lane, laneIndex, laneSubject, lanesOf } from '../transport/lanes';
 import { ActorRef, ActorRuntime } from './runtime';
 import { RejectTally, newRejectTally, tallyReject } from '../base/reject-tally';
 import { reportBodyProblem } from '../checks/report-body';
@@ -37,7 +38,12 @@ export interface CoordinatorWiring {
   readonly launch?: string;
   /** The fields each stage's report must carry besides peakInflight (requiredReportFields). */
   readonly reportFields?: (stage: number) => readonly string[];
+  /** T tensor-parallel ranks per stage and D replicas (default 1 and 1): every stage actor of every lane reports. */
+  readonly ranks?: number;
+  readonly replicas?: number;
 }
+
+const lanesOfJob = (w: CoordinatorWiring): Lane[] => lanesOf(w.ranks ?? 1, w.replicas ?? 1);
 
 interface CoordinatorState {
   iteration: number;
@@ -52,7 +58,8 @@ interface CoordinatorState {
 async function beginIteration(w: CoordinatorWiring, s: CoordinatorState): Promise<void> {
   const { bus, job, stages, microbatches } = w;
   s.start = w.runtime.clock.now();
-  s.reports = new Array(stages).fill(null);
+  const lanes = lanesOfJob(w);
+  s.reports = new Array(stages * lanes.length).fill(null);
   const base = {
     v: ENVELOPE_VERSION,
     job,
@@ -62,9 +69,9 @@ async function beginIteration(w: CoordinatorWiring, s: CoordinatorState): Promis
     tensors: [],
     ...launchField(w.launch),
   };
-  const control = (st: number): void =>
+  const control = (st: number, lane: Lane): void =>
     bus.publish(
-      subject(job, 'control', st),
+      laneSubject(job, 'control', st, lane),
       encodeEnvelope({
         ...base,
         kind: 'control',
@@ -77,9 +84,9 @@ async function beginIteration(w: CoordinatorWiring, s: CoordinatorState): Promis
         body: { verb: 'start' },
       }),
     );
-  const data = (mb: number): void =>
+  const data = (mb: number, lane: Lane): void =>
     bus.publish(
-      subject(job, 'data', 0),
+      laneSubject(job, 'data', 0, lane),
       encodeEnvelope({
         ...base,
         kind: 'data',
@@ -93,11 +100,13 @@ async function beginIteration(w: CoordinatorWiring, s: CoordinatorState): Promis
     );
   // Stage 0 can start on its start message and the first microbatch: send those on
   // their own, before encoding the rest (the other stages need theirs only later).
-  control(0);
-  data(0);
+  for (const lane of lanes) {
+    control(0, lane);
+    data(0, lane);
+  }
   await bus.written();
-  for (let st = 1; st < stages; st++) control(st);
-  for (let mb = 1; mb < microbatches; mb++) data(mb);
+  for (const lane of lanes) for (let st = 1; st < stages; st++) control(st, lane);
+  for (const lane of lanes) for (let mb = 1; mb < microbatches; mb++) data(mb, lane);
 }
 
 /** The report `msg` carries, with its stage, if it is one the coordinator takes now; else null, the refusal told. */
@@ -105,7 +114,7 @@ function acceptedReport(
   w: CoordinatorWiring,
   s: CoordinatorState,
   msg: { readonly subject: string; readonly data: Uint8Array },
-): { src: number; body: Record<string, unknown> } | null {
+): { slot: number; body: Record<string, unknown> } | null {
   const { job, stages } = w;
   let e: Envelope;
   try {
@@ -130,17 +139,33 @@ function acceptedReport(
     );
     return null;
   }
-  if (s.reports[e.src] !== null) {
+  const body = { ...(e.body ?? {}) };
+  const ranks = w.ranks ?? 1;
+  const { rank = 0, replica = 0 } = body as { rank?: unknown; replica?: unknown };
+  if (
+    !Number.isInteger(rank) ||
+    !Number.isInteger(replica) ||
+    (rank as number) < 0 ||
+    (rank as number) >= ranks ||
+    (replica as number) < 0 ||
+    (replica as number) >= (w.replicas ?? 1)
+  ) {
+    w.onReject?.(
+      `${msg.subject}: report from stage ${e.src} names rank ${quoteValue(rank)}, replica ${quoteValue(replica)}, not one of this job's`,
+    );
+    return null;
+  }
+  const slot = laneIndex({ rank: rank as number, replica: replica as number, ranks }) * stages + e.src;
+  if (s.reports[slot] !== null) {
     w.onReject?.(`${msg.subject}: duplicate report from stage ${e.src} for iteration ${e.iteration}`);
     return null;
   }
-  const body = { ...(e.body ?? {}) };
   const problem = reportBodyProblem(body, w.reportFields?.(e.src) ?? []);
   if (problem) {
     w.onReject?.(`${msg.subject}: report from stage ${e.src} for iteration ${e.iteration}: ${problem}`);
     return null;
   }
-  return { src: e.src, body };
+  return { slot, body };
 }
 
 /** Every stage has reported: record the iteration, then begin the next or finish. */
@@ -173,7 +198,7 @@ export function spawnCoordinator(w: CoordinatorWiring): ActorRef<CoordinatorMsg>
     }
     const report = acceptedReport(w, s, msg);
     if (report === null) return s;
-    s.reports[report.src] = report.body;
+    s.reports[report.slot] = report.body;
     if (s.reports.every((r) => r !== null)) await endIteration(w, s, first);
     return s;
   });

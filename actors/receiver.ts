@@ -12,6 +12,7 @@ import { Envelope, launchText } from '../transport/envelope';
 import { ActorRef, ActorRuntime } from './runtime';
 import { EventSink, ReceiveEvent } from '../stage/events';
 import { StageActorMsg } from './stage';
+import { Lane, laneName } from '../transport/lanes';
 
 export type ReceiverMsg = { readonly type: 'bytes'; readonly subject: string; readonly data: Uint8Array };
 
@@ -23,6 +24,8 @@ export interface ReceiverWiring {
   readonly sink: EventSink;
   /** The job's launch id: a message of another launch is refused (absent: none is checked). */
   readonly launch?: string;
+  /** The stage actor's rank and replica in a wide job (names the actor). */
+  readonly lane?: Lane;
 }
 
 export interface ReceiverState {
@@ -124,7 +127,7 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
   const reject: Reject = (now, reason, detail) =>
     sink({ type: 'reject', t: now, stage, iteration: -1, reason, detail });
   return runtime.spawn<ReceiverState, ReceiverMsg>(
-    `receiver-${stage}`,
+    `receiver-${laneName(stage, w.lane)}`,
     { received: 0, bytes: 0, rejected: 0 },
     (state, msg) => {
       const now = clock.now();

@@ -13,6 +13,7 @@ import { encodeEnvelope } from '../transport/codec';
 import { Bus } from '../transport/bus';
 import { ENVELOPE_VERSION, TensorPayload, launchField } from '../transport/envelope';
 import { subject } from '../transport/subjects';
+import { Lane, isWide, laneName, laneSubject } from '../transport/lanes';
 import { ActorRef, ActorRuntime } from './runtime';
 import { EventSink } from '../stage/events';
 
@@ -47,6 +48,8 @@ export interface SenderWiring {
   readonly sink: EventSink;
   /** The job's launch id, stamped on every message (absent on the in-process bus). */
   readonly launch?: string;
+  /** The stage actor's rank and replica in a wide job: its outputs go to the same lane of the next stage. */
+  readonly lane?: Lane;
 }
 
 interface SenderState {
@@ -57,7 +60,8 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
   const { runtime, bus, job, stage, comm, sink } = w;
   const clock = runtime.clock;
   const launch = launchField(w.launch);
-  return runtime.spawn<SenderState, SenderMsg>(`sender-${stage}`, { seq: 0 }, (state, msg) => {
+  const where = isWide(w.lane) ? { rank: w.lane.rank, replica: w.lane.replica } : {};
+  return runtime.spawn<SenderState, SenderMsg>(`sender-${laneName(stage, w.lane)}`, { seq: 0 }, (state, msg) => {
     const now = clock.now();
     const seq = state.seq++;
     if (msg.type === 'report') {
@@ -75,7 +79,7 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
         sentAt: now,
         bytes: 0,
         tensors: [],
-        body: { peakInflight: msg.peakInflight, ...(msg.body ?? {}) },
+        body: { peakInflight: msg.peakInflight, ...(msg.body ?? {}), ...where },
         ...launch,
       });
       bus.publish(subject(job, 'report'), data);
@@ -118,7 +122,7 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
     });
     // A refused publish (e.g. a tensor over the server's max_payload) fails the job clearly.
     try {
-      bus.publish(subject(job, msg.kind, msg.dst), data);
+      bus.publish(laneSubject(job, msg.kind, msg.dst, w.lane), data);
     } catch (err) {
       runtime.fail(`sender-${stage}`, err);
     }

@@ -20,6 +20,7 @@ import {
   stageStatus,
 } from '../stage/stage-state';
 import { SenderMsg } from './sender';
+import { TpGroupMsg } from './tp-group';
 
 export type StageActorMsg = StageMsg | { readonly type: 'status'; readonly reply: (s: StageStatus) => void };
 
@@ -30,6 +31,10 @@ export interface StageWiring {
   readonly sink: EventSink;
   /** Resolves once what this process has published has left it (the bus's written()). */
   readonly outboundWritten?: () => Promise<void>;
+  /** The rank's member of its tensor-parallel group (T > 1): proposals go there. */
+  readonly tp?: ActorRef<TpGroupMsg>;
+  /** The actor's name (default stage-<stage>; a wide job's names carry rank and replica). */
+  readonly name?: string;
 }
 
 interface StageActorState {
@@ -110,6 +115,10 @@ function performEffect(
     case 'event':
       sink(fx.event);
       break;
+    case 'propose':
+      if (!w.tp) throw new Error(`${w.name ?? 'stage'}: a tensor-parallel proposal without a group`);
+      runtime.send(w.tp, { type: 'propose', round: fx.round, iteration: fx.iteration, task: fx.task });
+      break;
     case 'arbitrate-later':
       // A 0 ms timer fires once the virtual clock is quiet at this instant.
       runtime.clock.setTimer(0, () => runtime.send(self, { type: 'arbitrate' }));
@@ -123,39 +132,43 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
   const reject = (iteration: number, err: Error) =>
     sink({ type: 'reject', t: clock.now(), stage: setup.stage, iteration, reason: 'protocol', detail: err.message });
   const initial: StageActorState = { logic: initialStageState(setup), outputs: new Map() };
-  return runtime.spawn<StageActorState, StageActorMsg>(`stage-${setup.stage}`, initial, async (state, msg, self) => {
-    if (msg.type === 'status') {
-      msg.reply(stageStatus(state.logic));
+  return runtime.spawn<StageActorState, StageActorMsg>(
+    w.name ?? `stage-${setup.stage}`,
+    initial,
+    async (state, msg, self) => {
+      if (msg.type === 'status') {
+        msg.reply(stageStatus(state.logic));
+        return state;
+      }
+      const iteration = 'iteration' in msg ? msg.iteration : (state.logic.current?.iteration ?? -1);
+      const now = clock.now();
+      const arrival = msg.type === 'input' || msg.type === 'grad' ? msg : null;
+      let effects;
+      try {
+        // Checked before stageStep counts the arrival: a bad message leaves the stage as it was.
+        if (arrival && compute.checkArrival)
+          compute.checkArrival(arrival.type, arrival.mb, arrival.chunk, arrival.tensors ?? []);
+        effects = stageStep(state.logic, msg, now);
+      } catch (err) {
+        if (!(err instanceof StageProtocolError || err instanceof ArrivalRefusedError)) throw err;
+        reject(iteration, err as Error);
+        return state;
+      }
+      // The run's record shows the arrivals the stage took, not the ones it refused.
+      if (arrival?.receipt) sink(arrival.receipt);
+      if (arrival && arrival.tensors && compute.accept)
+        compute.accept(iteration, arrival.type, arrival.mb, arrival.chunk, arrival.tensors);
+      if (msg.type === 'done' && msg.tensors && msg.tensors.length > 0)
+        state.outputs.set(`${msg.iteration}|${formatTask(msg.task)}`, msg.tensors);
+      const runs: { iteration: number; task: Task }[] = [];
+      for (const fx of effects) {
+        if (fx.type === 'finished') {
+          const body = compute.endIteration ? await compute.endIteration(fx.iteration) : {};
+          runtime.send(sender, { type: 'report', iteration: fx.iteration, peakInflight: fx.peakInflight, body });
+        } else performEffect(w, state, fx, self, runs);
+      }
+      for (const r of runs) startTask(w, setup.stage, r.iteration, r.task, self, now);
       return state;
-    }
-    const iteration = msg.type === 'arbitrate' ? (state.logic.current?.iteration ?? -1) : msg.iteration;
-    const now = clock.now();
-    const arrival = msg.type === 'input' || msg.type === 'grad' ? msg : null;
-    let effects;
-    try {
-      // Checked before stageStep counts the arrival: a bad message leaves the stage as it was.
-      if (arrival && compute.checkArrival)
-        compute.checkArrival(arrival.type, arrival.mb, arrival.chunk, arrival.tensors ?? []);
-      effects = stageStep(state.logic, msg, now);
-    } catch (err) {
-      if (!(err instanceof StageProtocolError || err instanceof ArrivalRefusedError)) throw err;
-      reject(iteration, err as Error);
-      return state;
-    }
-    // The run's record shows the arrivals the stage took, not the ones it refused.
-    if (arrival?.receipt) sink(arrival.receipt);
-    if (arrival && arrival.tensors && compute.accept)
-      compute.accept(iteration, arrival.type, arrival.mb, arrival.chunk, arrival.tensors);
-    if (msg.type === 'done' && msg.tensors && msg.tensors.length > 0)
-      state.outputs.set(`${msg.iteration}|${formatTask(msg.task)}`, msg.tensors);
-    const runs: { iteration: number; task: Task }[] = [];
-    for (const fx of effects) {
-      if (fx.type === 'finished') {
-        const body = compute.endIteration ? await compute.endIteration(fx.iteration) : {};
-        runtime.send(sender, { type: 'report', iteration: fx.iteration, peakInflight: fx.peakInflight, body });
-      } else performEffect(w, state, fx, self, runs);
-    }
-    for (const r of runs) startTask(w, setup.stage, r.iteration, r.task, self, now);
-    return state;
-  });
+    },
+  );
 }

@@ -15,6 +15,11 @@ const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
     flags: '[--speeds 1,1,1,0.5,1,0.33,1,1] [--microbatches M] [--seed S]',
     what: 'uniform against speed-aware partition on nodes of uneven speeds (virtual clock, P=8; bf, 1f1b; uniform and llm profiles): makespan, efficiency',
   },
+  tp: {
+    file: 'tp-breakdown.js',
+    flags: '[--iterations I] [--seed S]',
+    what: 'tensor-parallel groups on the virtual clock: RQ2 breakdown (multimodal, PP=16, TP 1/2/4: compute, blocking, TP coordination) and the RQ1 grid (TP 1/2 x PP 8/16 x llm/multimodal: bf, bfw over binding 1f1b, limit 32 and depth, peak in-flight)',
+  },
   reference: {
     file: 'offline-reference.js',
     flags: '[--seeds N] [--stages 8,16] [--limits 8,32,depth]',

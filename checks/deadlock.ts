@@ -30,7 +30,7 @@ export function describeDeadlock(statuses: StageStatus[], at: number): string {
   );
   const stuckLine = (s: StageStatus) =>
     [
-      `stage ${s.stage}, iteration ${s.iteration}: idle with ${s.remaining} tasks left, ${s.inflight} forwards in flight`,
+      `stage ${s.stage}${s.lane ? ` ${s.lane}` : ''}, iteration ${s.iteration}: idle with ${s.remaining} tasks left, ${s.inflight} forwards in flight`,
       `forward-ready=[${s.forwardReady.join(' ')}] backward-ready=[${s.backwardReady.join(' ')}]` +
         (s.weightReady.length ? ` weight-ready=[${s.weightReady.join(' ')}]` : ''),
       s.waitingFor.length > 0
@@ -40,10 +40,16 @@ export function describeDeadlock(statuses: StageStatus[], at: number): string {
           : 'waiting for no input it knows of (no start for this iteration?)',
     ].join('; ');
   const unstartedLine = (s: StageStatus) =>
-    `stage ${s.stage}: waiting for the start of iteration ${s.heldIteration ?? latest}, ` +
+    `stage ${s.stage}${s.lane ? ` ${s.lane}` : ''}: waiting for the start of iteration ${s.heldIteration ?? latest}, ` +
     `${s.iteration === null ? 'none started yet' : `iteration ${s.iteration} finished`}; ${s.held ?? 0} input(s) and gradient(s) for it held`;
+  // In a wide job a rank still running is what its group's peers wait for: name it.
+  const holding = statuses.filter((s) => s.lane && s.running !== null && stuck.some((x) => x.stage === s.stage));
   const lines = [
     ...stuck.map((s) => ({ stage: s.stage, line: stuckLine(s) })),
+    ...holding.map((s) => ({
+      stage: s.stage,
+      line: `stage ${s.stage} ${s.lane}, iteration ${s.iteration}: still running ${s.running}, never answered (its TP group waits for it)`,
+    })),
     ...unstarted.map((s) => ({ stage: s.stage, line: unstartedLine(s) })),
   ]
     .sort((a, b) => a.stage - b.stage)

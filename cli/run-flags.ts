@@ -92,6 +92,10 @@ export const MAX_LOCAL_STAGE_PROCESSES = 64;
  * that could not start: more than MAX_LOCAL_STAGE_PROCESSES, or BATON_STAGE_NODE_FLAGS that are not flags.
  */
 export function checkLocalProcesses(cfg: JobConfig, setup: RunSetup, command: string): void {
+  if (setup.transport === 'nats' && (setup.processes === 'per-stage' || setup.nodes) && (cfg.tp > 1 || cfg.dp > 1))
+    throw new UsageError(
+      `${command}: --tp ${cfg.tp} --dp ${cfg.dp} over NATS runs every rank's actors in this process (--processes single); node agents and --processes per-stage host whole stages of one rank only`,
+    );
   if (setup.transport !== 'nats' || setup.processes !== 'per-stage' || setup.nodes) return;
   if (cfg.stages > MAX_LOCAL_STAGE_PROCESSES)
     throw new UsageError(

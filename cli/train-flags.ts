@@ -1,7 +1,7 @@
 // The flags of `baton train` and its help text.
 
 import { BACKWARD_MODES, CONSISTENCY_POLICIES } from '../actors/param-store';
-import { ASYNC_DEFAULTS, TRAIN_COMMAND_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
+import { ASYNC_DEFAULTS, JOB_DEFAULTS, TRAIN_COMMAND_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
 import { MAX_VAL_BATCHES } from '../models/train-config';
 import { CONFIG_FLAG, HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, helpText } from './args';
 import { NATS_URL_FORMS } from './nats-flag';
@@ -19,6 +19,8 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
   },
   { name: 'stages', type: 'int', metavar: 'P', help: 'pipeline stages', default: TRAIN_COMMAND_DEFAULTS.stages },
   { name: 'chunks', type: 'int', metavar: 'V', help: 'model chunks per stage', default: TRAIN_COMMAND_DEFAULTS.chunks },
+  { name: 'tp', type: 'int', metavar: 'T', help: 'tensor-parallel ranks per stage', default: JOB_DEFAULTS.tp },
+  { name: 'dp', type: 'int', metavar: 'D', help: 'data-parallel replicas (sync mode only)', default: JOB_DEFAULTS.dp },
   {
     name: 'microbatches',
     type: 'int',

@@ -134,6 +134,8 @@ function jobConfigOf(
     job: String(flags.job),
     stages: positive(flags.stages, 'stages'),
     chunks: positive(flags.chunks, 'chunks'),
+    tp: positive(flags.tp, 'tp'),
+    dp: positive(flags.dp, 'dp'),
     microbatches: mode === 'async' ? M * total : M,
     policy: String(flags.policy),
     profile: String(flags.profile),

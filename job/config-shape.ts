@@ -68,6 +68,8 @@ const JOB_FIELDS: Record<keyof JobConfig, Check | { nested: Record<string, Check
   stages: integer(1),
   microbatches: integer(1),
   chunks: integer(1),
+  tp: integer(1),
+  dp: integer(1),
   policy: text,
   profile: text,
   jitter: oneOf(JITTER_MODES),

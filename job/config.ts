@@ -17,6 +17,10 @@ export interface JobConfig {
   microbatches: number;
   /** V: model chunks per stage (interleaved virtual stages). */
   chunks: number;
+  /** T: tensor-parallel ranks per stage, each its own stage actor (TP > 1 coordinates F and B, RRFP §4.2). */
+  tp: number;
+  /** D: data-parallel replicas of the pipeline (replica r takes microbatches r·M … r·M+M−1; sync mode). */
+  dp: number;
   /** Hint order (bf, fb, b-priority, f-priority, bfw), binding schedule (gpipe, 1f1b,
    * interleaved-1f1b, zb-h1), hint:<schedule>, or a path to a policy module. */
   policy: string;

@@ -29,6 +29,9 @@ export const JOB_DEFAULTS: JobConfig = {
   stages: 4,
   microbatches: 8,
   chunks: 1,
+  // T tensor-parallel ranks per stage and D data-parallel replicas: one of each is a plain pipeline.
+  tp: 1,
+  dp: 1,
   policy: 'bf',
   profile: 'uniform',
   jitter: 'none',

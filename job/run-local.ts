@@ -18,7 +18,16 @@ import { JobConfig } from './config';
 import { ActorRuntime, ActorRef } from '../actors/runtime';
 import { StageActorMsg } from '../actors/stage';
 import { StageStatus } from '../stage/stage-state';
-import { JobError, StageWiringOptions, durationModelFor, loadTrainingBackend, planJob, wireStage } from './wire-stage';
+import {
+  JobError,
+  StageWiringOptions,
+  durationModelFor,
+  laneDurationsFor,
+  loadTrainingBackend,
+  planJob,
+  wireStage,
+} from './wire-stage';
+import { lanesOf } from '../transport/lanes';
 
 export { JobError, planJob } from './wire-stage';
 export { JobResult, asyncStats, buildResult, summarize } from './run-result';
@@ -72,6 +81,8 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
     bus,
     job: cfg.job,
     stages: shape.stages,
+    ranks: cfg.tp,
+    replicas: cfg.dp,
     microbatches: shape.microbatches,
     iterations: cfg.warmupIterations + cfg.iterations,
     firstIteration: cfg.firstIteration,
@@ -84,8 +95,19 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   });
   subs.push({ unsubscribe: coordinator.unsubscribe });
 
+  const lanes = lanesOf(cfg.tp, cfg.dp);
+  const laneOfActor = (i: number) => lanes[Math.floor(i / shape.stages)];
   const statuses = () =>
-    Promise.all(stages.map((a) => runtime.ask<StageActorMsg, StageStatus>(a, (reply) => ({ type: 'status', reply }))));
+    Promise.all(
+      stages.map((a, i) =>
+        runtime
+          .ask<StageActorMsg, StageStatus>(a, (reply) => ({ type: 'status', reply }))
+          .then((st) => {
+            const l = laneOfActor(i);
+            return lanes.length > 1 ? { ...st, lane: `(rank ${l.rank}, replica ${l.replica})` } : st;
+          }),
+      ),
+    );
   try {
     coordinator.begin();
     await untilDone(
@@ -134,7 +156,7 @@ function recordingSink(events: BatonEvent[], extra: readonly EventSink[]): Event
       };
 }
 
-/** Every stage of the job wired in this process. */
+/** Every stage actor of the job wired in this process: P stages of every lane (T ranks × D replicas). */
 function wireStages(
   w: Omit<StageWiringOptions, 'stage' | 'sink'>,
   sink: EventSink,
@@ -142,11 +164,17 @@ function wireStages(
   const stages: ActorRef<StageActorMsg>[] = [];
   const subs: Subscription[] = [];
   const computes: StageCompute[] = [];
-  for (let s = 0; s < w.plan.shape.stages; s++) {
-    const wired = wireStage({ ...w, stage: s, sink });
-    subs.push(...wired.subscriptions);
-    stages.push(wired.stage);
-    computes.push(wired.compute);
+  const { cfg } = w;
+  const lanes = lanesOf(cfg.tp, cfg.dp);
+  for (const lane of lanes) {
+    const wide = lanes.length > 1;
+    const durations = wide ? laneDurationsFor(cfg, w.plan.shape, lane) : w.durations;
+    for (let s = 0; s < w.plan.shape.stages; s++) {
+      const wired = wireStage({ ...w, durations, stage: s, sink, ...(wide ? { lane } : {}) });
+      subs.push(...wired.subscriptions);
+      stages.push(wired.stage);
+      computes.push(wired.compute);
+    }
   }
   return { stages, subs, computes };
 }

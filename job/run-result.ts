@@ -14,6 +14,7 @@ import { BatonEvent } from '../stage/events';
 import { JobConfig } from './config';
 import { IterationStats, StageTotals, eventsByIteration, iterationStats, mean, totals } from '../checks/stats';
 import { ValidationError, validateRun } from '../checks/validate';
+import { LaneStageStats, eventsByLane, laneStageStats, tpInvariantProblems } from '../checks/lanes';
 
 export interface JobResult {
   config: JobConfig;
@@ -28,6 +29,8 @@ export interface JobResult {
   wallMs: number;
   /** What was rejected (bad messages from peers), first ones first; `totals.rejected` counts them all. */
   rejects: string[];
+  /** A job with T > 1 or D > 1: per stage actor, compute, blocking, TP coordination and deferrals (the rest is lane 0's). */
+  lanes?: LaneStageStats[];
 }
 
 export function summarize(r: JobResult) {
@@ -72,6 +75,33 @@ export function summarize(r: JobResult) {
     wall_ms: r.wallMs,
     mode: r.config.mode,
     ...(r.config.mode === 'async' ? asyncStats(r) : {}),
+    ...(r.lanes ? laneSummary(r) : {}),
+  };
+}
+
+/** A wide job's shape and its per-iteration breakdown: the mean stage actor's seconds and shares. */
+export function laneSummary(r: JobResult) {
+  const lanes = r.lanes ?? [];
+  const n = Math.max(1, r.iterations.length) * Math.max(1, lanes.length);
+  const sum = (f: (l: LaneStageStats) => number) => lanes.reduce((a, l) => a + f(l), 0) / n;
+  const makespan = mean(r.iterations.map((i) => i.makespan_ms));
+  const share = (ms: number) => (makespan > 0 ? ms / makespan : 0);
+  const compute = sum((l) => l.compute_ms);
+  const blocking = sum((l) => l.blocking_ms);
+  const coord = sum((l) => l.tp_coordination_ms);
+  return {
+    tp: r.config.tp,
+    dp: r.config.dp,
+    breakdown: {
+      compute_ms: compute,
+      blocking_ms: blocking,
+      tp_coordination_ms: coord,
+      compute_share: share(compute),
+      blocking_share: share(blocking),
+      tp_coordination_share: share(coord),
+    },
+    deferrals: lanes.reduce((a, l) => a + l.deferrals, 0),
+    lanes,
   };
 }
 
@@ -112,17 +142,28 @@ const MAX_REJECTS_KEPT = 20;
 
 /** Validate a finished run and compute its statistics (shared by local and distributed runs). */
 export function buildResult(p: ResultParts): JobResult {
-  const measured = measuredDurations(p.events, p.shape, p.sharedClock ?? true) as unknown as DurationModel;
+  const wide = (p.cfg.tp ?? 1) > 1 || (p.cfg.dp ?? 1) > 1;
+  const byLane = wide ? eventsByLane(p.events) : null;
+  // A wide job's statistics are lane 0's (rank 0 of replica 0): each lane is a whole pipeline.
+  const events = byLane ? (byLane.get('0|0') ?? []) : p.events;
+  const measured = measuredDurations(events, p.shape, p.sharedClock ?? true) as unknown as DurationModel;
   if (p.validate) {
-    const problems = validateRun(p.events, p.shape, p.cfg.warmupIterations + p.cfg.iterations, {
-      sharedClock: p.sharedClock ?? true,
-      ...(p.clockOf ? { clockOf: p.clockOf } : {}),
-      firstIteration: p.cfg.firstIteration,
-    });
+    const problems: string[] = [];
+    for (const [key, laneEvents] of byLane ?? new Map([['0|0', p.events]])) {
+      const found = validateRun(laneEvents, p.shape, p.cfg.warmupIterations + p.cfg.iterations, {
+        sharedClock: p.sharedClock ?? true,
+        ...(p.clockOf ? { clockOf: p.clockOf } : {}),
+        firstIteration: p.cfg.firstIteration,
+      });
+      const [rank, replica] = key.split('|');
+      problems.push(...(wide ? found.map((x) => `rank ${rank}, replica ${replica}: ${x}`) : found));
+    }
+    if (wide)
+      problems.push(...tpInvariantProblems(p.events, { stages: p.shape.stages, ranks: p.cfg.tp, replicas: p.cfg.dp }));
     if (problems.length > 0) throw new ValidationError(problems);
   }
   const measuredRecords = p.records.slice(p.cfg.warmupIterations);
-  const byIteration = eventsByIteration(p.events);
+  const byIteration = eventsByIteration(events);
   // The slot term uses the in-flight cap this policy is held to at each stage (a binding schedule: its own).
   const caps = inflightCaps(p.policy, p.shape, p.cfg.bufferLimit);
   const iterations = measuredRecords.map((r) => {
@@ -133,7 +174,8 @@ export function buildResult(p: ResultParts): JobResult {
     };
   });
   const measuredIterations = new Set(measuredRecords.map((r) => r.iteration));
-  const t = totals(p.events, p.shape.stages, (it) => measuredIterations.has(it));
+  const t = totals(events, p.shape.stages, (it) => measuredIterations.has(it));
+  if (wide) t.rejected = p.events.filter((e) => e.type === 'reject').length;
   const coordinatorRejects = p.coordinatorRejects ?? newRejectTally();
   const launcherRejects = p.launcherRejects ?? newRejectTally();
   const rejects = [
@@ -163,5 +205,6 @@ export function buildResult(p: ResultParts): JobResult {
     events: p.events,
     wallMs: performance.now() - p.wallStart,
     rejects,
+    ...(wide ? { lanes: laneStageStats(p.events, (it) => measuredIterations.has(it)) } : {}),
   };
 }

@@ -10,10 +10,12 @@ import { resolvePolicy } from '../policies/registry';
 import { PipelineShape, SHAPE_LIMITS, validateShape } from '../policies/task';
 import { makeDurationModel, DurationModel } from '../models/durations';
 import { loadProfile } from '../models/profile';
+import { laneDurationModel } from '../models/lane-durations';
 import { Bus, Subscription } from '../transport/bus';
-import { SubjectKind, checkJobName, subject } from '../transport/subjects';
+import { SubjectKind, checkJobName } from '../transport/subjects';
 import { Clock } from '../base/clock';
 import { AsyncEmulatedCompute, TimedCompute } from '../compute/emulated';
+import { CollectiveEmulatedCompute } from '../compute/tp-emulated';
 import { CONSISTENCY_POLICIES, canonicalConsistency, spawnParamStore } from '../actors/param-store';
 import { resumeSnapshot } from './checkpoint';
 import { TrainConfig } from '../models/train-config';
@@ -24,6 +26,9 @@ import { spawnReceiver } from '../actors/receiver';
 import { ActorRuntime, ActorRef } from '../actors/runtime';
 import { spawnSender } from '../actors/sender';
 import { StageActorMsg, spawnStage } from '../actors/stage';
+import { Lane, isWide, laneName, laneSubject } from '../transport/lanes';
+import { checkLanes, laneCollectives, laneSink, spawnLaneTp } from './wire-lane';
+import { LaneCollectives } from '../compute/tp-emulated';
 
 export class JobError extends BatonError {
   override name = 'JobError';
@@ -64,11 +69,12 @@ export function planJob(cfg: JobConfig): { policy: HintPolicy; shape: PipelineSh
       throw new JobConfigError(`${what}: ${xs.length} entries for ${cfg.stages} stages`);
   if (!Number.isInteger(cfg.iterations) || cfg.iterations < 1)
     throw new JobConfigError(`iterations must be a positive integer, got ${cfg.iterations}`);
-  const perIteration = shape.stages * shape.chunks * shape.microbatches;
+  checkLanes(cfg);
+  const perIteration = shape.stages * shape.chunks * shape.microbatches * (cfg.tp ?? 1) * (cfg.dp ?? 1);
   const iterations = cfg.iterations + (Number.isSafeInteger(cfg.warmupIterations) ? cfg.warmupIterations : 0);
   if (perIteration * iterations > SHAPE_LIMITS.run)
     throw new JobConfigError(
-      `stages × chunks × microbatches × iterations (warm-up included) must be at most ${SHAPE_LIMITS.run}, got ${perIteration} × ${iterations} = ${perIteration * iterations} (a run keeps an event per task)`,
+      `stages × chunks × microbatches × ranks × replicas × iterations (warm-up included) must be at most ${SHAPE_LIMITS.run}, got ${perIteration} × ${iterations} = ${perIteration * iterations} (a run keeps an event per task)`,
     );
   if (cfg.bufferLimit !== 'depth' && (!Number.isInteger(cfg.bufferLimit) || cfg.bufferLimit < 1))
     throw new JobConfigError(
@@ -105,6 +111,18 @@ export function durationModelFor(cfg: JobConfig, shape: PipelineShape): Duration
   });
 }
 
+/** The durations of one lane of a wide job: its own draws, compute split over its T ranks. */
+export function laneDurationsFor(cfg: JobConfig, shape: PipelineShape, lane: Lane): DurationModel {
+  return laneDurationModel({
+    profile: loadProfile(cfg.profile),
+    shape,
+    jitter: cfg.jitter,
+    jitterScale: cfg.jitterScale,
+    seed: cfg.seed,
+    lane,
+  });
+}
+
 /** Check a config as every stage will (policy, shape and, unless told the profile is
  * only on other machines, profile and jitter), so a launcher refuses a bad one before it
  * starts a server or a process for it. */
@@ -127,7 +145,7 @@ export async function loadTrainingBackend(t: TrainConfig): Promise<string> {
   return (await tfjsModules().backend.loadBackend({ force: t.backend ?? undefined })).backend;
 }
 
-function computeFor(o: StageWiringOptions): StageCompute {
+function computeFor(o: StageWiringOptions, collectives: LaneCollectives): StageCompute {
   const { runtime, cfg, plan, durations, stage: s } = o;
   // Before any tensor exists: a config from the network must not make this process allocate without bound.
   if (cfg.train) {
@@ -163,7 +181,10 @@ function computeFor(o: StageWiringOptions): StageCompute {
       weights: partitionWeights(cfg),
     });
   }
-  if (!real) return new EmulatedCompute(clock, s, durations);
+  if (!real)
+    return collectives.tp || collectives.dp
+      ? new CollectiveEmulatedCompute(clock, s, durations, collectives, (err) => runtime.fail(`stage-${s}`, err))
+      : new EmulatedCompute(clock, s, durations);
   // On the virtual clock real compute holds its stage for the profile's duration.
   return clock.kind === 'virtual' ? new TimedCompute(real, clock, s, durations) : real;
 }
@@ -186,7 +207,10 @@ export interface StageWiringOptions {
   durations: DurationModel;
   stage: number;
   sink: EventSink;
-  computeFor?: (stage: number, clock: Clock) => StageCompute;
+  /** Replace the compute (a wide job's gets its lane's collectives: the AllReduce of its TP group and of its replicas). */
+  computeFor?: (stage: number, clock: Clock, collectives?: LaneCollectives, lane?: Lane) => StageCompute;
+  /** The stage actor's rank and replica in a job with T > 1 or D > 1 (durations are then the lane's). */
+  lane?: Lane;
   /** The launch id of a distributed job: stamped on the stage's messages and required of those it takes. */
   launch?: string;
 }
@@ -206,16 +230,27 @@ export function checkMessageSizes(stage: number, compute: StageCompute, bus: Bus
 }
 
 export function wireStage(o: StageWiringOptions): WiredStage {
-  const { runtime, bus, cfg, plan, durations, stage: s, sink } = o;
-  const compute = o.computeFor ? o.computeFor(s, runtime.clock) : computeFor(o);
+  const { runtime, bus, cfg, plan, durations, stage: s, lane } = o;
+  const sink = laneSink(o.sink, lane);
+  const subscriptions: Subscription[] = [];
+  const collectives = laneCollectives({ ...o, sink }, subscriptions);
+  const compute = o.computeFor ? o.computeFor(s, runtime.clock, collectives, lane) : computeFor(o, collectives);
   try {
     checkMessageSizes(s, compute, bus);
   } catch (err) {
     compute.dispose?.();
+    for (const sub of subscriptions) sub.unsubscribe();
     throw err;
   }
-  const sender = spawnSender({ runtime, bus, job: cfg.job, stage: s, comm: durations, sink, launch: o.launch });
+  const launch = o.launch;
+  const sender = spawnSender({ runtime, bus, job: cfg.job, stage: s, comm: durations, sink, launch, lane });
   const arbiter = arbiterFor(plan.policy, stageBufferLimit(cfg.bufferLimit, s, plan.shape.stages));
+  const wide = isWide(lane);
+  const tpRanks = lane && lane.ranks > 1 ? { ranks: lane.ranks, rank: lane.rank } : undefined;
+  // The group member needs the stage's address and the stage its member's: the member is
+  // spawned with a forwarding target set once the stage exists.
+  const forward: { to: ActorRef<StageActorMsg> | null } = { to: null };
+  const tp = tpRanks ? spawnLaneTp({ ...o, sink }, forward, subscriptions) : undefined;
   const stage = spawnStage(
     {
       stage: s,
@@ -223,14 +258,25 @@ export function wireStage(o: StageWiringOptions): WiredStage {
       arbiter,
       firstIteration: cfg.firstIteration,
       settleBeforeArbitration: runtime.clock.kind === 'virtual',
+      tp: tpRanks,
     },
-    { runtime, compute, sender, sink, outboundWritten: () => bus.written() },
+    {
+      runtime,
+      compute,
+      sender,
+      sink,
+      outboundWritten: () => bus.written(),
+      tp,
+      name: wide ? `stage-${laneName(s, lane)}` : undefined,
+    },
   );
-  const receiver = spawnReceiver({ runtime, job: cfg.job, stage: s, target: stage, sink, launch: o.launch });
-  const subscriptions = STAGE_INBOX_KINDS.map((kind) =>
-    bus.subscribe(subject(cfg.job, kind, s), (subj, data) =>
-      runtime.send(receiver, { type: 'bytes', subject: subj, data }),
-    ),
-  );
+  forward.to = stage;
+  const receiver = spawnReceiver({ runtime, job: cfg.job, stage: s, target: stage, sink, launch, lane });
+  for (const kind of STAGE_INBOX_KINDS)
+    subscriptions.push(
+      bus.subscribe(laneSubject(cfg.job, kind, s, lane), (subj, data) =>
+        runtime.send(receiver, { type: 'bytes', subject: subj, data }),
+      ),
+    );
   return { stage, subscriptions, compute };
 }

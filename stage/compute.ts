@@ -43,6 +43,12 @@ export interface StageCompute {
   largestMessages?(): readonly { readonly what: string; readonly bytes: number }[];
   /** End of a synchronous iteration (the optimizer step); resolves with fields for the stage's report. */
   endIteration?(iteration: number): Promise<Record<string, unknown>>;
+  /**
+   * Instead of endIteration: end the iteration without holding the stage's mailbox (a
+   * collective with peers that reach it later, on the virtual clock), calling `then` with the
+   * report's fields when done.
+   */
+  endIterationLater?(iteration: number, then: (body: Record<string, unknown>) => void): void;
   dispose?(): void;
 }
 

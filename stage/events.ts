@@ -7,6 +7,10 @@ interface Base {
   readonly t: number;
   readonly stage: number;
   readonly iteration: number;
+  /** Tensor-parallel rank of the stage actor that emitted it (absent: 0). */
+  readonly rank?: number;
+  /** Data-parallel replica (absent: 0). */
+  readonly replica?: number;
 }
 
 export interface TaskStartEvent extends Base {
@@ -57,7 +61,8 @@ export interface WaitEvent extends Base {
   readonly type: 'wait';
   /** How long the stage sat idle with work left before this task could start. */
   readonly ms: number;
-  readonly reason: 'nothing-ready' | 'binding' | 'backpressure' | 'tp-defer';
+  /** tp-coord: a tensor-parallel round was open (proposal to answer); tp-defer: after a round without agreement. */
+  readonly reason: 'nothing-ready' | 'binding' | 'backpressure' | 'tp-defer' | 'tp-coord';
 }
 
 export interface RejectEvent extends Base {
@@ -76,7 +81,7 @@ export type BatonEvent =
 export type EventSink = (e: BatonEvent) => void;
 
 const TASK_KINDS = new Set(['F', 'B', 'W']);
-const WAIT_REASONS = new Set(['nothing-ready', 'binding', 'backpressure', 'tp-defer']);
+const WAIT_REASONS = new Set(['nothing-ready', 'binding', 'backpressure', 'tp-defer', 'tp-coord']);
 const isInt =
   (min: number, max = Number.MAX_SAFE_INTEGER) =>
   (x: unknown) =>
@@ -146,6 +151,8 @@ export function eventProblem(x: unknown): string | null {
     ['t', isTime, `a number from -${MAX_EVENT_TIME_MS} to ${MAX_EVENT_TIME_MS} (ms)`],
     ['stage', isInt(0, MAX_STAGE), `an integer from 0 to ${MAX_STAGE}`],
     ['iteration', isInt(-1), 'an integer >= -1'],
+    ['rank', isInt(0, MAX_STAGE), `an integer from 0 to ${MAX_STAGE}`, true],
+    ['replica', isInt(0, MAX_STAGE), `an integer from 0 to ${MAX_STAGE}`, true],
     ...fields,
   ];
   for (const [name, ok, expected, optional] of checks) {

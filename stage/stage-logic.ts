@@ -9,7 +9,8 @@
 // arrived. A forward input is retained (counted in `inflight`) from F until its B
 // completes (its W when backward is split), which is what backpressure bounds.
 
-import { formatTask, task, taskProblem } from '../policies/task';
+import { Task, formatTask, task, taskProblem } from '../policies/task';
+import { closeRound, mayPropose, needsAgreement, notePeerRound, openRound } from './tp-coordination';
 import { quoteValue } from '../base/quote';
 import { arrive, checkInShape, complete, contextOf, startIteration } from './readiness';
 import { PolicyError, StageEffect, StageMsg, StageProtocolError, StageState } from './stage-state';
@@ -17,6 +18,7 @@ import { PolicyError, StageEffect, StageMsg, StageProtocolError, StageState } fr
 function arbitrate(s: StageState, now: number, fx: StageEffect[]): void {
   const it = s.current;
   if (!it || s.running || it.remaining === 0) return;
+  if (s.tp && s.tp.proposing) return; // a tensor-parallel round is open: its answer decides
   const { stage, arbiter } = s.setup;
   const ctx = contextOf(s, it);
   const { task: choice, backpressure } = arbiter.pick(it.ready, it.memo, ctx);
@@ -43,21 +45,57 @@ function arbitrate(s: StageState, now: number, fx: StageEffect[]): void {
     throw new PolicyError(
       `stage ${stage}: policy ${arbiter.name} picked ${formatTask(pick)}, which is not ready (ready: ${[...it.ready.B, ...it.ready.F, ...it.ready.W].map(formatTask).join(' ') || 'none'})`,
     );
+  if (s.tp && needsAgreement(pick, s.setup.tp)) {
+    if (!mayPropose(s.tp)) {
+      // Deferred, nothing changed since. A ready W needs no agreement and is what can still
+      // differ between the ranks (it frees in-flight room when backward is split): run it.
+      const w = it.ready.W[0];
+      if (w) dispatch(s, w, backpressure, now, fx);
+      return;
+    }
+    closeIdle(s, now, fx);
+    fx.push({
+      type: 'propose',
+      round: openRound(s.tp, it.iteration, pick, now, backpressure),
+      iteration: it.iteration,
+      task: pick,
+    });
+    return;
+  }
+  dispatch(s, pick, backpressure, now, fx);
+}
+
+/** End the stage's open wait (if any) with its wait event; a deferral's is recorded even at 0 ms (it is counted). */
+function closeIdle(s: StageState, now: number, fx: StageEffect[]): void {
+  const it = s.current!;
+  if (it.idleSince === null) return;
+  const ms = now - it.idleSince;
+  if (ms > 0 || it.idleReason === 'tp-defer')
+    fx.push({
+      type: 'event',
+      event: {
+        type: 'wait',
+        t: it.idleSince,
+        stage: s.setup.stage,
+        iteration: it.iteration,
+        ms,
+        reason: it.idleReason,
+      },
+    });
+  it.idleSince = null;
+}
+
+/** Run `pick`: out of the ready set, the policy's memory advanced, task-start and run emitted. */
+function dispatch(s: StageState, pick: Task, backpressure: boolean, now: number, fx: StageEffect[]): void {
+  const it = s.current!;
+  const { stage, arbiter } = s.setup;
   it.ready.remove(pick);
-  it.memo = arbiter.advance(it.memo, pick, ctx);
+  it.memo = arbiter.advance(it.memo, pick, contextOf(s, it));
   if (pick.kind === 'F') {
     s.inflight++;
     if (s.inflight > s.peakInflight) s.peakInflight = s.inflight;
   }
-  if (it.idleSince !== null) {
-    const ms = now - it.idleSince;
-    if (ms > 0)
-      fx.push({
-        type: 'event',
-        event: { type: 'wait', t: it.idleSince, stage, iteration: it.iteration, ms, reason: it.idleReason },
-      });
-    it.idleSince = null;
-  }
+  closeIdle(s, now, fx);
   s.running = { iteration: it.iteration, task: pick };
   fx.push({
     type: 'event',
@@ -74,6 +112,35 @@ function arbitrate(s: StageState, now: number, fx: StageEffect[]): void {
     },
   });
   fx.push({ type: 'run', iteration: it.iteration, task: pick });
+}
+
+/** The group answered the open round: run the agreed task, or wait deferred (the round's time is TP coordination). */
+function onTpResult(s: StageState, msg: MsgOf<'tp-result'>, now: number, fx: StageEffect[]): void {
+  const tp = s.tp;
+  const open = tp?.proposing;
+  if (!tp || !open || !s.current || open.iteration !== s.current.iteration)
+    throw new StageProtocolError(
+      `stage ${s.setup.stage}: tensor-parallel answer for round ${msg.round} with no round open`,
+    );
+  const it = s.current;
+  const agreed = closeRound(tp, msg.round, msg.candidates);
+  fx.push({
+    type: 'event',
+    event: {
+      type: 'wait',
+      t: open.at,
+      stage: s.setup.stage,
+      iteration: it.iteration,
+      ms: now - open.at,
+      reason: 'tp-coord',
+    },
+  });
+  if (agreed) {
+    dispatch(s, agreed, open.backpressure, now, fx);
+  } else {
+    it.idleSince = now;
+    it.idleReason = 'tp-defer';
+  }
 }
 
 type MsgOf<T extends StageMsg['type']> = Extract<StageMsg, { type: T }>;
@@ -164,7 +231,15 @@ export function stageStep(s: StageState, msg: StageMsg, now: number): StageEffec
     case 'done':
       onDone(s, msg, now, fx);
       break;
+    case 'tp-result':
+      onTpResult(s, msg, now, fx);
+      break;
+    case 'tp-peer':
+      if (s.tp) notePeerRound(s.tp, msg.round);
+      break;
   }
+  if (s.tp && (msg.type === 'input' || msg.type === 'grad' || msg.type === 'done' || msg.type === 'start'))
+    s.tp.version++;
   if (!s.setup.settleBeforeArbitration) arbitrate(s, now, fx);
   else if (msg.type === 'arbitrate') {
     s.arbitrationAsked = false;

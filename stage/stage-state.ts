@@ -7,6 +7,7 @@ import { PipelineShape, Task, formatTask, isLossStage, task, taskIndex } from '.
 import { TensorPayload } from '../transport/envelope';
 import { BatonEvent, ReceiveEvent } from './events';
 import { ReadySet } from './ready-set';
+import { TpSetup, TpState, initialTpState } from './tp-coordination';
 
 export interface StageSetup {
   readonly stage: number;
@@ -23,6 +24,8 @@ export interface StageSetup {
    * happened to take (default: arbitrate at once).
    */
   readonly settleBeforeArbitration?: boolean;
+  /** The stage's tensor-parallel group and this rank in it (absent: one rank, no coordination). */
+  readonly tp?: TpSetup;
 }
 
 export type StageMsg =
@@ -43,7 +46,11 @@ export type StageMsg =
       readonly tensors?: readonly TensorPayload[];
     }
   /** Arbitrate now (with settleBeforeArbitration, after an 'arbitrate-later'). */
-  | { readonly type: 'arbitrate' };
+  | { readonly type: 'arbitrate' }
+  /** The group's answer to a round: every rank's candidate, in rank order (stage/tp-coordination.ts). */
+  | { readonly type: 'tp-result'; readonly round: number; readonly candidates: readonly Task[] }
+  /** A peer of the group proposed in `round`. */
+  | { readonly type: 'tp-peer'; readonly round: number };
 
 export type StageEffect =
   | { readonly type: 'run'; readonly iteration: number; readonly task: Task }
@@ -63,6 +70,8 @@ export type StageEffect =
       readonly dstChunk: number;
     }
   | { readonly type: 'finished'; readonly iteration: number; readonly peakInflight: number }
+  /** Propose `task` to the tensor-parallel group in `round` (before an F or B when T > 1). */
+  | { readonly type: 'propose'; readonly round: number; readonly iteration: number; readonly task: Task }
   /** Send 'arbitrate' once what is due at this instant has arrived (settleBeforeArbitration). */
   | { readonly type: 'arbitrate-later' }
   | { readonly type: 'event'; readonly event: BatonEvent };
@@ -89,7 +98,7 @@ export interface IterationState {
   firstUnfinished: number; // lowest mb with a task not yet run
   memo: unknown;
   idleSince: number | null;
-  idleReason: 'nothing-ready' | 'binding' | 'backpressure';
+  idleReason: 'nothing-ready' | 'binding' | 'backpressure' | 'tp-defer';
 }
 
 export interface StageState {
@@ -103,6 +112,8 @@ export interface StageState {
   finished: number[];
   /** An 'arbitrate-later' is out and its 'arbitrate' has not come. */
   arbitrationAsked: boolean;
+  /** Tensor-parallel coordination (null with one rank). */
+  readonly tp: TpState | null;
 }
 
 export function initialStageState(setup: StageSetup): StageState {
@@ -115,6 +126,7 @@ export function initialStageState(setup: StageSetup): StageState {
     early: [],
     finished: [],
     arbitrationAsked: false,
+    tp: setup.tp && setup.tp.ranks > 1 ? initialTpState() : null,
   };
 }
 
@@ -134,6 +146,8 @@ export interface StageStatus {
   held: number;
   /** The iteration those held arrivals belong to, null when none is held. */
   heldIteration: number | null;
+  /** In a wide job: which rank and replica (`rank 1, replica 0`), and the open TP round if any. */
+  lane?: string;
 }
 
 export function stageStatus(s: StageState): StageStatus {
@@ -156,6 +170,8 @@ export function stageStatus(s: StageState): StageStatus {
           waitingFor.push(`${formatTask(b)} (gradient)`);
       }
   }
+  if (s.tp?.proposing)
+    waitingFor.unshift(`its TP group's agreement on ${formatTask(s.tp.proposing.task)} (round ${s.tp.round})`);
   return {
     stage: s.setup.stage,
     iteration: it ? it.iteration : null,
