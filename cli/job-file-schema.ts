@@ -87,6 +87,8 @@ export const JOB_FILE_KEYS = {
     iterations: key('iterations', int(1)),
     warmup_iterations: key('warmup-iterations', int(0)),
     mode: key('mode', oneOf(['sync', 'async'])),
+    tp: key('tp', int(1)),
+    dp: key('dp', int(1)),
   },
   policy: {
     name: key('policy', text),
@@ -138,6 +140,8 @@ export const JOB_FILE_KEYS = {
   },
   nodes: {
     names: key('nodes', names),
+    // The path of the agents' key file (baton auth key), never the key itself.
+    key_file: key('node-key-file', text),
     speeds: key('node-speeds', speeds, {
       toFlag: (xs: number[]) => xs.map(String),
       toFile: (xs) => [xs].flat().map(Number),
