@@ -28,12 +28,18 @@ export function entryLabel(entry: string): string {
 /** Per-stage counts, stage 0 first, as a table shows them. */
 export const perStage = (xs: readonly number[]): string => xs.join(',');
 
-/** What the comparison tables' columns mean, printed under them. */
-export const TABLE_TERMS = [
-  'efficiency = lower bound / makespan (1: provably optimal); bubble = share of stage time idle in the iteration, 1 - busy / (P x makespan)',
+const EFFICIENCY_TERM = 'efficiency = lower bound / makespan (1: provably optimal); ';
+const OTHER_TERMS = [
+  'bubble = share of stage time idle in the iteration, 1 - busy / (P x makespan)',
   'peak in-flight = most forwards whose activations a stage held at once (its memory), stage 0 first; cap = the most its policy and buffer limit allow',
   "(a binding schedule keeps its own counts: its buffer limit reads 'schedule')",
-].join('\n');
+];
+
+/** What the comparison tables' columns mean, printed under them. */
+export const TABLE_TERMS = EFFICIENCY_TERM + OTHER_TERMS.join('\n');
+
+/** The same under a table whose reference note (RATIO_NOTE) already says what efficiency is. */
+export const TERMS_BESIDE_REFERENCE = OTHER_TERMS.join('\n');
 
 /** The buffer-limit cell: the limit, or 'schedule' for a binding schedule, which keeps its own counts. */
 export const limitCell = (limit: unknown, binding: boolean): string => (binding ? 'schedule' : String(limit));

@@ -70,7 +70,7 @@ export const RUN_HELP =
   helpText(
     'run',
     'run a pipeline job on the real clock, over NATS (default) or in one process',
-    'baton run [sim flags] [--transport nats|local] [--nats URL] [--processes per-stage|single] [--nodes N1,…] [--trace FILE.json] [--gantt FILE.svg] [--config FILE] [--json]',
+    'baton run [sim flags] [--transport nats|local] [--nats URL] [--processes per-stage|single] [--nodes N1,…] [--trace FILE.json] [--gantt FILE.svg] [--report FILE.html] [--config FILE] [--json]',
     RUN_FLAGS,
   ) + STAGE_NODE_FLAGS_HELP;
 

@@ -9,7 +9,7 @@ import { checkJobName } from '../transport/subjects';
 import { UsageError, parseFlags } from './args';
 import { comparedPolicies, speedupOver } from './job-flags';
 import { formatTable } from './table';
-import { TABLE_TERMS, comparedConfig, entryLabel, limitCell, perStage } from './compare-entry';
+import { TABLE_TERMS, TERMS_BESIDE_REFERENCE, comparedConfig, entryLabel, limitCell, perStage } from './compare-entry';
 import { reportPath, writeRunReport } from './report/report-write';
 import { RATIO_NOTE, WithReference, referenceColumns, withReference } from './reference-flag';
 import { warnRejects } from './rejects';
@@ -153,6 +153,6 @@ function comparisonTable(
         String(r.processes),
       ]),
       `real clock, transport=${rows[0].transport}, P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations} (after ${cfg.warmupIterations} warm-up)`,
-    ) + `\n${ref.head.length > 0 ? `${RATIO_NOTE}\n` : ''}${TABLE_TERMS}`
+    ) + `\n${ref.head.length > 0 ? `${RATIO_NOTE}\n${TERMS_BESIDE_REFERENCE}` : TABLE_TERMS}`
   );
 }

@@ -10,7 +10,7 @@ import { TRACE_OUTPUT_FLAGS, checkTraceOutputs, writeComparedTraceFiles, writeTr
 import { jobFileText, withJobFile } from './job-file';
 import { JOB_DEFAULTS } from '../job/defaults';
 import { warmupFlag, withWarmup } from './warmup-flag';
-import { TABLE_TERMS, comparedConfig, limitCell, perStage } from './compare-entry';
+import { TABLE_TERMS, TERMS_BESIDE_REFERENCE, comparedConfig, limitCell, perStage } from './compare-entry';
 import { RATIO_NOTE, REFERENCE_FLAG, WithReference, referenceColumns, withReference } from './reference-flag';
 
 export const SIM_FLAGS: readonly FlagSpec[] = [
@@ -106,7 +106,7 @@ function singleTable(s: WithReference<ReturnType<typeof summarize>>, cfg: JobCon
         ],
       ],
       `P=${s.stages} M=${s.microbatches} V=${s.chunks} profile=${s.profile} jitter=${s.jitter} scale=${cfg.jitterScale} seed=${s.seed} buffer-limit=${s.buffer_limit} iterations=${s.iterations.length} (after ${s.warmup_iterations} warm-up); bound set by ${s.lower_bound_term}`,
-    ) + `\n${ref.head.length > 0 ? RATIO_NOTE : TABLE_TERMS}`
+    ) + `\n${ref.head.length > 0 ? `${RATIO_NOTE}\n${TERMS_BESIDE_REFERENCE}` : TABLE_TERMS}`
   );
 }
 
@@ -138,6 +138,6 @@ function compareTable(rows: WithReference<ReturnType<typeof compareRows>[number]
         r.bubble_fraction.toFixed(3),
       ]),
       `P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations} (after ${cfg.warmupIterations} warm-up)`,
-    ) + `\n${ref.head.length > 0 ? `${RATIO_NOTE}\n` : ''}${TABLE_TERMS}`
+    ) + `\n${ref.head.length > 0 ? `${RATIO_NOTE}\n${TERMS_BESIDE_REFERENCE}` : TABLE_TERMS}`
   );
 }

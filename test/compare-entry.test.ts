@@ -1,4 +1,6 @@
 import { strict as assert } from 'assert';
+import * as fs from 'fs';
+import * as path from 'path';
 import { main } from '../cli/main';
 import { comparedConfig, entryLabel } from '../cli/compare-entry';
 import { DEFAULTS } from '../job/config';
@@ -58,6 +60,12 @@ describe('honest comparisons', function () {
       [32, 32, 'depth'],
     );
     assert.ok(Math.max(...json[1].peak_inflight) > Math.max(...json[2].peak_inflight));
+  });
+
+  it("runs the demo (scripts/demo.sh) with 1f1b, bf and bf at 1F1B's memory", () => {
+    const demo = fs.readFileSync(path.join(__dirname, '..', '..', 'scripts', 'demo.sh'), 'utf8');
+    assert.match(demo, /--compare 1f1b,bf,bf@depth /);
+    for (const flag of DEMO_SHAPE.filter((x) => x.startsWith('--'))) assert.ok(demo.includes(flag), flag);
   });
 
   it('lets sim leave warm-up iterations out as run does, so the same flags measure the same iterations', async () => {
