@@ -114,7 +114,7 @@ function latencySection(runs: readonly ReportRun[]): string {
 
 function lossSection(losses: readonly ReportLoss[]): string {
   if (losses.length === 0) return '';
-  const async = losses.some((l) => l.mode === 'async');
+  const asyncRuns = losses.filter((l) => l.mode === 'async').length;
   const series = losses.map((l) => ({
     name: l.name,
     points: l.losses.map((y, i) => [l.firstIteration + i + 1, y] as const),
@@ -126,7 +126,12 @@ function lossSection(losses: readonly ReportLoss[]): string {
   );
   const svg = lossCurveSvg({
     title: 'training loss',
-    xLabel: async ? 'iteration (sync) or microbatch update (async)' : 'iteration',
+    xLabel:
+      asyncRuns === 0
+        ? 'iteration'
+        : asyncRuns === losses.length
+          ? 'update (one per microbatch)'
+          : 'iteration (sync) or update (async)',
     series,
     validation,
     width: 1000,
