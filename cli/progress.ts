@@ -1,8 +1,8 @@
 // Progress of a training run on stderr: one line per iteration (synchronous mode) or, in
 // asynchronous mode, a line every so often from the event stream (updates done, the
 // staleness stage 0 observed, pace, elapsed and ETA). On a terminal the line is redrawn in
-// place; elsewhere each is its own line. It does not show the asynchronous loss while the
-// run goes: the stages report those losses only at the end (they are in --metrics then).
+// place; elsewhere each is its own line. The asynchronous loss shown is the latest
+// microbatch's, from the loss stage's task-end event.
 
 import { IterationRecord } from '../actors/coordinator';
 import { BatonEvent } from '../stage/events';
@@ -80,6 +80,8 @@ export class TrainProgress {
   private readonly staleness = new StalenessMeter();
   private lastLine = -Infinity;
   private drawn = false;
+  /** Asynchronous mode: the loss of the latest microbatch the loss stage finished (its task-end carries it). */
+  private lastLoss: number | undefined;
 
   constructor(private readonly o: ProgressOptions) {
     this.now = o.now ?? (() => performance.now());
@@ -100,7 +102,9 @@ export class TrainProgress {
 
   /** Asynchronous mode: an event sink (updates are stage 0's finished backwards). */
   readonly sink = (e: BatonEvent): void => {
-    if (this.o.mode !== 'async' || !this.staleness.observe(e)) return;
+    if (this.o.mode !== 'async') return;
+    if (e.type === 'task-end' && e.loss !== undefined) this.lastLoss = e.loss;
+    if (!this.staleness.observe(e)) return;
     const done = this.staleness.done;
     const t = this.now();
     if (done < this.o.total && t - this.lastLine < (this.o.everyMs ?? 1000)) return;
@@ -108,7 +112,7 @@ export class TrainProgress {
     const seconds = (t - this.start) / 1000;
     const pace = this.o.clock === 'virtual' ? '' : `  ${((done * this.o.tokensPerUnit) / seconds).toFixed(0)} tokens/s`;
     this.line(
-      `update ${done}/${this.o.total}  staleness at stage 0 mean ${this.staleness.mean.toFixed(1)} max ${this.staleness.max}${pace}`,
+      `update ${done}/${this.o.total}${this.lastLoss === undefined ? '' : `  loss ${this.lastLoss.toFixed(4)}`}  staleness at stage 0 mean ${this.staleness.mean.toFixed(1)} max ${this.staleness.max}${pace}`,
       done,
     );
   };

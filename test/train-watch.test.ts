@@ -89,7 +89,7 @@ describe('training progress on stderr', () => {
     assert.deepEqual(lines.slice(1), ['\n']);
   });
 
-  it('counts asynchronous updates and the staleness stage 0 observed from the events', () => {
+  it('counts asynchronous updates, the staleness stage 0 observed and the latest loss from the events', () => {
     const m = new StalenessMeter();
     const updates = STREAM.filter((e) => m.observe(e)).length;
     assert.equal(updates, 3);
@@ -105,12 +105,14 @@ describe('training progress on stderr', () => {
       tty: false,
       everyMs: 1e9,
     });
-    for (const e of STREAM) p.sink(e);
+    // The loss stage's task-end carries its microbatch's loss; the line shows the latest.
+    const withLoss = STREAM.map((e) => (e.type === 'task-end' && e.kind === 'B' ? { ...e, loss: 3 - e.mb / 4 } : e));
+    for (const e of withLoss) p.sink(e);
     // The first update writes, the next are within everyMs, the last always writes.
     assert.equal(lines.length, 2);
     assert.match(
       lines[1],
-      /^update 3\/3 {2}staleness at stage 0 mean 0\.7 max 1 {2}\d+ tokens\/s {2}elapsed .* ETA 0s\n$/,
+      /^update 3\/3 {2}loss 2\.5000 {2}staleness at stage 0 mean 0\.7 max 1 {2}\d+ tokens\/s {2}elapsed .* ETA 0s\n$/,
     );
   });
 
@@ -216,8 +218,9 @@ describe('baton train: outputs you can watch', function () {
       f('am.jsonl'),
     );
     assert.equal(r.code, 0, r.err);
-    assert.match(r.err, /update 4\/4 {2}staleness at stage 0 mean [\d.]+ max \d+ {2}\d+ tokens\/s {2}elapsed/);
     const result = JSON.parse(r.out) as { losses: number[] };
+    // The loss shown live is the latest microbatch's, as the stages report at the end (mb 3 is the last).
+    assert.ok(r.err.includes(`update 4/4  loss ${result.losses[3].toFixed(4)}  staleness at stage 0 mean`), r.err);
     const rows = fs
       .readFileSync(f('am.jsonl'), 'utf8')
       .trim()
