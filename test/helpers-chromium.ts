@@ -141,7 +141,9 @@ export async function visitPage(chromium: string, file: string, probe: string, w
       },
       sessionId,
     );
+    const exited = new Promise((resolve) => child.once('exit', resolve));
     await cdp.send('Browser.close').catch(() => {});
+    await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 5000))]);
     return { errors, requests, screenshot: Buffer.from(data, 'base64'), probed: result.value };
   } finally {
     if (child.exitCode === null && child.signalCode === null) {
@@ -149,6 +151,7 @@ export async function visitPage(chromium: string, file: string, probe: string, w
       child.kill('SIGKILL');
       await exited;
     }
-    fs.rmSync(profile, { recursive: true, force: true });
+    // Its helper processes may still be writing the profile as the browser ends: retried.
+    fs.rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
   }
 }

@@ -236,7 +236,9 @@ describe('baton report', function () {
       assert.ok(seen.tables >= 2);
       assert.ok(seen.width > 500, 'the loss curve is laid out');
       assert.ok(v.screenshot.length > 10000);
-      fs.writeFileSync(path.join(os.tmpdir(), `baton-report-${page}.png`), v.screenshot);
+      // To look at it: BATON_SCREENSHOT_DIR=dir keeps the screenshots there.
+      const keep = process.env.BATON_SCREENSHOT_DIR;
+      if (keep) fs.writeFileSync(path.join(keep, `report-${page}.png`), v.screenshot);
     }
   });
 });
