@@ -9,6 +9,7 @@ import { ParsedFlags, UsageError, parseFlags } from './args';
 import { jobFileText, withJobFile } from './job-file';
 import { removeMadeDirs } from './output-paths';
 import { TRAIN_FLAGS, TRAIN_HELP } from './train-flags';
+import { fillFlagsFromCheckpoint } from './resume-flags';
 import { TrainSetup, trainConfigsFromFlags } from './train-setup';
 import { TrainHooks, TrainOutcome, train } from './train';
 import { writeRunReport } from './report/report-write';
@@ -39,6 +40,9 @@ export async function trainCommand(argv: readonly string[], out: (s: string) => 
     throw new UsageError(
       'train: --transport local runs every stage in this process; --processes needs --transport nats',
     );
+  // A resumed run takes the saved run's settings for every flag not given.
+  if (flags.resume && flags.checkpoint)
+    fillFlagsFromCheckpoint(flags, given, readCheckpointMeta(String(flags.checkpoint)));
   const { cfg, setup, madeDirs } = trainConfigsFromFlags(flags);
   if (flags.printConfig) {
     removeMadeDirs(madeDirs);
