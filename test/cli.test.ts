@@ -254,7 +254,7 @@ describe('the baton command', function () {
       ],
       [
         ['sim', '--stages', '64', '--microbatches', '1024', '--iterations', '100'],
-        /JobConfigError: stages × chunks × microbatches × iterations \(warm-up included\) must be at most 2097152, got 65536 × 100 = 6553600/,
+        /JobConfigError: stages × chunks × microbatches × ranks × replicas × iterations \(warm-up included\) must be at most 2097152, got 65536 × 100 = 6553600/,
       ],
       [
         ['run', '--compare', 'bf,bogus', '--stages', '2', '--microbatches', '2'],
