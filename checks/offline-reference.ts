@@ -43,7 +43,7 @@ export interface OfflineOptions {
   readonly restarts?: number;
   /** Local-search steps (default 600). */
   readonly steps?: number;
-  /** Steps of the search over microbatch orders (default 1500). */
+  /** Steps of the search over microbatch orders (default 3000). */
   readonly reorders?: number;
 }
 
@@ -106,7 +106,8 @@ export function offlineReference(
     }
     tryPrio(prio);
   }
-  reorderSearch(g, random, opts.reorders ?? 1500, tryPrio);
+  const byTrip = Array.from({ length: M }, (_, j) => j).sort((a, b) => g.rest[b * g.K] - g.rest[a * g.K] || a - b);
+  reorderSearch(g, random, opts.reorders ?? 3000, byTrip, tryPrio);
   const { start, makespan } = best.run;
   const schedule: ScheduledTask[] = [];
   for (let id = 0; id < g.size; id++) {
@@ -126,12 +127,17 @@ function rankPriorities(g: TaskGraph, rank: Int32Array): Float64Array {
 }
 
 /** Local search over microbatch orders (step 4 above); `evaluate` keeps the best schedule and gives its makespan. */
-function reorderSearch(g: TaskGraph, random: () => number, steps: number, evaluate: (p: Float64Array) => number): void {
+function reorderSearch(
+  g: TaskGraph,
+  random: () => number,
+  steps: number,
+  order: readonly number[],
+  evaluate: (p: Float64Array) => number,
+): void {
   if (steps <= 0) return;
   const M = g.shape.microbatches;
-  const byTrip = Array.from({ length: M }, (_, j) => j).sort((a, b) => g.rest[b * g.K] - g.rest[a * g.K] || a - b);
   let rank = new Int32Array(M);
-  byTrip.forEach((j, r) => (rank[j] = r));
+  order.forEach((j, r) => (rank[j] = r));
   let current = evaluate(rankPriorities(g, rank));
   for (let step = 0; step < steps; step++) {
     const next = rank.slice();

@@ -154,13 +154,7 @@ interface SlotEnd {
  * max over a of: a + (sum of len over the items S with key >= a + the ramps' deficit) / cap + (min of
  * other over S): the ramp at the key's end also uses the sorted keys, the other end its durations only.
  */
-function thresholdBound(
-  items: readonly number[],
-  near: SlotEnd,
-  far: SlotEnd,
-  len: Float64Array,
-  cap: number,
-): number {
+function thresholdBound(items: readonly number[], near: SlotEnd, far: SlotEnd, len: Float64Array, cap: number): number {
   const key = near.key;
   const byKey = [...items].sort((a, b) => key[a] - key[b]);
   let sum = 0,
