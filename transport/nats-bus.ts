@@ -16,8 +16,7 @@
 //   read buffer; decode it before the handler returns or copy it.
 //
 // - written() waits until the client's socket has handed everything published so far
-//   to the kernel: an empty write with a callback queued behind them on nats.js's
-//   socket, which the typed API does not expose; without it, a flush() round trip.
+//   to the kernel (nats-socket.ts); where it cannot tell, a flush() round trip.
 //
 // - close() first waits, at most CLOSE_FLUSH_MS, for a flush: what was published before it
 //   reaches the server unless the connection is down (then it closes at once) or the server
@@ -27,54 +26,26 @@
 //   max_pending behind is cut off and messages are lost (seen here as `disconnects`).
 //
 // Authentication: a user and password or a token in the URL (nats-url.ts).
-// A seal (auth-bus.ts) travels in the Baton-Seal header, beside the payload: no copy of it
-// (the headers are padded to 8 bytes, so the payload stays aligned for zero-copy decoding).
+// A seal (auth-bus.ts) travels in a header beside the payload (nats-seal-header.ts).
 // Not modelled: queue groups, request/reply, JetStream, other auth, TLS.
 
-import { connect, headers } from '@nats-io/transport-node';
+import { connect } from '@nats-io/transport-node';
 import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
 import type { Bus, BusHandler, Subscription } from './bus';
 import { checkSubject } from './local-bus';
 import { parseNatsUrl, redactNatsUrl } from './nats-url';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './codec';
-import { ChunkSender, Reassembler, isChunkFrame } from './chunking';
+import { NatsChunking } from './nats-chunks';
+import { watchStatus } from './nats-status';
+import { headerBytes, readSeal, sealHeader } from './nats-seal-header';
+import { clientSocket, socketDrained } from './nats-socket';
+import { NatsBusError, PayloadTooLargeError, errorText } from './nats-bus-errors';
+
+export { NatsBusError, PayloadTooLargeError } from './nats-bus-errors';
+export { SEAL_HEADER } from './nats-seal-header';
 
 /** How long close() waits for a server that does not answer before it drops what is unsent. */
 const CLOSE_FLUSH_MS = 5000;
-
-/** The NATS header a message's seal (auth-seal.ts) travels in, base64url. */
-export const SEAL_HEADER = 'Baton-Seal';
-
-/**
- * The headers that carry a seal, padded to a multiple of 8 bytes: the payload follows them
- * in the received buffer, and an aligned payload decodes into tensors without a copy.
- */
-function sealHeader(seal: Uint8Array) {
-  const h = headers();
-  h.set(SEAL_HEADER, Buffer.from(seal.buffer, seal.byteOffset, seal.byteLength).toString('base64url'));
-  h.set('Baton-Pad', 'x');
-  const over = (h as unknown as { encode(): Uint8Array }).encode().byteLength % 8;
-  if (over !== 0) h.set('Baton-Pad', 'x'.repeat(1 + 8 - over));
-  return h;
-}
-
-export class PayloadTooLargeError extends Error {
-  override name = 'PayloadTooLargeError';
-  constructor(
-    readonly subject: string,
-    readonly size: number,
-    readonly limit: number,
-  ) {
-    super(`publish to ${JSON.stringify(subject)}: message is ${size} bytes, over the limit of ${limit} bytes`);
-  }
-}
-
-export class NatsBusError extends Error {
-  override name = 'NatsBusError';
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-  }
-}
 
 export interface NatsBusOptions {
   /** Connection name shown by the server; default 'baton'. */
@@ -106,12 +77,7 @@ export class NatsBus implements Bus {
   msgsIn = 0;
   bytesIn = 0;
   disconnects = 0;
-  /** Messages sent in chunks, and chunk frames (or whole chunked messages) refused on receipt. */
-  chunkedOut = 0;
-  chunkRejections = 0;
-  private readonly chunker = new ChunkSender();
-  private readonly reassemblers = new Set<Reassembler>();
-  private readonly expiry: NodeJS.Timeout;
+  private readonly chunking = new NatsChunking(this.maxMessageBytes, (r) => this.report(r, r.subject));
   onError: ((err: unknown, subject: string) => void) | undefined;
   onReconnect: (() => void) | undefined;
   /** Commands sent to the server (publishes, subscribes, unsubscribes), and how many a completed flush covers. */
@@ -135,9 +101,25 @@ export class NatsBus implements Bus {
     this.onError = opts.onError;
     this.onReconnect = opts.onReconnect;
     this.dropped = new Promise<Error>((resolve) => (this.drop = resolve));
-    // A chunked message whose last chunks never come is dropped by its timeout even when nothing else arrives.
-    this.expiry = setInterval(() => this.reassemblers.forEach((r) => r.expire()), 1000).unref();
-    void this.watchStatus();
+    void watchStatus(connection, {
+      disconnect: () => {
+        this.down = true;
+        this.disconnects++;
+        this.drop(new NatsBusError(`lost the connection to NATS at ${this.url}`));
+      },
+      reconnect: () => {
+        this.down = false;
+        try {
+          this.onReconnect?.();
+        } catch (e) {
+          this.report(e, '');
+        }
+      },
+      error: (e) => {
+        this.transportErrors++;
+        this.report(e, '');
+      },
+    });
     void this.closed().then((e) => this.drop(e ?? new NatsBusError(`the connection to NATS at ${this.url} closed`)));
   }
 
@@ -156,11 +138,18 @@ export class NatsBus implements Bus {
       });
       return new NatsBus(nc, url, opts);
     } catch (err) {
-      throw new NatsBusError(
-        `cannot connect to NATS at ${redactNatsUrl(url)}: ${err instanceof Error ? err.message : String(err)}`,
-        { cause: err },
-      );
+      throw new NatsBusError(`cannot connect to NATS at ${redactNatsUrl(url)}: ${errorText(err)}`, { cause: err });
     }
+  }
+
+  /** Messages sent in chunks. */
+  get chunkedOut(): number {
+    return this.chunking.chunkedOut;
+  }
+
+  /** Chunk frames (or whole chunked messages) refused on receipt. */
+  get chunkRejections(): number {
+    return this.chunking.chunkRejections;
   }
 
   /** The server's max_payload for this connection, bytes. */
@@ -177,12 +166,9 @@ export class NatsBus implements Bus {
     checkSubject(subject, false);
     if (data.byteLength > this.maxMessageBytes)
       throw new PayloadTooLargeError(subject, data.byteLength, this.maxMessageBytes);
-    // max_payload counts the headers (the seal) too. A whole message that happens to look
-    // like a chunk frame is chunked too, so it cannot be mistaken for one.
+    // max_payload counts the headers (the seal) too.
     const headers = seal === undefined ? undefined : sealHeader(seal);
-    const room = this.maxPayload - (headers ? (headers as unknown as { encode(): Uint8Array }).encode().byteLength : 0);
-    const frames = data.byteLength > room || isChunkFrame(data) ? this.chunker.frames(data, room) : [data];
-    if (frames.length > 1 || frames[0] !== data) this.chunkedOut++;
+    const frames = this.chunking.frames(data, this.maxPayload - (headers ? headerBytes(headers) : 0));
     try {
       for (const f of frames) this.connection.publish(subject, f, headers === undefined ? undefined : { headers });
       this.msgsOut++;
@@ -191,10 +177,9 @@ export class NatsBus implements Bus {
     } catch (err) {
       this.publishErrors++;
       this.report(
-        new NatsBusError(
-          `publish to ${JSON.stringify(subject)} (${data.byteLength} bytes) failed: ${err instanceof Error ? err.message : String(err)}`,
-          { cause: err },
-        ),
+        new NatsBusError(`publish to ${JSON.stringify(subject)} (${data.byteLength} bytes) failed: ${errorText(err)}`, {
+          cause: err,
+        }),
         subject,
       );
     }
@@ -203,11 +188,7 @@ export class NatsBus implements Bus {
   subscribe(subject: string, handler: BusHandler): Subscription {
     checkSubject(subject, true);
     let sub: NatsSubscription;
-    const chunks = new Reassembler({ maxMessageBytes: this.maxMessageBytes }, (r) => {
-      this.chunkRejections++;
-      this.report(r, r.subject);
-    });
-    this.reassemblers.add(chunks);
+    const chunks = this.chunking.receiver();
     try {
       this.commands++;
       sub = this.connection.subscribe(subject, {
@@ -222,13 +203,13 @@ export class NatsBus implements Bus {
               );
               return;
             }
-            const data = isChunkFrame(msg.data) ? chunks.accept(msg.subject, msg.data) : msg.data;
+            const data = chunks.accept(msg.subject, msg.data);
             if (!data) return;
             this.msgsIn++;
             this.bytesIn += data.byteLength;
             // Every chunk carries the whole message's seal; the one that completes it hands it on.
-            const seal = msg.headers?.get(SEAL_HEADER);
-            if (seal) handler(msg.subject, data, { seal: Buffer.from(seal, 'base64url') });
+            const seal = readSeal(msg.headers);
+            if (seal) handler(msg.subject, data, { seal });
             else handler(msg.subject, data);
           } catch (e) {
             this.errors++;
@@ -237,14 +218,11 @@ export class NatsBus implements Bus {
         },
       });
     } catch (err) {
-      throw new NatsBusError(
-        `subscribe to ${JSON.stringify(subject)} failed: ${err instanceof Error ? err.message : String(err)}`,
-        { cause: err },
-      );
+      throw new NatsBusError(`subscribe to ${JSON.stringify(subject)} failed: ${errorText(err)}`, { cause: err });
     }
     return {
       unsubscribe: () => {
-        this.reassemblers.delete(chunks);
+        chunks.close();
         this.commands++;
         try {
           sub.unsubscribe();
@@ -270,25 +248,8 @@ export class NatsBus implements Bus {
   async written(): Promise<void> {
     // nats.js writes publishes out on a microtask; let that happen first.
     await Promise.resolve();
-    const socket = this.socket();
-    if (!socket) return this.flush();
-    if (socket.writableLength === 0) return;
-    await new Promise<void>((resolve) => {
-      try {
-        socket.write(new Uint8Array(0), () => resolve());
-      } catch {
-        resolve();
-      }
-    });
-  }
-
-  /** nats.js's socket for this connection, when its internals are as expected. */
-  private socket(): { writableLength: number; write(data: Uint8Array, cb: () => void): boolean } | null {
-    const s = (this.connection as unknown as { protocol?: { transport?: { socket?: unknown } } }).protocol?.transport
-      ?.socket as { writableLength?: unknown; write?: unknown; destroyed?: unknown } | undefined;
-    if (!s || typeof s.writableLength !== 'number' || typeof s.write !== 'function' || s.destroyed === true)
-      return null;
-    return s as { writableLength: number; write(data: Uint8Array, cb: () => void): boolean };
+    const socket = clientSocket(this.connection);
+    return socket ? socketDrained(socket) : this.flush();
   }
 
   /** Resolves when the connection has closed for good: by close(), or because the client
@@ -318,7 +279,7 @@ export class NatsBus implements Bus {
    * once, which drops the messages still queued in it (a few big ones are).
    */
   async close(): Promise<void> {
-    clearInterval(this.expiry);
+    this.chunking.stop();
     if (this.connection.isClosed()) return;
     // A connection that is down (reconnecting) has lost what it could not send: no wait.
     if (this.down) return this.connection.close();
@@ -327,30 +288,6 @@ export class NatsBus implements Bus {
     await Promise.race([this.flush().catch(() => {}), late]);
     clearTimeout(timer);
     await this.connection.close();
-  }
-
-  private async watchStatus(): Promise<void> {
-    try {
-      for await (const s of this.connection.status()) {
-        if (s.type === 'disconnect') {
-          this.down = true;
-          this.disconnects++;
-          this.drop(new NatsBusError(`lost the connection to NATS at ${this.url}`));
-        } else if (s.type === 'reconnect') {
-          this.down = false;
-          try {
-            this.onReconnect?.();
-          } catch (e) {
-            this.report(e, '');
-          }
-        } else if (s.type === 'error') {
-          this.transportErrors++;
-          this.report(s.error, '');
-        }
-      }
-    } catch {
-      // The status iterator ends with the connection; nothing to report.
-    }
   }
 
   private report(err: unknown, subject: string): void {
