@@ -14,14 +14,11 @@
 // - publish() hands `data` to nats.js, which writes it out on a later microtask:
 //   do not mutate it after publishing. A received message is a view into the client's
 //   read buffer; decode it before the handler returns or copy it.
-//
 // - written() waits until the client's socket has handed everything published so far
 //   to the kernel (nats-socket.ts); where it cannot tell, a flush() round trip.
-//
 // - close() first waits, at most CLOSE_FLUSH_MS, for a flush: what was published before it
 //   reaches the server unless the connection is down (then it closes at once) or the server
 //   does not answer.
-//
 // - NATS core is at-most-once: a subscriber that falls more than the server's
 //   max_pending behind is cut off and messages are lost (seen here as `disconnects`).
 //
