@@ -16,25 +16,14 @@
 // Run: node dist/bench/bus-throughput.js [--json] [--messages N] [--repeats R] [--mb S] [--max-payload M]
 // Not measured: latency, fan-out, cross-machine networks.
 
-import { connect } from '@nats-io/transport-node';
-import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
-import type { Envelope } from '../transport/envelope';
-import { NatsBus } from '../transport/nats-bus';
-import { AuthBus } from '../transport/auth-bus';
-import { newJobKey } from '../transport/auth-seal';
-import type { Bus } from '../transport/bus';
 import { startNatsServer } from '../transport/nats-server';
 import { benchMain, positiveInt } from './bench-cli';
 import { inTurn } from './in-turn';
 import { median } from '../checks/stats';
 import { UsageError } from '../cli/args';
 import { DEFAULT_MAX_PAYLOAD } from '../transport/nats-server-config';
-import { CHUNK_HEADER_BYTES } from '../transport/chunking';
-
-/** NATS messages a Baton message of `bytes` takes under `maxPayload`. */
-function chunksFor(bytes: number, maxPayload: number): number {
-  return bytes <= maxPayload ? 1 : Math.ceil(bytes / (maxPayload - CHUNK_HEADER_BYTES));
-}
+import { batonRun, rawRun } from './bus-runs';
+import type { ZeroCopyTally } from './bus-runs';
 
 /** A stock nats-server's max_payload (its config has none). */
 const STOCK_MAX_PAYLOAD = 1024 * 1024;
@@ -88,159 +77,9 @@ export interface BusThroughputResult {
 
 const round = (x: number) => Math.round(x * 10) / 10;
 
-/** How long a run waits for the next message before it fails (NATS core may drop messages). */
-export const STALL_MS = 30000;
-
-/**
- * Publish `n` messages with at most `window` in flight; resolves with the elapsed seconds.
- * Rejects when no message arrives for `stallMs` while some are due, instead of waiting forever.
- */
-export async function pump(
-  n: number,
-  window: number,
-  received: () => number,
-  send: (i: number) => void,
-  stallMs = STALL_MS,
-): Promise<number> {
-  const t0 = process.hrtime.bigint();
-  let seen = received();
-  let since = performance.now();
-  const wait = async (until: () => boolean) => {
-    while (!until()) {
-      await new Promise((r) => setImmediate(r));
-      const now = performance.now();
-      if (received() !== seen) [seen, since] = [received(), now];
-      else if (now - since > stallMs)
-        throw new Error(`${received()} of ${n} messages received; none for ${stallMs} ms`);
-    }
-  };
-  for (let i = 0; i < n; i++) {
-    await wait(() => i - received() < window);
-    send(i);
-  }
-  await wait(() => received() >= n);
-  return Number(process.hrtime.bigint() - t0) / 1e9;
-}
-
-/** True when `t` is a view into the bytes of `msg` (its buffer, within its range): no copy was made. */
-export function isViewInto(t: ArrayBufferView, msg: Uint8Array): boolean {
-  return (
-    t.buffer === msg.buffer &&
-    t.byteOffset >= msg.byteOffset &&
-    t.byteOffset + t.byteLength <= msg.byteOffset + msg.byteLength
-  );
-}
-
 /** The order of the sides in repeat `r`: raw first in even repeats, sealed Baton first in odd ones. */
 export function repeatOrder(r: number): readonly ('raw' | 'baton' | 'sealed')[] {
   return inTurn(['raw', 'baton', 'sealed'] as const, r);
-}
-
-async function rawRun(url: string, bytes: number, n: number, window: number, maxPayload: number): Promise<number> {
-  // Over the limit, each message goes as pieces of at most max_payload bytes, as many in flight.
-  const pieces = Math.ceil(bytes / maxPayload);
-  const pub = await connect({ servers: url });
-  const sub = await connect({ servers: url }).catch(async (e: unknown) => {
-    await pub.close();
-    throw e;
-  });
-  try {
-    let got = 0;
-    let gotBytes = 0;
-    sub.subscribe('bench.raw', {
-      callback: (e, m) => {
-        if (e) return;
-        got++;
-        gotBytes += m.data.byteLength;
-      },
-    });
-    await sub.flush();
-    const piece = Math.ceil(bytes / pieces);
-    const payloads = Array.from({ length: pieces }, (_, i) =>
-      new Uint8Array(Math.min(piece, bytes - i * piece)).fill(7),
-    );
-    const s = await pump(
-      n * pieces,
-      window * pieces,
-      () => got,
-      (i) => pub.publish('bench.raw', payloads[i % pieces]),
-    ).catch((e: Error) => {
-      throw new Error(`raw run: ${e.message}`);
-    });
-    if (gotBytes !== n * bytes) throw new Error(`raw run: received ${gotBytes} bytes, expected ${n * bytes}`);
-    return (n * bytes) / 1e6 / s;
-  } finally {
-    await Promise.all([pub.close(), sub.close()]);
-  }
-}
-
-async function batonRun(
-  url: string,
-  bytes: number,
-  n: number,
-  window: number,
-  zc: { views: number; total: number; chunks?: number },
-  sealed: boolean,
-): Promise<number> {
-  const pubNats = await NatsBus.connect(url);
-  const subNats = await NatsBus.connect(url).catch(async (e: unknown) => {
-    await pubNats.close();
-    throw e;
-  });
-  const key = newJobKey();
-  const pub: Bus = sealed ? new AuthBus(pubNats, key, 'bench-pub') : pubNats;
-  const sub: Bus = sealed ? new AuthBus(subNats, key, 'bench-sub') : subNats;
-  try {
-    const tensor = new Float32Array(bytes / 4).map((_, i) => i * 0.001);
-    let got = 0;
-    let badValue = 0;
-    sub.subscribe('baton.bench.activation.1', (_s, d) => {
-      // Counted as received even when decoding throws (NatsBus counts it in `errors`), so the run ends and says so.
-      try {
-        const e = decodeEnvelope(d);
-        const t = e.tensors[0].data as Float32Array;
-        zc.total++;
-        if (isViewInto(t, d)) zc.views++;
-        if (t[t.length - 1] !== tensor[tensor.length - 1]) badValue++;
-      } finally {
-        got++;
-      }
-    });
-    await sub.flush();
-    const base: Omit<Envelope, 'seq' | 'mb'> = {
-      v: 1,
-      job: 'bench',
-      kind: 'activation',
-      iteration: 0,
-      chunk: 0,
-      dir: 'forward',
-      src: 0,
-      dst: 1,
-      sentAt: 0,
-      bytes: 0,
-      tensors: [{ dtype: 'float32', shape: [tensor.length], data: tensor }],
-    };
-    const s = await pump(
-      n,
-      window,
-      () => got,
-      (i) => {
-        const data = encodeEnvelope({ ...base, seq: i, mb: i, sentAt: Date.now() });
-        zc.chunks = chunksFor(data.byteLength, pubNats.maxPayload);
-        pub.publish('baton.bench.activation.1', data);
-      },
-    ).catch((e: Error) => {
-      throw new Error(`baton run: ${e.message}`);
-    });
-    const refused = sub instanceof AuthBus ? sub.rejectedCount : 0;
-    if (badValue > 0 || subNats.errors > 0 || refused > 0)
-      throw new Error(
-        `baton run: ${badValue} wrong tensors, ${subNats.errors} handler errors, ${refused} refused seals`,
-      );
-    return (n * bytes) / 1e6 / s;
-  } finally {
-    await Promise.all([pub.close(), sub.close()]);
-  }
 }
 
 export async function benchBusThroughput(opts: BusThroughputOptions = {}): Promise<BusThroughputResult> {
@@ -252,7 +91,7 @@ export async function benchBusThroughput(opts: BusThroughputOptions = {}): Promi
   if (bytes % 4 !== 0) throw new RangeError(`messageBytes ${bytes} must be a multiple of 4 (float32 tensor)`);
   const server = await startNatsServer(maxPayload === STOCK_MAX_PAYLOAD ? { stock: true } : { maxPayload });
   try {
-    const zc: { views: number; total: number; chunks?: number } = { views: 0, total: 0 };
+    const zc: ZeroCopyTally = { views: 0, total: 0 };
     await rawRun(server.url, bytes, Math.min(n, 20), window, maxPayload); // warm up both paths
     await batonRun(server.url, bytes, Math.min(n, 20), window, { views: 0, total: 0 }, false);
     await batonRun(server.url, bytes, Math.min(n, 20), window, { views: 0, total: 0 }, true);

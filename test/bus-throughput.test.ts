@@ -1,5 +1,8 @@
 import { strict as assert } from 'assert';
-import { benchBusThroughput, formatBusThroughput, isViewInto, pump, repeatOrder } from '../bench/bus-throughput';
+import { benchBusThroughput, formatBusThroughput, repeatOrder } from '../bench/bus-throughput';
+import { pump } from '../bench/bus-pump';
+import { isViewInto } from '../bench/bus-runs';
+import { float32Activation } from '../bench/activation-envelope';
 import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
 
 describe('the bus benchmark', function () {
@@ -32,21 +35,7 @@ describe('the bus benchmark', function () {
 
   it('counts a decoded tensor as zero-copy only when it lies within the received message', () => {
     const t = new Float32Array([1, 2, 3, 4]);
-    const e = {
-      v: 1,
-      job: 'j',
-      kind: 'activation',
-      iteration: 0,
-      chunk: 0,
-      dir: 'forward',
-      src: 0,
-      dst: 1,
-      seq: 0,
-      mb: 0,
-      sentAt: 0,
-      bytes: 0,
-      tensors: [{ dtype: 'float32', shape: [4], data: t }],
-    } as const;
+    const e = float32Activation('j', t);
     const enc = encodeEnvelope(e);
     // Two messages back to back in one receive buffer, as a client's read gives them.
     const chunk = new Uint8Array(2 * enc.byteLength + 8);
