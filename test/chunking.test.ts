@@ -1,9 +1,9 @@
 import { strict as assert } from 'assert';
 import { CHUNK_HEADER_BYTES, ChunkRejection, ChunkSender, Reassembler, isChunkFrame } from '../transport/chunking';
-import { NatsBus, PayloadTooLargeError } from '../transport/nats-bus';
-import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
+import { PayloadTooLargeError } from '../transport/nats-bus';
 import { DEFAULT_MAX_MESSAGE_BYTES } from '../transport/codec';
 import { until } from './nats-server-fixture';
+import { natsBusSuite } from './nats-bus-fixture';
 
 function pattern(n: number, seed = 1): Uint8Array {
   const out = new Uint8Array(n);
@@ -150,20 +150,7 @@ describe('chunking: frames and reassembly', () => {
 
 describe('chunking over a stock nats-server (max_payload 1 MB)', function () {
   this.timeout(30_000);
-  let server: NatsServerHandle;
-  const buses: NatsBus[] = [];
-  const bus = async () => {
-    const b = await NatsBus.connect(server.url);
-    buses.push(b);
-    return b;
-  };
-  before(async () => {
-    server = await startNatsServer({ stock: true });
-  });
-  after(async () => {
-    await Promise.all(buses.map((b) => b.close()));
-    await server?.stop();
-  });
+  const { bus } = natsBusSuite({ stock: true });
 
   it('carries 4 MiB messages intact through a server with the default max_payload', async () => {
     const [pub, sub] = [await bus(), await bus()];

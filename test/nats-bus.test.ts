@@ -6,8 +6,8 @@ import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { startNatsServer } from '../transport/nats-server';
 import { freePort } from '../transport/nats-server-ports';
 import { InvalidSubjectError } from '../transport/local-bus';
-import type { NatsServerHandle } from '../transport/nats-server';
 import { until } from './nats-server-fixture';
+import { natsBusSuite } from './nats-bus-fixture';
 import { jobWildcard, subject } from '../transport/subjects';
 
 function envelope(seq: number, values: number[]): Envelope {
@@ -30,21 +30,7 @@ function envelope(seq: number, values: number[]): Envelope {
 
 describe('NatsBus over a real nats-server', function () {
   this.timeout(20_000);
-  let server: NatsServerHandle;
-  const buses: NatsBus[] = [];
-  const bus = async () => {
-    const b = await NatsBus.connect(server.url);
-    buses.push(b);
-    return b;
-  };
-
-  before(async () => {
-    server = await startNatsServer();
-  });
-  after(async () => {
-    await Promise.all(buses.map((b) => b.close()));
-    await server?.stop();
-  });
+  const { server, bus } = natsBusSuite();
 
   it('reports the raised max_payload of a generated server', async () => {
     assert.equal((await bus()).maxPayload, 64 * 1024 * 1024);
@@ -85,8 +71,7 @@ describe('NatsBus over a real nats-server', function () {
 
   it('keeps the connection alive when a handler throws, and counts the error', async () => {
     const errors: string[] = [];
-    const b = await NatsBus.connect(server.url, { onError: (e) => errors.push((e as Error).message) });
-    buses.push(b);
+    const b = await bus({ onError: (e) => errors.push((e as Error).message) });
     const got: number[] = [];
     b.subscribe('baton.throw.x', (_s, d) => {
       if (d[0] === 0) throw new Error('handler failed');
@@ -189,7 +174,7 @@ describe('NatsBus over a real nats-server', function () {
 
   it('counts a publish on a closed connection instead of throwing', async () => {
     const errors: unknown[] = [];
-    const b = await NatsBus.connect(server.url, { onError: (e) => errors.push(e) });
+    const b = await NatsBus.connect(server().url, { onError: (e) => errors.push(e) });
     await b.close();
     assert.doesNotThrow(() => b.publish('baton.closed.x', new Uint8Array(3)));
     assert.equal(b.publishErrors, 1);
@@ -204,7 +189,7 @@ describe('NatsBus over a real nats-server', function () {
       got++;
     });
     await sub.flush();
-    const pub = await NatsBus.connect(server.url);
+    const pub = await NatsBus.connect(server().url);
     for (let i = 0; i < 20; i++) pub.publish('baton.closing.x', new Uint8Array(4 * 1024 * 1024));
     await pub.close();
     await until(() => got === 20, `20 messages published before close (got ${got})`, 10_000);
