@@ -18,35 +18,19 @@
 
 import * as tf from '@tensorflow/tfjs';
 import type { AllReduce } from '../models/all-reduce';
-import { AdamW } from '../policies/optim/adamw';
-import { OrderedSum } from '../policies/optim/ordered-sum';
-import { lrAt } from '../policies/optim/schedule';
 import { PipelineShape, Task, formatTask, isLossStage, virtualStage } from '../policies/task';
 import { Corpus } from '../models/data';
 import { planPartition } from '../models/partition';
 import { TrainConfig, batchFor, corpusFor, modelSpecFor } from '../models/train-config';
 import { TpKept, TpStage, buildTpStage } from '../models/tp/tp-stage';
 import { tpModelFor } from '../models/tp/tp-layers';
-import { fromPayload, paramInfos, readFloat32, toPayload } from '../models/tensor-io';
+import { toPayload } from '../models/tensor-io';
 import { TensorPayload } from '../transport/envelope';
 import { StageCompute } from '../stage/compute';
-import {
-  ChunkState,
-  StageSnapshot,
-  TrainingComputeError,
-  restoreChunks,
-  snapshotChunks,
-  stepChunk,
-} from './chunk-optimizer';
+import { ChunkState, StageSnapshot, TrainingComputeError, restoreChunks } from './chunk-optimizer';
 import { MESSAGE_ALLOWANCE, checkReceived, hiddenShapeFor, tensorMessageBytes } from './training-boundary';
-import {
-  FlushObserver,
-  ReplicaGroup,
-  checkReplicaGroup,
-  dataMicrobatch,
-  finishSums,
-  lossScaleFor,
-} from './replica-reduce';
+import { FlushObserver, ReplicaGroup, checkReplicaGroup, dataMicrobatch, lossScaleFor } from './replica-reduce';
+import { SyncChunks, TaskTensors, chunkOfKey, chunkStateFor, taskKey as key } from './sync-chunks';
 
 /** This rank's place in its stage's TP group. */
 export interface TpRank {
@@ -57,8 +41,6 @@ export interface TpRank {
   /** Told of an error inside a task (a failed collective, a tfjs error). */
   readonly fail: (err: unknown) => void;
 }
-
-const key = (it: number, mb: number, chunk: number) => `${it}|${mb}|${chunk}`;
 
 /** The TP stages of `stage`, one per chunk, cut where the TP = 1 partition cuts. */
 export function tpStageModules(stage: number, shape: PipelineShape, train: TrainConfig, rank: number, ranks: number) {
@@ -74,18 +56,13 @@ export class TpTrainingCompute implements StageCompute {
   readonly blocking = true;
   private readonly corpus: Corpus;
   private readonly hidden: number[];
+  private readonly sync: SyncChunks<TpStage>;
   private readonly chunks: ChunkState<TpStage>[];
-  private readonly received = new Map<string, tf.Tensor>();
-  private readonly grads = new Map<string, tf.Tensor>();
-  private readonly saved = new Map<string, tf.Tensor>();
+  private readonly tensors = new TaskTensors();
   private readonly kept = new Map<string, TpKept>();
   /** Split backward: the weight gradients each B computed, for its W. */
   private readonly weightGrads = new Map<string, tf.Tensor[]>();
   private readonly dp?: ReplicaGroup;
-  private readonly onFlush?: FlushObserver;
-  private lossSum = 0;
-  private lossCount = 0;
-  private step: number;
 
   constructor(
     private readonly stage: number,
@@ -96,16 +73,10 @@ export class TpTrainingCompute implements StageCompute {
   ) {
     if (opts.dp) checkReplicaGroup(opts.dp);
     this.dp = opts.dp;
-    this.onFlush = opts.onFlush;
     this.corpus = corpusFor(train);
     this.hidden = hiddenShapeFor(train, this.corpus.vocabSize);
-    this.chunks = tpStageModules(stage, shape, train, tp.rank, tp.ranks).map((module) => ({
-      module,
-      names: module.paramNames(),
-      optimizer: new AdamW(paramInfos(module), { weightDecay: train.weightDecay }),
-      sum: null,
-    }));
-    this.step = train.startIteration;
+    this.chunks = tpStageModules(stage, shape, train, tp.rank, tp.ranks).map((m) => chunkStateFor(m, train));
+    this.sync = new SyncChunks(stage, shape, train, this.chunks, opts.dp, opts.onFlush);
     if (opts.resume) restoreChunks(stage, this.chunks, opts.resume);
   }
 
@@ -114,7 +85,7 @@ export class TpTrainingCompute implements StageCompute {
   }
 
   largestMessages(): readonly { what: string; bytes: number }[] {
-    const params = this.chunks.reduce((n, c) => n + c.module.params().reduce((m, v) => m + v.size, 0), 0);
+    const params = this.sync.paramCount();
     const out = [
       { what: 'an activation, gradient or TP all-reduce message', bytes: tensorMessageBytes(this.hidden) },
       { what: 'the report carrying its parameters and AdamW moments', bytes: 3 * 4 * params + MESSAGE_ALLOWANCE },
@@ -124,9 +95,7 @@ export class TpTrainingCompute implements StageCompute {
   }
 
   accept(iteration: number, kind: 'input' | 'grad', mb: number, chunk: number, tensors: readonly TensorPayload[]) {
-    const map = kind === 'input' ? this.received : this.grads;
-    map.get(key(iteration, mb, chunk))?.dispose();
-    map.set(key(iteration, mb, chunk), fromPayload(tensors[0]));
+    this.tensors.accept(iteration, kind, mb, chunk, tensors);
   }
 
   run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void): void {
@@ -146,18 +115,11 @@ export class TpTrainingCompute implements StageCompute {
   private async forward(iteration: number, t: Task): Promise<TensorPayload[]> {
     const k = key(iteration, t.mb, t.chunk);
     const module = this.chunks[t.chunk]!.module;
-    let x: tf.Tensor;
-    if (this.stage === 0 && t.chunk === 0) {
-      x = tf.tensor(this.batch(iteration, t.mb).inputs, [this.train.microbatchSize, this.train.seq], 'int32');
-    } else {
-      x = this.received.get(k)!;
-      if (!x)
-        throw new TrainingComputeError(
-          `stage ${this.stage}: no input activation for ${k} (iteration|microbatch|chunk)`,
-        );
-      this.received.delete(k);
-    }
-    this.saved.set(k, x);
+    const x =
+      this.stage === 0 && t.chunk === 0
+        ? tf.tensor(this.batch(iteration, t.mb).inputs, [this.train.microbatchSize, this.train.seq], 'int32')
+        : this.tensors.takeInput(this.stage, k);
+    this.tensors.saved.set(k, x);
     // The loss stage's forward runs with its backward, in B.
     if (module.isLast) return [];
     const { output, kept } = await module.forward(x, this.tp.allReduce, this.collectiveKey(iteration, t));
@@ -174,13 +136,13 @@ export class TpTrainingCompute implements StageCompute {
       const g = this.weightGrads.get(k);
       if (!g) throw new TrainingComputeError(`stage ${this.stage}: W${t.mb}@${t.chunk} without its B`);
       this.weightGrads.delete(k);
-      this.addParamGrads(c, t.mb, g);
+      this.sync.addParamGrads(c, t.mb, g);
       return [];
     }
-    const x = this.saved.get(k);
+    const x = this.tensors.saved.get(k);
     if (!x) throw new TrainingComputeError(`stage ${this.stage}: ${formatTask(t)} without its forward input`);
     const last = isLossStage(this.stage, t.chunk, this.shape);
-    const dy = last ? null : (this.grads.get(k) ?? null);
+    const dy = last ? null : (this.tensors.grads.get(k) ?? null);
     if (!last && !dy)
       throw new TrainingComputeError(`stage ${this.stage}: ${formatTask(t)} without its output gradient`);
     const ck = this.collectiveKey(iteration, t);
@@ -196,75 +158,31 @@ export class TpTrainingCompute implements StageCompute {
       if (!kept) throw new TrainingComputeError(`stage ${this.stage}: ${formatTask(t)} without its kept forward`);
       const lossScale = lossScaleFor(this.dp, this.shape.microbatches);
       const res = await c.module.backward(kept, dy, this.tp.allReduce, ck, targets && { targets, lossScale });
-      if (res.loss !== undefined) {
-        this.lossSum += res.loss;
-        this.lossCount++;
-      }
+      this.sync.addLoss(res.loss);
       if (this.shape.splitBackward) this.weightGrads.set(k, res.paramGrads);
-      else this.addParamGrads(c, t.mb, res.paramGrads);
+      else this.sync.addParamGrads(c, t.mb, res.paramGrads);
       const out = res.gradInput ? [toPayload(res.gradInput)] : [];
       res.gradInput?.dispose();
       return out;
     } finally {
       targets?.dispose();
-      this.saved.delete(k);
-      x.dispose();
-      if (dy) {
-        this.grads.delete(k);
-        dy.dispose();
-      }
+      this.tensors.free(k, x, dy);
     }
-  }
-
-  private addParamGrads(c: ChunkState<TpStage>, mb: number, grads: tf.Tensor[]): void {
-    if (!c.sum)
-      c.sum = new OrderedSum(
-        c.module.params().map((v) => v.size),
-        this.shape.microbatches,
-      );
-    c.sum.add(
-      mb,
-      grads.map((g) => readFloat32(g)),
-    );
-    for (const g of grads) g.dispose();
   }
 
   /** The flush: the replicas' all-reduce (data-parallel jobs), then one AdamW step per chunk. */
-  async endIteration(iteration: number): Promise<Record<string, unknown>> {
-    const t = this.train;
-    const lr = lrAt(
-      { peak: t.lr, warmupSteps: t.warmup, totalSteps: Math.max(t.totalIterations, t.warmup + 1) },
-      this.step + 1,
-    );
-    for (const c of this.chunks)
-      if (!c.sum) throw new TrainingComputeError(`stage ${this.stage}: iteration ${iteration} ended without gradients`);
-    await finishSums(this.chunks, iteration, this.dp, this.onFlush);
-    for (const c of this.chunks) {
-      stepChunk(c, c.sum!, lr);
-      c.sum = null;
-    }
-    this.step++;
-    const body: Record<string, unknown> = { lr, step: this.step, rank: this.tp.rank };
-    if (this.lossCount > 0) {
-      body.loss = this.lossSum / this.lossCount;
-      body.lossCount = this.lossCount;
-    }
-    this.lossSum = 0;
-    this.lossCount = 0;
-    const every = t.checkpointEvery;
-    if (iteration === t.totalIterations - 1 || (every > 0 && (iteration + 1) % every === 0))
-      body.snapshot = this.snapshot();
-    return body;
+  endIteration(iteration: number): Promise<Record<string, unknown>> {
+    return this.sync.endIteration(iteration, { rank: this.tp.rank });
   }
 
   /** This rank's parameters (its slices, under the full parameters' names) and AdamW moments. */
   snapshot(): StageSnapshot {
-    return snapshotChunks(this.chunks);
+    return this.sync.snapshot();
   }
 
   dispose(): void {
-    for (const m of [this.received, this.grads, this.saved]) for (const x of m.values()) x.dispose();
-    for (const [k, kept] of this.kept) this.chunks[Number(k.split('|')[2])]?.module.release(kept);
+    this.tensors.dispose();
+    for (const [k, kept] of this.kept) this.chunks[chunkOfKey(k)]?.module.release(kept);
     for (const g of this.weightGrads.values()) tf.dispose(g);
     for (const c of this.chunks) c.module.dispose();
   }

@@ -11,24 +11,15 @@
 // activation memory limits (the wasm heap guard in the stage modules still applies).
 
 import * as tf from '@tensorflow/tfjs';
-import { AdamW } from '../policies/optim/adamw';
-import { OrderedSum } from '../policies/optim/ordered-sum';
-import { lrAt } from '../policies/optim/schedule';
 import { PipelineShape, Task, isLossStage } from '../policies/task';
 import { Corpus } from '../models/data';
+import { StageModule } from '../models/stage-module';
 import { DeferredWeightGrads, KeptForward } from '../models/kept-tape';
 import { TrainConfig, batchFor, corpusFor } from '../models/train-config';
 import { TensorPayload } from '../transport/envelope';
 import { StageCompute } from '../stage/compute';
-import { fromPayload, paramInfos, readFloat32, toPayload } from '../models/tensor-io';
-import {
-  ChunkState,
-  StageSnapshot,
-  TrainingComputeError,
-  restoreChunks,
-  snapshotChunks,
-  stepChunk,
-} from './chunk-optimizer';
+import { toPayload } from '../models/tensor-io';
+import { ChunkState, StageSnapshot, TrainingComputeError, restoreChunks } from './chunk-optimizer';
 import {
   MESSAGE_ALLOWANCE,
   checkReceived,
@@ -36,32 +27,20 @@ import {
   stageModules,
   tensorMessageBytes,
 } from './training-boundary';
-import {
-  FlushObserver,
-  ReplicaGroup,
-  checkReplicaGroup,
-  dataMicrobatch,
-  finishSums,
-  lossScaleFor,
-} from './replica-reduce';
-
-const key = (it: number, mb: number, chunk: number) => `${it}|${mb}|${chunk}`;
+import { FlushObserver, ReplicaGroup, checkReplicaGroup, dataMicrobatch, lossScaleFor } from './replica-reduce';
+import { SyncChunks, TaskTensors, chunkOfKey, chunkStateFor, taskKey as key } from './sync-chunks';
 
 export class TrainingCompute implements StageCompute {
   readonly kind = 'tfjs';
   readonly blocking = true;
   private readonly corpus: Corpus;
   private readonly hidden: number[];
+  private readonly sync: SyncChunks<StageModule>;
   private readonly chunks: ChunkState[];
-  private readonly received = new Map<string, tf.Tensor>();
-  private readonly grads = new Map<string, tf.Tensor>();
-  private readonly saved = new Map<string, tf.Tensor>();
+  private readonly tensors = new TaskTensors();
   private readonly kept = new Map<string, KeptForward>();
   /** Split backward: what each B left for its W (and the last stage's targets, which the tape may read). */
   private readonly deferred = new Map<string, { deferred: DeferredWeightGrads; targets?: tf.Tensor }>();
-  private lossSum = 0;
-  private lossCount = 0;
-  private step: number;
 
   constructor(
     private readonly stage: number,
@@ -75,13 +54,8 @@ export class TrainingCompute implements StageCompute {
     if (opts.dp) checkReplicaGroup(opts.dp);
     this.corpus = corpusFor(train);
     this.hidden = hiddenShapeFor(train, this.corpus.vocabSize);
-    this.chunks = stageModules(stage, shape, train, false, opts.weights).map((module) => ({
-      module,
-      names: module.paramNames(),
-      optimizer: new AdamW(paramInfos(module), { weightDecay: train.weightDecay }),
-      sum: null,
-    }));
-    this.step = train.startIteration;
+    this.chunks = stageModules(stage, shape, train, false, opts.weights).map((m) => chunkStateFor(m, train));
+    this.sync = new SyncChunks(stage, shape, train, this.chunks, opts.dp, opts.onFlush);
     if (resume) this.restore(resume);
   }
 
@@ -90,7 +64,7 @@ export class TrainingCompute implements StageCompute {
   }
 
   largestMessages(): readonly { what: string; bytes: number }[] {
-    const params = this.chunks.reduce((n, c) => n + c.module.params().reduce((m, v) => m + v.size, 0), 0);
+    const params = this.sync.paramCount();
     return [
       { what: 'an activation or gradient message', bytes: tensorMessageBytes(this.hidden) },
       {
@@ -108,21 +82,12 @@ export class TrainingCompute implements StageCompute {
     chunk: number,
     tensors: readonly TensorPayload[],
   ): void {
-    const map = kind === 'input' ? this.received : this.grads;
-    map.get(key(iteration, mb, chunk))?.dispose();
-    map.set(key(iteration, mb, chunk), fromPayload(tensors[0]));
+    this.tensors.accept(iteration, kind, mb, chunk, tensors);
   }
 
   run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void): void {
     const out = t.kind === 'F' ? this.forward(iteration, t) : this.backward(iteration, t);
     done(out);
-  }
-
-  private take(map: Map<string, tf.Tensor>, k: string, what: string): tf.Tensor {
-    const x = map.get(k);
-    if (!x) throw new TrainingComputeError(`stage ${this.stage}: no ${what} for ${k} (iteration|microbatch|chunk)`);
-    map.delete(k);
-    return x;
   }
 
   private forward(iteration: number, t: Task): TensorPayload[] {
@@ -131,8 +96,8 @@ export class TrainingCompute implements StageCompute {
     const x =
       this.stage === 0 && t.chunk === 0
         ? tf.tensor(this.batch(iteration, t.mb).inputs, this.inputShape(), 'int32')
-        : this.take(this.received, k, 'input activation');
-    this.saved.set(k, x);
+        : this.tensors.takeInput(this.stage, k);
+    this.tensors.saved.set(k, x);
     if (c.module.isLast) return [];
     const kept = c.module.forwardKeepingActivations(x);
     this.kept.set(k, kept);
@@ -170,10 +135,10 @@ export class TrainingCompute implements StageCompute {
   private backwardOperands(iteration: number, t: Task) {
     const k = key(iteration, t.mb, t.chunk);
     const last = isLossStage(this.stage, t.chunk, this.shape);
-    const x = this.saved.get(k);
+    const x = this.tensors.saved.get(k);
     if (!x)
       throw new TrainingComputeError(`stage ${this.stage}: ${t.kind}${t.mb}@${t.chunk} without its forward input`);
-    const dy = last ? null : (this.grads.get(k) ?? null);
+    const dy = last ? null : (this.tensors.grads.get(k) ?? null);
     if (!last && !dy)
       throw new TrainingComputeError(`stage ${this.stage}: ${t.kind}${t.mb}@${t.chunk} without its output gradient`);
     const kept = this.kept.get(k);
@@ -189,11 +154,11 @@ export class TrainingCompute implements StageCompute {
     const { k, c, x, dy, kept, targets, lossScale } = this.backwardOperands(iteration, t);
     const res = c.module.backward(x, dy, { targets, lossScale, kept });
     targets?.dispose();
-    this.addLoss(res.loss);
+    this.sync.addLoss(res.loss);
     this.addParamGrads(c, t.mb, res.paramGrads);
     const out = res.gradInput ? [toPayload(res.gradInput)] : [];
     res.gradInput?.dispose();
-    this.freeInputs(k, x, dy);
+    this.tensors.free(k, x, dy);
     return out;
   }
 
@@ -208,7 +173,7 @@ export class TrainingCompute implements StageCompute {
       throw err;
     }
     this.deferred.set(k, { deferred: res.deferred, targets });
-    this.addLoss(res.loss);
+    this.sync.addLoss(res.loss);
     const out = res.gradInput ? [toPayload(res.gradInput)] : [];
     res.gradInput?.dispose();
     return out;
@@ -226,73 +191,21 @@ export class TrainingCompute implements StageCompute {
     } finally {
       d.targets?.dispose();
     }
-    this.freeInputs(k, this.saved.get(k) ?? null, this.grads.get(k) ?? null);
+    this.tensors.free(k, this.tensors.saved.get(k) ?? null, this.tensors.grads.get(k) ?? null);
     return [];
   }
 
-  private addLoss(loss: number | undefined): void {
-    if (loss === undefined) return;
-    this.lossSum += loss;
-    this.lossCount++;
-  }
-
   private addParamGrads(c: ChunkState, mb: number, grads: tf.Tensor[]): void {
-    if (grads.length === 0) return;
-    if (!c.sum)
-      c.sum = new OrderedSum(
-        c.module.params().map((v) => v.size),
-        this.shape.microbatches,
-      );
-    c.sum.add(
-      mb,
-      grads.map((g) => readFloat32(g)),
-    );
-    for (const g of grads) g.dispose();
-  }
-
-  /** The microbatch's forward input and output gradient, once its backward is complete. */
-  private freeInputs(k: string, x: tf.Tensor | null, dy: tf.Tensor | null): void {
-    this.saved.delete(k);
-    x?.dispose();
-    if (dy) {
-      this.grads.delete(k);
-      dy.dispose();
-    }
+    if (grads.length > 0) this.sync.addParamGrads(c, mb, grads);
   }
 
   /** The flush: one AdamW step per chunk with the microbatch-ordered sums. */
-  async endIteration(iteration: number): Promise<Record<string, unknown>> {
-    const lr = lrAt(
-      {
-        peak: this.train.lr,
-        warmupSteps: this.train.warmup,
-        totalSteps: Math.max(this.train.totalIterations, this.train.warmup + 1),
-      },
-      this.step + 1,
-    );
-    for (const c of this.chunks)
-      if (!c.sum) throw new TrainingComputeError(`stage ${this.stage}: iteration ${iteration} ended without gradients`);
-    await finishSums(this.chunks, iteration, this.opts.dp, this.opts.onFlush);
-    for (const c of this.chunks) {
-      stepChunk(c, c.sum!, lr);
-      c.sum = null;
-    }
-    this.step++;
-    const body: Record<string, unknown> = { lr, step: this.step };
-    if (this.lossCount > 0) {
-      body.loss = this.lossSum / this.lossCount;
-      body.lossCount = this.lossCount;
-    }
-    this.lossSum = 0;
-    this.lossCount = 0;
-    const last = iteration === this.train.totalIterations - 1;
-    const every = this.train.checkpointEvery;
-    if (last || (every > 0 && (iteration + 1) % every === 0)) body.snapshot = this.snapshot();
-    return body;
+  endIteration(iteration: number): Promise<Record<string, unknown>> {
+    return this.sync.endIteration(iteration);
   }
 
   snapshot(): StageSnapshot {
-    return snapshotChunks(this.chunks);
+    return this.sync.snapshot();
   }
 
   private restore(s: StageSnapshot): void {
@@ -300,10 +213,10 @@ export class TrainingCompute implements StageCompute {
   }
 
   dispose(): void {
-    for (const m of [this.received, this.grads, this.saved]) for (const t of m.values()) t.dispose();
-    for (const [k, kept] of this.kept) this.chunks[Number(k.split('|')[2])]?.module.releaseKept(kept);
+    this.tensors.dispose();
+    for (const [k, kept] of this.kept) this.chunks[chunkOfKey(k)]?.module.releaseKept(kept);
     for (const [k, d] of this.deferred) {
-      this.chunks[Number(k.split('|')[2])]?.module.releaseDeferred(d.deferred);
+      this.chunks[chunkOfKey(k)]?.module.releaseDeferred(d.deferred);
       d.targets?.dispose();
     }
     for (const c of this.chunks) c.module.dispose();

@@ -8,6 +8,7 @@
 
 import * as tf from '@tensorflow/tfjs';
 import { initValues } from './seeded-init';
+import { trainableVariable } from './trainable-variable';
 import {
   DeferredWeightGrads,
   KeptForward,
@@ -56,14 +57,7 @@ export class SequentialStage implements StageModule {
     this.variables = layers.flatMap((l) =>
       l.params.map((p) => {
         const size = p.shape.reduce((a, b) => a * b, 1);
-        const values = initValues(model.seed, p.name, size, p.init);
-        // The variable takes its own reference to the data: the initial tensor goes now.
-        const initial = tf.tensor(values, [...p.shape], 'float32');
-        try {
-          return tf.variable(initial, true);
-        } finally {
-          initial.dispose();
-        }
+        return trainableVariable(initValues(model.seed, p.name, size, p.init), p.shape);
       }),
     );
   }

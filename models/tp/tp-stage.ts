@@ -18,6 +18,7 @@ import { StageUsageError } from '../stage-module';
 import { readFloat32 } from '../tensor-io';
 import { checkWasmHeap, DEFAULT_WASM_HEAP_LIMIT } from '../tfjs-fixes';
 import { ShardedParam, localShape, shardInit } from './sharded-param';
+import { trainableVariable } from '../trainable-variable';
 import { ParallelStep, TpModel, TpStep, stepParams } from './tp-layers';
 import { KeptForward, backwardFromTape, forwardKeepingTape, releaseTape } from '../kept-tape';
 
@@ -61,14 +62,9 @@ export class TpStage {
       this.offsets.push(this.shards.length);
       this.shards.push(...stepParams(s));
     }
-    this.variables = this.shards.map((p) => {
-      const t = tf.tensor(shardInit(model.spec.seed, p, rank, T), localShape(p, T), 'float32');
-      try {
-        return tf.variable(t, true);
-      } finally {
-        t.dispose();
-      }
-    });
+    this.variables = this.shards.map((p) =>
+      trainableVariable(shardInit(model.spec.seed, p, rank, T), localShape(p, T)),
+    );
   }
 
   params(): tf.Variable[] {
