@@ -12,6 +12,7 @@ import { Envelope, launchText } from '../transport/envelope';
 import { ActorRef, ActorRuntime } from './runtime';
 import { EventSink, ReceiveEvent } from '../stage/events';
 import { StageActorMsg } from './stage';
+import { SwapOrder } from '../stage/policy-swap';
 
 export type ReceiverMsg = { readonly type: 'bytes'; readonly subject: string; readonly data: Uint8Array };
 
@@ -23,6 +24,8 @@ export interface ReceiverWiring {
   readonly sink: EventSink;
   /** The job's launch id: a message of another launch is refused (absent: none is checked). */
   readonly launch?: string;
+  /** A policy swap's control body as an order for the stage, or why it is refused (absent: swaps are refused). */
+  readonly swapOrder?: (body: Readonly<Record<string, unknown>> | undefined) => SwapOrder | string;
 }
 
 export interface ReceiverState {
@@ -137,7 +140,14 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
         case 'control': {
           const verb = e.body?.verb;
           if (verb === 'start') runtime.send(target, { type: 'start', iteration: e.iteration });
-          else {
+          else if (verb === 'swap') {
+            const order = w.swapOrder ? w.swapOrder(e.body) : 'this stage takes no policy swaps';
+            if (typeof order !== 'string') runtime.send(target, { type: 'swap', order });
+            else {
+              state.rejected++;
+              reject(now, 'bad-swap', `${msg.subject}: ${order}`);
+            }
+          } else {
             state.rejected++;
             reject(now, 'bad-field', `${msg.subject}: unknown control verb ${quoteValue(verb)}`);
           }

@@ -128,7 +128,7 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
       msg.reply(stageStatus(state.logic));
       return state;
     }
-    const iteration = msg.type === 'arbitrate' ? (state.logic.current?.iteration ?? -1) : msg.iteration;
+    const iteration = 'iteration' in msg ? msg.iteration : (state.logic.current?.iteration ?? -1);
     const now = clock.now();
     const arrival = msg.type === 'input' || msg.type === 'grad' ? msg : null;
     let effects;

@@ -14,6 +14,8 @@ import { BatonEvent } from '../stage/events';
 import { JobConfig } from './config';
 import { IterationStats, StageTotals, eventsByIteration, iterationStats, mean, totals } from '../checks/stats';
 import { ValidationError, validateRun } from '../checks/validate';
+import { SwapLogEntry } from '../actors/policy-actor';
+import { SwapRecord, swapRecords } from './swap-records';
 
 export interface JobResult {
   config: JobConfig;
@@ -28,6 +30,8 @@ export interface JobResult {
   wallMs: number;
   /** What was rejected (bad messages from peers), first ones first; `totals.rejected` counts them all. */
   rejects: string[];
+  /** The policy swaps of the run, each with where every stage adopted it (job/swap-records.ts). */
+  swaps: SwapRecord[];
 }
 
 export function summarize(r: JobResult) {
@@ -69,6 +73,7 @@ export function summarize(r: JobResult) {
     wall_ms: r.wallMs,
     mode: r.config.mode,
     ...(r.config.mode === 'async' ? asyncStats(r) : {}),
+    ...(r.swaps.length > 0 ? { swaps: r.swaps } : {}),
   };
 }
 
@@ -101,6 +106,8 @@ export interface ResultParts {
   coordinatorRejects?: RejectTally;
   /** Other messages the launcher refused (trace batches of another launch): counted as rejected. */
   launcherRejects?: RejectTally;
+  /** The policy actor's log of swaps. */
+  swapLog?: readonly SwapLogEntry[];
 }
 
 const MAX_REJECTS_KEPT = 20;
@@ -157,5 +164,6 @@ export function buildResult(p: ResultParts): JobResult {
     events: p.events,
     wallMs: performance.now() - p.wallStart,
     rejects,
+    swaps: swapRecords(p.swapLog ?? [], p.events, p.records[0]?.start ?? 0),
   };
 }

@@ -4,7 +4,8 @@
 
 import { BatonError, EXIT_INPUT } from '../base/errors';
 import { HintPolicy } from '../policies/hint';
-import { arbiterFor } from '../policies/arbiter';
+import { Arbiter, arbiterFor } from '../policies/arbiter';
+import { ackingSink, swapOrderOf } from '../actors/swap-receive';
 import { inflightBound, stageBufferLimit } from '../policies/backpressure';
 import { resolvePolicy } from '../policies/registry';
 import { PipelineShape, SHAPE_LIMITS, validateShape } from '../policies/task';
@@ -179,6 +180,8 @@ export interface StageWiringOptions {
   computeFor?: (stage: number, clock: Clock) => StageCompute;
   /** The launch id of a distributed job: stamped on the stage's messages and required of those it takes. */
   launch?: string;
+  /** Module paths a policy swap may load (named at launch); built-in names need none. */
+  swapModules?: readonly string[];
 }
 
 /** Refuses a stage whose messages the bus could not carry, naming the message, its size and the limit. */
@@ -196,7 +199,8 @@ export function checkMessageSizes(stage: number, compute: StageCompute, bus: Bus
 }
 
 export function wireStage(o: StageWiringOptions): WiredStage {
-  const { runtime, bus, cfg, plan, durations, stage: s, sink } = o;
+  const { runtime, bus, cfg, plan, durations, stage: s } = o;
+  const sink = ackingSink(o.sink, bus, cfg.job, o.launch);
   const compute = o.computeFor ? o.computeFor(s, runtime.clock) : computeFor(o);
   try {
     checkMessageSizes(s, compute, bus);
@@ -205,7 +209,10 @@ export function wireStage(o: StageWiringOptions): WiredStage {
     throw err;
   }
   const sender = spawnSender({ runtime, bus, job: cfg.job, stage: s, comm: durations, sink, launch: o.launch });
-  const arbiter = arbiterFor(plan.policy, stageBufferLimit(cfg.bufferLimit, s, plan.shape.stages));
+  const limit = stageBufferLimit(cfg.bufferLimit, s, plan.shape.stages);
+  const arbiter = arbiterFor(plan.policy, limit);
+  const target = { stage: s, shape: plan.shape, limit, allowedModules: o.swapModules ?? [] };
+  const resolved = new Map<string, Arbiter>();
   const stage = spawnStage(
     {
       stage: s,
@@ -216,7 +223,15 @@ export function wireStage(o: StageWiringOptions): WiredStage {
     },
     { runtime, compute, sender, sink, outboundWritten: () => bus.written() },
   );
-  const receiver = spawnReceiver({ runtime, job: cfg.job, stage: s, target: stage, sink, launch: o.launch });
+  const receiver = spawnReceiver({
+    runtime,
+    job: cfg.job,
+    stage: s,
+    target: stage,
+    sink,
+    launch: o.launch,
+    swapOrder: (body) => swapOrderOf(target, body, resolved),
+  });
   const subscriptions = STAGE_INBOX_KINDS.map((kind) =>
     bus.subscribe(subject(cfg.job, kind, s), (subj, data) =>
       runtime.send(receiver, { type: 'bytes', subject: subj, data }),

@@ -13,11 +13,14 @@ import { formatTask, task, taskProblem } from '../policies/task';
 import { quoteValue } from '../base/quote';
 import { arrive, checkInShape, complete, contextOf, startIteration } from './readiness';
 import { PolicyError, StageEffect, StageMsg, StageProtocolError, StageState } from './stage-state';
+import { adoptSwaps, noteDispatched, receiveSwap, swapsAtBoundary } from './policy-swap';
 
 function arbitrate(s: StageState, now: number, fx: StageEffect[]): void {
   const it = s.current;
   if (!it || s.running || it.remaining === 0) return;
-  const { stage, arbiter } = s.setup;
+  if (s.policy.pending.length > 0) adoptSwaps(s, { at: 'arbitration' }, now, fx);
+  const { stage } = s.setup;
+  const arbiter = s.policy.arbiter;
   const ctx = contextOf(s, it);
   const { task: choice, backpressure } = arbiter.pick(it.ready, it.memo, ctx);
   if (choice === null) {
@@ -45,6 +48,7 @@ function arbitrate(s: StageState, now: number, fx: StageEffect[]): void {
     );
   it.ready.remove(pick);
   it.memo = arbiter.advance(it.memo, pick, ctx);
+  noteDispatched(s, pick);
   if (pick.kind === 'F') {
     s.inflight++;
     if (s.inflight > s.peakInflight) s.peakInflight = s.inflight;
@@ -88,6 +92,7 @@ function onStart(s: StageState, msg: MsgOf<'start'>, now: number, fx: StageEffec
   const next = s.current ? s.current.iteration + 1 : s.setup.firstIteration;
   if (next !== undefined && msg.iteration !== next)
     throw new StageProtocolError(`stage ${stage}: start of iteration ${msg.iteration}, expected iteration ${next}`);
+  swapsAtBoundary(s, msg.iteration, now, fx);
   startIteration(s, msg.iteration, now, fx);
   const replay = s.early.filter((m) => 'iteration' in m && m.iteration === msg.iteration);
   s.early = s.early.filter((m) => !('iteration' in m && m.iteration === msg.iteration));
@@ -160,6 +165,9 @@ export function stageStep(s: StageState, msg: StageMsg, now: number): StageEffec
       if (!onArrival(s, msg)) return fx;
       break;
     case 'arbitrate':
+      break;
+    case 'swap':
+      receiveSwap(s, msg.order, now, fx);
       break;
     case 'done':
       onDone(s, msg, now, fx);

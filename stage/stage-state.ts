@@ -7,11 +7,13 @@ import { PipelineShape, Task, formatTask, isLossStage, task, taskIndex } from '.
 import { TensorPayload } from '../transport/envelope';
 import { BatonEvent, ReceiveEvent } from './events';
 import { ReadySet } from './ready-set';
+import type { PolicyInForce, SwapOrder } from './policy-swap';
+import { policyInForce } from './policy-swap';
 
 export interface StageSetup {
   readonly stage: number;
   readonly shape: PipelineShape;
-  /** The stage's policy with its buffer limit (policies/arbiter.ts). */
+  /** The stage's first policy with its buffer limit (policies/arbiter.ts); swaps replace it (policy-swap.ts). */
   readonly arbiter: Arbiter;
   /** The job's first iteration: its first start must be for it (default: any). */
   readonly firstIteration?: number;
@@ -43,7 +45,9 @@ export type StageMsg =
       readonly tensors?: readonly TensorPayload[];
     }
   /** Arbitrate now (with settleBeforeArbitration, after an 'arbitrate-later'). */
-  | { readonly type: 'arbitrate' };
+  | { readonly type: 'arbitrate' }
+  /** Swap the arbitration policy at its safe point (policy-swap.ts). */
+  | { readonly type: 'swap'; readonly order: SwapOrder };
 
 export type StageEffect =
   | { readonly type: 'run'; readonly iteration: number; readonly task: Task }
@@ -103,6 +107,8 @@ export interface StageState {
   finished: number[];
   /** An 'arbitrate-later' is out and its 'arbitrate' has not come. */
   arbitrationAsked: boolean;
+  /** The arbiter in force (setup.arbiter until a swap) and the swaps waiting (policy-swap.ts). */
+  readonly policy: PolicyInForce;
 }
 
 export function initialStageState(setup: StageSetup): StageState {
@@ -115,6 +121,7 @@ export function initialStageState(setup: StageSetup): StageState {
     early: [],
     finished: [],
     arbitrationAsked: false,
+    policy: policyInForce(setup.arbiter),
   };
 }
 
@@ -134,6 +141,9 @@ export interface StageStatus {
   held: number;
   /** The iteration those held arrivals belong to, null when none is held. */
   heldIteration: number | null;
+  /** The arbitration policy in force, and the swaps waiting for their safe point. */
+  policy?: string;
+  swapsPending?: number;
 }
 
 export function stageStatus(s: StageState): StageStatus {
@@ -169,5 +179,7 @@ export function stageStatus(s: StageState): StageStatus {
     idleSince: it ? it.idleSince : null,
     held: s.early.length,
     heldIteration: s.early.length > 0 ? (s.early[0] as { iteration: number }).iteration : null,
+    policy: s.policy.arbiter.name,
+    swapsPending: s.policy.pending.length,
   };
 }

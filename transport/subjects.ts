@@ -6,7 +6,8 @@ import { MAX_JOB_NAME } from './envelope';
 import { TOKEN_RE } from '../base/token';
 import { InputError } from '../base/errors';
 
-export type SubjectKind = 'activation' | 'gradient' | 'data' | 'control' | 'tp' | 'trace' | 'report';
+export type SubjectKind =
+  'activation' | 'gradient' | 'data' | 'control' | 'tp' | 'trace' | 'report' | 'stats' | 'policy';
 
 export class SubjectError extends InputError {
   override name = 'SubjectError';
