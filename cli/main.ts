@@ -29,6 +29,10 @@ const COMMANDS: Record<string, Command> = {
     summary: 'inspect a trace file: gantt (SVG chart), check (schema), summary',
     load: () => (require('./trace-command') as typeof import('./trace-command')).traceCommand,
   },
+  policy: {
+    summary: "swap a running job's policy (policy set) or show it (policy get)",
+    load: () => (require('./policy-command') as typeof import('./policy-command')).policyCommand,
+  },
   tap: {
     summary: 'print the live decoded message flows of a job (like nats sub)',
     load: () => (require('./tap') as typeof import('./tap')).tapCommand,

@@ -7,6 +7,7 @@ import { MAX_NODE_NAME, NODE_NAME_RE } from '../actors/node-protocol';
 import { HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, ParsedFlags, UsageError, helpText } from './args';
 import { NATS_URL_FORMS, natsFlag } from './nats-flag';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
+import { SWAP_FLAGS, swapOptionsFromFlags } from './swap-flags';
 import { STAGE_NODE_FLAGS_HELP, stageNodeFlags } from './stage-node-flags';
 import { RUN_COMMAND_DEFAULTS } from '../job/defaults';
 import type { RunSetup } from './run-once';
@@ -15,6 +16,7 @@ import { TRACE_OUTPUT_FLAGS } from './trace-output';
 
 export const RUN_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
+  ...SWAP_FLAGS,
   {
     name: 'transport',
     type: 'string',
@@ -103,6 +105,7 @@ export function runConfigFromFlags(
     processes: flags.processes as 'per-stage' | 'single',
     natsUrl: flags.nats === undefined ? undefined : natsFlag(flags.nats, 'run'),
     nodes: flags.nodes as string[] | undefined,
+    swaps: swapOptionsFromFlags(flags),
     onServer: (url, job) =>
       process.stderr.write(
         `run: job ${job} on a nats-server of its own at ${url}; watch it with baton tap --nats ${url} --job ${job}\n`,

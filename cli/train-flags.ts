@@ -7,8 +7,10 @@ import { HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, helpText } from './args';
 import { NATS_URL_FORMS } from './nats-flag';
 import { BUFFER_LIMIT_FLAG } from './job-flags';
 import { STAGE_NODE_FLAGS_HELP } from './stage-node-flags';
+import { SWAP_FLAGS } from './swap-flags';
 
 export const TRAIN_FLAGS: readonly FlagSpec[] = [
+  ...SWAP_FLAGS,
   { name: 'model', type: 'string', help: 'model', choices: ['gpt', 'mlp'], default: TRAIN_DEFAULTS.model },
   {
     name: 'data',

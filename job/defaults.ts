@@ -96,3 +96,17 @@ export const TRAIN_COMMAND_DEFAULTS = {
   // A training task can hold its stage for seconds (a large model on the wasm backend).
   stallTimeoutMs: 600000,
 } as const;
+
+/** Hot swaps of a job's policy (`--swap-at`, `--swap-modules`, `baton policy`). */
+export const SWAP_DEFAULTS = {
+  /** No scripted swaps. */
+  swapAt: '',
+  /** No module paths a swap may load (built-in names need none). */
+  swapModules: '',
+  /** The NATS server `baton policy` and `baton inspect` talk to unless told. */
+  natsUrl: 'nats://127.0.0.1:4222',
+  /** How long `baton policy set` waits for every stage to adopt, and `get` for an answer. */
+  policyWaitMs: 5000,
+  /** How often a stage on the real clock publishes its stats (baton inspect), ms. */
+  statsEveryMs: 250,
+} as const;
