@@ -33,6 +33,10 @@ const COMMANDS: Record<string, Command> = {
     summary: "swap a running job's policy (policy set) or show it (policy get)",
     load: () => (require('./policy-command') as typeof import('./policy-command')).policyCommand,
   },
+  inspect: {
+    summary: 'a live view of a running job: per stage task, ready set, buffers, rates, policy',
+    load: () => (require('./inspect') as typeof import('./inspect')).inspectCommand,
+  },
   tap: {
     summary: 'print the live decoded message flows of a job (like nats sub)',
     load: () => (require('./tap') as typeof import('./tap')).tapCommand,

@@ -109,4 +109,7 @@ export const SWAP_DEFAULTS = {
   policyWaitMs: 5000,
   /** How often a stage on the real clock publishes its stats (baton inspect), ms. */
   statsEveryMs: 250,
+  /** How often `baton inspect` redraws a terminal, and prints its lines when stdout is not one, ms. */
+  inspectRefreshMs: 250,
+  inspectPlainMs: 1000,
 } as const;

@@ -6,6 +6,8 @@ import { BatonError, EXIT_INPUT } from '../base/errors';
 import { HintPolicy } from '../policies/hint';
 import { Arbiter, arbiterFor } from '../policies/arbiter';
 import { ackingSink, swapOrderOf } from '../actors/swap-receive';
+import { countingSink, newTotals, publishStats } from '../actors/stats-publisher';
+import { SWAP_DEFAULTS } from './defaults';
 import { inflightBound, stageBufferLimit } from '../policies/backpressure';
 import { resolvePolicy } from '../policies/registry';
 import { PipelineShape, SHAPE_LIMITS, validateShape } from '../policies/task';
@@ -200,7 +202,9 @@ export function checkMessageSizes(stage: number, compute: StageCompute, bus: Bus
 
 export function wireStage(o: StageWiringOptions): WiredStage {
   const { runtime, bus, cfg, plan, durations, stage: s } = o;
-  const sink = ackingSink(o.sink, bus, cfg.job, o.launch);
+  const watched = bus.kind === 'nats' && runtime.clock.kind === 'real';
+  const totals = newTotals();
+  const sink = ackingSink(watched ? countingSink(o.sink, totals) : o.sink, bus, cfg.job, o.launch);
   const compute = o.computeFor ? o.computeFor(s, runtime.clock) : computeFor(o);
   try {
     checkMessageSizes(s, compute, bus);
@@ -237,5 +241,11 @@ export function wireStage(o: StageWiringOptions): WiredStage {
       runtime.send(receiver, { type: 'bytes', subject: subj, data }),
     ),
   );
+  if (watched) {
+    const everyMs = SWAP_DEFAULTS.statsEveryMs;
+    subscriptions.push(
+      publishStats({ runtime, bus, job: cfg.job, stage: s, limit, launch: o.launch, everyMs, totals, target: stage }),
+    );
+  }
   return { stage, subscriptions, compute };
 }
