@@ -5,7 +5,7 @@ import { resolveConfig } from '../job/config';
 import { runJob } from '../job/run-local';
 import { paramChecksum } from '../models/reference-train';
 import { corpusFor, modelSpecFor } from '../models/train-config';
-import { StageSnapshot } from '../compute/training';
+import { StageSnapshot } from '../compute/chunk-optimizer';
 import { TRAIN_DEFAULTS } from '../job/defaults';
 import { loadBackend } from '../models/backend';
 import { PolicyControl } from '../job/policy-control';

@@ -5,7 +5,8 @@ import { decideSwap } from '../policies/swap-rules';
 import { parseSwapSchedule } from '../policies/swap-schedule';
 import { PipelineShape, formatTask, task } from '../policies/task';
 import { PolicySwapEvent } from '../stage/events';
-import { StageEffect, initialStageState, stageStep } from '../stage/stage-logic';
+import { stageStep } from '../stage/stage-logic';
+import { StageEffect, initialStageState } from '../stage/stage-state';
 
 const shape: PipelineShape = { stages: 2, chunks: 1, microbatches: 3, splitBackward: false };
 const arb = (name: string) => arbiterFor(resolvePolicy(name), 32);
