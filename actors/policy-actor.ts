@@ -9,6 +9,7 @@ import { HintPolicy } from '../policies/hint';
 import { PipelineShape } from '../policies/task';
 import { JobPosition, decideSwap } from '../policies/swap-rules';
 import { isModulePath } from '../policies/registry';
+import { CONSISTENCY_POLICIES } from './param-store-policy';
 import { RejectTally, newRejectTally, tallyReject } from '../base/reject-tally';
 import { Bus } from '../transport/bus';
 import { encodeEnvelope, encodeValue } from '../transport/codec';
@@ -27,7 +28,7 @@ export interface Adoption {
 
 export interface SwapLogEntry {
   readonly swap: number;
-  readonly what: 'arbitration';
+  readonly what: 'arbitration' | 'consistency';
   readonly by: string;
   /** When the request reached the policy actor: ms on its clock, and wall-clock time. */
   readonly requestedAt: number;
@@ -52,6 +53,8 @@ export type SetAnswer =
 
 export interface PolicyView {
   readonly policy: string;
+  /** An asynchronous job's consistency policy in force, and the swap that brought it (null: synchronous). */
+  readonly consistency: { policy: string; swap: number | null } | null;
   /** The swap that put it in force (null: the job's first policy), and when every stage had adopted it. */
   readonly swap: number | null;
   readonly sinceMs: number | null;
@@ -83,11 +86,16 @@ export interface PolicyActorWiring {
   readonly position: () => JobPosition;
   /** A name or module path as a policy; throws (an InputError) for one it refuses. */
   readonly resolve: (name: string) => HintPolicy;
+  /** The consistency policy of an asynchronous job (absent: a synchronous one, which has none). */
+  readonly consistency?: string;
 }
 
 interface PolicyState {
   /** The last accepted policy: the one stages will be on once every swap is adopted. */
   tail: HintPolicy;
+  /** The last accepted consistency policy (asynchronous jobs). */
+  tailConsistency: string | null;
+  consistencyInForce: { policy: string; swap: number | null } | null;
   /** The policy every stage has adopted, and the swap that brought it. */
   inForce: { policy: string; swap: number | null; sinceMs: number | null; sinceIteration: number | null };
   readonly log: SwapLogEntry[];
@@ -115,19 +123,59 @@ function sendSwap(w: PolicyActorWiring, s: PolicyState, e: SwapLogEntry): void {
         sentAt: w.runtime.clock.now(),
         bytes: 0,
         tensors: [],
-        body: {
-          verb: 'swap',
-          swap: e.swap,
-          policy: e.to,
-          ...(e.atIteration !== undefined ? { atIteration: e.atIteration } : {}),
-        },
+        body:
+          e.what === 'consistency'
+            ? { verb: 'swap', swap: e.swap, consistency: e.to }
+            : {
+                verb: 'swap',
+                swap: e.swap,
+                policy: e.to,
+                ...(e.atIteration !== undefined ? { atIteration: e.atIteration } : {}),
+              },
         ...launchField(w.launch),
       }),
     );
 }
 
+function logSwap(
+  w: PolicyActorWiring,
+  s: PolicyState,
+  m: Extract<PolicyActorMsg, { type: 'set' }>,
+  e: Omit<SwapLogEntry, 'swap' | 'requestedAt' | 'requestedWall' | 'adopted' | 'latencyMs' | 'by'>,
+): SetAnswer {
+  const entry: SwapLogEntry = {
+    swap: s.log.length,
+    by: m.request.by,
+    requestedAt: w.runtime.clock.now(),
+    requestedWall: new Date().toISOString(),
+    ...e,
+    adopted: [],
+    latencyMs: null,
+  };
+  s.log.push(entry);
+  if (m.onAdopted) s.watchers.set(entry.swap, [m.onAdopted]);
+  sendSwap(w, s, entry);
+  return { ok: true, swap: entry.swap, from: entry.from, to: entry.to, atIteration: entry.atIteration };
+}
+
+function onConsistency(w: PolicyActorWiring, s: PolicyState, m: Extract<PolicyActorMsg, { type: 'set' }>): SetAnswer {
+  const to = m.request.policy;
+  const refuse = (error: string): SetAnswer => {
+    s.refused++;
+    return { ok: false, error };
+  };
+  if (s.tailConsistency === null)
+    return refuse('a consistency swap is for an asynchronous job; this one is synchronous');
+  if (!(CONSISTENCY_POLICIES as readonly string[]).includes(to))
+    return refuse(`unknown consistency policy ${JSON.stringify(to)}; known: ${CONSISTENCY_POLICIES.join(', ')}`);
+  const from = s.tailConsistency;
+  s.tailConsistency = to;
+  return logSwap(w, s, m, { what: 'consistency', from, to });
+}
+
 function onSet(w: PolicyActorWiring, s: PolicyState, m: Extract<PolicyActorMsg, { type: 'set' }>): SetAnswer {
   const { request } = m;
+  if (request.what === 'consistency') return onConsistency(w, s, m);
   let to: HintPolicy;
   try {
     to = w.resolve(request.policy);
@@ -140,24 +188,15 @@ function onSet(w: PolicyActorWiring, s: PolicyState, m: Extract<PolicyActorMsg, 
     s.refused++;
     return { ok: false, error: d.reason };
   }
-  const entry: SwapLogEntry = {
-    swap: s.log.length,
+  const from = s.tail.name;
+  s.tail = to;
+  // A module's policy is sent, and logged, by its path: each stage loads it.
+  return logSwap(w, s, m, {
     what: 'arbitration',
-    by: request.by,
-    requestedAt: w.runtime.clock.now(),
-    requestedWall: new Date().toISOString(),
-    from: s.tail.name,
+    from,
     to: isModulePath(request.policy) ? request.policy : to.name,
     ...(d.atIteration !== undefined ? { atIteration: d.atIteration } : {}),
-    adopted: [],
-    latencyMs: null,
-  };
-  s.log.push(entry);
-  s.tail = to;
-  if (m.onAdopted) s.watchers.set(entry.swap, [m.onAdopted]);
-  // A module's policy is sent, and logged, by its path: each stage loads it.
-  sendSwap(w, s, entry);
-  return { ok: true, swap: entry.swap, from: entry.from, to: entry.to, atIteration: entry.atIteration };
+  });
 }
 
 function onAck(w: PolicyActorWiring, s: PolicyState, m: Extract<PolicyMessage, { verb: 'ack' }>): string | null {
@@ -170,12 +209,14 @@ function onAck(w: PolicyActorWiring, s: PolicyState, m: Extract<PolicyMessage, {
   e.adopted.push({ stage: m.stage, iteration: m.iteration, tasks: m.tasks, at });
   if (e.adopted.length === w.shape.stages) {
     e.latencyMs = at - e.requestedAt;
-    s.inForce = {
-      policy: e.to,
-      swap: e.swap,
-      sinceMs: at,
-      sinceIteration: Math.max(...e.adopted.map((a) => a.iteration)),
-    };
+    if (e.what === 'consistency') s.consistencyInForce = { policy: e.to, swap: e.swap };
+    else
+      s.inForce = {
+        policy: e.to,
+        swap: e.swap,
+        sinceMs: at,
+        sinceIteration: Math.max(...e.adopted.map((a) => a.iteration)),
+      };
     for (const f of s.watchers.get(e.swap) ?? []) f(e);
     s.watchers.delete(e.swap);
   }
@@ -185,6 +226,7 @@ function onAck(w: PolicyActorWiring, s: PolicyState, m: Extract<PolicyMessage, {
 function view(s: PolicyState): PolicyView {
   return {
     ...s.inForce,
+    consistency: s.consistencyInForce,
     pending: s.log.filter((e) => e.latencyMs === null).map((e) => `${e.swap}: ${e.from} -> ${e.to}`),
     swaps: s.log.length,
     refused: s.refused,
@@ -223,6 +265,8 @@ export interface PolicyActor {
 export function spawnPolicyActor(w: PolicyActorWiring): PolicyActor {
   const s: PolicyState = {
     tail: w.initial,
+    tailConsistency: w.consistency ?? null,
+    consistencyInForce: w.consistency !== undefined ? { policy: w.consistency, swap: null } : null,
     inForce: { policy: w.initial.name, swap: null, sinceMs: null, sinceIteration: null },
     log: [],
     watchers: new Map(),

@@ -1,5 +1,5 @@
 // The messages of a job's policy control, on baton.<job>.policy.<verb>: plain CBOR maps.
-//   set   {verb, policy, by, replyTo, atIteration?}   a swap request (baton policy set)
+//   set   {verb, policy, what?, by, replyTo, atIteration?}   a swap request (baton policy set)
 //   get   {verb, replyTo}                               the policies in force (baton policy get)
 //   ack   {verb, launch?, stage, swap, iteration, tasks}  a stage adopted a swap
 // Answers go to `replyTo`, which must be one of this job's reply subjects
@@ -17,7 +17,9 @@ export type PolicyVerb = 'set' | 'get' | 'ack';
 
 export interface SetRequest {
   readonly verb: 'set';
+  /** The new arbitration policy, or with `what: 'consistency'` the new consistency policy. */
   readonly policy: string;
+  readonly what?: 'arbitration' | 'consistency';
   readonly by: string;
   readonly replyTo?: string;
   readonly atIteration?: number;
@@ -80,10 +82,13 @@ export function parsePolicyMessage(job: string, subj: string, data: Uint8Array):
     if (m.replyTo !== undefined && !isReplySubject(job, m.replyTo))
       return `set: replyTo must be a subject ${policySubject(job, 'reply')}.<token>`;
     if (m.atIteration !== undefined && !count(m.atIteration)) return 'set: atIteration must be an integer >= 0';
+    if (m.what !== undefined && m.what !== 'arbitration' && m.what !== 'consistency')
+      return `set: what must be arbitration or consistency, got ${quoteValue(m.what)}`;
     const by = typeof m.by === 'string' ? m.by.slice(0, 100) : 'unknown';
     return {
       verb,
       policy: m.policy as string,
+      what: m.what as SetRequest['what'],
       by,
       replyTo: m.replyTo as string | undefined,
       atIteration: m.atIteration as number | undefined,

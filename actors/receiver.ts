@@ -25,7 +25,7 @@ export interface ReceiverWiring {
   /** The job's launch id: a message of another launch is refused (absent: none is checked). */
   readonly launch?: string;
   /** A policy swap's control body as an order for the stage, or why it is refused (absent: swaps are refused). */
-  readonly swapOrder?: (body: Readonly<Record<string, unknown>> | undefined) => SwapOrder | string;
+  readonly swapOrder?: (body: Readonly<Record<string, unknown>> | undefined) => SwapOrder | string | null;
 }
 
 export interface ReceiverState {
@@ -141,9 +141,10 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
           const verb = e.body?.verb;
           if (verb === 'start') runtime.send(target, { type: 'start', iteration: e.iteration });
           else if (verb === 'swap') {
+            // null: taken by the stage's parameter store (a consistency swap).
             const order = w.swapOrder ? w.swapOrder(e.body) : 'this stage takes no policy swaps';
-            if (typeof order !== 'string') runtime.send(target, { type: 'swap', order });
-            else {
+            if (order !== null && typeof order !== 'string') runtime.send(target, { type: 'swap', order });
+            else if (typeof order === 'string') {
               state.rejected++;
               reject(now, 'bad-swap', `${msg.subject}: ${order}`);
             }

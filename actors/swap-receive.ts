@@ -14,6 +14,7 @@ import { Bus } from '../transport/bus';
 import { encodeValue } from '../transport/codec';
 import { launchField } from '../transport/envelope';
 import { policySubject } from './policy-messages';
+import { CONSISTENCY_POLICIES } from './param-store-policy';
 
 export interface SwapTarget {
   readonly stage: number;
@@ -52,6 +53,16 @@ export function swapOrderOf(
     cache.set(name, arbiter);
   }
   return { id: swap as number, arbiter, ...(at !== undefined ? { atIteration: at as number } : {}) };
+}
+
+/** What is wrong with a consistency swap's body for a job in `mode`, or null. */
+export function consistencySwapProblem(body: Readonly<Record<string, unknown>>, mode: 'sync' | 'async'): string | null {
+  if (!Number.isSafeInteger(body.swap) || (body.swap as number) < 0)
+    return `swap: field "swap" must be an integer >= 0, got ${quoteValue(body.swap)}`;
+  if (mode !== 'async') return 'a consistency swap is for an asynchronous job; this one is synchronous';
+  if (!(CONSISTENCY_POLICIES as readonly unknown[]).includes(body.consistency))
+    return `swap: unknown consistency policy ${quoteValue(body.consistency)}; known: ${CONSISTENCY_POLICIES.join(', ')}`;
+  return null;
 }
 
 /** `sink`, which also tells the job's policy actor of each swap the stage adopts. */

@@ -59,7 +59,7 @@ export async function requestSwap(
   bus: Bus,
   job: string,
   policy: string,
-  o: { by: string; waitMs: number; atIteration?: number },
+  o: { by: string; waitMs: number; atIteration?: number; what?: 'arbitration' | 'consistency' },
 ): Promise<SetOutcome> {
   const t0 = performance.now();
   let tAdopted: number | null = null;
@@ -67,7 +67,12 @@ export async function requestSwap(
     bus,
     job,
     'set',
-    { policy, by: o.by, ...(o.atIteration !== undefined ? { atIteration: o.atIteration } : {}) },
+    {
+      policy,
+      by: o.by,
+      ...(o.what ? { what: o.what } : {}),
+      ...(o.atIteration !== undefined ? { atIteration: o.atIteration } : {}),
+    },
     (a) => {
       const ans = a.find((x) => x.verb === 'answer');
       if (a.some((x) => x.verb === 'adopted')) tAdopted ??= performance.now();

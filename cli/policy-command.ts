@@ -43,6 +43,12 @@ const SET_FLAGS: readonly FlagSpec[] = [
     metavar: 'NAME|MODULE',
     help: 'the new arbitration policy: a name sim --help lists, or a module path the job was started with (--swap-modules)',
   },
+  {
+    name: 'consistency',
+    type: 'string',
+    metavar: 'NAME',
+    help: "an asynchronous job's new consistency policy (train --help lists them); with --policy, two swaps",
+  },
 ];
 const GET_FLAGS = COMMON;
 
@@ -93,26 +99,37 @@ async function setCommand(argv: readonly string[], out: (s: string) => void): Pr
     return 0;
   }
   const { job, url, waitMs } = common(flags, 'set');
-  if (!flags.policy) throw new UsageError('policy set: --policy NAME|MODULE is required');
-  const policy = String(flags.policy);
-  const r = await withBus(url, (bus) =>
-    requestSwap(bus, job, policy, { by: `baton policy set (pid ${process.pid})`, waitMs }),
-  );
-  if (flags.json) out(JSON.stringify({ ...r.answer, adopted: r.adopted, round_trip_ms: r.roundTripMs }));
+  if (!flags.policy && !flags.consistency)
+    throw new UsageError('policy set: --policy NAME|MODULE or --consistency NAME is required');
+  const asks: [string, 'arbitration' | 'consistency'][] = [];
+  if (flags.policy) asks.push([String(flags.policy), 'arbitration']);
+  if (flags.consistency) asks.push([String(flags.consistency), 'consistency']);
+  for (const [policy, what] of asks) await setOne(out, { job, url, waitMs, json: flags.json === true }, policy, what);
+  return 0;
+}
+
+async function setOne(
+  out: (s: string) => void,
+  o: { job: string; url: string; waitMs: number; json: boolean },
+  policy: string,
+  what: 'arbitration' | 'consistency',
+): Promise<void> {
+  const { job, url, waitMs } = o;
+  const by = `baton policy set (pid ${process.pid})`;
+  const r = await withBus(url, (bus) => requestSwap(bus, job, policy, { by, waitMs, what }));
+  if (o.json) out(JSON.stringify({ ...r.answer, what, adopted: r.adopted, round_trip_ms: r.roundTripMs }));
   if (r.answer.ok !== true)
     throw new SwapRefusedByJobError(
-      `job ${job} refused the swap to ${policy}: ${String(r.answer.error)}; it keeps its policy`,
+      `job ${job} refused the swap to ${policy}: ${String(r.answer.error)}; it keeps its ${what} policy`,
     );
-  if (!flags.json) {
-    const at = r.answer.atIteration !== undefined ? ` from iteration ${r.answer.atIteration}` : '';
-    out(`job ${job}: swap ${r.answer.swap}: ${r.answer.from} -> ${r.answer.to}${at}`);
-    out(
-      r.adopted
-        ? `adopted by every stage: latency ${Number(r.adopted.latencyMs).toFixed(1)} ms (request -> last stage's ack, at the job's policy actor)`
-        : `not yet adopted by every stage after ${waitMs} ms (a binding change waits for the next iteration boundary): see baton policy get`,
-    );
-  }
-  return 0;
+  if (o.json) return;
+  const at = r.answer.atIteration !== undefined ? ` from iteration ${r.answer.atIteration}` : '';
+  out(`job ${job}: swap ${r.answer.swap} (${what}): ${r.answer.from} -> ${r.answer.to}${at}`);
+  out(
+    r.adopted
+      ? `adopted by every stage: latency ${Number(r.adopted.latencyMs).toFixed(1)} ms (request -> last stage's ack, at the job's policy actor)`
+      : `not yet adopted by every stage after ${waitMs} ms (a binding change waits for the next iteration boundary): see baton policy get`,
+  );
 }
 
 async function getCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
@@ -140,11 +157,16 @@ async function getCommand(argv: readonly string[], out: (s: string) => void): Pr
           String(v.refused),
           (v.pending as string[]).join('; ') || '-',
         ],
+        ...consistencyRow(v.consistency as { policy: string; swap: number | null } | null),
       ],
       `job ${job}`,
     ),
   );
   return 0;
+}
+
+function consistencyRow(c: { policy: string; swap: number | null } | null): string[][] {
+  return c ? [['consistency', c.policy, c.swap === null ? 'job start' : `swap ${c.swap}`, '', '', '']] : [];
 }
 
 export async function policyCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {

@@ -25,7 +25,11 @@ export interface SwapOptions {
 
 export interface PolicyControl {
   /** Ask for a swap; resolves with the answer, and `adopted` once every stage took it. */
-  request(policy: string, by?: string): Promise<{ answer: SetAnswer; adopted: Promise<SwapLogEntry> | null }>;
+  request(
+    policy: string,
+    by?: string,
+    what?: 'arbitration' | 'consistency',
+  ): Promise<{ answer: SetAnswer; adopted: Promise<SwapLogEntry> | null }>;
   view(): PolicyView;
 }
 
@@ -50,6 +54,7 @@ export interface PolicyControlWiring {
   readonly launch?: string;
   readonly position: () => JobPosition;
   readonly options?: SwapOptions;
+  readonly consistency?: string;
 }
 
 export interface StartedPolicyControl {
@@ -70,13 +75,13 @@ export function startPolicyControl(w: PolicyControlWiring): StartedPolicyControl
   const subscription = w.bus.subscribe(`${subject(w.job, 'policy')}.*`, (subj, data) =>
     w.runtime.send(actor.ref, { type: 'bytes', subject: subj, data }),
   );
-  const request: PolicyControl['request'] = (policy, by = `pid ${process.pid}`) =>
+  const request: PolicyControl['request'] = (policy, by = `pid ${process.pid}`, what = 'arbitration') =>
     new Promise((resolveAnswer) => {
       let adoptedResolve: (e: SwapLogEntry) => void = () => {};
       const adopted = new Promise<SwapLogEntry>((r) => (adoptedResolve = r));
       w.runtime.send(actor.ref, {
         type: 'set',
-        request: { verb: 'set', policy, by },
+        request: { verb: 'set', policy, by, what },
         reply: (answer) => resolveAnswer({ answer, adopted: answer.ok ? adopted : null }),
         onAdopted: (e) => adoptedResolve(e),
       });

@@ -73,6 +73,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
     initial: policy,
     launch,
     options: opts.swaps,
+    consistency: cfg.mode === 'async' ? cfg.async.consistency : undefined,
     position: () => ({
       mode: cfg.mode,
       nextIteration: first + ended + (begun ? 1 : 0),

@@ -87,6 +87,8 @@ export function asyncStats(r: JobResult) {
     delay: stores.map((s) => s?.delay ?? 0),
     staleness: stores.map((s) => ({ mean: s?.staleness.mean ?? 0, max: s?.staleness.max ?? 0 })),
     extra_state_bytes: stores.map((s) => s?.extraStateBytes ?? 0),
+    // Per stage: each consistency policy it used, from which update (1-based) on, and the swap that brought it.
+    consistency_eras: stores.map((s) => s?.consistencyEras ?? []),
   };
 }
 

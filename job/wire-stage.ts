@@ -5,7 +5,7 @@
 import { BatonError, EXIT_INPUT } from '../base/errors';
 import { HintPolicy } from '../policies/hint';
 import { Arbiter, arbiterFor } from '../policies/arbiter';
-import { ackingSink, swapOrderOf } from '../actors/swap-receive';
+import { ackingSink, consistencySwapProblem, swapOrderOf } from '../actors/swap-receive';
 import { countingSink, newTotals, publishStats } from '../actors/stats-publisher';
 import { SWAP_DEFAULTS } from './defaults';
 import { inflightBound, stageBufferLimit } from '../policies/backpressure';
@@ -17,7 +17,13 @@ import { Bus, Subscription } from '../transport/bus';
 import { SubjectKind, checkJobName, subject } from '../transport/subjects';
 import { Clock } from '../base/clock';
 import { AsyncEmulatedCompute, TimedCompute } from '../compute/emulated';
-import { CONSISTENCY_POLICIES, canonicalConsistency, spawnParamStore } from '../actors/param-store';
+import {
+  CONSISTENCY_POLICIES,
+  ConsistencyName,
+  StoreMsg,
+  canonicalConsistency,
+  spawnParamStore,
+} from '../actors/param-store';
 import { resumeSnapshot } from './checkpoint';
 import { TrainConfig } from '../models/train-config';
 import { EmulatedCompute, StageCompute } from '../stage/compute';
@@ -122,7 +128,8 @@ export async function loadTrainingBackend(t: TrainConfig): Promise<string> {
   return (await tfjsModules().backend.loadBackend({ force: t.backend ?? undefined })).backend;
 }
 
-function computeFor(o: StageWiringOptions): StageCompute {
+/** The stage's compute; `store` is told the parameter store of an asynchronous stage, which `sink` hears swaps from. */
+function computeFor(o: StageWiringOptions, sink: EventSink, onStore: (ref: ActorRef<StoreMsg>) => void): StageCompute {
   const { runtime, cfg, plan, durations, stage: s } = o;
   // Before any tensor exists: a config from the network must not make this process allocate without bound.
   if (cfg.train) {
@@ -150,7 +157,20 @@ function computeFor(o: StageWiringOptions): StageCompute {
       params: init?.params ?? null,
       infos: init?.infos ?? [],
       controlTaus,
+      onConsistencySwap: (swap, from, to, updates) =>
+        sink({
+          type: 'policy-swap',
+          t: clock.now(),
+          stage: s,
+          iteration: cfg.firstIteration,
+          swap,
+          what: 'consistency',
+          from,
+          to,
+          tasks: updates,
+        }),
     });
+    onStore(store);
     if (!tfjs || !module || !cfg.train) return new AsyncEmulatedCompute(runtime, s, durations, store);
     real = new tfjs.AsyncTrainingCompute(runtime, s, plan.shape, cfg.train, module, store, cfg.async.backward);
   } else if (cfg.train) {
@@ -205,7 +225,8 @@ export function wireStage(o: StageWiringOptions): WiredStage {
   const watched = bus.kind === 'nats' && runtime.clock.kind === 'real';
   const totals = newTotals();
   const sink = ackingSink(watched ? countingSink(o.sink, totals) : o.sink, bus, cfg.job, o.launch);
-  const compute = o.computeFor ? o.computeFor(s, runtime.clock) : computeFor(o);
+  let store: ActorRef<StoreMsg> | null = null;
+  const compute = o.computeFor ? o.computeFor(s, runtime.clock) : computeFor(o, sink, (ref) => (store = ref));
   try {
     checkMessageSizes(s, compute, bus);
   } catch (err) {
@@ -234,7 +255,17 @@ export function wireStage(o: StageWiringOptions): WiredStage {
     target: stage,
     sink,
     launch: o.launch,
-    swapOrder: (body) => swapOrderOf(target, body, resolved),
+    swapOrder: (body) => {
+      if (body?.consistency === undefined) return swapOrderOf(target, body, resolved);
+      const problem = consistencySwapProblem(body, cfg.mode);
+      if (problem !== null || !store) return problem ?? 'this stage has no parameter store to swap the consistency of';
+      runtime.send(store, {
+        type: 'swap-consistency',
+        swap: body.swap as number,
+        to: body.consistency as ConsistencyName,
+      });
+      return null;
+    },
   });
   const subscriptions = STAGE_INBOX_KINDS.map((kind) =>
     bus.subscribe(subject(cfg.job, kind, s), (subj, data) =>

@@ -6,7 +6,8 @@ import { runJob } from '../job/run-local';
 import { paramChecksum } from '../models/reference-train';
 import { corpusFor, modelSpecFor } from '../models/train-config';
 import { StageSnapshot } from '../compute/chunk-optimizer';
-import { TRAIN_DEFAULTS } from '../job/defaults';
+import { ASYNC_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
+import { BatonEvent } from '../stage/events';
 import { loadBackend } from '../models/backend';
 import { PolicyControl } from '../job/policy-control';
 import { stagePid, toChromeTrace } from '../cli/trace/chrome';
@@ -125,6 +126,60 @@ describe('hot swaps of the arbitration policy', function () {
         assert.ok(
           marks.some((m) => m.args?.swap === s.swap && m.pid === stagePid(st) && m.name.includes(`-> ${s.to}`)),
         );
+  });
+
+  it('an asynchronous run swaps consistency none -> fresco mid-stream, and its JSON says from which update each stage used which', async () => {
+    await loadBackend({ force: 'wasm' });
+    const t = {
+      ...TRAIN_DEFAULTS,
+      microbatchSize: 2,
+      seq: 8,
+      layers: 4,
+      width: 16,
+      heads: 2,
+      warmup: 1,
+      valBatches: 1,
+    };
+    const cfg = resolveConfig({
+      job: 'hotswapasync',
+      stages: 4,
+      microbatches: 24,
+      policy: 'bf',
+      profile: 'train',
+      mode: 'async',
+      train: { ...t, totalIterations: 1 },
+      async: { ...ASYNC_DEFAULTS, consistency: 'none', totalUpdates: 24 },
+    });
+    let control: PolicyControl | null = null;
+    let asked = false;
+    let ends = 0;
+    // Mid-stream: once the last stage has finished 10 tasks (5 updates).
+    const sink = (e: BatonEvent) => {
+      if (e.type === 'task-end' && e.stage === 3 && ++ends === 10 && !asked) {
+        asked = true;
+        void control!.request('fresco', 'the test', 'consistency');
+      }
+    };
+    const r = await runJob(cfg, { clock: 'virtual', sinks: [sink], swaps: { onControl: (c) => (control = c) } });
+    const s = summarize(r);
+    assert.equal(s.swaps?.length, 1);
+    const [swap] = s.swaps!;
+    assert.deepEqual([swap.what, swap.from, swap.to], ['consistency', 'none', 'fresco']);
+    assert.deepEqual(
+      swap.adopted.map((a) => a.stage),
+      [0, 1, 2, 3],
+    );
+    s.consistency_eras!.forEach((eras, st) => {
+      assert.equal(eras.length, 2, `stage ${st}: ${JSON.stringify(eras)}`);
+      assert.deepEqual([eras[0].policy, eras[0].fromUpdate], ['none', 1]);
+      assert.equal(eras[1].policy, 'fresco');
+      assert.equal(eras[1].swap, 0);
+      // Adopted after the updates the ack counted, mid-stream: neither at the start nor after the last update.
+      const adoptedAt = swap.adopted.find((a) => a.stage === st)!.tasks;
+      assert.equal(eras[1].fromUpdate, adoptedAt + 1);
+      assert.ok(eras[1].fromUpdate > 1 && eras[1].fromUpdate <= 24, `stage ${st}: from update ${eras[1].fromUpdate}`);
+    });
+    console.log(`      fresco from update ${s.consistency_eras!.map((e) => e[1].fromUpdate).join(', ')} (stages 0..3)`);
   });
 
   describe('over NATS, from a second process', () => {
