@@ -79,11 +79,13 @@ export function tapLine(subject: string, data: Uint8Array, now = monotonicNow())
       return { subject, kind: 'malformed', bytes: data.byteLength, error: (err as Error).message };
     }
   }
+  if (parts?.kind === 'policy' || parts?.kind === 'stats') return controlLine(subject, parts.kind, data);
   try {
     const e = decodeEnvelope(data);
+    const verb = e.kind === 'control' && typeof e.body?.verb === 'string' ? e.body.verb : null;
     return {
       subject,
-      kind: e.kind,
+      kind: verb === null ? e.kind : `control ${verb}${verb === 'swap' ? ` ${swapText(e.body!)}` : ''}`,
       task: taskOf(e),
       iteration: e.iteration,
       src: e.src,
@@ -91,6 +93,28 @@ export function tapLine(subject: string, data: Uint8Array, now = monotonicNow())
       bytes: e.bytes || data.byteLength,
       latency_ms: now - e.sentAt,
     };
+  } catch (err) {
+    return { subject, kind: 'malformed', bytes: data.byteLength, error: (err as Error).message };
+  }
+}
+
+function swapText(b: Readonly<Record<string, unknown>>): string {
+  const to = b.consistency !== undefined ? `consistency ${String(b.consistency)}` : String(b.policy);
+  return `#${String(b.swap)} -> ${to}${b.atIteration !== undefined ? ` at it${String(b.atIteration)}` : ''}`.slice(
+    0,
+    200,
+  );
+}
+
+/** A policy control message (a swap request, an answer, a stage's ack) or a stage's stats, by its verb. */
+function controlLine(subject: string, kind: string, data: Uint8Array): TapLine {
+  try {
+    const v = decodeValue(data) as Record<string, unknown>;
+    const what =
+      kind === 'stats'
+        ? `stats stage ${String(v?.stage)} ${String(v?.policy)} running ${String(v?.running)}`
+        : `policy ${String(v?.verb)}${v?.policy !== undefined ? ` ${String(v.policy)}` : ''}${v?.swap !== undefined ? ` #${String(v.swap)}` : ''}${v?.stage !== undefined ? ` stage ${String(v.stage)}` : ''}`;
+    return { subject, kind: what.slice(0, 200), bytes: data.byteLength };
   } catch (err) {
     return { subject, kind: 'malformed', bytes: data.byteLength, error: (err as Error).message };
   }

@@ -1,5 +1,7 @@
 import { strict as assert } from 'assert';
 import { spawn } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
 import { resolveConfig } from '../job/config';
 import { runJob } from '../job/run-local';
@@ -126,6 +128,41 @@ describe('hot swaps of the arbitration policy', function () {
         assert.ok(
           marks.some((m) => m.args?.swap === s.swap && m.pid === stagePid(st) && m.name.includes(`-> ${s.to}`)),
         );
+  });
+
+  it('refuses a swap to an unknown name, a module the job was not started with, or one that fails its shape check, and runs on', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-swap-'));
+    try {
+      const bad = path.join(dir, 'bad.js');
+      const good = path.join(dir, 'good.js');
+      fs.writeFileSync(bad, "module.exports = { policy: { name: 'half', binding: false } };\n");
+      fs.writeFileSync(
+        good,
+        "const { bPriority } = require(" + JSON.stringify(path.join(__dirname, '..', 'policies', 'hints')) + ");\n" +
+          "module.exports = { policy: { ...bPriority, name: 'mine' } };\n",
+      );
+      const answers: string[] = [];
+      const cfg = resolveConfig({ job: 'swaprefuse', stages: 2, microbatches: 4, iterations: 3 });
+      const r = await runJob(cfg, {
+        clock: 'virtual',
+        swaps: {
+          modules: [bad, good],
+          onControl: (c) => {
+            for (const p of ['nope', './elsewhere.js', bad, good])
+              void c.request(p, 'the test').then(({ answer }) => answers.push(answer.ok ? `ok ${answer.to}` : answer.error));
+          },
+        },
+      });
+      assert.match(answers[0], /unknown policy "nope"/);
+      assert.match(answers[1], /not started with it \(--swap-modules\)/);
+      assert.match(answers[2], /export is not a HintPolicy: splitBackward must be a boolean/);
+      assert.equal(answers[3], `ok ${good}`);
+      const swaps = summarize(r).swaps!;
+      assert.equal(swaps.length, 1, 'a refused swap is not in the log');
+      assert.deepEqual([swaps[0].from, swaps[0].adopted.length], ['bf', 2]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('an asynchronous run swaps consistency none -> fresco mid-stream, and its JSON says from which update each stage used which', async () => {
