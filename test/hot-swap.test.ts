@@ -138,7 +138,9 @@ describe('hot swaps of the arbitration policy', function () {
       fs.writeFileSync(bad, "module.exports = { policy: { name: 'half', binding: false } };\n");
       fs.writeFileSync(
         good,
-        "const { bPriority } = require(" + JSON.stringify(path.join(__dirname, '..', 'policies', 'hints')) + ");\n" +
+        'const { bPriority } = require(' +
+          JSON.stringify(path.join(__dirname, '..', 'policies', 'hints')) +
+          ');\n' +
           "module.exports = { policy: { ...bPriority, name: 'mine' } };\n",
       );
       const answers: string[] = [];
@@ -149,7 +151,9 @@ describe('hot swaps of the arbitration policy', function () {
           modules: [bad, good],
           onControl: (c) => {
             for (const p of ['nope', './elsewhere.js', bad, good])
-              void c.request(p, 'the test').then(({ answer }) => answers.push(answer.ok ? `ok ${answer.to}` : answer.error));
+              void c
+                .request(p, 'the test')
+                .then(({ answer }) => answers.push(answer.ok ? `ok ${answer.to}` : answer.error));
           },
         },
       });
