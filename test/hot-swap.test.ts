@@ -272,7 +272,7 @@ describe('hot swaps of the arbitration policy', function () {
         assert.equal(refused.code, 2);
         assert.match(
           refused.stderr,
-          /refused the swap to no-such-policy: unknown policy "no-such-policy".*it keeps its policy/,
+          /refused the swap to no-such-policy: unknown policy "no-such-policy".*it keeps its arbitration policy/,
         );
         const view = await requestView(bus, job, 2000);
         assert.equal(view.policy, 'bf');
