@@ -138,6 +138,22 @@ export const JOB_FILE_KEYS = {
     processes: key('processes', oneOf(['per-stage', 'single'])),
     stall_timeout: key('stall-timeout', int(1)),
   },
+  swaps: {
+    // Scripted swaps as --swap-at writes them (it=2:bf,it=5:hint:1f1b); empty: none.
+    swap_at: key('swap-at', v.string('a swap schedule, it=N:POLICY,...')),
+    swap_modules: key(
+      'swap-modules',
+      v.union([v.string(), v.array(text)], 'a module path, paths joined by commas, or a list of them'),
+      {
+        toFlag: (x: string | string[]) => [x].flat().join(','),
+        toFile: (text) =>
+          String(text)
+            .split(',')
+            .map((m) => m.trim())
+            .filter((m) => m !== ''),
+      },
+    ),
+  },
   nodes: {
     names: key('nodes', names),
     // The path of the agents' key file (baton auth key), never the key itself.

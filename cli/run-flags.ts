@@ -7,6 +7,7 @@ import { MAX_NODE_NAME, NODE_NAME_RE } from '../actors/node-protocol';
 import { CONFIG_FLAG, HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, ParsedFlags, UsageError, helpText } from './args';
 import { NATS_URL_FORMS, natsUrlOf } from './nats-flag';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
+import { SWAP_FLAGS, swapOptionsFromFlags } from './swap-flags';
 import { STAGE_NODE_FLAGS_HELP, stageNodeFlags } from './stage-node-flags';
 import { RUN_COMMAND_DEFAULTS } from '../job/defaults';
 import type { RunSetup } from './run-once';
@@ -16,6 +17,7 @@ import { readKeyFile } from './key-file';
 
 export const RUN_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
+  ...SWAP_FLAGS,
   {
     name: 'transport',
     type: 'string',
@@ -118,6 +120,7 @@ export function runConfigFromFlags(
     ...(flags.nodeKeyFile !== undefined
       ? { nodeKey: readKeyFile(String(flags.nodeKeyFile), 'run: --node-key-file') }
       : {}),
+    swaps: swapOptionsFromFlags(flags),
     onServer: (url, job) =>
       process.stderr.write(
         `run: job ${job} on a nats-server of its own at ${url}; watch it with baton tap --nats ${url} --job ${job}\n`,

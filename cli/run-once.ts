@@ -17,10 +17,11 @@ import { endBySignal, onProcessEnd } from '../transport/process-cleanup';
 import { NATS_URL_ENV } from './nats-flag';
 import { claimJob } from '../job/job-claim';
 import { stageNodeFlags } from './stage-node-flags';
+import { SwapOptions } from '../job/policy-control';
+import { UsageError } from './args';
 import { THREADS_ENV, defaultThreads } from '../models/threads';
 import { AuthBus } from '../transport/auth-bus';
 import { keyText, newJobKey } from '../transport/auth-seal';
-import { UsageError } from './args';
 
 export interface RunSetup {
   transport: 'nats' | 'local';
@@ -34,6 +35,8 @@ export interface RunSetup {
   nodeKey?: Uint8Array;
   /** Told the URL of the private nats-server a run without natsUrl starts, once it is up. */
   onServer?: (url: string, job: string) => void;
+  /** Scripted swaps and the modules swaps may load (--swap-at, --swap-modules). */
+  swaps?: SwapOptions;
 }
 
 /** The `baton` command's entry point, for starting it as a child process. */
@@ -160,8 +163,12 @@ export interface RunOutcome {
 export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutcome> {
   // With --nodes the stages run elsewhere, and a profile file may exist only there.
   checkJob(cfg, { profileHere: !setup.nodes });
+  if (setup.swaps && setup.transport === 'nats' && (setup.processes !== 'single' || setup.nodes))
+    throw new UsageError(
+      '--swap-at and --swap-modules need the stages in this process (--processes single or --transport local); a job of node agents takes no swaps',
+    );
   if (setup.transport === 'local') {
-    const result = await runJob(cfg, { clock: 'real', onIteration: setup.onIteration });
+    const result = await runJob(cfg, { clock: 'real', onIteration: setup.onIteration, swaps: setup.swaps });
     return { result, transport: 'local', processes: 1, pids: [process.pid] };
   }
   let server: NatsServerHandle | null = null;
@@ -185,7 +192,13 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
       .then((e) => Promise.reject(new JobError(`${e.message}: messages in flight are lost, the job cannot complete`)));
     dropped.catch(() => {});
     if (setup.processes === 'single' && !setup.nodes) {
-      const result = await runJob(cfg, { clock: 'real', bus, onIteration: setup.onIteration, stop: dropped });
+      const result = await runJob(cfg, {
+        clock: 'real',
+        bus,
+        onIteration: setup.onIteration,
+        stop: dropped,
+        swaps: setup.swaps,
+      });
       return { result, transport: 'nats', processes: 1, pids: [process.pid], natsUrl: url };
     }
     // The stage processes skip the check that no other agent has their name (it would cost

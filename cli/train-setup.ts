@@ -7,7 +7,9 @@ import { CheckpointMeta, hasCheckpoint, checkResumable, readCheckpointMeta } fro
 import { BackwardMode, ConsistencyName, pipemareHorizon } from '../actors/param-store';
 import { ASYNC_DEFAULTS, TRAIN_COMMAND_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
 import { MAX_VAL_BATCHES, TrainConfig } from '../models/train-config';
-import { UsageError } from './args';
+import { ParsedFlags, UsageError } from './args';
+import { SwapOptions } from '../job/policy-control';
+import { swapOptionsFromFlags } from './swap-flags';
 import { natsUrlOf } from './nats-flag';
 import { bufferLimitFromFlag } from './job-flags';
 import { checkLocalProcesses } from './run-flags';
@@ -25,6 +27,8 @@ export interface TrainSetup {
   clock?: 'real' | 'virtual';
   /** Native-kernel threads of each compute process (undefined: env BATON_THREADS, else cores / processes). */
   threads?: number;
+  /** Scripted swaps and the modules swaps may load (--swap-at, --swap-modules). */
+  swaps?: SwapOptions;
 }
 
 function positive(v: unknown, name: string): number {
@@ -199,5 +203,6 @@ function setupOf(flags: Record<string, unknown>, cfg: JobConfig): TrainSetup {
     natsUrl,
     clock: flags.clock as 'real' | 'virtual',
     threads: flags.threads === undefined ? undefined : parseThreads(flags.threads, 'train: --threads'),
+    swaps: swapOptionsFromFlags(flags as ParsedFlags),
   };
 }

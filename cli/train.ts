@@ -172,7 +172,7 @@ async function runTrainJob(
 ): Promise<TrainRun> {
   return setup.clock === 'virtual'
     ? {
-        result: await runJob(cfg, { clock: 'virtual', onIteration }),
+        result: await runJob(cfg, { clock: 'virtual', onIteration, swaps: setup.swaps }),
         transport: 'local',
         processes: 1,
         pids: [process.pid],

@@ -1,0 +1,114 @@
+// The messages of a job's policy control, on baton.<job>.policy.<verb>: plain CBOR maps.
+//   set   {verb, policy, what?, by, replyTo, atIteration?}   a swap request (baton policy set)
+//   get   {verb, replyTo}                               the policies in force (baton policy get)
+//   ack   {verb, launch?, stage, swap, iteration, tasks}  a stage adopted a swap
+// Answers go to `replyTo`, which must be one of this job's reply subjects
+// (baton.<job>.policy.reply.<token>), so a request cannot make the job publish elsewhere.
+// Every message passes `checkControl` (one place: where an authentication check, such as a
+// MAC under the job's key, is added) and then its parser; what fails either is a counted
+// rejection, never a change of policy.
+
+import { quoteValue } from '../base/quote';
+import { TOKEN_RE } from '../base/token';
+import { decodeValue } from '../transport/codec';
+import { subject } from '../transport/subjects';
+
+export type PolicyVerb = 'set' | 'get' | 'ack';
+
+export interface SetRequest {
+  readonly verb: 'set';
+  /** The new arbitration policy, or with `what: 'consistency'` the new consistency policy. */
+  readonly policy: string;
+  readonly what?: 'arbitration' | 'consistency';
+  readonly by: string;
+  readonly replyTo?: string;
+  readonly atIteration?: number;
+}
+export interface GetRequest {
+  readonly verb: 'get';
+  readonly replyTo: string;
+}
+export interface SwapAck {
+  readonly verb: 'ack';
+  readonly launch?: string;
+  readonly stage: number;
+  readonly swap: number;
+  readonly iteration: number;
+  readonly tasks: number;
+}
+export type PolicyMessage = SetRequest | GetRequest | SwapAck;
+
+const MAX_TEXT = 300;
+
+export function policySubject(job: string, verb: PolicyVerb | 'reply', token?: string): string {
+  return token === undefined ? subject(job, 'policy', verb) : `${subject(job, 'policy', verb)}.${token}`;
+}
+
+/** Whether `replyTo` is one of `job`'s reply subjects. */
+export function isReplySubject(job: string, replyTo: unknown): replyTo is string {
+  if (typeof replyTo !== 'string') return false;
+  const prefix = `${policySubject(job, 'reply')}.`;
+  return replyTo.startsWith(prefix) && TOKEN_RE.test(replyTo.slice(prefix.length)) && replyTo.length <= 200;
+}
+
+/**
+ * The one check every control message passes before it is parsed: for now that it came on
+ * this job's policy subject as a map. An authentication check (#21) goes here.
+ */
+export function checkControl(job: string, subj: string, v: unknown): string | null {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return 'a policy message must be a map';
+  if (!subj.startsWith(`${subject(job, 'policy')}.`)) return `not on this job's policy subjects`;
+  return null;
+}
+
+const text = (v: unknown) => typeof v === 'string' && v.length > 0 && v.length <= MAX_TEXT;
+const count = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0;
+
+/** The message `data` on `subj` carries, or a problem saying why it is refused. */
+export function parsePolicyMessage(job: string, subj: string, data: Uint8Array): PolicyMessage | string {
+  let v: unknown;
+  try {
+    v = decodeValue(data, { maxBytes: 64 * 1024 });
+  } catch (err) {
+    return (err as Error).message;
+  }
+  const problem = checkControl(job, subj, v);
+  if (problem) return problem;
+  const m = v as Record<string, unknown>;
+  const verb = subj.slice(subject(job, 'policy').length + 1);
+  if (m.verb !== verb) return `verb ${quoteValue(m.verb)} on the ${quoteValue(verb)} subject`;
+  if (verb === 'set') {
+    if (!text(m.policy)) return `set: policy must be a name or module path of 1 to ${MAX_TEXT} characters`;
+    if (m.replyTo !== undefined && !isReplySubject(job, m.replyTo))
+      return `set: replyTo must be a subject ${policySubject(job, 'reply')}.<token>`;
+    if (m.atIteration !== undefined && !count(m.atIteration)) return 'set: atIteration must be an integer >= 0';
+    if (m.what !== undefined && m.what !== 'arbitration' && m.what !== 'consistency')
+      return `set: what must be arbitration or consistency, got ${quoteValue(m.what)}`;
+    const by = typeof m.by === 'string' ? m.by.slice(0, 100) : 'unknown';
+    return {
+      verb,
+      policy: m.policy as string,
+      what: m.what as SetRequest['what'],
+      by,
+      replyTo: m.replyTo as string | undefined,
+      atIteration: m.atIteration as number | undefined,
+    };
+  }
+  if (verb === 'get') {
+    if (!isReplySubject(job, m.replyTo)) return `get: replyTo must be a subject ${policySubject(job, 'reply')}.<token>`;
+    return { verb, replyTo: m.replyTo };
+  }
+  if (verb === 'ack') {
+    if (!count(m.stage) || !count(m.swap) || !count(m.tasks) || !Number.isSafeInteger(m.iteration))
+      return 'ack: stage, swap, tasks and iteration must be integers';
+    return {
+      verb,
+      launch: typeof m.launch === 'string' ? m.launch : undefined,
+      stage: m.stage as number,
+      swap: m.swap as number,
+      iteration: m.iteration as number,
+      tasks: m.tasks as number,
+    };
+  }
+  return `unknown policy verb ${quoteValue(verb)}`;
+}
