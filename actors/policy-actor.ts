@@ -7,7 +7,7 @@
 
 import { HintPolicy } from '../policies/hint';
 import { PipelineShape } from '../policies/task';
-import { JobPosition, decideSwap } from '../policies/swap-rules';
+import { JobPosition, decideSwap, wideJobSwapProblem } from '../policies/swap-rules';
 import { isModulePath } from '../policies/registry';
 import { CONSISTENCY_POLICIES } from './param-store-policy';
 import { RejectTally, newRejectTally, tallyReject } from '../base/reject-tally';
@@ -175,6 +175,11 @@ function onConsistency(w: PolicyActorWiring, s: PolicyState, m: Extract<PolicyAc
 
 function onSet(w: PolicyActorWiring, s: PolicyState, m: Extract<PolicyActorMsg, { type: 'set' }>): SetAnswer {
   const { request } = m;
+  const wide = wideJobSwapProblem(w.position());
+  if (wide !== null) {
+    s.refused++;
+    return { ok: false, error: wide };
+  }
   if (request.what === 'consistency') return onConsistency(w, s, m);
   let to: HintPolicy;
   try {

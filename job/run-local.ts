@@ -95,6 +95,8 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
       mode: cfg.mode,
       nextIteration: first + ended + (begun ? 1 : 0),
       lastIteration: first + cfg.warmupIterations + cfg.iterations - 1,
+      tp: cfg.tp,
+      dp: cfg.dp,
     }),
   });
   subs.push(control.subscription);

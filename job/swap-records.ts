@@ -5,7 +5,7 @@
 import { HintPolicy } from '../policies/hint';
 import { PipelineShape } from '../policies/task';
 import { resolvePolicy } from '../policies/registry';
-import { decideSwap } from '../policies/swap-rules';
+import { decideSwap, wideJobSwapProblem } from '../policies/swap-rules';
 import { BatonEvent, PolicySwapEvent } from '../stage/events';
 import { SwapLogEntry } from '../actors/policy-actor';
 import { JobConfig } from './config';
@@ -55,6 +55,9 @@ export function swapRecords(log: readonly SwapLogEntry[], events: readonly Baton
 export function checkSwapSchedule(cfg: JobConfig, initial: HintPolicy, shape: PipelineShape, o?: SwapOptions): void {
   let tail = initial;
   const last = cfg.firstIteration + cfg.warmupIterations + cfg.iterations - 1;
+  const wide = wideJobSwapProblem({ mode: cfg.mode, nextIteration: 0, lastIteration: last, tp: cfg.tp, dp: cfg.dp });
+  if (wide !== null && ((o?.schedule?.length ?? 0) > 0 || (o?.modules?.length ?? 0) > 0))
+    throw new SwapRefusedError(`--swap-at/--swap-modules: ${wide}`);
   for (const s of o?.schedule ?? []) {
     const where = `--swap-at it=${s.iteration}:${s.policy}`;
     let to: HintPolicy;
@@ -67,7 +70,7 @@ export function checkSwapSchedule(cfg: JobConfig, initial: HintPolicy, shape: Pi
       tail,
       to,
       shape,
-      { mode: cfg.mode, nextIteration: cfg.firstIteration, lastIteration: last },
+      { mode: cfg.mode, nextIteration: cfg.firstIteration, lastIteration: last, tp: cfg.tp, dp: cfg.dp },
       { atIteration: s.iteration },
     );
     if (!d.accepted) throw new SwapRefusedError(`${where}: ${d.reason}`);

@@ -12,6 +12,22 @@ export interface JobPosition {
   readonly nextIteration: number;
   /** The job's last iteration. */
   readonly lastIteration: number;
+  /** T, ranks per stage, and D, replicas of the pipeline (absent: 1). */
+  readonly tp?: number;
+  readonly dp?: number;
+}
+
+/**
+ * Why a job of T > 1 ranks or D > 1 replicas takes no swap, or null. A TP group's ranks would
+ * have to adopt a swap at the same collective-relevant task count on every rank (else their
+ * agree/defer rounds see different picks); that is not coordinated yet, and the policy actor
+ * addresses each stage's plain subjects, not its lanes.
+ */
+export function wideJobSwapProblem(job: JobPosition): string | null {
+  const tp = job.tp ?? 1;
+  const dp = job.dp ?? 1;
+  if (tp === 1 && dp === 1) return null;
+  return `policy swaps are not supported in a job with --tp ${tp} --dp ${dp} yet (the ranks of a tensor-parallel group would have to adopt a swap at the same task count, which is not coordinated); run it with --tp 1 --dp 1 to swap`;
 }
 
 export type SwapDecision =
@@ -25,6 +41,8 @@ export function decideSwap(
   job: JobPosition,
   asked?: { atIteration?: number },
 ): SwapDecision {
+  const wide = wideJobSwapProblem(job);
+  if (wide !== null) return { accepted: false, reason: wide };
   try {
     to.check(shape);
   } catch (err) {

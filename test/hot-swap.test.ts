@@ -169,6 +169,29 @@ describe('hot swaps of the arbitration policy', function () {
     }
   });
 
+  it('refuses swaps in a job of TP ranks or DP replicas: --swap-at before it starts, baton policy set while it runs', async () => {
+    const wide = resolveConfig({ job: 'swapwide', stages: 2, microbatches: 4, iterations: 3, tp: 2 });
+    await assert.rejects(
+      runJob(wide, { clock: 'virtual', swaps: { schedule: [{ iteration: 1, policy: 'fb' }] } }),
+      (err: Error) => err.name === 'SwapRefusedError' && /not supported in a job with --tp 2 --dp 1/.test(err.message),
+    );
+    const answers: string[] = [];
+    const replicas = resolveConfig({ job: 'swapwide', stages: 2, microbatches: 4, iterations: 3, dp: 2 });
+    const r = await runJob(replicas, {
+      clock: 'virtual',
+      swaps: {
+        onControl: (c) => {
+          for (const what of ['arbitration', 'consistency'] as const)
+            void c.request('fb', 'the test', what).then(({ answer }) => answers.push(answer.ok ? 'ok' : answer.error));
+        },
+      },
+    });
+    assert.equal(answers.length, 2);
+    for (const a of answers) assert.match(a, /not supported in a job with --tp 1 --dp 2/);
+    assert.equal(r.swaps.length, 0);
+    assert.equal(r.config.policy, 'bf');
+  });
+
   it('an asynchronous run swaps consistency none -> fresco mid-stream, and its JSON says from which update each stage used which', async () => {
     await loadBackend({ force: 'wasm' });
     const t = {

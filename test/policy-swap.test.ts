@@ -85,6 +85,8 @@ describe('whether a job takes a swap (decideSwap)', () => {
     ['bf', '1f1b', { ...job, nextIteration: 6 }, "the job's last iteration is 5"],
     ['bf', 'bfw', job, 'bfw needs splitBackward'],
     ['bf', '1f1b', { ...job, mode: 'async' as unknown as 'sync' }, 'one continuous iteration'],
+    ['bf', 'fb', { ...job, tp: 2 } as typeof job, 'not supported in a job with --tp 2 --dp 1'],
+    ['bf', 'fb', { ...job, dp: 2 } as typeof job, 'not supported in a job with --tp 1 --dp 2'],
   ];
   for (const [from, to, j, want] of cases)
     it(`${from} -> ${to} at next ${j.nextIteration} of ${j.lastIteration} (${j.mode}): ${want ?? 'at once'}`, () => {
