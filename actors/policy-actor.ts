@@ -16,7 +16,7 @@ import { encodeEnvelope, encodeValue } from '../transport/codec';
 import { ENVELOPE_VERSION, launchField } from '../transport/envelope';
 import { subject } from '../transport/subjects';
 import { ActorRef, ActorRuntime } from './runtime';
-import { PolicyMessage, SetRequest, parsePolicyMessage } from './policy-messages';
+import { ControlSeal, PolicyMessage, SetRequest, parsePolicyMessage } from './policy-messages';
 
 export interface Adoption {
   readonly stage: number;
@@ -66,7 +66,7 @@ export interface PolicyView {
 }
 
 export type PolicyActorMsg =
-  | { readonly type: 'bytes'; readonly subject: string; readonly data: Uint8Array }
+  | { readonly type: 'bytes'; readonly subject: string; readonly data: Uint8Array; readonly seal?: ControlSeal }
   | {
       readonly type: 'set';
       readonly request: SetRequest;
@@ -239,8 +239,8 @@ function view(s: PolicyState): PolicyView {
   };
 }
 
-function onBytes(w: PolicyActorWiring, s: PolicyState, subj: string, data: Uint8Array): void {
-  const m = parsePolicyMessage(w.job, subj, data);
+function onBytes(w: PolicyActorWiring, s: PolicyState, subj: string, data: Uint8Array, seal?: ControlSeal): void {
+  const m = parsePolicyMessage(w.job, subj, data, seal);
   if (typeof m === 'string') {
     tallyReject(s.rejects, `${subj.slice(0, 200)}: ${m}`);
     return;
@@ -280,7 +280,7 @@ export function spawnPolicyActor(w: PolicyActorWiring): PolicyActor {
     seq: 0,
   };
   const ref = w.runtime.spawn<PolicyState, PolicyActorMsg>('policy', s, (st, msg) => {
-    if (msg.type === 'bytes') onBytes(w, st, msg.subject, msg.data);
+    if (msg.type === 'bytes') onBytes(w, st, msg.subject, msg.data, msg.seal);
     else if (msg.type === 'view') msg.reply(view(st));
     else {
       const a = onSet(w, st, msg);

@@ -4,8 +4,9 @@
 //   ack   {verb, launch?, stage, swap, iteration, tasks}  a stage adopted a swap
 // Answers go to `replyTo`, which must be one of this job's reply subjects
 // (baton.<job>.policy.reply.<token>), so a request cannot make the job publish elsewhere.
-// Every message passes `checkControl` (one place: where an authentication check, such as a
-// MAC under the job's key, is added) and then its parser; what fails either is a counted
+// Over NATS every message is sealed under the job key (transport/auth-bus.ts refuses what is
+// not before it gets here). Every message then passes `checkControl`, the one place for
+// checks of where it came from, and then its parser; what fails either is a counted
 // rejection, never a change of policy.
 
 import { quoteValue } from '../base/quote';
@@ -51,13 +52,26 @@ export function isReplySubject(job: string, replyTo: unknown): replyTo is string
   return replyTo.startsWith(prefix) && TOKEN_RE.test(replyTo.slice(prefix.length)) && replyTo.length <= 200;
 }
 
+/** Who sealed a control message: `required` on a sealed bus, `sender` the seal's label (absent: none opened). */
+export interface ControlSeal {
+  readonly required: boolean;
+  readonly sender?: string;
+}
+
+/** The seal label of a tool that talks to a job (baton policy): it may ask, never ack for a stage. */
+export const TOOL_LABEL_PREFIX = 'tool:';
+
 /**
- * The one check every control message passes before it is parsed: for now that it came on
- * this job's policy subject as a map. An authentication check (#21) goes here.
+ * The one check every control message passes before it is parsed: it came on this job's
+ * policy subject as a map, sealed under the job key when the job's bus seals, and an ack
+ * (a stage's adoption) was sealed by a process that hosts stages, not by a tool.
  */
-export function checkControl(job: string, subj: string, v: unknown): string | null {
+export function checkControl(job: string, subj: string, v: unknown, seal?: ControlSeal): string | null {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return 'a policy message must be a map';
   if (!subj.startsWith(`${subject(job, 'policy')}.`)) return `not on this job's policy subjects`;
+  if (seal?.required && seal.sender === undefined) return 'not sealed under the job key';
+  if (subj === subject(job, 'policy', 'ack') && seal?.sender?.startsWith(TOOL_LABEL_PREFIX))
+    return `an ack is a stage's, but ${quoteValue(seal.sender)} sealed it`;
   return null;
 }
 
@@ -65,14 +79,19 @@ const text = (v: unknown) => typeof v === 'string' && v.length > 0 && v.length <
 const count = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0;
 
 /** The message `data` on `subj` carries, or a problem saying why it is refused. */
-export function parsePolicyMessage(job: string, subj: string, data: Uint8Array): PolicyMessage | string {
+export function parsePolicyMessage(
+  job: string,
+  subj: string,
+  data: Uint8Array,
+  seal?: ControlSeal,
+): PolicyMessage | string {
   let v: unknown;
   try {
     v = decodeValue(data, { maxBytes: 64 * 1024 });
   } catch (err) {
     return (err as Error).message;
   }
-  const problem = checkControl(job, subj, v);
+  const problem = checkControl(job, subj, v, seal);
   if (problem) return problem;
   const m = v as Record<string, unknown>;
   const verb = subj.slice(subject(job, 'policy').length + 1);

@@ -83,7 +83,7 @@ export async function requestSwap(
   const answer = answers.find((x) => x.verb === 'answer');
   if (!answer)
     throw new NoAnswerError(
-      `no policy actor of job ${job} answered within ${o.waitMs / 1000} s (is the job running on this server?)`,
+      `no policy actor of job ${job} answered within ${o.waitMs / 1000} s (is the job running on this server, and is --key-file the job's key?)`,
     );
   const adopted = answers.find((x) => x.verb === 'adopted') ?? null;
   return { answer, adopted, roundTripMs: tAdopted === null ? null : tAdopted - t0 };
@@ -94,7 +94,7 @@ export async function requestView(bus: Bus, job: string, waitMs: number): Promis
   const view = answers.find((x) => x.verb === 'policy');
   if (!view)
     throw new NoAnswerError(
-      `no policy actor of job ${job} answered within ${waitMs / 1000} s (is the job running on this server?)`,
+      `no policy actor of job ${job} answered within ${waitMs / 1000} s (is the job running on this server, and is --key-file the job's key?)`,
     );
   return view;
 }

@@ -5,6 +5,10 @@ import { SWAP_DEFAULTS } from '../job/defaults';
 import { InputError } from '../base/errors';
 import { checkJobName } from '../transport/subjects';
 import { NatsBus } from '../transport/nats-bus';
+import { AuthBus } from '../transport/auth-bus';
+import { Bus } from '../transport/bus';
+import { TOOL_LABEL_PREFIX } from '../actors/policy-messages';
+import { readKeyFile } from './key-file';
 import { FlagSpec, HELP_FLAG, UsageError, parseFlags } from './args';
 import { NATS_URL_FORMS, natsFlag } from './nats-flag';
 import { formatTable } from './table';
@@ -31,6 +35,12 @@ const COMMON: readonly FlagSpec[] = [
     metavar: 'MS',
     help: 'how long to wait for the answer (set: for every stage to adopt the swap)',
     default: SWAP_DEFAULTS.policyWaitMs,
+  },
+  {
+    name: 'key-file',
+    type: 'string',
+    metavar: 'FILE',
+    help: "the job's key file (run/train --key-file FILE): requests and answers are sealed under it",
   },
   { name: 'json', type: 'bool', help: 'print the answer as JSON' },
 ];
@@ -75,18 +85,30 @@ export const POLICY_GET_HELP = help(
   "Print a running job's arbitration policy, when it took effect, the swaps so far and those not yet adopted.",
 );
 
-function common(flags: Record<string, unknown>, verb: string): { job: string; url: string; waitMs: number } {
+interface Common {
+  job: string;
+  url: string;
+  waitMs: number;
+  key: Uint8Array;
+}
+
+function common(flags: Record<string, unknown>, verb: string): Common {
   if (!flags.job) throw new UsageError(`policy ${verb}: --job J is required`);
+  if (flags.keyFile === undefined)
+    throw new UsageError(
+      `policy ${verb}: --key-file FILE is required: a job over NATS takes only messages sealed under its key (start it with run/train --key-file FILE)`,
+    );
   const waitMs = flags.waitMs as number;
   if (!Number.isSafeInteger(waitMs) || waitMs < 1 || waitMs > 600_000)
     throw new UsageError(`policy ${verb}: --wait-ms must be an integer from 1 to 600000, got ${waitMs}`);
-  return { job: checkJobName(String(flags.job)), url: natsFlag(flags.nats, `policy ${verb}`), waitMs };
+  const key = readKeyFile(String(flags.keyFile), `policy ${verb}: --key-file`);
+  return { job: checkJobName(String(flags.job)), url: natsFlag(flags.nats, `policy ${verb}`), waitMs, key };
 }
 
-async function withBus<T>(url: string, f: (bus: NatsBus) => Promise<T>): Promise<T> {
+async function withBus<T>(url: string, key: Uint8Array, f: (bus: Bus) => Promise<T>): Promise<T> {
   const bus = await NatsBus.connect(url, { name: 'baton-policy', reconnect: false });
   try {
-    return await f(bus);
+    return await f(new AuthBus(bus, key, `${TOOL_LABEL_PREFIX}policy`));
   } finally {
     await bus.close();
   }
@@ -98,25 +120,25 @@ async function setCommand(argv: readonly string[], out: (s: string) => void): Pr
     out(POLICY_SET_HELP);
     return 0;
   }
-  const { job, url, waitMs } = common(flags, 'set');
+  const c = common(flags, 'set');
   if (!flags.policy && !flags.consistency)
     throw new UsageError('policy set: --policy NAME|MODULE or --consistency NAME is required');
   const asks: [string, 'arbitration' | 'consistency'][] = [];
   if (flags.policy) asks.push([String(flags.policy), 'arbitration']);
   if (flags.consistency) asks.push([String(flags.consistency), 'consistency']);
-  for (const [policy, what] of asks) await setOne(out, { job, url, waitMs, json: flags.json === true }, policy, what);
+  for (const [policy, what] of asks) await setOne(out, { ...c, json: flags.json === true }, policy, what);
   return 0;
 }
 
 async function setOne(
   out: (s: string) => void,
-  o: { job: string; url: string; waitMs: number; json: boolean },
+  o: Common & { json: boolean },
   policy: string,
   what: 'arbitration' | 'consistency',
 ): Promise<void> {
-  const { job, url, waitMs } = o;
+  const { job, url, waitMs, key } = o;
   const by = `baton policy set (pid ${process.pid})`;
-  const r = await withBus(url, (bus) => requestSwap(bus, job, policy, { by, waitMs, what }));
+  const r = await withBus(url, key, (bus) => requestSwap(bus, job, policy, { by, waitMs, what }));
   if (o.json) out(JSON.stringify({ ...r.answer, what, adopted: r.adopted, round_trip_ms: r.roundTripMs }));
   if (r.answer.ok !== true)
     throw new SwapRefusedByJobError(
@@ -138,8 +160,8 @@ async function getCommand(argv: readonly string[], out: (s: string) => void): Pr
     out(POLICY_GET_HELP);
     return 0;
   }
-  const { job, url, waitMs } = common(flags, 'get');
-  const v = await withBus(url, (bus) => requestView(bus, job, waitMs));
+  const { job, url, waitMs, key } = common(flags, 'get');
+  const v = await withBus(url, key, (bus) => requestView(bus, job, waitMs));
   if (flags.json) {
     out(JSON.stringify(v));
     return 0;

@@ -33,6 +33,8 @@ export interface RunSetup {
   threads?: number;
   /** The key the node agents of `nodes` were started with (--node-key-file); required with nodes. */
   nodeKey?: Uint8Array;
+  /** The key to seal the job under (--key-file) instead of one drawn for this launch; not with nodes. */
+  jobKey?: Uint8Array;
   /** Told the URL of the private nats-server a run without natsUrl starts, once it is up. */
   onServer?: (url: string, job: string) => void;
   /** Scripted swaps and the modules swaps may load (--swap-at, --swap-modules). */
@@ -181,7 +183,7 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     if (server) setup.onServer?.(url, cfg.job);
     nats = await NatsBus.connect(url, { name: `baton-run-${cfg.job}` });
     // Everything of the job is sealed under the launch's key (agents started by hand: the key they hold).
-    const key = setup.nodes ? nodeKeyOf(setup) : newJobKey();
+    const key = setup.nodes ? nodeKeyOf(setup) : (setup.jobKey ?? newJobKey());
     const bus = new AuthBus(nats, key, 'launcher');
     // A server of our own has no other jobs; a shared one may.
     if (!server) release = await claimJob(nats, cfg.job);

@@ -23,6 +23,14 @@ export const SWAP_FLAGS: readonly FlagSpec[] = [
   },
 ];
 
+/** run and train: the job's key from a file, so a second process holding it (baton policy) can reach the job. */
+export const JOB_KEY_FILE_FLAG: FlagSpec = {
+  name: 'key-file',
+  type: 'string',
+  metavar: 'FILE',
+  help: 'over NATS: seal the job under the key in FILE (baton auth key FILE writes one), not one drawn for this launch, so baton policy --key-file FILE can reach it',
+};
+
 export function swapOptionsFromFlags(flags: ParsedFlags): SwapOptions | undefined {
   const schedule = parseSwapSchedule(String(flags.swapAt ?? ''));
   const modules = String(flags.swapModules ?? '')

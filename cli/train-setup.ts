@@ -10,6 +10,7 @@ import { MAX_VAL_BATCHES, TrainConfig } from '../models/train-config';
 import { ParsedFlags, UsageError } from './args';
 import { SwapOptions } from '../job/policy-control';
 import { swapOptionsFromFlags } from './swap-flags';
+import { readKeyFile } from './key-file';
 import { natsUrlOf } from './nats-flag';
 import { bufferLimitFromFlag } from './job-flags';
 import { checkLocalProcesses } from './run-flags';
@@ -29,6 +30,8 @@ export interface TrainSetup {
   threads?: number;
   /** Scripted swaps and the modules swaps may load (--swap-at, --swap-modules). */
   swaps?: SwapOptions;
+  /** The job's key from --key-file (over NATS). */
+  jobKey?: Uint8Array;
 }
 
 function positive(v: unknown, name: string): number {
@@ -188,6 +191,8 @@ function setupOf(flags: Record<string, unknown>, cfg: JobConfig): TrainSetup {
   if (flags.clock === 'virtual' && flags.transport === 'nats')
     throw new UsageError('train: --clock virtual runs in one process; it takes no --transport nats');
   const natsUrl = natsUrlOf(flags.nats, 'train');
+  if (flags.keyFile !== undefined && flags.transport !== 'nats')
+    throw new UsageError('train: --key-file seals a job over NATS; it needs --transport nats');
   if (flags.checkpoint && !flags.resume && hasCheckpoint(String(flags.checkpoint)))
     throw new UsageError(
       `train: --checkpoint ${flags.checkpoint} already holds a checkpoint; add --resume to continue it, or give another directory (a new run would overwrite it)`,
@@ -204,5 +209,6 @@ function setupOf(flags: Record<string, unknown>, cfg: JobConfig): TrainSetup {
     clock: flags.clock as 'real' | 'virtual',
     threads: flags.threads === undefined ? undefined : parseThreads(flags.threads, 'train: --threads'),
     swaps: swapOptionsFromFlags(flags as ParsedFlags),
+    ...(flags.keyFile !== undefined ? { jobKey: readKeyFile(String(flags.keyFile), 'train: --key-file') } : {}),
   };
 }

@@ -9,6 +9,7 @@ import { isModulePath, resolvePolicy } from '../policies/registry';
 import { ScheduledSwap } from '../policies/swap-schedule';
 import { JobPosition } from '../policies/swap-rules';
 import { InputError } from '../base/errors';
+import { AuthBus } from '../transport/auth-bus';
 import { Bus, Subscription } from '../transport/bus';
 import { subject } from '../transport/subjects';
 import { ActorRuntime } from '../actors/runtime';
@@ -72,8 +73,10 @@ export function startPolicyControl(w: PolicyControlWiring): StartedPolicyControl
     return resolvePolicy(name);
   };
   const actor = spawnPolicyActor({ ...w, resolve });
-  const subscription = w.bus.subscribe(`${subject(w.job, 'policy')}.*`, (subj, data) =>
-    w.runtime.send(actor.ref, { type: 'bytes', subject: subj, data }),
+  // A sealed bus (every job over NATS) has opened each message's seal: its label is the sender.
+  const required = w.bus instanceof AuthBus;
+  const subscription = w.bus.subscribe(`${subject(w.job, 'policy')}.*`, (subj, data, meta) =>
+    w.runtime.send(actor.ref, { type: 'bytes', subject: subj, data, seal: { required, sender: meta?.sender } }),
   );
   const request: PolicyControl['request'] = (policy, by = `pid ${process.pid}`, what = 'arbitration') =>
     new Promise((resolveAnswer) => {

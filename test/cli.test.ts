@@ -254,7 +254,7 @@ describe('the baton command', function () {
       ],
       [
         ['sim', '--stages', '64', '--microbatches', '1024', '--iterations', '100'],
-        /JobConfigError: stages × chunks × microbatches × iterations \(warm-up included\) must be at most 2097152, got 65536 × 100 = 6553600/,
+        /JobConfigError: stages × chunks × microbatches × ranks × replicas × iterations \(warm-up included\) must be at most 2097152, got 65536 × 100 = 6553600/,
       ],
       [
         ['run', '--compare', 'bf,bogus', '--stages', '2', '--microbatches', '2'],
@@ -754,7 +754,7 @@ describe('the baton command', function () {
     const [sim, run, train] = await Promise.all(
       (['sim', 'run', 'train'] as const).map(async (c) => JSON.parse((await baton(c, ...flags)).out)),
     );
-    const common = ['job', 'shape', 'policy', 'profile'];
+    const common = ['job', 'shape', 'policy', 'profile', 'swaps'];
     const placed = ['partition', 'placement'];
     assert.deepEqual(Object.keys(sim), [...common, ...placed]);
     assert.deepEqual(Object.keys(run), [...common, 'transport', ...placed]);

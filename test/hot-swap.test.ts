@@ -15,6 +15,10 @@ import { PolicyControl } from '../job/policy-control';
 import { stagePid, toChromeTrace } from '../cli/trace/chrome';
 import { JobResult, summarize } from '../job/run-local';
 import { NatsBus } from '../transport/nats-bus';
+import { AuthBus } from '../transport/auth-bus';
+import { writeKeyFile, readKeyFile } from '../cli/key-file';
+import { encodeValue } from '../transport/codec';
+import { policySubject } from '../actors/policy-messages';
 import { requestView } from '../cli/policy-client';
 import { natsServerForSuite } from './nats-server-fixture';
 
@@ -252,12 +256,16 @@ describe('hot swaps of the arbitration policy', function () {
     it('baton policy set reaches every stage of a running run, fast; a refused swap leaves it on its policy', async () => {
       const url = server().url;
       const job = 'hotswapnats';
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-swapkey-'));
+      const keyFile = path.join(dir, 'job.key');
+      writeKeyFile(keyFile);
       const run = cli([
         'run',
-        ...['--transport', 'nats', '--processes', 'single', '--nats', url, '--job', job],
+        ...['--transport', 'nats', '--processes', 'single', '--nats', url, '--job', job, '--key-file', keyFile],
         ...['--stages', '4', '--microbatches', '8', '--profile', 'llm', '--iterations', '80', '--json'],
       ]);
-      const bus = await NatsBus.connect(url, { name: 'test-hotswap' });
+      const plain = await NatsBus.connect(url, { name: 'test-hotswap' });
+      const bus = new AuthBus(plain, readKeyFile(keyFile, 'test'), 'tool:test');
       try {
         // The job is up once its policy actor answers.
         let up = false;
@@ -268,7 +276,14 @@ describe('hot swaps of the arbitration policy', function () {
           );
         assert.ok(up, 'the job never answered baton policy get');
         const set = (policy: string) =>
-          cli(['policy', 'set', '--job', job, '--nats', url, '--policy', policy, '--json']);
+          cli(['policy', 'set', '--job', job, '--nats', url, '--key-file', keyFile, '--policy', policy, '--json']);
+        // Without the job's key: refused by the command, and a stranger's unsealed request changes nothing.
+        const keyless = await cli(['policy', 'set', '--job', job, '--nats', url, '--policy', 'fb']);
+        assert.equal(keyless.code, 2);
+        assert.match(keyless.stderr, /--key-file FILE is required/);
+        plain.publish(policySubject(job, 'set'), encodeValue({ verb: 'set', policy: 'fb', by: 'a stranger' }));
+        await plain.flush();
+        assert.equal((await requestView(bus, job, 2000)).policy, 'bf');
         const actor: number[] = [];
         const client: number[] = [];
         for (const policy of [
@@ -312,7 +327,8 @@ describe('hot swaps of the arbitration policy', function () {
         // The target is below 50 ms on loopback; the bound here leaves room for a loaded machine.
         assert.ok(median(actor) < 200, range(actor));
       } finally {
-        await bus.close();
+        await plain.close();
+        fs.rmSync(dir, { recursive: true, force: true });
       }
     });
   });

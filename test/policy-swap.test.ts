@@ -2,6 +2,8 @@ import { strict as assert } from 'assert';
 import { arbiterFor } from '../policies/arbiter';
 import { resolvePolicy } from '../policies/registry';
 import { decideSwap } from '../policies/swap-rules';
+import { checkControl, parsePolicyMessage } from '../actors/policy-messages';
+import { encodeValue } from '../transport/codec';
 import { parseSwapSchedule } from '../policies/swap-schedule';
 import { PipelineShape, formatTask, task } from '../policies/task';
 import { PolicySwapEvent } from '../stage/events';
@@ -114,5 +116,28 @@ describe('the --swap-at schedule', () => {
   it('refuses what is not the grammar, and decreasing iterations, quoting the input', () => {
     assert.throws(() => parseSwapSchedule('2:bf'), /"2:bf" in "2:bf" is not it=<iteration>:<policy>/);
     assert.throws(() => parseSwapSchedule('it=3:bf,it=1:fb'), /must not decrease/);
+  });
+});
+
+describe('the one check of every policy message (checkControl)', () => {
+  const ack = { verb: 'ack', stage: 0, swap: 0, iteration: 1, tasks: 3 };
+  const sealed = (sender?: string) => ({ required: true, sender });
+
+  it('takes a sealed request from a tool and a sealed ack from a stage process', () => {
+    assert.equal(checkControl('j', 'baton.j.policy.set', { verb: 'set' }, sealed('tool:policy')), null);
+    assert.equal(checkControl('j', 'baton.j.policy.ack', ack, sealed('launcher')), null);
+    assert.equal(checkControl('j', 'baton.j.policy.ack', ack, sealed('node:n1')), null);
+    // The in-process bus seals nothing and requires nothing.
+    assert.equal(checkControl('j', 'baton.j.policy.ack', ack, { required: false }), null);
+  });
+
+  it('refuses, before parsing, what a sealed job did not open a seal of, and an ack a tool sealed', () => {
+    assert.match(checkControl('j', 'baton.j.policy.set', { verb: 'set' }, sealed())!, /not sealed under the job key/);
+    assert.match(checkControl('j', 'baton.j.policy.ack', ack, sealed('tool:policy'))!, /an ack is a stage's/);
+    assert.match(
+      parsePolicyMessage('j', 'baton.j.policy.ack', encodeValue(ack), sealed('tool:x')) as string,
+      /"tool:x" sealed it/,
+    );
+    assert.match(checkControl('j', 'baton.k.policy.set', { verb: 'set' }, sealed('launcher'))!, /not on this job/);
   });
 });
