@@ -61,7 +61,8 @@ function startTask(
   startedAt: number,
 ): void {
   const { runtime, compute } = w;
-  const done = (tensors?: readonly TensorPayload[]) => runtime.send(self, { type: 'done', iteration, task, tensors });
+  const done = (tensors?: readonly TensorPayload[], loss?: number) =>
+    runtime.send(self, { type: 'done', iteration, task, tensors, loss });
   if (!compute.blocking) {
     compute.run(iteration, task, done, startedAt);
     return;
@@ -69,8 +70,8 @@ function startTask(
   runtime
     .hold(nextTurn().then(() => w.outboundWritten?.()))
     .then(() =>
-      compute.run(iteration, task, (tensors) => {
-        void runtime.hold(nextTurn().then(nextTurn)).then(() => done(tensors));
+      compute.run(iteration, task, (tensors, loss) => {
+        void runtime.hold(nextTurn().then(nextTurn)).then(() => done(tensors, loss));
       }),
     )
     .catch((err) => runtime.fail(`stage-${stage}`, err));

@@ -9,7 +9,11 @@
 // alternating from one repeat to the next, so a drift does not favour one side) and
 // whether every decoded tensor was a zero-copy view into the bytes of the received message.
 //
-// Run: node dist/bench/bus-throughput.js [--json] [--messages N] [--repeats R] [--mb S]
+// With --max-payload M (MiB) the server takes messages of at most M MiB (1: a stock
+// nats-server's config), so Baton's messages over it go in chunks (transport/chunking.ts)
+// and raw nats.js sends each message's bytes as pieces of at most M MiB: the same limit.
+//
+// Run: node dist/bench/bus-throughput.js [--json] [--messages N] [--repeats R] [--mb S] [--max-payload M]
 // Not measured: latency, fan-out, cross-machine networks.
 
 import { connect } from '@nats-io/transport-node';
@@ -24,6 +28,23 @@ import { benchMain, positiveInt } from './bench-cli';
 import { inTurn } from './in-turn';
 import { median } from '../checks/stats';
 import { UsageError } from '../cli/args';
+import { DEFAULT_MAX_PAYLOAD } from '../transport/nats-server-config';
+import { CHUNK_HEADER_BYTES } from '../transport/chunking';
+
+/** NATS messages a Baton message of `bytes` takes under `maxPayload`. */
+function chunksFor(bytes: number, maxPayload: number): number {
+  return bytes <= maxPayload ? 1 : Math.ceil(bytes / (maxPayload - CHUNK_HEADER_BYTES));
+}
+
+/** A stock nats-server's max_payload (its config has none). */
+const STOCK_MAX_PAYLOAD = 1024 * 1024;
+
+function maxPayloadFlag(mib: number): number {
+  const bytes = Math.round(mib * 1048576);
+  if (!(bytes >= 64 * 1024 && bytes <= DEFAULT_MAX_PAYLOAD))
+    throw new UsageError(`--max-payload must be from 0.0625 to 64 MiB, got ${mib}`);
+  return bytes;
+}
 
 export interface BusThroughputOptions {
   /** Payload bytes per message; default 4 MiB. */
@@ -34,12 +55,18 @@ export interface BusThroughputOptions {
   repeats?: number;
   /** Most messages published but not yet received; default 8. */
   window?: number;
+  /** The server's max_payload, bytes; default the generated server's 64 MiB (1 MiB: a stock server). */
+  maxPayload?: number;
 }
 
 export interface BusThroughputResult {
   messageBytes: number;
   messages: number;
   repeats: number;
+  maxPayload: number;
+  /** NATS messages per raw message (pieces of at most max_payload) and per Baton message (chunks). */
+  piecesPerMessage: number;
+  chunksPerMessage: number;
   /** Median MB/s (1 MB = 1e6 bytes of payload) for raw nats.js. */
   rawMBps: number;
   /** Median MB/s of tensor payload through encode + NatsBus + decode, unsealed. */
@@ -109,7 +136,9 @@ export function repeatOrder(r: number): readonly ('raw' | 'baton' | 'sealed')[] 
   return inTurn(['raw', 'baton', 'sealed'] as const, r);
 }
 
-async function rawRun(url: string, bytes: number, n: number, window: number): Promise<number> {
+async function rawRun(url: string, bytes: number, n: number, window: number, maxPayload: number): Promise<number> {
+  // Over the limit, each message goes as pieces of at most max_payload bytes, as many in flight.
+  const pieces = Math.ceil(bytes / maxPayload);
   const pub = await connect({ servers: url });
   const sub = await connect({ servers: url }).catch(async (e: unknown) => {
     await pub.close();
@@ -126,12 +155,15 @@ async function rawRun(url: string, bytes: number, n: number, window: number): Pr
       },
     });
     await sub.flush();
-    const payload = new Uint8Array(bytes).fill(7);
+    const piece = Math.ceil(bytes / pieces);
+    const payloads = Array.from({ length: pieces }, (_, i) =>
+      new Uint8Array(Math.min(piece, bytes - i * piece)).fill(7),
+    );
     const s = await pump(
-      n,
-      window,
+      n * pieces,
+      window * pieces,
       () => got,
-      () => pub.publish('bench.raw', payload),
+      (i) => pub.publish('bench.raw', payloads[i % pieces]),
     ).catch((e: Error) => {
       throw new Error(`raw run: ${e.message}`);
     });
@@ -147,7 +179,7 @@ async function batonRun(
   bytes: number,
   n: number,
   window: number,
-  zc: { views: number; total: number },
+  zc: { views: number; total: number; chunks?: number },
   sealed: boolean,
 ): Promise<number> {
   const pubNats = await NatsBus.connect(url);
@@ -192,7 +224,11 @@ async function batonRun(
       n,
       window,
       () => got,
-      (i) => pub.publish('baton.bench.activation.1', encodeEnvelope({ ...base, seq: i, mb: i, sentAt: Date.now() })),
+      (i) => {
+        const data = encodeEnvelope({ ...base, seq: i, mb: i, sentAt: Date.now() });
+        zc.chunks = chunksFor(data.byteLength, pubNats.maxPayload);
+        pub.publish('baton.bench.activation.1', data);
+      },
     ).catch((e: Error) => {
       throw new Error(`baton run: ${e.message}`);
     });
@@ -212,11 +248,12 @@ export async function benchBusThroughput(opts: BusThroughputOptions = {}): Promi
   const n = opts.messages ?? 200;
   const repeats = opts.repeats ?? 3;
   const window = opts.window ?? 8;
+  const maxPayload = opts.maxPayload ?? DEFAULT_MAX_PAYLOAD;
   if (bytes % 4 !== 0) throw new RangeError(`messageBytes ${bytes} must be a multiple of 4 (float32 tensor)`);
-  const server = await startNatsServer();
+  const server = await startNatsServer(maxPayload === STOCK_MAX_PAYLOAD ? { stock: true } : { maxPayload });
   try {
-    const zc = { views: 0, total: 0 };
-    await rawRun(server.url, bytes, Math.min(n, 20), window); // warm up both paths
+    const zc: { views: number; total: number; chunks?: number } = { views: 0, total: 0 };
+    await rawRun(server.url, bytes, Math.min(n, 20), window, maxPayload); // warm up both paths
     await batonRun(server.url, bytes, Math.min(n, 20), window, { views: 0, total: 0 }, false);
     await batonRun(server.url, bytes, Math.min(n, 20), window, { views: 0, total: 0 }, true);
     const raw: number[] = [];
@@ -224,7 +261,7 @@ export async function benchBusThroughput(opts: BusThroughputOptions = {}): Promi
     const sealed: number[] = [];
     for (let r = 0; r < repeats; r++) {
       for (const side of repeatOrder(r)) {
-        if (side === 'raw') raw.push(await rawRun(server.url, bytes, n, window));
+        if (side === 'raw') raw.push(await rawRun(server.url, bytes, n, window, maxPayload));
         else if (side === 'baton') baton.push(await batonRun(server.url, bytes, n, window, zc, false));
         else sealed.push(await batonRun(server.url, bytes, n, window, zc, true));
       }
@@ -236,6 +273,9 @@ export async function benchBusThroughput(opts: BusThroughputOptions = {}): Promi
       messageBytes: bytes,
       messages: n,
       repeats,
+      maxPayload,
+      piecesPerMessage: Math.ceil(bytes / maxPayload),
+      chunksPerMessage: zc.chunks ?? 1,
       rawMBps: round(rawMBps),
       batonMBps: round(batonMBps),
       sealedMBps: round(sealedMBps),
@@ -257,6 +297,11 @@ export async function benchBusThroughput(opts: BusThroughputOptions = {}): Promi
 export function formatBusThroughput(r: BusThroughputResult): string {
   return [
     `bus throughput, ${r.messages} × ${+(r.messageBytes / 1048576).toPrecision(6)} MiB float32 messages, median of ${r.repeats}:`,
+    ...(r.chunksPerMessage > 1
+      ? [
+          `  max_payload ${+(r.maxPayload / 1048576).toPrecision(6)} MiB: Baton sends each message in ${r.chunksPerMessage} chunks, raw nats.js in ${r.piecesPerMessage} pieces`,
+        ]
+      : []),
     `  raw nats.js              ${r.rawMBps.toFixed(1)} MB/s   runs ${r.rawRunsMBps.join(', ')}`,
     `  Baton codec + NatsBus    ${r.batonMBps.toFixed(1)} MB/s   runs ${r.batonRunsMBps.join(', ')}   (unsealed; ratio ${r.unsealedRatio.toFixed(3)})`,
     `  Baton, sealed (AuthBus)  ${r.sealedMBps.toFixed(1)} MB/s   runs ${r.sealedRunsMBps.join(', ')}`,
@@ -279,6 +324,13 @@ if (require.main === module) {
       },
       { name: 'messages', type: 'int', metavar: 'N', help: 'messages per measured run', default: 200 },
       { name: 'repeats', type: 'int', metavar: 'R', help: 'runs per side (the median is reported)', default: 3 },
+      {
+        name: 'max-payload',
+        type: 'number',
+        metavar: 'MB',
+        help: "the server's max_payload in MiB (1: a stock nats-server, messages over it go in chunks)",
+        default: DEFAULT_MAX_PAYLOAD / 1048576,
+      },
     ],
     async (flags) => {
       const mb = flags.mb as number;
@@ -291,6 +343,7 @@ if (require.main === module) {
         messages: positiveInt(flags, 'messages'),
         repeats: positiveInt(flags, 'repeats'),
         messageBytes: bytes,
+        maxPayload: maxPayloadFlag(flags.maxPayload as number),
       });
       return flags.json ? r : formatBusThroughput(r);
     },

@@ -13,7 +13,12 @@
 //    factor of a random spread;
 // 3. local search from the best: perturb the priorities of a random window of microbatches
 //    (all their tasks at one stage or at all stages), keep the change when the makespan is
-//    not worse.
+//    not worse;
+// 4. local search over microbatch orders: bf's rule (a backward first, then the microbatch
+//    of lowest rank) with the ranks a permutation, starting from the longest round trips
+//    first; a step swaps two microbatches or moves one to another rank, kept when the
+//    makespan is not worse. Under a binding limit the order in which microbatches take the
+//    slots is most of the decision, and these steps move it directly.
 // Not modelled: delaying a ready task on purpose (a non-delay schedule never idles a stage
 // that could start something), which an optimal schedule may do.
 
@@ -38,6 +43,8 @@ export interface OfflineOptions {
   readonly restarts?: number;
   /** Local-search steps (default 600). */
   readonly steps?: number;
+  /** Steps of the search over microbatch orders (default 3000). */
+  readonly reorders?: number;
 }
 
 export interface OfflineReference {
@@ -52,7 +59,7 @@ export interface OfflineReference {
 }
 
 export const OFFLINE_METHOD =
-  'non-delay list scheduling: longest-remaining-path and bf/fb seed orders, lognormal random restarts, local search over microbatch windows';
+  'non-delay list scheduling: longest-remaining-path and bf/fb seed orders, lognormal random restarts, local search over microbatch windows and over microbatch orders';
 
 /** `limit`: the job's buffer limit, held as the runtime holds a non-binding policy to it. */
 export function offlineReference(
@@ -70,10 +77,11 @@ export function offlineReference(
   let evaluations = 1;
   const best: { prio: Float64Array; run: ListSchedule } = { prio: seeds[0], run: listSchedule(g, seeds[0]) };
   // A schedule as good as the best is kept too: the search drifts along plateaus.
-  const tryPrio = (prio: Float64Array): void => {
+  const tryPrio = (prio: Float64Array): number => {
     const run = listSchedule(g, prio);
     evaluations++;
     if (run.makespan <= best.run.makespan) Object.assign(best, { prio, run });
+    return run.makespan;
   };
   for (const s of seeds.slice(1)) tryPrio(s);
   for (const s of seeds)
@@ -98,6 +106,8 @@ export function offlineReference(
     }
     tryPrio(prio);
   }
+  const byTrip = Array.from({ length: M }, (_, j) => j).sort((a, b) => g.rest[b * g.K] - g.rest[a * g.K] || a - b);
+  reorderSearch(g, random, opts.reorders ?? 3000, byTrip, tryPrio);
   const { start, makespan } = best.run;
   const schedule: ScheduledTask[] = [];
   for (let id = 0; id < g.size; id++) {
@@ -105,6 +115,49 @@ export function offlineReference(
     schedule.push({ stage, task, start: start[id], end: start[id] + g.dur[id] });
   }
   return { makespan, schedule, evaluations, caps: inflightCaps(bf, shape, limit), method: OFFLINE_METHOD };
+}
+
+/** bf's rule over the microbatches in `rank` order (rank 0 first); priorities positive. */
+function rankPriorities(g: TaskGraph, rank: Int32Array): Float64Array {
+  const M = g.shape.microbatches;
+  return Float64Array.from({ length: g.size }, (_, id) => {
+    const kind = id % g.K;
+    return (kind === 0 ? 1 : 3) + (M - rank[Math.floor(id / g.K) % M]) / M - (kind === 2 ? 1 : 0);
+  });
+}
+
+/** Local search over microbatch orders (step 4 above); `evaluate` keeps the best schedule and gives its makespan. */
+function reorderSearch(
+  g: TaskGraph,
+  random: () => number,
+  steps: number,
+  order: readonly number[],
+  evaluate: (p: Float64Array) => number,
+): void {
+  if (steps <= 0) return;
+  const M = g.shape.microbatches;
+  let rank = new Int32Array(M);
+  order.forEach((j, r) => (rank[j] = r));
+  let current = evaluate(rankPriorities(g, rank));
+  for (let step = 0; step < steps; step++) {
+    const next = rank.slice();
+    const a = Math.floor(random() * M),
+      b = Math.floor(random() * M);
+    if (random() < 0.5) [next[a], next[b]] = [next[b], next[a]];
+    else {
+      // Move microbatch a to rank b, shifting the ranks in between by one.
+      const from = next[a];
+      for (let j = 0; j < M; j++)
+        if (from < b && next[j] > from && next[j] <= b) next[j]--;
+        else if (b < from && next[j] >= b && next[j] < from) next[j]++;
+      next[a] = b;
+    }
+    const m = evaluate(rankPriorities(g, next));
+    if (m <= current) {
+      current = m;
+      rank = next;
+    }
+  }
 }
 
 /** The seed orders (priorities, higher first), all positive so that scaling keeps their sign. */

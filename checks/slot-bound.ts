@@ -21,6 +21,17 @@
 //   B(j,v) (non-split); 0 with split, since W(j,v) may end after everything else.
 // So for every S: makespan >= min_S head + (sum_S len) / L + min_S tail. The bound takes S
 // = the items with head >= a for every a, and the items with tail >= b for every b.
+// * Ramps (the slots cannot all be open at the ends): with a = min_S head, b = min_S tail,
+//   T the makespan, every slot of S lies in [a, T - b], and n_S(t) <= min(L, started_S(t),
+//   notEnded_S(t)). The stage runs one task at a time, so the k-th forward of S to start
+//   (S_k) does so after the k-1 before it ended: S_k - a >= f_{k-1}, the sum of the k-1
+//   shortest forwards at the stage, and S_k >= the k-th smallest head of S. Likewise the
+//   k-th latest release end E'_k is followed by the k-1 later release tasks (the stage was
+//   free at E'_k): T - b - E'_k >= r_{k-1}, the sum of the k-1 shortest release tasks.
+//   Integrating L - n_S over [a, T - b] gives at least D_up = sum_{k<=L} (S_k - a) and
+//   D_down = sum_{k<=L} (T - b - E'_k); both at once when |S| >= 2L (then started_S(t) +
+//   notEnded_S(t) >= |S| puts one of them at L at every t), else the larger. So
+//   T >= a + b + (sum_S len + D) / L.
 // It is valid for any schedule that keeps the cap, whatever its order: binding schedules
 // with their own caps, the 'depth' limit (cap P - s), async mode (one stream, same count)
 // and the real clock (measured durations, message times 0 across clocks: still a path).
@@ -71,7 +82,9 @@ export function slotBound(
   const last = n - 1;
   const head = new Float64Array(n * M),
     len = new Float64Array(n * M),
-    tail = new Float64Array(n * M);
+    tail = new Float64Array(n * M),
+    fwd = new Float64Array(n * M),
+    release = new Float64Array(n * M);
   for (let j = 0; j < M; j++) {
     const pF = new Float64Array(n),
       pB = new Float64Array(n),
@@ -96,6 +109,8 @@ export function slotBound(
       const i = v * M + j;
       head[i] = h;
       len[i] = trip[v] + pW[v];
+      fwd[i] = pF[v];
+      release[i] = split ? pW[v] : pB[v];
       h += pF[v] + cF[v];
     }
     for (let v = 0; v < n; v++) {
@@ -107,22 +122,40 @@ export function slotBound(
   for (let s = 0; s < P; s++) {
     const items: number[] = [];
     for (let c = 0; c < V; c++) for (let j = 0; j < M; j++) items.push((c * P + s) * M + j);
+    const L = caps[s];
+    const up = rampSums(items, fwd, L),
+      down = rampSums(items, release, L);
     perStage.push(
-      Math.max(thresholdBound(items, head, tail, len, caps[s]), thresholdBound(items, tail, head, len, caps[s])),
+      Math.max(
+        thresholdBound(items, { key: head, ramp: up }, { key: tail, ramp: down }, len, L),
+        thresholdBound(items, { key: tail, ramp: down }, { key: head, ramp: up }, len, L),
+      ),
     );
   }
   const bound = Math.max(0, ...perStage);
   return { perStage, bound, stage: perStage.indexOf(bound) };
 }
 
-/** max over a of: a + (sum of len over items with key >= a) / cap + (min of other over them). */
-function thresholdBound(
-  items: readonly number[],
-  key: Float64Array,
-  other: Float64Array,
-  len: Float64Array,
-  cap: number,
-): number {
+/** ramp[k] = the sum of the k shortest durations over `items`, for k < cap. */
+function rampSums(items: readonly number[], dur: Float64Array, cap: number): Float64Array {
+  const sorted = items.map((i) => dur[i]).sort((a, b) => a - b);
+  const ramp = new Float64Array(Math.min(cap, items.length));
+  for (let k = 1; k < ramp.length; k++) ramp[k] = ramp[k - 1] + sorted[k - 1];
+  return ramp;
+}
+
+/** One end of the slots: each item's earliest distance from it (head or tail) and that end's ramp. */
+interface SlotEnd {
+  readonly key: Float64Array;
+  readonly ramp: Float64Array;
+}
+
+/**
+ * max over a of: a + (sum of len over the items S with key >= a + the ramps' deficit) / cap + (min of
+ * other over S): the ramp at the key's end also uses the sorted keys, the other end its durations only.
+ */
+function thresholdBound(items: readonly number[], near: SlotEnd, far: SlotEnd, len: Float64Array, cap: number): number {
+  const key = near.key;
   const byKey = [...items].sort((a, b) => key[a] - key[b]);
   let sum = 0,
     minOther = Infinity,
@@ -130,10 +163,19 @@ function thresholdBound(
   for (let k = byKey.length - 1; k >= 0; k--) {
     const i = byKey[k];
     sum += len[i];
-    minOther = Math.min(minOther, other[i]);
+    minOther = Math.min(minOther, far.key[i]);
     // Items with equal keys enter together: only the first of a run is a threshold.
     if (k > 0 && key[byKey[k - 1]] === key[i]) continue;
-    best = Math.max(best, key[i] + sum / cap + minOther);
+    const size = byKey.length - k,
+      r = Math.min(cap, size);
+    let dNear = 0,
+      dFar = 0;
+    for (let x = 0; x < r && x < near.ramp.length; x++) {
+      dNear += Math.max(key[byKey[k + x]] - key[i], near.ramp[x]);
+      dFar += far.ramp[x];
+    }
+    const deficit = size >= 2 * cap ? dNear + dFar : Math.max(dNear, dFar);
+    best = Math.max(best, key[i] + (sum + deficit) / cap + minOther);
   }
   return best;
 }

@@ -25,6 +25,10 @@ export const COMMAND_ONLY_FLAGS: readonly string[] = [
   'trace',
   'gantt',
   'resume',
+  'report',
+  'metrics',
+  'plot',
+  'quiet',
 ];
 
 const int = (min: number) => {

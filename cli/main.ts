@@ -19,7 +19,7 @@ const COMMANDS: Record<string, Command> = {
   },
   train: {
     summary: 'train a model with a pipeline, synchronous or asynchronous (real compute, TensorFlow.js)',
-    load: () => (require('./train') as typeof import('./train')).trainCommand,
+    load: () => (require('./train-command') as typeof import('./train-command')).trainCommand,
   },
   calibrate: {
     summary: "measure this machine's compute speed in GFLOP/s (a matMul and a reference stage's forward + backward)",
@@ -44,6 +44,10 @@ const COMMANDS: Record<string, Command> = {
   inspect: {
     summary: 'a live view of a running job: per stage task, ready set, buffers, rates, policy',
     load: () => (require('./inspect') as typeof import('./inspect')).inspectCommand,
+  },
+  report: {
+    summary: 'write one self-contained HTML report of a run from its --json result and traces',
+    load: () => (require('./report/report-command') as typeof import('./report/report-command')).reportCommand,
   },
   tap: {
     summary: 'print the live decoded message flows of a job (like nats sub)',

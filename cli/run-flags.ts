@@ -14,6 +14,8 @@ import type { RunSetup } from './run-once';
 import { REFERENCE_FLAG } from './reference-flag';
 import { TRACE_OUTPUT_FLAGS } from './trace-output';
 import { readKeyFile } from './key-file';
+import { warmupFlag, withWarmup } from './warmup-flag';
+import { REPORT_FLAG } from './report/report-flag';
 
 export const RUN_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
@@ -59,13 +61,8 @@ export const RUN_FLAGS: readonly FlagSpec[] = [
   },
   REFERENCE_FLAG,
   ...TRACE_OUTPUT_FLAGS,
-  {
-    name: 'warmup-iterations',
-    type: 'int',
-    metavar: 'W',
-    help: 'iterations run first and left out of the statistics (JIT, connections); none with --mode async',
-    default: RUN_COMMAND_DEFAULTS.warmupIterations,
-  },
+  warmupFlag(RUN_COMMAND_DEFAULTS.warmupIterations),
+  REPORT_FLAG,
   {
     name: 'stall-timeout',
     type: 'int',
@@ -83,7 +80,7 @@ export const RUN_HELP =
   helpText(
     'run',
     'run a pipeline job on the real clock, over NATS (default) or in one process',
-    'baton run [sim flags] [--transport nats|local] [--nats URL] [--processes per-stage|single] [--nodes N1,…] [--trace FILE.json] [--gantt FILE.svg] [--config FILE] [--json]',
+    'baton run [sim flags] [--transport nats|local] [--nats URL] [--processes per-stage|single] [--nodes N1,…] [--trace FILE.json] [--gantt FILE.svg] [--report FILE.html] [--config FILE] [--json]',
     RUN_FLAGS,
   ) + STAGE_NODE_FLAGS_HELP;
 
@@ -150,18 +147,12 @@ export function runConfigFromFlags(
 
 /** The job flags with run's stall timeout and warm-up iterations (none in asynchronous mode). */
 function runJobConfig(flags: ParsedFlags, given: ReadonlySet<string>): JobConfig {
-  const cfg: JobConfig = asyncStream({
-    ...jobConfigFromFlags(flags),
-    stallTimeoutMs: flags.stallTimeout as number,
-    warmupIterations: flags.warmupIterations as number,
-  });
-  if (!Number.isInteger(cfg.warmupIterations) || cfg.warmupIterations < 0)
-    throw new UsageError(`run: --warmup-iterations must be an integer >= 0, got ${cfg.warmupIterations}`);
-  if (cfg.mode === 'async' && given.has('warmupIterations') && cfg.warmupIterations > 0)
-    throw new UsageError(
-      'run: asynchronous mode runs one stream of microbatches; it has no warm-up iteration (drop --warmup-iterations)',
-    );
-  if (cfg.mode === 'async') cfg.warmupIterations = 0;
+  const cfg: JobConfig = withWarmup(
+    asyncStream({ ...jobConfigFromFlags(flags), stallTimeoutMs: flags.stallTimeout as number }),
+    flags,
+    given,
+    'run',
+  );
   if (!(cfg.stallTimeoutMs > 0 && cfg.stallTimeoutMs <= MAX_TIMER_MS))
     throw new UsageError(
       `run: --stall-timeout must be between 1 and ${MAX_TIMER_MS} ms (the longest timer Node keeps), got ${cfg.stallTimeoutMs}`,

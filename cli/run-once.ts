@@ -7,6 +7,7 @@ import { randomBytes } from 'crypto';
 import * as path from 'path';
 import { JobConfig } from '../job/config';
 import { IterationRecord } from '../actors/coordinator';
+import { EventSink } from '../stage/events';
 import { runDistributed } from '../job/run-distributed';
 import { JobResult, runJob } from '../job/run-local';
 import { JobError, checkJob } from '../job/wire-stage';
@@ -29,6 +30,8 @@ export interface RunSetup {
   natsUrl?: string;
   nodes?: string[];
   onIteration?: (r: IterationRecord) => void;
+  /** Extra consumers of the job's events as they come (progress lines). */
+  sinks?: EventSink[];
   /** Native-kernel threads of each stage process it starts (default: env BATON_THREADS, else cores / stage processes). */
   threads?: number;
   /** The key the node agents of `nodes` were started with (--node-key-file); required with nodes. */
@@ -170,7 +173,12 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
       '--swap-at and --swap-modules need the stages in this process (--processes single or --transport local); a job of node agents takes no swaps',
     );
   if (setup.transport === 'local') {
-    const result = await runJob(cfg, { clock: 'real', onIteration: setup.onIteration, swaps: setup.swaps });
+    const result = await runJob(cfg, {
+      clock: 'real',
+      onIteration: setup.onIteration,
+      sinks: setup.sinks,
+      swaps: setup.swaps,
+    });
     return { result, transport: 'local', processes: 1, pids: [process.pid] };
   }
   let server: NatsServerHandle | null = null;
@@ -198,6 +206,7 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
         clock: 'real',
         bus,
         onIteration: setup.onIteration,
+        sinks: setup.sinks,
         stop: dropped,
         swaps: setup.swaps,
       });
@@ -212,7 +221,13 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     // Agents of our own may load the files this launcher's user named, and no others.
     if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags(), allowedFilesFor(cfg), key, setup.threads);
     const stop = Promise.race([interrupts.interrupted, dropped, ...(nodes ? [nodes.died] : [])]);
-    const result = await runDistributed(cfg, { bus, nodes: names, onIteration: setup.onIteration, stop });
+    const result = await runDistributed(cfg, {
+      bus,
+      nodes: names,
+      onIteration: setup.onIteration,
+      sinks: setup.sinks,
+      stop,
+    });
     const pids = distinctProcesses(result.nodes).map((p) => p.pid);
     return { result, transport: 'nats', processes: pids.length, pids, natsUrl: url };
   } finally {

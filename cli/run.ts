@@ -9,6 +9,8 @@ import { checkJobName } from '../transport/subjects';
 import { UsageError, parseFlags } from './args';
 import { comparedPolicies, speedupOver } from './job-flags';
 import { formatTable } from './table';
+import { TABLE_TERMS, TERMS_BESIDE_REFERENCE, comparedConfig, entryLabel, limitCell, perStage } from './compare-entry';
+import { reportPath, writeRunReport } from './report/report-write';
 import { RATIO_NOTE, WithReference, referenceColumns, withReference } from './reference-flag';
 import { warnRejects } from './rejects';
 import { checkTraceOutputs, writeComparedTraceFiles } from './trace-output';
@@ -20,7 +22,13 @@ export { MAX_LOCAL_STAGE_PROCESSES, RUN_HELP, checkLocalProcesses } from './run-
 export { CLI_ENTRY, RunOutcome, RunSetup, distinctProcesses, runOnce } from './run-once';
 
 function summary(o: RunOutcome) {
-  return { ...summarize(o.result), transport: o.transport, processes: o.processes, pids: o.pids };
+  return {
+    ...summarize(o.result),
+    binding: o.result.policy.binding,
+    transport: o.transport,
+    processes: o.processes,
+    pids: o.pids,
+  };
 }
 
 export async function runCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
@@ -34,17 +42,19 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   const policies = compare ?? [cfg.policy];
   const jobOf = jobNamesOf(cfg, policies);
   // Every policy of a comparison is checked before the first one runs (or is printed as runnable).
-  for (const policy of policies) checkJob({ ...cfg, policy }, { profileHere: !setup.nodes });
+  for (const entry of policies) checkJob(comparedConfig(cfg, entry), { profileHere: !setup.nodes });
   if (flags.printConfig) {
     out(jobFileText(flags, 'run', RUN_FLAGS));
     return 0;
   }
   checkTraceOutputs('run', flags.trace as string | undefined, flags.gantt as string | undefined, policies);
+  const report = reportPath(flags, 'run', [flags.trace, flags.gantt]);
   const outcomes = await runPolicies(cfg, setup, policies, jobOf);
   const written = writeComparedTraceFiles(
     outcomes.map((o) => o.result),
     flags.trace as string | undefined,
     flags.gantt as string | undefined,
+    policies,
   );
   for (const o of outcomes) warnRejects('run', o.result);
   // One process: every stage on one clock, so message times are measured (as the bound takes them).
@@ -56,9 +66,19 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   );
   const base = rows[0].makespan_ms;
   const speedup = (ms: number) => speedupOver(base, ms);
+  const json = compare ? rows.map((r) => ({ ...r, speedup: speedup(r.makespan_ms) })) : rows;
+  if (report)
+    written.push(
+      writeRunReport(
+        report,
+        json,
+        outcomes.map((o) => o.result),
+        policies.map(entryLabel),
+      ),
+    );
   if (flags.json) {
     // With --compare, always a list (one row per compared policy), as sim prints.
-    out(JSON.stringify(compare ? rows.map((r) => ({ ...r, speedup: speedup(r.makespan_ms) })) : rows[0]));
+    out(JSON.stringify(compare ? json : rows[0]));
     return 0;
   }
   out(comparisonTable(cfg, rows, speedup));
@@ -90,7 +110,8 @@ async function runPolicies(
   jobOf: (k: number) => string,
 ): Promise<RunOutcome[]> {
   const outcomes: RunOutcome[] = [];
-  for (const policy of policies) outcomes.push(await runOnce({ ...cfg, policy, job: jobOf(outcomes.length) }, setup));
+  for (const entry of policies)
+    outcomes.push(await runOnce({ ...comparedConfig(cfg, entry), job: jobOf(outcomes.length) }, setup));
   return outcomes;
 }
 
@@ -105,25 +126,33 @@ function comparisonTable(
     formatTable(
       [
         'policy',
+        'buffer limit',
         'makespan ms',
         `speedup vs ${rows[0].policy}`,
+        'peak in-flight',
+        'cap',
         'lower bound ms',
         'efficiency',
         ...ref.head,
+        'bubble',
         'messages',
         'processes',
       ],
       rows.map((r) => [
         r.policy,
+        limitCell(r.buffer_limit, r.binding),
         r.makespan_ms.toFixed(1),
         `${speedup(r.makespan_ms).toFixed(2)}x`,
+        perStage(r.peak_inflight),
+        perStage(r.inflight_caps),
         r.lower_bound_ms.toFixed(1),
         r.efficiency.toFixed(3),
         ...ref.cells(r),
+        r.bubble_fraction.toFixed(3),
         String(r.messages),
         String(r.processes),
       ]),
-      `real clock, transport=${rows[0].transport}, P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations}`,
-    ) + (ref.head.length > 0 ? `\n${RATIO_NOTE}` : '')
+      `real clock, transport=${rows[0].transport}, P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations} (after ${cfg.warmupIterations} warm-up)`,
+    ) + `\n${ref.head.length > 0 ? `${RATIO_NOTE}\n${TERMS_BESIDE_REFERENCE}` : TABLE_TERMS}`
   );
 }

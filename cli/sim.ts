@@ -10,6 +10,9 @@ import { JOB_FLAGS, asyncStream, comparedPolicies, jobConfigFromFlags, speedupOv
 import { formatTable } from './table';
 import { TRACE_OUTPUT_FLAGS, checkTraceOutputs, writeComparedTraceFiles, writeTraceFiles } from './trace-output';
 import { jobFileText, withJobFile } from './job-file';
+import { JOB_DEFAULTS } from '../job/defaults';
+import { warmupFlag, withWarmup } from './warmup-flag';
+import { TABLE_TERMS, TERMS_BESIDE_REFERENCE, comparedConfig, limitCell, perStage } from './compare-entry';
 import { RATIO_NOTE, REFERENCE_FLAG, WithReference, referenceColumns, withReference } from './reference-flag';
 
 export const SIM_FLAGS: readonly FlagSpec[] = [
@@ -23,6 +26,7 @@ export const SIM_FLAGS: readonly FlagSpec[] = [
   },
   ...TRACE_OUTPUT_FLAGS,
   REFERENCE_FLAG,
+  warmupFlag(JOB_DEFAULTS.warmupIterations),
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },
   CONFIG_FLAG,
   PRINT_CONFIG_FLAG,
@@ -33,7 +37,7 @@ export const SIM_HELP = helpText(
   'sim',
   'simulate a pipeline on the virtual clock (same actors, emulated compute)',
   'baton sim [--stages P] [--microbatches M] [--chunks V] [--policy NAME] [--profile NAME|FILE] [--jitter none|compute|paper] ' +
-    '[--jitter-scale X] [--buffer-limit N|depth] [--seed S] [--iterations I] [--compare bf,1f1b,…] [--reference offline] [--config FILE] [--json]',
+    '[--jitter-scale X] [--buffer-limit N|depth] [--seed S] [--iterations I] [--warmup-iterations W] [--compare 1f1b,bf,bf@depth,…] [--reference offline] [--config FILE] [--json]',
   SIM_FLAGS,
 );
 
@@ -45,7 +49,7 @@ export function compareRows(results: JobResult[]) {
   const base = summarize(results[0]).makespan_ms;
   return results.map((r) => {
     const s = summarize(r);
-    return { ...s, speedup: speedupOver(base, s.makespan_ms) };
+    return { ...s, binding: r.policy.binding, speedup: speedupOver(base, s.makespan_ms) };
   });
 }
 
@@ -55,10 +59,10 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
     out(SIM_HELP);
     return 0;
   }
-  const cfg = asyncStream(jobConfigFromFlags(flags));
+  const cfg = withWarmup(asyncStream(jobConfigFromFlags(flags)), flags, given, 'sim');
   const compare = comparedPolicies(flags, given, 'sim');
   // Every policy's config is checked before anything runs (or is printed as runnable).
-  for (const policy of compare ?? [cfg.policy]) checkJob({ ...cfg, policy });
+  for (const entry of compare ?? [cfg.policy]) checkJob(comparedConfig(cfg, entry));
   if (flags.printConfig) {
     out(jobFileText(flags, 'sim', SIM_FLAGS));
     return 0;
@@ -73,11 +77,12 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
     return 0;
   }
   const results: JobResult[] = [];
-  for (const policy of compare) results.push(await simulate({ ...cfg, policy }));
+  for (const entry of compare) results.push(await simulate(comparedConfig(cfg, entry)));
   const written = writeComparedTraceFiles(
     results,
     flags.trace as string | undefined,
     flags.gantt as string | undefined,
+    compare,
   );
   const rows = withReference(flags, compareRows(results), results, true);
   out(flags.json ? JSON.stringify(rows) : compareTable(rows, cfg));
@@ -90,20 +95,21 @@ function singleTable(s: WithReference<ReturnType<typeof summarize>>, cfg: JobCon
   const ref = referenceColumns([s]);
   return (
     formatTable(
-      ['policy', 'makespan ms', 'lower bound ms', 'efficiency', ...ref.head, 'bubble', 'peak in-flight'],
+      ['policy', 'makespan ms', 'peak in-flight', 'cap', 'lower bound ms', 'efficiency', ...ref.head, 'bubble'],
       [
         [
           s.policy,
           s.makespan_ms.toFixed(2),
+          perStage(s.peak_inflight),
+          perStage(s.inflight_caps),
           s.lower_bound_ms.toFixed(2),
           s.efficiency.toFixed(3),
           ...ref.cells(s),
           s.bubble_fraction.toFixed(3),
-          s.peak_inflight.join(','),
         ],
       ],
-      `P=${s.stages} M=${s.microbatches} V=${s.chunks} profile=${s.profile} jitter=${s.jitter} scale=${cfg.jitterScale} seed=${s.seed} iterations=${s.iterations.length}; bound set by ${s.lower_bound_term}`,
-    ) + (ref.head.length > 0 ? `\n${RATIO_NOTE}` : '')
+      `P=${s.stages} M=${s.microbatches} V=${s.chunks} profile=${s.profile} jitter=${s.jitter} scale=${cfg.jitterScale} seed=${s.seed} buffer-limit=${s.buffer_limit} iterations=${s.iterations.length} (after ${s.warmup_iterations} warm-up); bound set by ${s.lower_bound_term}`,
+    ) + `\n${ref.head.length > 0 ? `${RATIO_NOTE}\n${TERMS_BESIDE_REFERENCE}` : TABLE_TERMS}`
   );
 }
 
@@ -114,23 +120,27 @@ function compareTable(rows: WithReference<ReturnType<typeof compareRows>[number]
     formatTable(
       [
         'policy',
+        'buffer limit',
         'makespan ms',
         `speedup vs ${rows[0].policy}`,
+        'peak in-flight',
+        'cap',
         'efficiency',
         ...ref.head,
         'bubble',
-        'max peak in-flight',
       ],
       rows.map((r) => [
         r.policy,
+        limitCell(r.buffer_limit, r.binding),
         r.makespan_ms.toFixed(2),
         `${r.speedup.toFixed(3)}x`,
+        perStage(r.peak_inflight),
+        perStage(r.inflight_caps),
         r.efficiency.toFixed(3),
         ...ref.cells(r),
         r.bubble_fraction.toFixed(3),
-        String(Math.max(...r.peak_inflight)),
       ]),
-      `P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations}`,
-    ) + `\n${ref.head.length > 0 ? RATIO_NOTE : 'efficiency = lower bound / makespan (1: provably optimal)'}`
+      `P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations} (after ${cfg.warmupIterations} warm-up)`,
+    ) + `\n${ref.head.length > 0 ? `${RATIO_NOTE}\n${TERMS_BESIDE_REFERENCE}` : TABLE_TERMS}`
   );
 }

@@ -8,6 +8,7 @@ import { writeChromeTrace } from './trace/chrome-write';
 import { ganttSvg } from './trace/gantt';
 import { checkOutputFile, writtenFileKey } from './output-paths';
 import { FlagSpec, UsageError } from './args';
+import { BatonEvent } from '../stage/events';
 
 /** --trace and --gantt, as every command that runs a pipeline takes them. */
 export const TRACE_OUTPUT_FLAGS: readonly FlagSpec[] = [
@@ -70,19 +71,26 @@ export function writeComparedTraceFiles(
   results: readonly JobResult[],
   traceFile?: string,
   ganttFile?: string,
+  entries?: readonly string[],
 ): string[] {
-  const policies = results.map((r) => r.config.policy);
+  // The --compare entries name the files (bf@depth is not bf's); without them, the policies.
+  const policies = entries ?? results.map((r) => r.config.policy);
   const traces = traceFile ? comparedPaths(traceFile, policies) : [];
   const gantts = ganttFile ? comparedPaths(ganttFile, policies) : [];
   return results.flatMap((r, i) => writeTraceFiles(r, traces[i], gantts[i]));
+}
+
+/** The events of the measured iterations (and those of no iteration), as the statistics count them. */
+export function measuredEvents(r: JobResult): BatonEvent[] {
+  const measured = new Set(r.records.map((x) => x.iteration));
+  return r.events.filter((e) => e.iteration < 0 || measured.has(e.iteration));
 }
 
 /** The trace and the chart show the measured iterations, as the statistics do (warm-up left out). */
 export function writeTraceFiles(r: JobResult, traceFile?: string, ganttFile?: string): string[] {
   const written: string[] = [];
   const s = summarize(r);
-  const measured = new Set(r.records.map((x) => x.iteration));
-  const events = r.events.filter((e) => e.iteration < 0 || measured.has(e.iteration));
+  const events = measuredEvents(r);
   const title = `${s.policy}: P=${s.stages} M=${s.microbatches} V=${s.chunks} ${s.profile}/${s.jitter}, makespan ${s.makespan_ms.toFixed(1)} ms`;
   if (traceFile) {
     writeChromeTrace(

@@ -9,6 +9,7 @@ import { BUFFER_LIMIT_FLAG } from './job-flags';
 import { STAGE_NODE_FLAGS_HELP } from './stage-node-flags';
 import { PLACEMENT_FLAGS } from './placement-flags';
 import { JOB_KEY_FILE_FLAG, SWAP_FLAGS } from './swap-flags';
+import { TRAIN_OUTPUT_FLAGS } from './train-outputs';
 
 export const TRAIN_FLAGS: readonly FlagSpec[] = [
   ...SWAP_FLAGS,
@@ -202,8 +203,9 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
   },
   ...PLACEMENT_FLAGS,
   CONFIG_FLAG,
+  ...TRAIN_OUTPUT_FLAGS,
   PRINT_CONFIG_FLAG,
-  { name: 'json', type: 'bool', help: 'print one JSON object' },
+  { name: 'json', type: 'bool', help: 'print one JSON object (progress still goes to stderr; --quiet silences it)' },
   HELP_FLAG,
 ];
 
@@ -214,7 +216,7 @@ export const TRAIN_HELP =
     'baton train [--model gpt|mlp] [--data FILE] [--stages P] [--chunks V] [--microbatches M] [--microbatch-size B] [--seq S] [--layers L] ' +
       '[--width D] [--iterations N] [--policy NAME] [--transport local|nats] [--jitter none|paper] [--checkpoint DIR] [--seed S] [--jitter-seed S] ' +
       '[--mode sync|async] [--consistency inconsistent|stash|recovery|spectrain|pipeoptim|lwp|fresco|projection-control] ' +
-      '[--alpha A] [--lrd] [--backward kept|recompute] [--threads N] [--config FILE] [--json]',
+      '[--alpha A] [--lrd] [--backward kept|recompute] [--threads N] [--trace FILE.json] [--gantt FILE.svg] [--metrics FILE.jsonl] [--plot FILE.svg] [--report FILE.html] [--quiet] [--config FILE] [--json]',
     TRAIN_FLAGS,
   ) +
   STAGE_NODE_FLAGS_HELP +

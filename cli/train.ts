@@ -15,19 +15,16 @@ import {
 } from '../job/checkpoint';
 import { JobResult, runJob, summarize } from '../job/run-local';
 import { StageSnapshot } from '../compute/chunk-optimizer';
+import { EventSink } from '../stage/events';
 import { BackendReport, loadBackend } from '../models/backend';
 import { kernelSetName, setNativeThreads } from '../models/native-kernels';
 import { cores, defaultThreads, threadsFromEnv } from '../models/threads';
 import { paramChecksum, validationLoss } from '../models/reference-train';
 import { TrainConfig, checkTrainSize, corpusFor, modelSpecFor, tokensPerMicrobatch } from '../models/train-config';
 import { ModelSpec } from '../models/stage-module';
-import { UsageError, parseFlags } from './args';
 import { warnRejects } from './rejects';
 import { runOnce } from './run-once';
-import { jobFileText, withJobFile } from './job-file';
-import { removeMadeDirs } from './output-paths';
-import { TRAIN_FLAGS, TRAIN_HELP } from './train-flags';
-import { TrainSetup, trainConfigsFromFlags } from './train-setup';
+import { TrainSetup } from './train-setup';
 
 export { TRAIN_FLAGS, TRAIN_HELP } from './train-flags';
 export { TrainSetup, trainConfigsFromFlags } from './train-setup';
@@ -53,11 +50,17 @@ function snapshotsOf(rec: IterationRecord): StageSnapshot[] | null {
   return snaps.every((s) => s) ? (snaps as StageSnapshot[]) : null;
 }
 
-export async function train(
-  cfg: JobConfig,
-  setup: TrainSetup,
-  progress?: (line: string) => void,
-): Promise<TrainOutcome> {
+/** What a caller may watch while the run goes (progress, metrics) and take after it (the job's result). */
+export interface TrainHooks {
+  /** A synchronous iteration ended, with the loss of its last stage. */
+  readonly onIteration?: (rec: IterationRecord, loss: number | undefined) => void;
+  /** Every event of the job, as it comes (over NATS with stage processes: as their trace batches come). */
+  readonly sinks?: EventSink[];
+  /** The finished job's result (events, records) for the trace, chart and report. */
+  readonly onResult?: (r: JobResult) => void;
+}
+
+export async function train(cfg: JobConfig, setup: TrainSetup, hooks: TrainHooks = {}): Promise<TrainOutcome> {
   const t = cfg.train!;
   const loaded = await loadBackend({ force: t.backend ?? undefined });
   const backend = loaded.backend;
@@ -76,17 +79,11 @@ export async function train(
       last = snaps;
       if (t.checkpoint) saveCheckpoint(t.checkpoint, cfg, rec, snaps, { spec, corpusSha, backend, kernels });
     }
-    if (cfg.mode === 'sync') {
-      const loss = rec.reports[cfg.stages - 1].loss as number;
-      const pace =
-        setup.clock === 'virtual'
-          ? `makespan ${rec.makespan.toFixed(1)} ms (virtual clock)`
-          : `${(tokens / (rec.makespan / 1000)).toFixed(0)} tokens/s`;
-      progress?.(`iteration ${rec.iteration + 1}/${t.totalIterations}  loss ${loss.toFixed(4)}  ${pace}`);
-    }
+    if (cfg.mode === 'sync') hooks.onIteration?.(rec, rec.reports[cfg.stages - 1].loss as number | undefined);
   };
-  const o = await runTrainJob(cfg, setup, onIteration);
+  const o = await runTrainJob(cfg, setup, onIteration, hooks.sinks ?? []);
   warnRejects('train', o.result);
+  hooks.onResult?.(o.result);
   return outcomeOf(cfg, setup, o, last, { spec, backend, kernels, tokens });
 }
 
@@ -169,15 +166,16 @@ async function runTrainJob(
   cfg: JobConfig,
   setup: TrainSetup,
   onIteration: (rec: IterationRecord) => void,
+  sinks: EventSink[],
 ): Promise<TrainRun> {
   return setup.clock === 'virtual'
     ? {
-        result: await runJob(cfg, { clock: 'virtual', onIteration, swaps: setup.swaps }),
+        result: await runJob(cfg, { clock: 'virtual', onIteration, sinks, swaps: setup.swaps }),
         transport: 'local',
         processes: 1,
         pids: [process.pid],
       }
-    : await runOnce(cfg, { ...setup, onIteration });
+    : await runOnce(cfg, { ...setup, onIteration, sinks });
 }
 
 function outcomeOf(
@@ -211,72 +209,4 @@ function outcomeOf(
     start_iteration: t.startIteration,
     summary: { ...summarize(o.result), transport: o.transport, processes: o.processes, pids: o.pids },
   };
-}
-
-/** Where the checkpoint in `dir` stands (a diverged run leaves the last finite one). */
-function savedAt(dir: string): string {
-  try {
-    return `(next iteration ${readCheckpointMeta(dir).nextIteration})`;
-  } catch {
-    return '(none written: the parameters were never finite)';
-  }
-}
-
-export async function trainCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags, given } = withJobFile(parseFlags(argv, TRAIN_FLAGS, 'train'), 'train', TRAIN_FLAGS);
-  if (flags.help) {
-    out(TRAIN_HELP);
-    return 0;
-  }
-  const asyncOnly = ['consistency', 'alpha', 'beta1', 'lrd', 'backward', 'control-stages'].filter((k) => given.has(k));
-  if (flags.mode !== 'async' && asyncOnly.length > 0)
-    throw new UsageError(
-      `train: ${asyncOnly.map((k) => `--${k}`).join(', ')} set${asyncOnly.length === 1 ? 's' : ''} the asynchronous parameter stores; add --mode async`,
-    );
-  // As in `baton run`: without NATS every stage runs in this process, whatever --processes asks.
-  if (flags.transport !== 'nats' && given.has('processes'))
-    throw new UsageError(
-      'train: --transport local runs every stage in this process; --processes needs --transport nats',
-    );
-  const { cfg, setup, madeDirs } = trainConfigsFromFlags(flags);
-  if (flags.printConfig) {
-    removeMadeDirs(madeDirs);
-    out(jobFileText(flags, 'train', TRAIN_FLAGS));
-    return 0;
-  }
-  const tty = !flags.json && process.stderr.isTTY;
-  const progress = flags.json ? undefined : (line: string) => process.stderr.write(tty ? `\r${line}   ` : `${line}\n`);
-  let r: TrainOutcome;
-  try {
-    r = await train(cfg, setup, progress);
-  } catch (err) {
-    // Refused (backend, corpus, model size) or failed before its first checkpoint: the directories made for it go.
-    removeMadeDirs(madeDirs);
-    throw err;
-  }
-  if (tty) process.stderr.write('\n');
-  // A diverged run still reports what it did, then fails (JSON shows its non-finite losses as null).
-  const diverged = (): number => {
-    if (Number.isFinite(r.final_loss) && Number.isFinite(r.val_loss)) return 0;
-    removeMadeDirs(madeDirs); // diverged before its first checkpoint: nothing was kept
-    process.stderr.write(
-      `baton train: the loss is not finite (final ${r.final_loss}, validation ${r.val_loss}): the run diverged; lower --lr or raise --warmup\n`,
-    );
-    return 1;
-  };
-  if (flags.json) {
-    const { summary, ...rest } = r;
-    // The job summary's seed is the jitter seed; the model's seed is --seed.
-    out(JSON.stringify({ ...rest, ...summary, seed: cfg.train!.seed, jitter_seed: summary.seed }));
-    return diverged();
-  }
-  out(
-    `backend ${r.backend}, kernels ${r.kernels}; ${cfg.train!.model} on ${cfg.train!.data ?? 'the synthetic corpus'}; P=${cfg.stages} V=${cfg.chunks} ${cfg.mode === 'async' ? `M=${cfg.microbatches / cfg.train!.totalIterations} per iteration, ${cfg.microbatches} updates without a flush,` : `M=${cfg.microbatches}`} policy ${cfg.policy}, ${r.summary.transport} (${r.summary.processes} process${r.summary.processes > 1 ? 'es' : ''})`,
-  );
-  out(
-    `final loss ${r.final_loss.toFixed(4)}, validation loss ${r.val_loss.toFixed(4)}, ${r.tokens_per_s === null ? 'no throughput on the virtual clock' : `${r.tokens_per_s.toFixed(0)} tokens/s`}`,
-  );
-  out(`param checksum ${r.param_checksum}`);
-  if (cfg.train!.checkpoint) out(`checkpoint: ${cfg.train!.checkpoint} ${savedAt(cfg.train!.checkpoint)}`);
-  return diverged();
 }

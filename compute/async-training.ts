@@ -113,9 +113,14 @@ export class AsyncTrainingCompute implements StageCompute {
     });
   }
 
-  run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void): void {
+  run(iteration: number, t: Task, done: (out?: readonly TensorPayload[], loss?: number) => void): void {
     const work = this.runtime.hold(t.kind === 'F' ? this.forward(iteration, t) : this.backward(iteration, t));
-    work.then(done, (err: Error) => this.runtime.fail(`compute-${this.stage}`, err));
+    // The loss stage's loss of this microbatch, once known, rides on the task's end (live progress).
+    const lossOf = () => (isLossStage(this.stage, t.chunk, this.shape) ? this.losses[t.mb] : undefined);
+    work.then(
+      (out) => done(out, lossOf()),
+      (err: Error) => this.runtime.fail(`compute-${this.stage}`, err),
+    );
   }
 
   private async forward(iteration: number, t: Task): Promise<TensorPayload[]> {

@@ -3,7 +3,10 @@
 // stage-<s>-it<next>.cbor per stage (its parameters and optimizer moments, CBOR). The
 // launcher writes them from the stages' reports: the new stage files first, beside the
 // previous checkpoint's, then meta.json by an atomic rename, then it removes the previous
-// files; so an interrupted write leaves the previous checkpoint whole. Before a resumed run
+// files; so an interrupted write leaves the previous checkpoint whole. Every file is
+// fsynced before its rename and the directory after (base/durable-file.ts), so this holds
+// across a power loss too. A file cut short at any byte is refused: meta.json does not
+// parse or lacks its fields, and a stage file's sha256 is not the one meta names. Before a resumed run
 // starts it checks every file against meta and the run's settings against the saved ones;
 // each stage then reads its own file.
 
@@ -17,6 +20,7 @@ import { StageSnapshot } from '../compute/chunk-optimizer';
 import { snapshotProblem } from '../checks/report-body';
 import { RegularFileError, readRegularFile } from '../base/regular-file';
 import { InputError } from '../base/errors';
+import { syncDirectory, writeAndSync, writeFileDurably } from '../base/durable-file';
 
 export class CheckpointError extends InputError {
   override name = 'CheckpointError';
@@ -64,11 +68,12 @@ export function writeCheckpoint(dir: string, meta: Omit<CheckpointMeta, 'files'>
     const file = stagePath(dir, s, meta.nextIteration);
     const bytes = encodeValue(snap);
     files[path.basename(file)] = sha256(bytes);
-    fs.writeFileSync(`${file}.tmp`, bytes);
+    writeAndSync(`${file}.tmp`, bytes);
     fs.renameSync(`${file}.tmp`, file);
   });
-  fs.writeFileSync(`${metaPath(dir)}.tmp`, JSON.stringify({ ...meta, files }, null, 2));
-  fs.renameSync(`${metaPath(dir)}.tmp`, metaPath(dir));
+  // The stage files' renames are durable before meta.json names them.
+  syncDirectory(dir);
+  writeFileDurably(metaPath(dir), JSON.stringify({ ...meta, files }, null, 2));
   // Only now is the previous checkpoint's set of files no longer the one meta names.
   for (const f of fs.readdirSync(dir))
     if (STAGE_FILE_RE.test(f) && !(f in files)) fs.rmSync(path.join(dir, f), { force: true });
@@ -99,18 +104,7 @@ export function readCheckpointMeta(dir: string): CheckpointMeta {
 }
 
 /** Settings a resumed run must share with the saved one to continue it exactly. */
-const SAME = [
-  'model',
-  'seq',
-  'layers',
-  'width',
-  'microbatchSize',
-  'seed',
-  'lr',
-  'warmup',
-  'weightDecay',
-  'totalIterations',
-] as const;
+const SAME = ['model', 'seq', 'layers', 'width', 'microbatchSize', 'seed', 'lr', 'warmup', 'weightDecay'] as const;
 const FLAG_OF: Record<string, string> = {
   microbatchSize: 'microbatch-size',
   weightDecay: 'weight decay',
@@ -119,8 +113,9 @@ const FLAG_OF: Record<string, string> = {
 
 /**
  * Refuse to resume `dir` into a run that would not continue it exactly (stages, chunks,
- * microbatches, the model, the data's order and the optimizer's schedule, whose horizon
- * is --iterations), naming each difference, before any stage loads it. The corpus is
+ * microbatches, the model, the data's order and the optimizer's schedule), naming each
+ * difference, before any stage loads it. --iterations may grow: that extends the run, and
+ * the learning-rate schedule's horizon becomes the new count from the resume point on. The corpus is
  * compared by content (the same file may be named by another path), in checkFiles.
  */
 export function checkResumable(
@@ -140,6 +135,10 @@ export function checkResumable(
     const asked = (want.train as unknown as Record<string, unknown>)[k];
     if (had !== asked) diffs.push(`${FLAG_OF[k] ?? k} ${JSON.stringify(had)} (asked ${JSON.stringify(asked)})`);
   }
+  // A larger horizon extends the run (the schedule stretches from here on); a smaller one would cut it.
+  const total = saved.train?.totalIterations;
+  if (typeof total !== 'number' || want.train.totalIterations < total)
+    diffs.push(`iterations ${JSON.stringify(total)} (asked ${want.train.totalIterations}, which is fewer)`);
   if (diffs.length > 0)
     throw new CheckpointError(
       `cannot resume ${JSON.stringify(dir)} with these settings: it was saved with ${diffs.join(', ')}; a resumed run continues the saved one exactly, so give its settings`,

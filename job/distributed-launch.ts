@@ -10,19 +10,18 @@ import { encodeValue } from '../transport/codec';
 import { peerText, quoteValue } from '../base/quote';
 import { RealClock } from '../base/clock';
 import { IterationRecord, coordinate } from '../actors/coordinator';
-import { DeadlockError } from '../checks/deadlock';
 import { failureSignal } from '../base/failure-signal';
 import { JobConfig } from './config';
 import { waitWithWatchdog } from './run-local';
 import { newRejectTally, tallyReject } from '../base/reject-tally';
 import { ANNOUNCE_SUBJECT, NODES_PREFIX, nodeSubject } from '../actors/node-agent';
 import { ActorRuntime } from '../actors/runtime';
-import { StageStatus } from '../stage/stage-state';
 import { JobError, NodeInputError } from './wire-stage';
 import { requiredReportFields } from '../checks/report-body';
-import { Reply, ReplyBox, decodeReply, pollUntil, text } from './reply-box';
+import { Reply, ReplyBox, decodeReply, text } from './reply-box';
 import { replyProblem } from './node-replies';
 import { TraceCollector } from './trace-collector';
+import { expectedEvents, stallErrorOf, wholeTrace } from './launch-ends';
 import { DistributedOptions, DistributedResult, assignStages } from './distributed-options';
 
 /** One launch of a distributed job: its node replies, its trace, its renewals, its end. */
@@ -237,25 +236,16 @@ export class Launch {
         () => 'stage statuses',
       )
       .catch(() => this.replies.queue);
-    const statuses = st.filter((r) => r.verb === 'status').flatMap((r) => r.statuses as StageStatus[]);
     const silent = used.filter((n) => !answered(st).includes(n));
-    // A node that said nothing at all since it was asked is the likelier cause than a
-    // deadlock; one that answered something else (an error: its status did not fit in a
-    // message, say) is alive, and the deadlock report stands.
-    const gone = silent.filter((n) => (this.heard.get(n) ?? 0) < asked);
-    if (gone.length > 0)
-      return new JobError(
-        `node(s) ${gone.join(', ')} answered nothing within 5 s after the job made no progress for ${cfg.stallTimeoutMs} ms: gone or hung`,
-      );
-    const err = new DeadlockError(statuses, this.trace.events.slice(-40), performance.now() - wallStart);
-    if (silent.length > 0)
-      err.message += `\n  node(s) ${silent.join(', ')} answered but gave no status: ${
-        st
-          .filter((r) => silent.includes(String(r.name)) && r.verb === 'error')
-          .map((r) => quoteValue(r.message))
-          .join('; ') || 'no reason given'
-      }`;
-    return err;
+    return stallErrorOf({
+      answers: st,
+      silent,
+      // A node that said nothing at all since it was asked is the likelier cause than a deadlock.
+      gone: silent.filter((n) => (this.heard.get(n) ?? 0) < asked),
+      stallTimeoutMs: cfg.stallTimeoutMs,
+      recent: this.trace.events.slice(-40),
+      elapsedMs: performance.now() - wallStart,
+    });
   }
 
   /** The nodes stop the job's stages and say how many events each published; all of them arrive. */
@@ -283,38 +273,8 @@ export class Launch {
     const refusedFinish = finishError(done);
     if (refusedFinish)
       throw new JobError(`node ${refusedFinish.name} could not finish job ${cfg.job}: ${text(refusedFinish.message)}`);
-    await this.wholeTrace(done.filter((x) => x.verb === 'finished'));
-  }
-
-  /** Every event the nodes' finish answers count has arrived, and none was malformed. */
-  private async wholeTrace(finished: Reply[]): Promise<void> {
-    const expected = new Map<number, number>();
-    const failures: string[] = [];
-    const lost: string[] = [];
-    for (const r of finished) {
-      for (const [s, n] of Object.entries(r.events as Record<string, number>)) expected.set(Number(s), n);
-      // Loops, not push(...list): a peer's list may be longer than a call takes arguments.
-      for (const f of (r.failures as string[] | undefined) ?? []) failures.push(f);
-      for (const l of (r.lostTrace as string[] | undefined) ?? []) lost.push(`node ${r.name}: ${l}`);
-    }
-    if (failures.length > 0) throw new JobError(`actor failures on the nodes: ${failures.slice(0, 5).join('; ')}`);
-    if (lost.length > 0) throw new JobError(`the trace is incomplete: ${lost.slice(0, 3).join('; ')}`);
-    const { received, rejects } = this.trace;
-    await this.unlessFailed(
-      pollUntil(
-        () => [...expected].every(([s, n]) => (received.get(s) ?? 0) >= n),
-        this.timeout,
-        () => this.over,
-      ).catch(() => {
-        throw new JobError(
-          `trace incomplete: expected ${JSON.stringify(Object.fromEntries(expected))} events per stage, received ${JSON.stringify(Object.fromEntries(received))}`,
-        );
-      }),
-    );
-    if (rejects.count > 0)
-      throw new JobError(
-        `malformed trace batches (${rejects.count} problems): ${rejects.first.slice(0, 3).join('; ')}`,
-      );
+    const expected = expectedEvents(done.filter((x) => x.verb === 'finished'));
+    await this.unlessFailed(wholeTrace(this.trace, expected, this.timeout, () => this.over));
   }
 
   /** The machine each stage ran on, as its agent said (the clock its events are on). */

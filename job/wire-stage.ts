@@ -243,12 +243,9 @@ export interface StageWiringOptions {
 export function checkMessageSizes(stage: number, compute: StageCompute, bus: Bus): void {
   for (const m of compute.largestMessages?.() ?? []) {
     if (m.bytes <= bus.maxMessageBytes) continue;
-    const limit =
-      bus.kind === 'nats'
-        ? `the NATS server's max_payload (or the codec's limit) of ${bus.maxMessageBytes} bytes`
-        : `the codec's limit of ${bus.maxMessageBytes} bytes`;
+    // Over NATS a message above max_payload goes in chunks; the codec's limit bounds the whole.
     throw new JobConfigError(
-      `stage ${stage}: ${m.what} would be about ${m.bytes} bytes, over ${limit}; Baton does not split messages: use a smaller model or microbatch, or more stages`,
+      `stage ${stage}: ${m.what} would be about ${m.bytes} bytes, over the codec's limit of ${bus.maxMessageBytes} bytes: use a smaller model or microbatch, or more stages`,
     );
   }
 }

@@ -20,7 +20,13 @@ export interface StageCompute {
    * Run `t` of `iteration`; call `done` exactly once when it has finished, with the tensors
    * to send on. `startedAt` is when the stage started the task (its task-start time).
    */
-  run(iteration: number, t: Task, done: (out?: readonly TensorPayload[]) => void, startedAt?: number): void;
+  run(
+    iteration: number,
+    t: Task,
+    /** `loss`: the training loss the task computed (a loss stage's), carried by its task-end event for progress. */
+    done: (out?: readonly TensorPayload[], loss?: number) => void,
+    startedAt?: number,
+  ): void;
   /**
    * Throws ArrivalRefusedError when the tensors an activation ('input') or a gradient ('grad') brings are not
    * what this stage takes; the stage asks before the arrival counts, so a bad message is

@@ -29,6 +29,8 @@ export interface TaskEndEvent extends Base {
   readonly kind: TaskKind;
   readonly mb: number;
   readonly chunk: number;
+  /** The training loss this task computed, when it is a loss stage's (asynchronous training's live progress). */
+  readonly loss?: number;
 }
 
 export interface SendEvent extends Base {
@@ -125,7 +127,7 @@ const MESSAGE_FIELDS: FieldCheck[] = [
 ];
 const EVENT_FIELDS: Record<BatonEvent['type'], FieldCheck[]> = {
   'task-start': [...TASK_FIELDS, ['inflight', isInt(0), 'an integer >= 0'], ['backpressure', isBoolean, 'a boolean']],
-  'task-end': TASK_FIELDS,
+  'task-end': [...TASK_FIELDS, ['loss', isFinite, 'a finite number', true]],
   send: [...MESSAGE_FIELDS, ['dst', isInt(-1, MAX_STAGE), `an integer from -1 to ${MAX_STAGE}`]],
   receive: [
     ...MESSAGE_FIELDS,

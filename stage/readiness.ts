@@ -113,7 +113,14 @@ function handOn(
   }
 }
 
-export function complete(s: StageState, it: IterationState, t: Task, now: number, fx: StageEffect[]): void {
+export function complete(
+  s: StageState,
+  it: IterationState,
+  t: Task,
+  now: number,
+  fx: StageEffect[],
+  loss?: number,
+): void {
   const { shape, stage } = s.setup;
   it.done[taskIndex(t, shape)] = 1;
   it.remaining--;
@@ -122,7 +129,17 @@ export function complete(s: StageState, it: IterationState, t: Task, now: number
     it.firstUnfinished++;
   fx.push({
     type: 'event',
-    event: { type: 'task-end', t: now, stage, iteration: it.iteration, kind: t.kind, mb: t.mb, chunk: t.chunk },
+    event: {
+      type: 'task-end',
+      t: now,
+      stage,
+      iteration: it.iteration,
+      kind: t.kind,
+      mb: t.mb,
+      chunk: t.chunk,
+      // A non-finite loss (a diverged run) would not survive JSON on the wire: it is left out.
+      ...(loss !== undefined && Number.isFinite(loss) ? { loss } : {}),
+    },
   });
   const slot = t.chunk * shape.microbatches + t.mb;
   if (t.kind === 'F') {

@@ -218,7 +218,7 @@ function onDone(s: StageState, msg: MsgOf<'done'>, now: number, fx: StageEffect[
       `stage ${s.setup.stage}: completion of ${formatTask(msg.task)} (iteration ${msg.iteration}) but running ${r ? formatTask(r.task) : 'nothing'}`,
     );
   s.running = null;
-  complete(s, s.current!, msg.task, now, fx);
+  complete(s, s.current!, msg.task, now, fx, msg.loss);
 }
 
 /** The transition. Mutates `s` in place (it is owned by one actor) and returns the effects. */

@@ -46,6 +46,8 @@ export type StageMsg =
       readonly iteration: number;
       readonly task: Task;
       readonly tensors?: readonly TensorPayload[];
+      /** The training loss the task computed (a loss stage's), for its task-end event. */
+      readonly loss?: number;
     }
   /** Arbitrate now (with settleBeforeArbitration, after an 'arbitrate-later'). */
   | { readonly type: 'arbitrate' }

@@ -85,4 +85,17 @@ describe('the bus benchmark', function () {
     assert.match(formatBusThroughput(r), /^bus throughput, 6 × 0\.0625 MiB float32 messages, median of 2:/);
     assert.match(formatBusThroughput({ ...r, messageBytes: 256 * 1024 }), / × 0\.25 MiB /);
   });
+
+  it('under a 1 MiB max_payload (a stock server) sends 4 MiB tensors in chunks, raw nats.js in pieces, both measured', async () => {
+    const r = await benchBusThroughput({ messageBytes: 4 << 20, messages: 4, repeats: 1, maxPayload: 1 << 20 });
+    assert.equal(r.maxPayload, 1 << 20);
+    assert.equal(r.piecesPerMessage, 4);
+    assert.equal(r.chunksPerMessage, 5, 'the envelope is a little over 4 MiB: four full chunks and a short one');
+    assert.ok(r.rawMBps > 0 && r.batonMBps > 0);
+    assert.equal(r.zeroCopyDecode, true, 'a reassembled message decodes without a copy');
+    assert.match(
+      formatBusThroughput(r),
+      /max_payload 1 MiB: Baton sends each message in 5 chunks, raw nats.js in 4 pieces/,
+    );
+  });
 });

@@ -93,7 +93,7 @@ describe('job files (--config, --print-config)', function () {
       'unknown.yaml',
       'shape:\n  stagez: 4\n',
       'sim',
-      /shape\.stagez is not a key \(shape takes stages, microbatches, chunks, iterations, mode, tp, dp\)/,
+      /shape\.stagez is not a key \(shape takes stages, microbatches, chunks, iterations, warmup_iterations, mode, tp, dp\)/,
     ],
     [
       'top.yaml',

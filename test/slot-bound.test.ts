@@ -21,7 +21,7 @@ function fixed(shape: PipelineShape, f: number, b: number, c: number, w = 0): Du
 }
 
 describe('slot bound', () => {
-  it('equals its closed form s(F+c) + M((P-s)(F+B) + 2(P-1-s)c)/L + s(B+c) where the limit binds', () => {
+  it('equals its closed form s(F+c) + (M((P-s)(F+B) + 2(P-1-s)c) + L(L-1)(F+B)/2)/L + s(B+c) where the limit binds', () => {
     for (const [P, M, L] of [
       [3, 6, 2],
       [4, 8, 1],
@@ -31,7 +31,9 @@ describe('slot bound', () => {
       const [F, B, c] = [1, 2, 0.5];
       const sb = slotBound(shape, 0, fixed(shape, F, B, c), new Array(P).fill(L));
       for (let s = 0; s < P; s++) {
-        const closed = s * (F + c) + (M * ((P - s) * (F + B) + 2 * (P - 1 - s) * c)) / L + s * (B + c);
+        // The ramps: the k-th forward starts after k-1 forwards, the k-th last release ends before k-1 backwards.
+        const ramps = ((L * (L - 1)) / 2) * (F + B);
+        const closed = s * (F + c) + (M * ((P - s) * (F + B) + 2 * (P - 1 - s) * c) + ramps) / L + s * (B + c);
         assert.ok(
           Math.abs(sb.perStage[s] - closed) < 1e-9,
           `P=${P} M=${M} L=${L} stage ${s}: ${sb.perStage[s]} vs ${closed}`,

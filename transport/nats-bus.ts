@@ -2,11 +2,10 @@
 // caller's business, as for LocalBus.
 //
 // Decisions:
-// - Oversize messages are refused, not split: publish() throws PayloadTooLargeError
-//   (size and limit in it) when data exceeds the server's max_payload, read from the
-//   connection's server info. Baton sizes its tensor messages to fit; a startNatsServer
-//   server accepts 64 MiB. Splitting would need reassembly, ordering and loss handling
-//   that NATS core does not give.
+// - A message over the server's max_payload (read from the connection's server info) goes
+//   out in chunks that each subscription reassembles (chunking.ts); one over the codec's
+//   limit (64 MiB) is refused: publish() throws PayloadTooLargeError (size and limit in it).
+//   A bad or incomplete chunked message is counted (`chunkRejections`) and reported.
 // - Transport trouble never throws out of publish(): a publish on a closed or broken
 //   connection is counted (`publishErrors`) and reported to `onError`.
 // - A handler exception inside a NATS callback silently kills the connection in
@@ -38,6 +37,7 @@ import type { Bus, BusHandler, Subscription } from './bus';
 import { checkSubject } from './local-bus';
 import { parseNatsUrl, redactNatsUrl } from './nats-url';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './codec';
+import { ChunkSender, Reassembler, isChunkFrame } from './chunking';
 
 /** How long close() waits for a server that does not answer before it drops what is unsent. */
 const CLOSE_FLUSH_MS = 5000;
@@ -65,9 +65,7 @@ export class PayloadTooLargeError extends Error {
     readonly size: number,
     readonly limit: number,
   ) {
-    super(
-      `publish to ${JSON.stringify(subject)}: message is ${size} bytes, over the server's max_payload of ${limit} bytes (Baton refuses oversize messages; it does not split them)`,
-    );
+    super(`publish to ${JSON.stringify(subject)}: message is ${size} bytes, over the limit of ${limit} bytes`);
   }
 }
 
@@ -108,6 +106,12 @@ export class NatsBus implements Bus {
   msgsIn = 0;
   bytesIn = 0;
   disconnects = 0;
+  /** Messages sent in chunks, and chunk frames (or whole chunked messages) refused on receipt. */
+  chunkedOut = 0;
+  chunkRejections = 0;
+  private readonly chunker = new ChunkSender();
+  private readonly reassemblers = new Set<Reassembler>();
+  private readonly expiry: NodeJS.Timeout;
   onError: ((err: unknown, subject: string) => void) | undefined;
   onReconnect: (() => void) | undefined;
   /** Commands sent to the server (publishes, subscribes, unsubscribes), and how many a completed flush covers. */
@@ -131,6 +135,8 @@ export class NatsBus implements Bus {
     this.onError = opts.onError;
     this.onReconnect = opts.onReconnect;
     this.dropped = new Promise<Error>((resolve) => (this.drop = resolve));
+    // A chunked message whose last chunks never come is dropped by its timeout even when nothing else arrives.
+    this.expiry = setInterval(() => this.reassemblers.forEach((r) => r.expire()), 1000).unref();
     void this.watchStatus();
     void this.closed().then((e) => this.drop(e ?? new NatsBusError(`the connection to NATS at ${this.url} closed`)));
   }
@@ -162,17 +168,25 @@ export class NatsBus implements Bus {
     return this.connection.info?.max_payload ?? 1024 * 1024;
   }
 
+  /** The codec's limit: a message over the server's max_payload goes in chunks. */
   get maxMessageBytes(): number {
-    return Math.min(this.maxPayload, DEFAULT_MAX_MESSAGE_BYTES);
+    return DEFAULT_MAX_MESSAGE_BYTES;
   }
 
   publish(subject: string, data: Uint8Array, seal?: Uint8Array): void {
     checkSubject(subject, false);
-    if (data.byteLength > this.maxPayload) throw new PayloadTooLargeError(subject, data.byteLength, this.maxPayload);
+    if (data.byteLength > this.maxMessageBytes)
+      throw new PayloadTooLargeError(subject, data.byteLength, this.maxMessageBytes);
+    // max_payload counts the headers (the seal) too. A whole message that happens to look
+    // like a chunk frame is chunked too, so it cannot be mistaken for one.
+    const headers = seal === undefined ? undefined : sealHeader(seal);
+    const room = this.maxPayload - (headers ? (headers as unknown as { encode(): Uint8Array }).encode().byteLength : 0);
+    const frames = data.byteLength > room || isChunkFrame(data) ? this.chunker.frames(data, room) : [data];
+    if (frames.length > 1 || frames[0] !== data) this.chunkedOut++;
     try {
-      this.connection.publish(subject, data, seal === undefined ? undefined : { headers: sealHeader(seal) });
+      for (const f of frames) this.connection.publish(subject, f, headers === undefined ? undefined : { headers });
       this.msgsOut++;
-      this.commands++;
+      this.commands += frames.length;
       this.bytesOut += data.byteLength;
     } catch (err) {
       this.publishErrors++;
@@ -189,6 +203,11 @@ export class NatsBus implements Bus {
   subscribe(subject: string, handler: BusHandler): Subscription {
     checkSubject(subject, true);
     let sub: NatsSubscription;
+    const chunks = new Reassembler({ maxMessageBytes: this.maxMessageBytes }, (r) => {
+      this.chunkRejections++;
+      this.report(r, r.subject);
+    });
+    this.reassemblers.add(chunks);
     try {
       this.commands++;
       sub = this.connection.subscribe(subject, {
@@ -203,11 +222,14 @@ export class NatsBus implements Bus {
               );
               return;
             }
+            const data = isChunkFrame(msg.data) ? chunks.accept(msg.subject, msg.data) : msg.data;
+            if (!data) return;
             this.msgsIn++;
-            this.bytesIn += msg.data.byteLength;
+            this.bytesIn += data.byteLength;
+            // Every chunk carries the whole message's seal; the one that completes it hands it on.
             const seal = msg.headers?.get(SEAL_HEADER);
-            if (seal) handler(msg.subject, msg.data, { seal: Buffer.from(seal, 'base64url') });
-            else handler(msg.subject, msg.data);
+            if (seal) handler(msg.subject, data, { seal: Buffer.from(seal, 'base64url') });
+            else handler(msg.subject, data);
           } catch (e) {
             this.errors++;
             this.report(e, msg?.subject ?? subject);
@@ -222,6 +244,7 @@ export class NatsBus implements Bus {
     }
     return {
       unsubscribe: () => {
+        this.reassemblers.delete(chunks);
         this.commands++;
         try {
           sub.unsubscribe();
@@ -295,6 +318,7 @@ export class NatsBus implements Bus {
    * once, which drops the messages still queued in it (a few big ones are).
    */
   async close(): Promise<void> {
+    clearInterval(this.expiry);
     if (this.connection.isClosed()) return;
     // A connection that is down (reconnecting) has lost what it could not send: no wait.
     if (this.down) return this.connection.close();

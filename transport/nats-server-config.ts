@@ -29,6 +29,8 @@ export interface NatsServerOptions {
   binary?: string;
   /** How long to wait for the server to accept connections, ms; default 10000. */
   startTimeoutMs?: number;
+  /** nats-server's own defaults (max_payload 1 MB, max_pending 64 MB, its write deadline): the config has only listen, name and monitor. Default false. */
+  stock?: boolean;
   /** Require clients to log in with a user and password, or a token; default none. */
   auth?: { user: string; password: string } | { token: string };
 }
@@ -52,7 +54,15 @@ export function renderConfig(o: {
   monitorPort?: number;
   cluster?: { port: number; name: string; routes: string[] };
   auth?: NatsServerOptions['auth'];
+  stock?: boolean;
 }): string {
+  if (o.stock)
+    return [
+      `server_name: "${o.name}"`,
+      `listen: "127.0.0.1:${o.port}"`,
+      ...(o.monitorPort !== undefined ? [`http: "127.0.0.1:${o.monitorPort}"`] : []),
+      '',
+    ].join('\n');
   const lines = [
     `server_name: "${o.name}"`,
     `listen: "127.0.0.1:${o.port}"`,

@@ -54,6 +54,7 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     maxPending,
     monitorPort,
     auth: opts.auth,
+    stock: opts.stock,
     cluster: clusterPort !== undefined ? { port: clusterPort, name: opts.clusterName ?? 'baton', routes } : undefined,
   });
   const { child, readFd, forget } = spawnServer(binary, config);

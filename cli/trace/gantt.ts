@@ -13,6 +13,8 @@ export interface GanttOptions {
   title?: string;
   /** Total width in px (default 1200). */
   width?: number;
+  /** ms the time axis spans from the first task (default: to the last task), so charts of several runs share one axis. */
+  span?: number;
 }
 
 export interface GanttTask {
@@ -123,7 +125,12 @@ interface ChartLayout {
   iterations: number[];
 }
 
-function chartLayout(tasks: readonly GanttTask[], declaredStages: number, width: number): ChartLayout {
+function chartLayout(
+  tasks: readonly GanttTask[],
+  declaredStages: number,
+  width: number,
+  axisSpan?: number,
+): ChartLayout {
   let stages = declaredStages;
   let chunks = 1;
   let t0 = Infinity;
@@ -137,7 +144,8 @@ function chartLayout(tasks: readonly GanttTask[], declaredStages: number, width:
     iterStart.set(t.iteration, Math.min(iterStart.get(t.iteration) ?? Infinity, t.start));
   }
   if (tasks.length === 0) t0 = t1 = 0;
-  const span = tasks.length === 0 ? 1 : Math.max(t1 - t0, 1e-9);
+  const own = tasks.length === 0 ? 1 : Math.max(t1 - t0, 1e-9);
+  const span = axisSpan !== undefined && axisSpan >= own ? axisSpan : own;
   const rowH = stages <= 8 ? 30 : stages <= 16 ? 22 : 14;
   const gap = stages <= 16 ? 4 : 2;
   const left = 64;
@@ -157,7 +165,7 @@ export function ganttSvg(events: readonly BatonEvent[], opts: GanttOptions): str
   if (!(width >= 300))
     throw new GanttError(`ganttSvg: width must be at least 300 px, got ${JSON.stringify(opts.width)}`);
   const tasks = ganttTasks(events);
-  const c = chartLayout(tasks, opts.stages, width);
+  const c = chartLayout(tasks, opts.stages, width, opts.span);
   const { legend, height } = legendLayout(tasks, c);
   const parts: string[] = [];
   parts.push(
