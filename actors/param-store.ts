@@ -23,8 +23,10 @@ import { ConsistencyPolicy, LayerInput } from '../policies/consistency/policy';
 import { CapturedLinearInput } from '../models/layers';
 import { ActorRef, ActorRuntime } from './runtime';
 import { dampingFactor } from '../policies/consistency/pipemare';
+import { ConsistencyEra, ConsistencySwap, adoptable, beginSwap, watchBackward, watchForward } from './consistency-swap';
 import {
   AsyncSettings,
+  ConsistencyName,
   NEEDS_LAYERS,
   ParamStoreError,
   canonicalConsistency,
@@ -60,6 +62,8 @@ export type StoreMsg =
   | { readonly type: 'forward-ran'; readonly mb: number; readonly inputs?: readonly CapturedLinearInput[] }
   | { readonly type: 'backward-ran'; readonly mb: number; readonly grads?: ParamMapF }
   | { readonly type: 'stats'; readonly reply: (s: StoreStats) => void }
+  /** Switch consistency policy at its safe point (consistency-swap.ts). */
+  | { readonly type: 'swap-consistency'; readonly swap: number; readonly to: ConsistencyName }
   | { readonly type: 'params'; readonly reply: (p: ParamMapF) => void };
 
 export interface StoreStats {
@@ -74,6 +78,8 @@ export interface StoreStats {
   extraStateBytes: number;
   optimizerBytes: number;
   consistency: string;
+  /** The policies this store used, each from which update (1-based) on. */
+  consistencyEras: ConsistencyEra[];
 }
 
 interface StoreState {
@@ -85,6 +91,9 @@ interface StoreState {
   forwardStep: Map<number, number>;
   staleness: number[];
   peakExtraBytes: number;
+  /** A consistency swap waiting for its safe point, and the policies so far. */
+  next: ConsistencySwap | null;
+  eras: ConsistencyEra[];
 }
 
 /** A backward's gradients, one per parameter of its size, clipped to norm `clip` (a non-finite norm throws). */
@@ -120,6 +129,8 @@ export interface ParamStoreWiring {
   infos: ParamInfo[];
   /** projection-control: τ by linear weight name (see models/control-taus.ts); absent ones get 0. */
   controlTaus?: ReadonlyMap<string, number>;
+  /** Told when a consistency swap takes effect: its number, the policies, the updates made before it. */
+  onConsistencySwap?: (swap: number, from: string, to: string, updates: number) => void;
 }
 
 /** What every handler of one store needs besides its state: fixed when the store is spawned. */
@@ -131,6 +142,7 @@ interface StoreSetup {
   /** The learning rate of the t-th update. */
   readonly lrOf: (step: number) => number;
   readonly controlTaus?: ReadonlyMap<string, number>;
+  readonly onConsistencySwap?: ParamStoreWiring['onConsistencySwap'];
 }
 
 type MsgOf<T extends StoreMsg['type']> = Extract<StoreMsg, { type: T }>;
@@ -157,6 +169,24 @@ function forwardRan(st: StoreState, msg: MsgOf<'forward-ran'>, c: StoreSetup): v
     st.policy.forward(msg.mb, inputs);
     st.peakExtraBytes = Math.max(st.peakExtraBytes, st.policy.extraStateBytes());
   }
+  if (st.next) {
+    if (st.params)
+      watchForward(st.next, msg.mb, msg.inputs, (s, inputs) =>
+        makePolicy(s, st.optimizer, c.inflight, c.delay, inputs, c.controlTaus),
+      );
+    adoptWhenSafe(st, c);
+  }
+}
+
+/** Put a waiting consistency swap in force once its safe point has come. */
+function adoptWhenSafe(st: StoreState, c: StoreSetup): void {
+  const sw = st.next;
+  if (!sw || !adoptable(sw, st.params === null)) return;
+  const from = st.eras[st.eras.length - 1].policy;
+  if (st.params) st.policy = sw.policy;
+  st.next = null;
+  st.eras.push({ policy: sw.to, fromUpdate: st.step + 1, swap: sw.swap });
+  c.onConsistencySwap?.(sw.swap, from, sw.to, st.step);
 }
 
 function backwardRan(st: StoreState, msg: MsgOf<'backward-ran'>, c: StoreSetup): void {
@@ -175,6 +205,7 @@ function backwardRan(st: StoreState, msg: MsgOf<'backward-ran'>, c: StoreSetup):
       : null;
   st.forwardStep.delete(msg.mb);
   st.staleness.push(st.step - at);
+  if (st.next) watchBackward(st.next, msg.mb);
   if (update) {
     const { params, optimizer, policy, grads } = update;
     policy.backward(msg.mb);
@@ -185,6 +216,7 @@ function backwardRan(st: StoreState, msg: MsgOf<'backward-ran'>, c: StoreSetup):
     st.peakExtraBytes = Math.max(st.peakExtraBytes, policy.extraStateBytes());
   }
   st.step++;
+  adoptWhenSafe(st, c);
 }
 
 function storeStats(st: StoreState, c: StoreSetup): StoreStats {
@@ -201,7 +233,8 @@ function storeStats(st: StoreState, c: StoreSetup): StoreStats {
     stalenessByUpdate: [...st.staleness],
     extraStateBytes: st.peakExtraBytes,
     optimizerBytes: st.optimizer?.stateBytes() ?? 0,
-    consistency: c.settings.consistency,
+    consistency: st.eras[st.eras.length - 1].policy,
+    consistencyEras: [...st.eras],
   };
 }
 
@@ -226,6 +259,8 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
     forwardStep: new Map(),
     staleness: [],
     peakExtraBytes: 0,
+    next: null,
+    eras: [{ policy: s.consistency, fromUpdate: 1, swap: null }],
   };
   // With LRD the stage's delay damps the lr (Adam-family updates are linear in it, weight decay included).
   const lrd = lrdOn(s);
@@ -239,6 +274,7 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
       lrAt({ peak: s.lr, warmupSteps: s.warmup, totalSteps: Math.max(s.totalUpdates, s.warmup + 1) }, step) *
       (lrd ? dampingFactor(Math.max(1, delay), step, s.pipemareSteps) : 1),
     controlTaus: w.controlTaus,
+    onConsistencySwap: w.onConsistencySwap,
   };
   return w.runtime.spawn<StoreState, StoreMsg>(`param-store-${stage}`, initial, (st, msg) => {
     switch (msg.type) {
@@ -258,6 +294,11 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
         return st;
       case 'stats':
         msg.reply(storeStats(st, setup));
+        return st;
+      case 'swap-consistency':
+        // A later swap replaces one still waiting (the waiting one is never in force).
+        st.next = beginSwap(msg.swap, msg.to, setup.settings, st.forwardStep.keys());
+        adoptWhenSafe(st, setup);
         return st;
     }
   });

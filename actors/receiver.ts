@@ -13,6 +13,7 @@ import { ActorRef, ActorRuntime } from './runtime';
 import { EventSink, ReceiveEvent } from '../stage/events';
 import { StageActorMsg } from './stage';
 import { Lane, laneName } from '../transport/lanes';
+import { SwapOrder } from '../stage/policy-swap';
 
 export type ReceiverMsg = { readonly type: 'bytes'; readonly subject: string; readonly data: Uint8Array };
 
@@ -26,6 +27,8 @@ export interface ReceiverWiring {
   readonly launch?: string;
   /** The stage actor's rank and replica in a wide job (names the actor). */
   readonly lane?: Lane;
+  /** A policy swap's control body as an order for the stage, or why it is refused (absent: swaps are refused). */
+  readonly swapOrder?: (body: Readonly<Record<string, unknown>> | undefined) => SwapOrder | string | null;
 }
 
 export interface ReceiverState {
@@ -140,7 +143,15 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
         case 'control': {
           const verb = e.body?.verb;
           if (verb === 'start') runtime.send(target, { type: 'start', iteration: e.iteration });
-          else {
+          else if (verb === 'swap') {
+            // null: taken by the stage's parameter store (a consistency swap).
+            const order = w.swapOrder ? w.swapOrder(e.body) : 'this stage takes no policy swaps';
+            if (order !== null && typeof order !== 'string') runtime.send(target, { type: 'swap', order });
+            else if (typeof order === 'string') {
+              state.rejected++;
+              reject(now, 'bad-swap', `${msg.subject}: ${order}`);
+            }
+          } else {
             state.rejected++;
             reject(now, 'bad-field', `${msg.subject}: unknown control verb ${quoteValue(verb)}`);
           }

@@ -107,6 +107,22 @@ export const JOB_FILE_KEYS = {
     // The seed of the realized durations and delays: --seed of sim and run, --jitter-seed of train.
     seed: key('seed', int(0), { flagOf: { train: 'jitter-seed' } }),
   },
+  swaps: {
+    // Scripted swaps as --swap-at writes them (it=2:bf,it=5:hint:1f1b); empty: none.
+    swap_at: key('swap-at', v.string('a swap schedule, it=N:POLICY,...')),
+    swap_modules: key(
+      'swap-modules',
+      v.union([v.string(), v.array(text)], 'a module path, paths joined by commas, or a list of them'),
+      {
+        toFlag: (x: string | string[]) => [x].flat().join(','),
+        toFile: (text) =>
+          String(text)
+            .split(',')
+            .map((m) => m.trim())
+            .filter((m) => m !== ''),
+      },
+    ),
+  },
   model: {
     name: key('model', oneOf(['gpt', 'mlp'])),
     data: key('data', text),
@@ -141,6 +157,8 @@ export const JOB_FILE_KEYS = {
     nats: key('nats', text),
     processes: key('processes', oneOf(['per-stage', 'single'])),
     stall_timeout: key('stall-timeout', int(1)),
+    // The path of the job's key file (--key-file), never the key itself.
+    key_file: key('key-file', text),
   },
   nodes: {
     names: key('nodes', names),

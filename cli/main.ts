@@ -37,6 +37,14 @@ const COMMANDS: Record<string, Command> = {
     summary: 'write credentials: a key file for node agents started by hand and their launchers',
     load: () => (require('./auth-command') as typeof import('./auth-command')).authCommand,
   },
+  policy: {
+    summary: "swap a running job's policy (policy set) or show it (policy get)",
+    load: () => (require('./policy-command') as typeof import('./policy-command')).policyCommand,
+  },
+  inspect: {
+    summary: 'a live view of a running job: per stage task, ready set, buffers, rates, policy',
+    load: () => (require('./inspect') as typeof import('./inspect')).inspectCommand,
+  },
   report: {
     summary: 'write one self-contained HTML report of a run from its --json result and traces',
     load: () => (require('./report/report-command') as typeof import('./report/report-command')).reportCommand,

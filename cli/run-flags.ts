@@ -7,6 +7,7 @@ import { MAX_NODE_NAME, NODE_NAME_RE } from '../actors/node-protocol';
 import { CONFIG_FLAG, HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, ParsedFlags, UsageError, helpText } from './args';
 import { NATS_URL_FORMS, natsUrlOf } from './nats-flag';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
+import { JOB_KEY_FILE_FLAG, SWAP_FLAGS, swapOptionsFromFlags } from './swap-flags';
 import { STAGE_NODE_FLAGS_HELP, stageNodeFlags } from './stage-node-flags';
 import { RUN_COMMAND_DEFAULTS } from '../job/defaults';
 import type { RunSetup } from './run-once';
@@ -18,6 +19,8 @@ import { REPORT_FLAG } from './report/report-flag';
 
 export const RUN_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
+  ...SWAP_FLAGS,
+  JOB_KEY_FILE_FLAG,
   {
     name: 'transport',
     type: 'string',
@@ -115,6 +118,8 @@ export function runConfigFromFlags(
     ...(flags.nodeKeyFile !== undefined
       ? { nodeKey: readKeyFile(String(flags.nodeKeyFile), 'run: --node-key-file') }
       : {}),
+    ...(flags.keyFile !== undefined ? { jobKey: readKeyFile(String(flags.keyFile), 'run: --key-file') } : {}),
+    swaps: swapOptionsFromFlags(flags),
     onServer: (url, job) =>
       process.stderr.write(
         `run: job ${job} on a nats-server of its own at ${url}; watch it with baton tap --nats ${url} --job ${job}\n`,
@@ -132,6 +137,10 @@ export function runConfigFromFlags(
       'run: --nodes needs --node-key-file FILE, the key file those node agents were started with (baton node --key-file)',
     );
   if (!setup.nodes && setup.nodeKey) throw new UsageError('run: --node-key-file goes with --nodes');
+  if (setup.jobKey && (setup.nodes || setup.transport === 'local'))
+    throw new UsageError(
+      'run: --key-file seals a job over NATS whose stages this launcher starts; with --nodes the key is --node-key-file, and --transport local seals nothing',
+    );
   checkLocalProcesses(cfg, setup, 'run');
   return { cfg, setup };
 }

@@ -18,10 +18,11 @@ import { endBySignal, onProcessEnd } from '../transport/process-cleanup';
 import { NATS_URL_ENV } from './nats-flag';
 import { claimJob } from '../job/job-claim';
 import { stageNodeFlags } from './stage-node-flags';
+import { SwapOptions } from '../job/policy-control';
+import { UsageError } from './args';
 import { THREADS_ENV, defaultThreads } from '../models/threads';
 import { AuthBus } from '../transport/auth-bus';
 import { keyText, newJobKey } from '../transport/auth-seal';
-import { UsageError } from './args';
 
 export interface RunSetup {
   transport: 'nats' | 'local';
@@ -35,8 +36,12 @@ export interface RunSetup {
   threads?: number;
   /** The key the node agents of `nodes` were started with (--node-key-file); required with nodes. */
   nodeKey?: Uint8Array;
+  /** The key to seal the job under (--key-file) instead of one drawn for this launch; not with nodes. */
+  jobKey?: Uint8Array;
   /** Told the URL of the private nats-server a run without natsUrl starts, once it is up. */
   onServer?: (url: string, job: string) => void;
+  /** Scripted swaps and the modules swaps may load (--swap-at, --swap-modules). */
+  swaps?: SwapOptions;
 }
 
 /** The `baton` command's entry point, for starting it as a child process. */
@@ -163,8 +168,17 @@ export interface RunOutcome {
 export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutcome> {
   // With --nodes the stages run elsewhere, and a profile file may exist only there.
   checkJob(cfg, { profileHere: !setup.nodes });
+  if (setup.swaps && setup.transport === 'nats' && (setup.processes !== 'single' || setup.nodes))
+    throw new UsageError(
+      '--swap-at and --swap-modules need the stages in this process (--processes single or --transport local); a job of node agents takes no swaps',
+    );
   if (setup.transport === 'local') {
-    const result = await runJob(cfg, { clock: 'real', onIteration: setup.onIteration, sinks: setup.sinks });
+    const result = await runJob(cfg, {
+      clock: 'real',
+      onIteration: setup.onIteration,
+      sinks: setup.sinks,
+      swaps: setup.swaps,
+    });
     return { result, transport: 'local', processes: 1, pids: [process.pid] };
   }
   let server: NatsServerHandle | null = null;
@@ -177,7 +191,7 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     if (server) setup.onServer?.(url, cfg.job);
     nats = await NatsBus.connect(url, { name: `baton-run-${cfg.job}` });
     // Everything of the job is sealed under the launch's key (agents started by hand: the key they hold).
-    const key = setup.nodes ? nodeKeyOf(setup) : newJobKey();
+    const key = setup.nodes ? nodeKeyOf(setup) : (setup.jobKey ?? newJobKey());
     const bus = new AuthBus(nats, key, 'launcher');
     // A server of our own has no other jobs; a shared one may.
     if (!server) release = await claimJob(nats, cfg.job);
@@ -194,6 +208,7 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
         onIteration: setup.onIteration,
         sinks: setup.sinks,
         stop: dropped,
+        swaps: setup.swaps,
       });
       return { result, transport: 'nats', processes: 1, pids: [process.pid], natsUrl: url };
     }

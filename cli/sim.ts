@@ -1,6 +1,8 @@
 // `baton sim`: the runtime's actors on the virtual clock with emulated compute.
 
 import { JobResult, runJob, summarize } from '../job/run-local';
+import { SwapOptions } from '../job/policy-control';
+import { SWAP_FLAGS, swapOptionsFromFlags } from './swap-flags';
 import { JobConfig } from '../job/config';
 import { checkJob } from '../job/wire-stage';
 import { CONFIG_FLAG, FlagSpec, PRINT_CONFIG_FLAG, helpText, parseFlags } from './args';
@@ -15,6 +17,7 @@ import { RATIO_NOTE, REFERENCE_FLAG, WithReference, referenceColumns, withRefere
 
 export const SIM_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
+  ...SWAP_FLAGS,
   {
     name: 'compare',
     type: 'list',
@@ -38,8 +41,8 @@ export const SIM_HELP = helpText(
   SIM_FLAGS,
 );
 
-export async function simulate(cfg: JobConfig): Promise<JobResult> {
-  return runJob(cfg, { clock: 'virtual' });
+export async function simulate(cfg: JobConfig, swaps?: SwapOptions): Promise<JobResult> {
+  return runJob(cfg, { clock: 'virtual', swaps });
 }
 
 export function compareRows(results: JobResult[]) {
@@ -66,7 +69,7 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
   }
   checkTraceOutputs('sim', flags.trace as string | undefined, flags.gantt as string | undefined, compare);
   if (!compare) {
-    const r = await simulate(cfg);
+    const r = await simulate(cfg, swapOptionsFromFlags(flags));
     const written = writeTraceFiles(r, flags.trace as string | undefined, flags.gantt as string | undefined);
     const [s] = withReference(flags, [summarize(r)], [r], true);
     out(flags.json ? JSON.stringify(s) : singleTable(s, cfg));

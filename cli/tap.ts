@@ -49,6 +49,8 @@ export interface TapLine {
   bytes: number;
   latency_ms?: number;
   events?: number;
+  /** What a control, policy or stats message says (a control verb, a swap, a stage's policy). */
+  detail?: string;
   error?: string;
 }
 
@@ -79,11 +81,14 @@ export function tapLine(subject: string, data: Uint8Array, now = monotonicNow())
       return { subject, kind: 'malformed', bytes: data.byteLength, error: (err as Error).message };
     }
   }
+  if (parts?.kind === 'policy' || parts?.kind === 'stats') return controlLine(subject, parts.kind, data);
   try {
     const e = decodeEnvelope(data);
+    const verb = e.kind === 'control' && typeof e.body?.verb === 'string' ? e.body.verb : null;
     return {
       subject,
       kind: e.kind,
+      ...(verb === null ? {} : { detail: `${verb}${verb === 'swap' ? ` ${swapText(e.body!)}` : ''}` }),
       task: taskOf(e),
       iteration: e.iteration,
       src: e.src,
@@ -96,11 +101,33 @@ export function tapLine(subject: string, data: Uint8Array, now = monotonicNow())
   }
 }
 
+function swapText(b: Readonly<Record<string, unknown>>): string {
+  const to = b.consistency !== undefined ? `consistency ${String(b.consistency)}` : String(b.policy);
+  return `#${String(b.swap)} -> ${to}${b.atIteration !== undefined ? ` at it${String(b.atIteration)}` : ''}`.slice(
+    0,
+    200,
+  );
+}
+
+/** A policy control message (a swap request, an answer, a stage's ack) or a stage's stats, by its verb. */
+function controlLine(subject: string, kind: string, data: Uint8Array): TapLine {
+  try {
+    const v = decodeValue(data) as Record<string, unknown>;
+    const what =
+      kind === 'stats'
+        ? `stage ${String(v?.stage)} ${String(v?.policy)} running ${String(v?.running)}`
+        : `${String(v?.verb)}${v?.policy !== undefined ? ` ${String(v.policy)}` : ''}${v?.swap !== undefined ? ` #${String(v.swap)}` : ''}${v?.stage !== undefined ? ` stage ${String(v.stage)}` : ''}`;
+    return { subject, kind, detail: what.slice(0, 200), bytes: data.byteLength };
+  } catch (err) {
+    return { subject, kind: 'malformed', bytes: data.byteLength, error: (err as Error).message };
+  }
+}
+
 export function formatTapLine(l: TapLine): string {
   const subject = printable(l.subject);
   if (l.error) return `${subject}  MALFORMED (${l.bytes} B): ${printable(l.error)}`;
   if (l.kind === 'trace') return `${subject}  trace batch: ${l.events} events (${l.bytes} B)`;
-  const task = l.task ? ` ${l.task}` : '';
+  const task = `${l.detail ? ` ${printable(l.detail)}` : ''}${l.task ? ` ${l.task}` : ''}`;
   const route = l.src !== undefined ? ` ${l.src}->${l.dst}` : '';
   const lat = l.latency_ms !== undefined ? ` latency ${l.latency_ms.toFixed(2)} ms` : '';
   return `${subject}  ${printable(l.kind)}${task}${l.iteration !== undefined ? ` it${l.iteration}` : ''}${route} ${l.bytes} B${lat}`;

@@ -8,9 +8,12 @@ import { NATS_URL_FORMS } from './nats-flag';
 import { BUFFER_LIMIT_FLAG } from './job-flags';
 import { STAGE_NODE_FLAGS_HELP } from './stage-node-flags';
 import { PLACEMENT_FLAGS } from './placement-flags';
+import { JOB_KEY_FILE_FLAG, SWAP_FLAGS } from './swap-flags';
 import { TRAIN_OUTPUT_FLAGS } from './train-outputs';
 
 export const TRAIN_FLAGS: readonly FlagSpec[] = [
+  ...SWAP_FLAGS,
+  JOB_KEY_FILE_FLAG,
   { name: 'model', type: 'string', help: 'model', choices: ['gpt', 'mlp'], default: TRAIN_DEFAULTS.model },
   {
     name: 'data',

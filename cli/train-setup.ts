@@ -7,7 +7,10 @@ import { CheckpointMeta, hasCheckpoint, checkResumable, readCheckpointMeta } fro
 import { BackwardMode, ConsistencyName, pipemareHorizon } from '../actors/param-store';
 import { ASYNC_DEFAULTS, TRAIN_COMMAND_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
 import { MAX_VAL_BATCHES, TrainConfig } from '../models/train-config';
-import { UsageError } from './args';
+import { ParsedFlags, UsageError } from './args';
+import { SwapOptions } from '../job/policy-control';
+import { swapOptionsFromFlags } from './swap-flags';
+import { readKeyFile } from './key-file';
 import { natsUrlOf } from './nats-flag';
 import { bufferLimitFromFlag } from './job-flags';
 import { checkLocalProcesses } from './run-flags';
@@ -25,6 +28,10 @@ export interface TrainSetup {
   clock?: 'real' | 'virtual';
   /** Native-kernel threads of each compute process (undefined: env BATON_THREADS, else cores / processes). */
   threads?: number;
+  /** Scripted swaps and the modules swaps may load (--swap-at, --swap-modules). */
+  swaps?: SwapOptions;
+  /** The job's key from --key-file (over NATS). */
+  jobKey?: Uint8Array;
 }
 
 function positive(v: unknown, name: string): number {
@@ -184,6 +191,8 @@ function setupOf(flags: Record<string, unknown>, cfg: JobConfig): TrainSetup {
   if (flags.clock === 'virtual' && flags.transport === 'nats')
     throw new UsageError('train: --clock virtual runs in one process; it takes no --transport nats');
   const natsUrl = natsUrlOf(flags.nats, 'train');
+  if (flags.keyFile !== undefined && flags.transport !== 'nats')
+    throw new UsageError('train: --key-file seals a job over NATS; it needs --transport nats');
   if (flags.checkpoint && !flags.resume && hasCheckpoint(String(flags.checkpoint)))
     throw new UsageError(
       `train: --checkpoint ${flags.checkpoint} already holds a checkpoint; add --resume to continue it, or give another directory (a new run would overwrite it)`,
@@ -199,5 +208,7 @@ function setupOf(flags: Record<string, unknown>, cfg: JobConfig): TrainSetup {
     natsUrl,
     clock: flags.clock as 'real' | 'virtual',
     threads: flags.threads === undefined ? undefined : parseThreads(flags.threads, 'train: --threads'),
+    swaps: swapOptionsFromFlags(flags as ParsedFlags),
+    ...(flags.keyFile !== undefined ? { jobKey: readKeyFile(String(flags.keyFile), 'train: --key-file') } : {}),
   };
 }

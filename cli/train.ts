@@ -170,7 +170,7 @@ async function runTrainJob(
 ): Promise<TrainRun> {
   return setup.clock === 'virtual'
     ? {
-        result: await runJob(cfg, { clock: 'virtual', onIteration, sinks }),
+        result: await runJob(cfg, { clock: 'virtual', onIteration, sinks, swaps: setup.swaps }),
         transport: 'local',
         processes: 1,
         pids: [process.pid],

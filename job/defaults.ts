@@ -121,3 +121,20 @@ export const CALIBRATE_DEFAULTS = {
 export const TAP_COMMAND_DEFAULTS = {
   nats: 'nats://127.0.0.1:4222',
 } as const;
+
+/** Hot swaps of a job's policy (`--swap-at`, `--swap-modules`, `baton policy`). */
+export const SWAP_DEFAULTS = {
+  /** No scripted swaps. */
+  swapAt: '',
+  /** No module paths a swap may load (built-in names need none). */
+  swapModules: '',
+  /** The NATS server `baton policy` and `baton inspect` talk to unless told. */
+  natsUrl: 'nats://127.0.0.1:4222',
+  /** How long `baton policy set` waits for every stage to adopt, and `get` for an answer. */
+  policyWaitMs: 5000,
+  /** How often a stage on the real clock publishes its stats (baton inspect), ms. */
+  statsEveryMs: 250,
+  /** How often `baton inspect` redraws a terminal, and prints its lines when stdout is not one, ms. */
+  inspectRefreshMs: 250,
+  inspectPlainMs: 1000,
+} as const;

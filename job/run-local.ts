@@ -33,6 +33,8 @@ export { JobError, planJob } from './wire-stage';
 export { JobResult, asyncStats, buildResult, summarize } from './run-result';
 import { JobResult, buildResult } from './run-result';
 import { requiredReportFields } from '../checks/report-body';
+import { SwapOptions, startPolicyControl, swapModulesOf } from './policy-control';
+import { checkSwapSchedule } from './swap-records';
 
 export interface RunOptions {
   clock: 'virtual' | 'real';
@@ -48,6 +50,8 @@ export interface RunOptions {
   validate?: boolean;
   /** Rejects to end the job at once on the real clock, with its error (a bus that lost messages). */
   stop?: Promise<never>;
+  /** Scripted swaps, the modules swaps may load, a handle to swap from this process (job/policy-control.ts). */
+  swaps?: SwapOptions;
 }
 
 export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResult> {
@@ -69,10 +73,33 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   if (bus instanceof AuthBus)
     bus.onReject = (reason, subj, detail) =>
       tallyReject(sealRejects, `${quoteValue(subj, 200)}: refused ${detail} (${reason})`);
+  checkSwapSchedule(cfg, policy, shape, opts.swaps);
+  const swapModules = swapModulesOf(opts.swaps);
   const { stages, subs, computes } = wireStages(
-    { runtime, bus, cfg, plan: { policy, shape }, durations, computeFor: opts.computeFor, launch },
+    { runtime, bus, cfg, plan: { policy, shape }, durations, computeFor: opts.computeFor, launch, swapModules },
     recordingSink(events, opts.sinks ?? []),
   );
+  const first = cfg.firstIteration;
+  let ended = 0;
+  let begun = false;
+  const control = startPolicyControl({
+    runtime,
+    bus,
+    job: cfg.job,
+    shape,
+    initial: policy,
+    launch,
+    options: opts.swaps,
+    consistency: cfg.mode === 'async' ? cfg.async.consistency : undefined,
+    position: () => ({
+      mode: cfg.mode,
+      nextIteration: first + ended + (begun ? 1 : 0),
+      lastIteration: first + cfg.warmupIterations + cfg.iterations - 1,
+      tp: cfg.tp,
+      dp: cfg.dp,
+    }),
+  });
+  subs.push(control.subscription);
   let records: IterationRecord[] | null = null;
   const { failed, fail } = failureSignal();
   runtime.onFailure = (f) => fail(new JobError(`actor ${f.actor} failed: ${f.error.message}`, { cause: f.error }));
@@ -86,7 +113,10 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
     microbatches: shape.microbatches,
     iterations: cfg.warmupIterations + cfg.iterations,
     firstIteration: cfg.firstIteration,
-    onIteration: opts.onIteration,
+    onIteration: (r) => {
+      ended++;
+      opts.onIteration?.(r);
+    },
     launch,
     reportFields: (st) => requiredReportFields(cfg, st),
   });
@@ -109,6 +139,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
       ),
     );
   try {
+    begun = true;
     coordinator.begin();
     await untilDone(
       clock,
@@ -137,6 +168,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
       validate: opts.validate !== false,
       coordinatorRejects: coordinator.rejects,
       launcherRejects: sealRejects,
+      swapLog: control.actor.log,
     });
   } finally {
     for (const s of subs) s.unsubscribe();

@@ -15,6 +15,8 @@ import { JobConfig } from './config';
 import { IterationStats, StageTotals, eventsByIteration, iterationStats, mean, totals } from '../checks/stats';
 import { ValidationError, validateRun } from '../checks/validate';
 import { LaneStageStats, eventsByLane, laneStageStats, tpInvariantProblems } from '../checks/lanes';
+import { SwapLogEntry } from '../actors/policy-actor';
+import { SwapRecord, swapRecords } from './swap-records';
 
 export interface JobResult {
   config: JobConfig;
@@ -31,6 +33,8 @@ export interface JobResult {
   rejects: string[];
   /** A job with T > 1 or D > 1: per stage actor, compute, blocking, TP coordination and deferrals (the rest is lane 0's). */
   lanes?: LaneStageStats[];
+  /** The policy swaps of the run, each with where every stage adopted it (job/swap-records.ts). */
+  swaps: SwapRecord[];
 }
 
 export function summarize(r: JobResult) {
@@ -75,6 +79,7 @@ export function summarize(r: JobResult) {
     wall_ms: r.wallMs,
     mode: r.config.mode,
     ...(r.config.mode === 'async' ? asyncStats(r) : {}),
+    ...(r.swaps.length > 0 ? { swaps: r.swaps } : {}),
     ...(r.lanes ? laneSummary(r) : {}),
   };
 }
@@ -115,6 +120,8 @@ export function asyncStats(r: JobResult) {
     delay: stores.map((s) => s?.delay ?? 0),
     staleness: stores.map((s) => ({ mean: s?.staleness.mean ?? 0, max: s?.staleness.max ?? 0 })),
     extra_state_bytes: stores.map((s) => s?.extraStateBytes ?? 0),
+    // Per stage: each consistency policy it used, from which update (1-based) on, and the swap that brought it.
+    consistency_eras: stores.map((s) => s?.consistencyEras ?? []),
   };
 }
 
@@ -136,6 +143,8 @@ export interface ResultParts {
   coordinatorRejects?: RejectTally;
   /** Other messages the launcher refused (trace batches of another launch): counted as rejected. */
   launcherRejects?: RejectTally;
+  /** The policy actor's log of swaps. */
+  swapLog?: readonly SwapLogEntry[];
 }
 
 const MAX_REJECTS_KEPT = 20;
@@ -206,5 +215,6 @@ export function buildResult(p: ResultParts): JobResult {
     wallMs: performance.now() - p.wallStart,
     rejects,
     ...(wide ? { lanes: laneStageStats(p.events, (it) => measuredIterations.has(it)) } : {}),
+    swaps: swapRecords(p.swapLog ?? [], p.events, p.records[0]?.start ?? 0),
   };
 }

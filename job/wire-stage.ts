@@ -5,6 +5,9 @@
 import { BatonError, EXIT_INPUT } from '../base/errors';
 import { HintPolicy } from '../policies/hint';
 import { arbiterFor } from '../policies/arbiter';
+import { ackingSink, stageSwapOrders } from '../actors/swap-receive';
+import { countingSink, newTotals, publishStats } from '../actors/stats-publisher';
+import { SWAP_DEFAULTS } from './defaults';
 import { inflightBound, stageBufferLimit } from '../policies/backpressure';
 import { resolvePolicy } from '../policies/registry';
 import { PipelineShape, SHAPE_LIMITS, validateShape } from '../policies/task';
@@ -16,7 +19,7 @@ import { SubjectKind, checkJobName } from '../transport/subjects';
 import { Clock } from '../base/clock';
 import { AsyncEmulatedCompute, TimedCompute } from '../compute/emulated';
 import { CollectiveEmulatedCompute } from '../compute/tp-emulated';
-import { CONSISTENCY_POLICIES, canonicalConsistency, spawnParamStore } from '../actors/param-store';
+import { CONSISTENCY_POLICIES, StoreMsg, canonicalConsistency, spawnParamStore } from '../actors/param-store';
 import { resumeSnapshot } from './checkpoint';
 import { TrainConfig } from '../models/train-config';
 import { EmulatedCompute, StageCompute } from '../stage/compute';
@@ -145,7 +148,13 @@ export async function loadTrainingBackend(t: TrainConfig): Promise<string> {
   return (await tfjsModules().backend.loadBackend({ force: t.backend ?? undefined })).backend;
 }
 
-function computeFor(o: StageWiringOptions, collectives: LaneCollectives): StageCompute {
+/** The stage's compute; `onStore` is told the parameter store of an asynchronous stage, which `sink` hears swaps from. */
+function computeFor(
+  o: StageWiringOptions,
+  collectives: LaneCollectives,
+  sink: EventSink,
+  onStore: (ref: ActorRef<StoreMsg>) => void,
+): StageCompute {
   const { runtime, cfg, plan, durations, stage: s } = o;
   // Before any tensor exists: a config from the network must not make this process allocate without bound.
   if (cfg.train) {
@@ -173,7 +182,20 @@ function computeFor(o: StageWiringOptions, collectives: LaneCollectives): StageC
       params: init?.params ?? null,
       infos: init?.infos ?? [],
       controlTaus,
+      onConsistencySwap: (swap, from, to, updates) =>
+        sink({
+          type: 'policy-swap',
+          t: clock.now(),
+          stage: s,
+          iteration: cfg.firstIteration,
+          swap,
+          what: 'consistency',
+          from,
+          to,
+          tasks: updates,
+        }),
     });
+    onStore(store);
     if (!tfjs || !module || !cfg.train) return new AsyncEmulatedCompute(runtime, s, durations, store);
     real = new tfjs.AsyncTrainingCompute(runtime, s, plan.shape, cfg.train, module, store, cfg.async.backward);
   } else if (cfg.train) {
@@ -213,6 +235,8 @@ export interface StageWiringOptions {
   lane?: Lane;
   /** The launch id of a distributed job: stamped on the stage's messages and required of those it takes. */
   launch?: string;
+  /** Module paths a policy swap may load (named at launch); built-in names need none. */
+  swapModules?: readonly string[];
 }
 
 /** Refuses a stage whose messages the bus could not carry, naming the message, its size and the limit. */
@@ -228,10 +252,22 @@ export function checkMessageSizes(stage: number, compute: StageCompute, bus: Bus
 
 export function wireStage(o: StageWiringOptions): WiredStage {
   const { runtime, bus, cfg, plan, durations, stage: s, lane } = o;
-  const sink = laneSink(o.sink, lane);
+  const wide = isWide(lane);
+  // Stats for baton inspect: a plain (one rank, one replica) stage over NATS on the real clock.
+  const watched = bus.kind === 'nats' && runtime.clock.kind === 'real' && !wide;
+  const totals = newTotals();
+  const sink = ackingSink(
+    watched ? countingSink(laneSink(o.sink, lane), totals) : laneSink(o.sink, lane),
+    bus,
+    cfg.job,
+    o.launch,
+  );
   const subscriptions: Subscription[] = [];
   const collectives = laneCollectives({ ...o, sink }, subscriptions);
-  const compute = o.computeFor ? o.computeFor(s, runtime.clock, collectives, lane) : computeFor(o, collectives);
+  let store: ActorRef<StoreMsg> | null = null;
+  const compute = o.computeFor
+    ? o.computeFor(s, runtime.clock, collectives, lane)
+    : computeFor(o, collectives, sink, (ref) => (store = ref));
   try {
     checkMessageSizes(s, compute, bus);
   } catch (err) {
@@ -241,8 +277,8 @@ export function wireStage(o: StageWiringOptions): WiredStage {
   }
   const launch = o.launch;
   const sender = spawnSender({ runtime, bus, job: cfg.job, stage: s, comm: durations, sink, launch, lane });
-  const arbiter = arbiterFor(plan.policy, stageBufferLimit(cfg.bufferLimit, s, plan.shape.stages));
-  const wide = isWide(lane);
+  const limit = stageBufferLimit(cfg.bufferLimit, s, plan.shape.stages);
+  const arbiter = arbiterFor(plan.policy, limit);
   const tpRanks = lane && lane.ranks > 1 ? { ranks: lane.ranks, rank: lane.rank } : undefined;
   // The group member needs the stage's address and the stage its member's: the member is
   // spawned with a forwarding target set once the stage exists.
@@ -268,12 +304,25 @@ export function wireStage(o: StageWiringOptions): WiredStage {
     },
   );
   forward.to = stage;
-  const receiver = spawnReceiver({ runtime, job: cfg.job, stage: s, target: stage, sink, launch, lane });
+  const swapOrder = stageSwapOrders({
+    runtime,
+    mode: cfg.mode,
+    wide,
+    target: { stage: s, shape: plan.shape, limit, allowedModules: o.swapModules ?? [] },
+    store: () => store,
+  });
+  const receiver = spawnReceiver({ runtime, job: cfg.job, stage: s, target: stage, sink, launch, lane, swapOrder });
   for (const kind of STAGE_INBOX_KINDS)
     subscriptions.push(
       bus.subscribe(laneSubject(cfg.job, kind, s, lane), (subj, data) =>
         runtime.send(receiver, { type: 'bytes', subject: subj, data }),
       ),
     );
+  if (watched) {
+    const everyMs = SWAP_DEFAULTS.statsEveryMs;
+    subscriptions.push(
+      publishStats({ runtime, bus, job: cfg.job, stage: s, limit, launch, everyMs, totals, target: stage }),
+    );
+  }
   return { stage, subscriptions, compute };
 }

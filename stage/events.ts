@@ -77,8 +77,20 @@ export interface IterationEvent extends Base {
   readonly type: 'iteration-start' | 'iteration-end';
 }
 
+/** The stage adopted a policy swap (stage/policy-swap.ts): an instant in the trace. */
+export interface PolicySwapEvent extends Base {
+  readonly type: 'policy-swap';
+  /** The swap's number (the job's policy actor numbers them). */
+  readonly swap: number;
+  readonly what: 'arbitration' | 'consistency';
+  readonly from: string;
+  readonly to: string;
+  /** Tasks this stage had dispatched (arbitration) or updates it had made (consistency) when it adopted the swap. */
+  readonly tasks: number;
+}
+
 export type BatonEvent =
-  TaskStartEvent | TaskEndEvent | SendEvent | ReceiveEvent | WaitEvent | RejectEvent | IterationEvent;
+  TaskStartEvent | TaskEndEvent | SendEvent | ReceiveEvent | WaitEvent | RejectEvent | IterationEvent | PolicySwapEvent;
 
 export type EventSink = (e: BatonEvent) => void;
 
@@ -132,6 +144,13 @@ const EVENT_FIELDS: Record<BatonEvent['type'], FieldCheck[]> = {
   ],
   'iteration-start': [],
   'iteration-end': [],
+  'policy-swap': [
+    ['swap', isInt(0), 'an integer >= 0'],
+    ['what', (x) => x === 'arbitration' || x === 'consistency', 'arbitration or consistency'],
+    ['from', (x) => isString(x) && (x as string).length <= 300, 'a string of at most 300 characters'],
+    ['to', (x) => isString(x) && (x as string).length <= 300, 'a string of at most 300 characters'],
+    ['tasks', isInt(0), 'an integer >= 0'],
+  ],
 };
 
 /**

@@ -30,7 +30,8 @@ export function contextOf(s: StageState, it: IterationState): StageContext {
 }
 
 export function startIteration(s: StageState, iteration: number, now: number, fx: StageEffect[]): void {
-  const { shape, stage, arbiter: policy } = s.setup;
+  const { shape, stage } = s.setup;
+  const policy = s.policy.arbiter;
   const n = shape.chunks * shape.microbatches;
   const it: IterationState = {
     iteration,

@@ -14,12 +14,15 @@ import { closeRound, mayPropose, needsAgreement, notePeerRound, openRound } from
 import { quoteValue } from '../base/quote';
 import { arrive, checkInShape, complete, contextOf, startIteration } from './readiness';
 import { PolicyError, StageEffect, StageMsg, StageProtocolError, StageState } from './stage-state';
+import { adoptSwaps, noteDispatched, receiveSwap, swapsAtBoundary } from './policy-swap';
 
 function arbitrate(s: StageState, now: number, fx: StageEffect[]): void {
   const it = s.current;
   if (!it || s.running || it.remaining === 0) return;
   if (s.tp && s.tp.proposing) return; // a tensor-parallel round is open: its answer decides
-  const { stage, arbiter } = s.setup;
+  if (s.policy.pending.length > 0) adoptSwaps(s, { at: 'arbitration' }, now, fx);
+  const { stage } = s.setup;
+  const arbiter = s.policy.arbiter;
   const ctx = contextOf(s, it);
   const { task: choice, backpressure } = arbiter.pick(it.ready, it.memo, ctx);
   if (choice === null) {
@@ -88,9 +91,11 @@ function closeIdle(s: StageState, now: number, fx: StageEffect[]): void {
 /** Run `pick`: out of the ready set, the policy's memory advanced, task-start and run emitted. */
 function dispatch(s: StageState, pick: Task, backpressure: boolean, now: number, fx: StageEffect[]): void {
   const it = s.current!;
-  const { stage, arbiter } = s.setup;
+  const { stage } = s.setup;
+  const arbiter = s.policy.arbiter;
   it.ready.remove(pick);
   it.memo = arbiter.advance(it.memo, pick, contextOf(s, it));
+  noteDispatched(s, pick);
   if (pick.kind === 'F') {
     s.inflight++;
     if (s.inflight > s.peakInflight) s.peakInflight = s.inflight;
@@ -155,6 +160,7 @@ function onStart(s: StageState, msg: MsgOf<'start'>, now: number, fx: StageEffec
   const next = s.current ? s.current.iteration + 1 : s.setup.firstIteration;
   if (next !== undefined && msg.iteration !== next)
     throw new StageProtocolError(`stage ${stage}: start of iteration ${msg.iteration}, expected iteration ${next}`);
+  swapsAtBoundary(s, msg.iteration, now, fx);
   startIteration(s, msg.iteration, now, fx);
   const replay = s.early.filter((m) => 'iteration' in m && m.iteration === msg.iteration);
   s.early = s.early.filter((m) => !('iteration' in m && m.iteration === msg.iteration));
@@ -227,6 +233,9 @@ export function stageStep(s: StageState, msg: StageMsg, now: number): StageEffec
       if (!onArrival(s, msg)) return fx;
       break;
     case 'arbitrate':
+      break;
+    case 'swap':
+      receiveSwap(s, msg.order, now, fx);
       break;
     case 'done':
       onDone(s, msg, now, fx);

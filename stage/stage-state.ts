@@ -8,11 +8,13 @@ import { TensorPayload } from '../transport/envelope';
 import { BatonEvent, ReceiveEvent } from './events';
 import { ReadySet } from './ready-set';
 import { TpSetup, TpState, initialTpState } from './tp-coordination';
+import type { PolicyInForce, SwapOrder } from './policy-swap';
+import { policyInForce } from './policy-swap';
 
 export interface StageSetup {
   readonly stage: number;
   readonly shape: PipelineShape;
-  /** The stage's policy with its buffer limit (policies/arbiter.ts). */
+  /** The stage's first policy with its buffer limit (policies/arbiter.ts); swaps replace it (policy-swap.ts). */
   readonly arbiter: Arbiter;
   /** The job's first iteration: its first start must be for it (default: any). */
   readonly firstIteration?: number;
@@ -52,7 +54,9 @@ export type StageMsg =
   /** The group's answer to a round: every rank's candidate, in rank order (stage/tp-coordination.ts). */
   | { readonly type: 'tp-result'; readonly round: number; readonly candidates: readonly Task[] }
   /** A peer of the group proposed in `round`. */
-  | { readonly type: 'tp-peer'; readonly round: number };
+  | { readonly type: 'tp-peer'; readonly round: number }
+  /** Swap the arbitration policy at its safe point (policy-swap.ts). */
+  | { readonly type: 'swap'; readonly order: SwapOrder };
 
 export type StageEffect =
   | { readonly type: 'run'; readonly iteration: number; readonly task: Task }
@@ -116,6 +120,8 @@ export interface StageState {
   arbitrationAsked: boolean;
   /** Tensor-parallel coordination (null with one rank). */
   readonly tp: TpState | null;
+  /** The arbiter in force (setup.arbiter until a swap) and the swaps waiting (policy-swap.ts). */
+  readonly policy: PolicyInForce;
 }
 
 export function initialStageState(setup: StageSetup): StageState {
@@ -129,6 +135,7 @@ export function initialStageState(setup: StageSetup): StageState {
     finished: [],
     arbitrationAsked: false,
     tp: setup.tp && setup.tp.ranks > 1 ? initialTpState() : null,
+    policy: policyInForce(setup.arbiter),
   };
 }
 
@@ -150,6 +157,9 @@ export interface StageStatus {
   heldIteration: number | null;
   /** In a wide job: which rank and replica (`rank 1, replica 0`), and the open TP round if any. */
   lane?: string;
+  /** The arbitration policy in force, and the swaps waiting for their safe point. */
+  policy?: string;
+  swapsPending?: number;
 }
 
 export function stageStatus(s: StageState): StageStatus {
@@ -187,5 +197,7 @@ export function stageStatus(s: StageState): StageStatus {
     idleSince: it ? it.idleSince : null,
     held: s.early.length,
     heldIteration: s.early.length > 0 ? (s.early[0] as { iteration: number }).iteration : null,
+    policy: s.policy.arbiter.name,
+    swapsPending: s.policy.pending.length,
   };
 }

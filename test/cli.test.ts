@@ -754,7 +754,7 @@ describe('the baton command', function () {
     const [sim, run, train] = await Promise.all(
       (['sim', 'run', 'train'] as const).map(async (c) => JSON.parse((await baton(c, ...flags)).out)),
     );
-    const common = ['job', 'shape', 'policy', 'profile'];
+    const common = ['job', 'shape', 'policy', 'profile', 'swaps'];
     const placed = ['partition', 'placement'];
     assert.deepEqual(Object.keys(sim), [...common, ...placed]);
     assert.deepEqual(Object.keys(run), [...common, 'transport', ...placed]);

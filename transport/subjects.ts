@@ -7,7 +7,17 @@ import { TOKEN_RE } from '../base/token';
 import { InputError } from '../base/errors';
 
 export type SubjectKind =
-  'activation' | 'gradient' | 'data' | 'control' | 'tp' | 'tp-reduce' | 'dp-reduce' | 'trace' | 'report';
+  | 'activation'
+  | 'gradient'
+  | 'data'
+  | 'control'
+  | 'tp'
+  | 'tp-reduce'
+  | 'dp-reduce'
+  | 'trace'
+  | 'report'
+  | 'stats'
+  | 'policy';
 
 export class SubjectError extends InputError {
   override name = 'SubjectError';

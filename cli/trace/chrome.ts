@@ -196,6 +196,18 @@ function stageTrackEvents(
           args: { iteration: e.iteration, detail: e.detail },
         });
         break;
+      case 'policy-swap':
+        out.push({
+          name: `swap ${e.what}: ${e.from} -> ${e.to}`,
+          cat: 'swap',
+          ph: 'i',
+          s: 'p',
+          ts: rel(e.t),
+          pid,
+          tid: TID.compute,
+          args: { swap: e.swap, iteration: e.iteration, tasks: e.tasks },
+        });
+        break;
       case 'iteration-start':
       case 'iteration-end':
         out.push({
