@@ -4,13 +4,10 @@
 
 import { Bus, Subscription } from '../transport/bus';
 import { LocalBus } from '../transport/local-bus';
-import { quoteValue } from '../base/quote';
-import { AuthBus } from '../transport/auth-bus';
-import { newRejectTally, tallyReject } from '../base/reject-tally';
 import { newLaunchId } from '../transport/envelope';
 import { Clock, RealClock, VirtualClock } from '../base/clock';
 import { StageCompute } from '../stage/compute';
-import { IterationRecord, coordinate } from '../actors/coordinator';
+import { IterationRecord } from '../actors/coordinator';
 import { DeadlockError } from '../checks/deadlock';
 import { BatonEvent, EventSink } from '../stage/events';
 import { failureSignal } from '../base/failure-signal';
@@ -32,8 +29,8 @@ import { lanesOf } from '../transport/lanes';
 export { JobError, planJob } from './wire-stage';
 export { JobResult, asyncStats, buildResult, summarize } from './run-result';
 import { JobResult, buildResult } from './run-result';
-import { requiredReportFields } from '../checks/report-body';
-import { SwapOptions, startPolicyControl, swapModulesOf } from './policy-control';
+import { SwapOptions, swapModulesOf } from './policy-control';
+import { coordinatorOf, policyControlOf, sealRejectTally, stageStatuses, throwActorFailures } from './run-local-wiring';
 import { checkSwapSchedule } from './swap-records';
 
 export interface RunOptions {
@@ -68,76 +65,30 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
   // run's alone.
   const launch = bus.kind === 'local' ? undefined : newLaunchId();
   const events: BatonEvent[] = [];
-  // A sealed bus refuses what is not sealed under the job's key before any stage sees it.
-  const sealRejects = newRejectTally();
-  if (bus instanceof AuthBus)
-    bus.onReject = (reason, subj, detail) =>
-      tallyReject(sealRejects, `${quoteValue(subj, 200)}: refused ${detail} (${reason})`);
+  const sealRejects = sealRejectTally(bus);
   checkSwapSchedule(cfg, policy, shape, opts.swaps);
   const swapModules = swapModulesOf(opts.swaps);
   const { stages, subs, computes } = wireStages(
     { runtime, bus, cfg, plan: { policy, shape }, durations, computeFor: opts.computeFor, launch, swapModules },
     recordingSink(events, opts.sinks ?? []),
   );
-  const first = cfg.firstIteration;
   let ended = 0;
   let begun = false;
-  const control = startPolicyControl({
-    runtime,
-    bus,
-    job: cfg.job,
-    shape,
-    initial: policy,
-    launch,
-    options: opts.swaps,
-    consistency: cfg.mode === 'async' ? cfg.async.consistency : undefined,
-    position: () => ({
-      mode: cfg.mode,
-      nextIteration: first + ended + (begun ? 1 : 0),
-      lastIteration: first + cfg.warmupIterations + cfg.iterations - 1,
-      tp: cfg.tp,
-      dp: cfg.dp,
-    }),
-  });
+  const control = policyControlOf(runtime, bus, cfg, shape, policy, launch, opts.swaps, () => ({ ended, begun }));
   subs.push(control.subscription);
   let records: IterationRecord[] | null = null;
   const { failed, fail } = failureSignal();
   runtime.onFailure = (f) => fail(new JobError(`actor ${f.actor} failed: ${f.error.message}`, { cause: f.error }));
-  const coordinator = coordinate({
-    runtime,
-    bus,
-    job: cfg.job,
-    stages: shape.stages,
-    ranks: cfg.tp,
-    replicas: cfg.dp,
-    microbatches: shape.microbatches,
-    iterations: cfg.warmupIterations + cfg.iterations,
-    firstIteration: cfg.firstIteration,
-    onIteration: (r) => {
-      ended++;
-      opts.onIteration?.(r);
-    },
-    launch,
-    reportFields: (st) => requiredReportFields(cfg, st),
+  const coordinator = coordinatorOf(runtime, bus, cfg, shape, launch, (r) => {
+    ended++;
+    opts.onIteration?.(r);
   });
   const finished = coordinator.done.then((r) => {
     records = r;
   });
   subs.push({ unsubscribe: coordinator.unsubscribe });
 
-  const lanes = lanesOf(cfg.tp, cfg.dp);
-  const laneOfActor = (i: number) => lanes[Math.floor(i / shape.stages)];
-  const statuses = () =>
-    Promise.all(
-      stages.map((a, i) =>
-        runtime
-          .ask<StageActorMsg, StageStatus>(a, (reply) => ({ type: 'status', reply }))
-          .then((st) => {
-            const l = laneOfActor(i);
-            return lanes.length > 1 ? { ...st, lane: `(rank ${l.rank}, replica ${l.replica})` } : st;
-          }),
-      ),
-    );
+  const statuses = () => stageStatuses(runtime, stages, lanesOf(cfg.tp, cfg.dp), shape.stages);
   try {
     begun = true;
     coordinator.begin();
@@ -148,14 +99,7 @@ export async function runJob(cfg: JobConfig, opts: RunOptions): Promise<JobResul
       { finished, failed, stop: opts.stop, statuses, events, t0 },
       () => records !== null,
     );
-    if (runtime.failures.length > 0)
-      throw new JobError(
-        `actor failures: ${runtime.failures
-          .slice(0, 5)
-          .map((f) => `${f.actor}: ${f.error.message}`)
-          .join('; ')}`,
-        { cause: runtime.failures[0].error },
-      );
+    throwActorFailures(runtime);
     return buildResult({
       cfg,
       shape,
