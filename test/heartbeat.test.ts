@@ -120,6 +120,7 @@ describe('heartbeats', function () {
             err.message,
             new RegExp(`node ${names[1]} \\(pid ${agents[1].pid}\\) sent no heartbeat for \\d+ ms`),
           );
+          console.log(`      (${fault}: the job failed ${after} ms after the signal)`);
           assert.ok(after < 3500, `detected ${after} ms after the ${fault} (target 2000 ms + one check)`);
         } finally {
           for (const a of agents) {
