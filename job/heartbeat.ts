@@ -1,11 +1,12 @@
 // Heartbeats: every node agent process beats on baton._nodes.beat.<name> from a thread of
 // its own (heartbeat-worker.ts), saying how long its main thread's loop has been still and
 // whether that thread is inside a compute task (base/task-activity.ts). A launcher
-// (HeartbeatMonitor) fails the job when a node it uses stops beating for the stall
-// timeout (the process died or was stopped), or beats with a loop still outside any task
-// for 5 stall timeouts, at least 10 s (hung); a node inside a long task beats as busy,
-// which counts as progress. Beats are sealed under the job key like every other message
-// (a launcher over an AuthBus takes a beat on beat.<name> only when sealed by node:<name>).
+// (HeartbeatMonitor) fails the job when a node it uses stops beating for the timeout (the
+// process died or was stopped). A node inside a long task beats as busy, which counts as
+// progress. Beats are sealed under the job key like every other message (a launcher over an
+// AuthBus takes a beat on beat.<name> only when sealed by node:<name>); still, only their
+// absence fails a job: a main thread hung outside a task while its heartbeat thread beats
+// is left to the stall watchdog.
 
 import * as path from 'path';
 import { Worker } from 'worker_threads';
@@ -16,8 +17,6 @@ import { activityBuffer, tickLoop } from '../base/task-activity';
 import { HEARTBEAT_DEFAULTS } from './defaults';
 
 export const BEAT_PREFIX = `${NODES_PREFIX}.beat`;
-const HUNG_FACTOR = 5;
-export const HUNG_MIN_MS = 10000;
 
 /** Starts this process's heartbeat thread; returns a stop function. */
 export function startHeartbeat(url: string, key: Uint8Array, name: string, log: (l: string) => void): () => void {
@@ -106,9 +105,6 @@ export class HeartbeatMonitor {
   /** Checks every `everyMs`; calls `fail` once with what went wrong. Nodes that never beat are not judged. */
   watch(timeoutMs: number, fail: (why: string, node: string, detectedAt: number) => void): void {
     const every = Math.max(20, Math.min(250, timeoutMs / 8));
-    // A loaded machine, a GC or a decode can hold a loop outside a task for a while: only a
-    // much longer stillness is called a hang (a stopped or dead process is caught at timeoutMs).
-    const hungAfter = Math.max(HUNG_FACTOR * timeoutMs, HUNG_MIN_MS);
     let lastLook = Date.now();
     const check = () => {
       const now = Date.now();
@@ -118,11 +114,7 @@ export class HeartbeatMonitor {
       for (const [node, b] of this.last) {
         const silent = now - b.at;
         const why =
-          silent > timeoutMs
-            ? `node ${node} (pid ${b.pid}) sent no heartbeat for ${silent} ms: dead or stopped`
-            : b.inTaskMs === 0 && b.loopLagMs > hungAfter
-              ? `node ${node} (pid ${b.pid}) is hung: its event loop has not turned for ${Math.round(b.loopLagMs)} ms, outside any task`
-              : null;
+          silent > timeoutMs ? `node ${node} (pid ${b.pid}) sent no heartbeat for ${silent} ms: dead or stopped` : null;
         if (why && !this.confirming) {
           // Beats this process has not read yet (its own loop was busy) arrive before a
           // round trip to the server completes: only a node still silent after it has failed.
@@ -136,7 +128,7 @@ export class HeartbeatMonitor {
               const still = this.last.get(node);
               if (!this.timer || !still) return;
               const t = Date.now();
-              if (still.at !== b.at && !(still.inTaskMs === 0 && still.loopLagMs > hungAfter)) return;
+              if (still.at !== b.at) return;
               this.stop();
               fail(why, node, t);
             });

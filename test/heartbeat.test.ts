@@ -3,7 +3,7 @@ import { ChildProcess, spawn } from 'child_process';
 import * as path from 'path';
 import { LocalBus } from '../transport/local-bus';
 import { encodeValue } from '../transport/codec';
-import { BEAT_PREFIX, HUNG_MIN_MS, HeartbeatMonitor } from '../job/heartbeat';
+import { BEAT_PREFIX, HeartbeatMonitor } from '../job/heartbeat';
 import { resolveConfig } from '../job/config';
 import { runOnce } from '../cli/run-once';
 import { train } from '../cli/train';
@@ -41,7 +41,7 @@ describe('heartbeats', function () {
     }
   });
 
-  it('fails a node that stops beating, one hung outside a task, and not one busy inside a long task', async () => {
+  it('fails a node that stops beating, and not one busy inside a long task nor one whose beats say its loop is still', async () => {
     const bus = new LocalBus();
     const fails: string[] = [];
     const m = new HeartbeatMonitor(bus, ['a', 'b', 'c']);
@@ -56,19 +56,14 @@ describe('heartbeats', function () {
       assert.equal(fails.length, 1, fails.join('; '));
       assert.match(fails[0], /node a \(pid 1\) sent no heartbeat for \d+ ms: dead or stopped/);
       assert.ok(m.progress() > 3, 'busy beats count as progress');
-      const hung = new HeartbeatMonitor(bus, ['c']);
-      const hungFails: string[] = [];
-      hung.watch(300, (why) => hungFails.push(why));
-      beat(bus, 'c', { loopLagMs: 9000, inTaskMs: 0, tasksDone: 0 });
+      // A beat saying the loop has been still for long outside a task fails nothing: beats are not authenticated.
+      const still = new HeartbeatMonitor(bus, ['c']);
+      const stillFails: string[] = [];
+      still.watch(300, (why) => stillFails.push(why));
+      beat(bus, 'c', { loopLagMs: 60_000, inTaskMs: 0, tasksDone: 0 });
       await new Promise((r) => setTimeout(r, 100));
-      assert.deepEqual(hungFails, [], 'a loop still for less than 10 s outside a task is not a hang yet');
-      beat(bus, 'c', { loopLagMs: HUNG_MIN_MS + 1, inTaskMs: 0, tasksDone: 0 });
-      await new Promise((r) => setTimeout(r, 100));
-      assert.match(
-        hungFails[0] ?? '',
-        /node c \(pid 1\) is hung: its event loop has not turned for 10001 ms, outside any task/,
-      );
-      hung.close();
+      assert.deepEqual(stillFails, []);
+      still.close();
       // Beats of nodes the job does not use, and malformed ones, are counted and ignored.
       bus.publish(`${BEAT_PREFIX}.stranger`, encodeValue({ verb: 'beat' }));
       bus.publish(`${BEAT_PREFIX}.b`, new Uint8Array([1, 2, 3]));
