@@ -2,6 +2,8 @@ import { strict as assert } from 'assert';
 import { ChildProcess, spawn } from 'child_process';
 import * as path from 'path';
 import { LocalBus } from '../transport/local-bus';
+import { NatsBus } from '../transport/nats-bus';
+import { AuthBus } from '../transport/auth-bus';
 import { encodeValue } from '../transport/codec';
 import { BEAT_PREFIX, HeartbeatMonitor } from '../job/heartbeat';
 import { resolveConfig } from '../job/config';
@@ -92,6 +94,24 @@ describe('heartbeats', function () {
           const cfg = resolveConfig({ job: `hb${fault}`, stages: 2, microbatches: 8, iterations: 100000 });
           assert.equal(HEARTBEAT_DEFAULTS.timeoutMs, 2000);
           let faultAt = 0;
+          // After a SIGKILL, beats for the dead node keep coming: unsealed from a stranger, and sealed
+          // by the other node of the job. Neither is the dead node's own, so neither delays the verdict.
+          const stranger = await NatsBus.connect(server().url);
+          const other = new AuthBus(await NatsBus.connect(server().url), KEY.key, `node:${names[0]}`);
+          const forge = () => {
+            const body = encodeValue({
+              verb: 'beat',
+              name: names[1],
+              pid: 1,
+              seq: 0,
+              loopLagMs: 0,
+              inTaskMs: 1,
+              tasksDone: 9,
+            });
+            stranger.publish(`${BEAT_PREFIX}.${names[1]}`, body);
+            other.publish(`${BEAT_PREFIX}.${names[1]}`, body);
+          };
+          let forger: NodeJS.Timeout | undefined;
           const run = runOnce(cfg, {
             transport: 'nats',
             processes: 'per-stage',
@@ -102,6 +122,7 @@ describe('heartbeats', function () {
               if (faultAt === 0 && r.iteration >= 2) {
                 faultAt = Date.now();
                 process.kill(agents[1].pid!, fault);
+                if (fault === 'SIGKILL') forger = setInterval(forge, 50);
               }
             },
           });
@@ -109,6 +130,9 @@ describe('heartbeats', function () {
             () => null,
             (e: Error) => e,
           );
+          clearInterval(forger);
+          await stranger.close();
+          await other.close();
           const after = Date.now() - faultAt;
           assert.ok(err, 'the job failed');
           assert.match(
