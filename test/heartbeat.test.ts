@@ -154,7 +154,7 @@ describe('heartbeats', function () {
       });
 
     it('does not take a stage inside a task longer than the heartbeat timeout (2 s) for a dead or hung one', async () => {
-      const t = { ...TRAIN_DEFAULTS, width: 256, heads: 4, layers: 8, seq: 64, microbatchSize: 16, totalIterations: 1 };
+      const t = { ...TRAIN_DEFAULTS, width: 256, heads: 4, layers: 8, seq: 64, microbatchSize: 32, totalIterations: 1 };
       const timeout = HEARTBEAT_DEFAULTS.timeoutMs;
       const cfg = resolveConfig({
         job: 'hblong',
