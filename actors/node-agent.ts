@@ -36,6 +36,7 @@ import { launchField } from '../transport/envelope';
 import { PayloadTooLargeError } from '../transport/nats-bus';
 import { AuthBus, AuthRejectReason } from '../transport/auth-bus';
 import { parseSubject } from '../transport/subjects';
+import { enterTask, leaveTask } from '../base/task-activity';
 import { HostedJob, NodeJobs, StartingJob, answerJobRequest, renewLease, wireJob } from './node-jobs';
 import { StageHost } from './stage-host';
 import {
@@ -206,7 +207,13 @@ export class NodeAgent {
   private async handle(req: Record<string, unknown>): Promise<void> {
     switch (req.verb) {
       case 'host':
-        return this.host(req);
+        // Building a job's stages (a model, a backend) can hold the loop for seconds: busy, not hung.
+        enterTask();
+        try {
+          return await this.host(req);
+        } finally {
+          leaveTask();
+        }
       case 'ping':
         this.announce();
         return;

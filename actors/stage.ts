@@ -21,6 +21,7 @@ import {
 } from '../stage/stage-state';
 import { SenderMsg } from './sender';
 import { TpGroupMsg } from './tp-group';
+import { enterTask, leaveTask } from '../base/task-activity';
 
 export type StageActorMsg = StageMsg | { readonly type: 'status'; readonly reply: (s: StageStatus) => void };
 
@@ -69,11 +70,18 @@ function startTask(
   }
   runtime
     .hold(nextTurn().then(() => w.outboundWritten?.()))
-    .then(() =>
-      compute.run(iteration, task, (tensors, loss) => {
-        void runtime.hold(nextTurn().then(nextTurn)).then(() => done(tensors, loss));
-      }),
-    )
+    .then(() => {
+      // Marked, so a heartbeat thread reports this process busy, not hung, while the task holds its loop.
+      enterTask();
+      try {
+        compute.run(iteration, task, (tensors, loss) => {
+          leaveTask();
+          void runtime.hold(nextTurn().then(nextTurn)).then(() => done(tensors, loss));
+        });
+      } finally {
+        leaveTask();
+      }
+    })
     .catch((err) => runtime.fail(`stage-${stage}`, err));
 }
 
@@ -133,43 +141,58 @@ export function spawnStage(setup: StageSetup, w: StageWiring): ActorRef<StageAct
   const reject = (iteration: number, err: Error) =>
     sink({ type: 'reject', t: clock.now(), stage: setup.stage, iteration, reason: 'protocol', detail: err.message });
   const initial: StageActorState = { logic: initialStageState(setup), outputs: new Map() };
+  // Every message the stage handles is work (taking an arrival's tensors, an end of
+  // iteration): a loop held by it is busy, not hung (base/task-activity.ts).
   return runtime.spawn<StageActorState, StageActorMsg>(
     w.name ?? `stage-${setup.stage}`,
     initial,
     async (state, msg, self) => {
-      if (msg.type === 'status') {
-        msg.reply(stageStatus(state.logic));
-        return state;
-      }
-      const iteration = 'iteration' in msg ? msg.iteration : (state.logic.current?.iteration ?? -1);
-      const now = clock.now();
-      const arrival = msg.type === 'input' || msg.type === 'grad' ? msg : null;
-      let effects;
+      enterTask();
       try {
-        // Checked before stageStep counts the arrival: a bad message leaves the stage as it was.
-        if (arrival && compute.checkArrival)
-          compute.checkArrival(arrival.type, arrival.mb, arrival.chunk, arrival.tensors ?? []);
-        effects = stageStep(state.logic, msg, now);
-      } catch (err) {
-        if (!(err instanceof StageProtocolError || err instanceof ArrivalRefusedError)) throw err;
-        reject(iteration, err as Error);
-        return state;
+        return await stageHandle(state, msg, self);
+      } finally {
+        leaveTask();
       }
-      // The run's record shows the arrivals the stage took, not the ones it refused.
-      if (arrival?.receipt) sink(arrival.receipt);
-      if (arrival && arrival.tensors && compute.accept)
-        compute.accept(iteration, arrival.type, arrival.mb, arrival.chunk, arrival.tensors);
-      if (msg.type === 'done' && msg.tensors && msg.tensors.length > 0)
-        state.outputs.set(`${msg.iteration}|${formatTask(msg.task)}`, msg.tensors);
-      const runs: { iteration: number; task: Task }[] = [];
-      for (const fx of effects) {
-        if (fx.type === 'finished') {
-          const body = compute.endIteration ? await compute.endIteration(fx.iteration) : {};
-          runtime.send(sender, { type: 'report', iteration: fx.iteration, peakInflight: fx.peakInflight, body });
-        } else performEffect(w, state, fx, self, runs);
-      }
-      for (const r of runs) startTask(w, setup.stage, r.iteration, r.task, self, now);
-      return state;
     },
   );
+  async function stageHandle(
+    state: StageActorState,
+    msg: StageActorMsg,
+    self: ActorRef<StageActorMsg>,
+  ): Promise<StageActorState> {
+    if (msg.type === 'status') {
+      msg.reply(stageStatus(state.logic));
+      return state;
+    }
+    const iteration = 'iteration' in msg ? msg.iteration : (state.logic.current?.iteration ?? -1);
+    const now = clock.now();
+    const arrival = msg.type === 'input' || msg.type === 'grad' ? msg : null;
+    let effects;
+    try {
+      // Checked before stageStep counts the arrival: a bad message leaves the stage as it was.
+      if (arrival && compute.checkArrival)
+        compute.checkArrival(arrival.type, arrival.mb, arrival.chunk, arrival.tensors ?? []);
+      effects = stageStep(state.logic, msg, now);
+    } catch (err) {
+      if (!(err instanceof StageProtocolError || err instanceof ArrivalRefusedError)) throw err;
+      reject(iteration, err as Error);
+      return state;
+    }
+    // The run's record shows the arrivals the stage took, not the ones it refused.
+    if (arrival?.receipt) sink(arrival.receipt);
+    if (arrival && arrival.tensors && compute.accept)
+      compute.accept(iteration, arrival.type, arrival.mb, arrival.chunk, arrival.tensors);
+    if (msg.type === 'done' && msg.tensors && msg.tensors.length > 0)
+      state.outputs.set(`${msg.iteration}|${formatTask(msg.task)}`, msg.tensors);
+    const runs: { iteration: number; task: Task }[] = [];
+    for (const fx of effects) {
+      if (fx.type === 'finished') {
+        const end = compute.endIteration?.bind(compute);
+        const body = end ? await (enterTask(), end(fx.iteration).finally(leaveTask)) : {};
+        runtime.send(sender, { type: 'report', iteration: fx.iteration, peakInflight: fx.peakInflight, body });
+      } else performEffect(w, state, fx, self, runs);
+    }
+    for (const r of runs) startTask(w, setup.stage, r.iteration, r.task, self, now);
+    return state;
+  }
 }

@@ -12,6 +12,7 @@ import { existsSync } from 'fs';
 import { AuthBus } from '../transport/auth-bus';
 import { parseKey } from '../transport/auth-seal';
 import { readKeyFile } from './key-file';
+import { startHeartbeat } from '../job/heartbeat';
 
 const NODE_FLAGS: readonly FlagSpec[] = [
   {
@@ -82,6 +83,8 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   // Stage processes a launcher starts have names of that launch's own; others ask first.
   if (!flags.exitWithStdin) await refuseTakenName(bus, name, nats.url);
   const agent = newNodeAgent({ name, bus, log, allowedFiles: allowedFilesOf(flags.allowFiles) });
+  const stopBeating = startHeartbeat(url, key, name, log);
+  void agent.exited.then(stopBeating);
   leaveOnReconnect(nats, agent, name, log);
   agent.start();
   const stopper = stopperOf(agent, bus);

@@ -67,7 +67,7 @@ export const RUN_FLAGS: readonly FlagSpec[] = [
     name: 'stall-timeout',
     type: 'int',
     metavar: 'MS',
-    help: 'end with a deadlock error after this long without progress (at most 2147483647, the longest timer Node keeps); also the lease of the job on its node agents',
+    help: 'fail the job after this long without progress (at most 2147483647, the longest timer Node keeps); a stage process that sends no heartbeat for 2 s (or this, when shorter) is dead or stopped',
     default: RUN_COMMAND_DEFAULTS.stallTimeoutMs,
   },
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },

@@ -205,6 +205,13 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
   CONFIG_FLAG,
   ...TRAIN_OUTPUT_FLAGS,
   PRINT_CONFIG_FLAG,
+  {
+    name: 'stall-timeout',
+    type: 'int',
+    metavar: 'MS',
+    help: 'fail the job after this long without progress; a stage process that sends no heartbeat for 2 s (or this, when shorter) is dead or stopped, one inside a long task beats as busy',
+    default: TRAIN_COMMAND_DEFAULTS.stallTimeoutMs,
+  },
   { name: 'json', type: 'bool', help: 'print one JSON object (progress still goes to stderr; --quiet silences it)' },
   HELP_FLAG,
 ];

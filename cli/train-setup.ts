@@ -5,7 +5,7 @@
 import { resolveConfig, JobConfig } from '../job/config';
 import { CheckpointMeta, hasCheckpoint, checkResumable, readCheckpointMeta } from '../job/checkpoint';
 import { BackwardMode, ConsistencyName, pipemareHorizon } from '../actors/param-store';
-import { ASYNC_DEFAULTS, TRAIN_COMMAND_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
+import { ASYNC_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
 import { MAX_VAL_BATCHES, TrainConfig } from '../models/train-config';
 import { ParsedFlags, UsageError } from './args';
 import { SwapOptions } from '../job/policy-control';
@@ -19,6 +19,7 @@ import { parseThreads } from '../models/threads';
 import { placedConfig } from './placement-flags';
 import { corpusFor, modelSpecFor } from '../models/train-config';
 import { planPartition } from '../models/partition';
+import { MAX_TIMER_MS } from '../base/clock';
 
 export interface TrainSetup {
   transport: 'local' | 'nats';
@@ -152,7 +153,7 @@ function jobConfigOf(
     bufferLimit: bufferLimitFromFlag(flags.bufferLimit),
     firstIteration: start,
     train,
-    stallTimeoutMs: TRAIN_COMMAND_DEFAULTS.stallTimeoutMs,
+    stallTimeoutMs: stallTimeoutOf(flags.stallTimeout),
     mode,
     // Asynchronous mode updates after every microbatch: the schedule counts updates.
     async: {
@@ -183,6 +184,14 @@ function modelStageWork(train: TrainConfig, flags: Record<string, unknown>): num
   const work = new Array<number>(stages).fill(0);
   for (const v of plan.virtual) work[v.stage] += v.flopsPerSample;
   return work;
+}
+
+function stallTimeoutOf(v: unknown): number {
+  if (!(Number.isInteger(v) && (v as number) > 0 && (v as number) <= MAX_TIMER_MS))
+    throw new UsageError(
+      `train: --stall-timeout must be between 1 and ${MAX_TIMER_MS} ms (the longest timer Node keeps), got ${String(v)}`,
+    );
+  return v as number;
 }
 
 /** The bus, processes and clock, checked against each other and against the checkpoint directory. */

@@ -43,6 +43,7 @@ export const JOB_DEFAULTS: JobConfig = {
   iterations: 1,
   // sim and train run none; run (real clock, one process per stage) drops one: RUN_COMMAND_DEFAULTS.
   warmupIterations: 0,
+  // A job with no progress for this long has failed (a stage process that stops beating, sooner: HEARTBEAT_DEFAULTS).
   stallTimeoutMs: 30000,
   firstIteration: 0,
   train: null,
@@ -102,7 +103,8 @@ export const TRAIN_COMMAND_DEFAULTS = {
   consistency: ASYNC_DEFAULTS.consistency,
   clock: 'real',
   profile: 'train',
-  // A training task can hold its stage for seconds (a large model on the wasm backend).
+  // A training task can hold its stage for seconds (a large model on the wasm backend), and
+  // a stage waiting for a peer's big message shows no progress meanwhile.
   stallTimeoutMs: 600000,
 } as const;
 
@@ -137,4 +139,17 @@ export const SWAP_DEFAULTS = {
   /** How often `baton inspect` redraws a terminal, and prints its lines when stdout is not one, ms. */
   inspectRefreshMs: 250,
   inspectPlainMs: 1000,
+} as const;
+
+/** Heartbeats of node agent processes (job/heartbeat.ts) and the lease of a job on its agents. */
+export const HEARTBEAT_DEFAULTS = {
+  /** How often a process beats, ms. */
+  everyMs: 250,
+  /** A node silent this long (or the stall timeout, when shorter) is dead or stopped, ms. */
+  timeoutMs: 2000,
+  /** How often the main thread marks that its loop turned, ms. */
+  loopTickMs: 100,
+  /** Shortest lease (the time an agent keeps the stages of a launcher gone silent), ms: the
+   * launcher itself may block for seconds (a checkpoint, the validation loss). */
+  minLeaseMs: 30000,
 } as const;

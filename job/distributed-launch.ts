@@ -23,6 +23,8 @@ import { replyProblem } from './node-replies';
 import { TraceCollector } from './trace-collector';
 import { expectedEvents, stallErrorOf, wholeTrace } from './launch-ends';
 import { DistributedOptions, DistributedResult, assignStages } from './distributed-options';
+import { BEAT_PREFIX, HeartbeatMonitor } from './heartbeat';
+import { HEARTBEAT_DEFAULTS } from './defaults';
 
 /** One launch of a distributed job: its node replies, its trace, its renewals, its end. */
 export class Launch {
@@ -49,6 +51,8 @@ export class Launch {
   private readonly nodeFailed = this.failure.fail;
   private readonly nodeFailure = this.failure.failed;
   private renewer: NodeJS.Timeout | undefined;
+  /** The nodes' heartbeats: a beat is hearing from a node, even one whose loop a task holds. */
+  private readonly beats: HeartbeatMonitor;
   completed = false;
   private over = false;
 
@@ -79,6 +83,7 @@ export class Launch {
     // The launcher's own actor (the coordinator, whose onIteration writes checkpoints) failing ends the job too.
     this.runtime.onFailure = (f) =>
       this.nodeFailed(new JobError(`actor ${f.actor} failed: ${f.error.message}`, { cause: f.error }));
+    this.beats = new HeartbeatMonitor(this.bus, this.used, (n) => this.heard.set(n, Date.now()));
   }
 
   /** Only the job's agents send to the launcher, and a stage's trace comes from the agent hosting it. */
@@ -87,6 +92,8 @@ export class Launch {
     const i = node === null ? -1 : this.o.nodes.indexOf(node);
     if (subj === ANNOUNCE_SUBJECT && node !== null) return null; // any agent of the key may say hello
     if (i < 0) return `a message sealed by ${quoteValue(sender, 80)}, not by a node agent of this job`;
+    if (subj.startsWith(`${BEAT_PREFIX}.`) && subj !== `${BEAT_PREFIX}.${node}`)
+      return `a heartbeat on ${quoteValue(subj, 200)} sealed by node ${node}, which beats only for itself`;
     const stage = parseSubject(subj);
     if (stage?.kind === 'trace' && !(this.blocks[i] ?? []).includes(Number(stage.stage)))
       return `a trace batch of stage ${quoteValue(stage.stage, 20)} sealed by node ${node}, which does not host it`;
@@ -213,10 +220,14 @@ export class Launch {
       records = r;
     });
     await this.bus.flush();
+    this.beats.watch(Math.min(cfg.stallTimeoutMs, HEARTBEAT_DEFAULTS.timeoutMs), (why) =>
+      this.nodeFailed(new JobError(why)),
+    );
     coordinator.begin();
     await waitWithWatchdog(
       this.unlessFailed(finished),
-      () => this.trace.events.length,
+      // A node inside a long task beats as busy: progress, not a stall.
+      () => this.trace.events.length + this.beats.progress(),
       cfg.stallTimeoutMs,
       () => this.stallError(wallStart),
     );
@@ -253,6 +264,7 @@ export class Launch {
     const { cfg, used } = this;
     // Renewals end here: an agent answers one that crosses finish with an error (the job is gone).
     clearInterval(this.renewer);
+    this.beats.stop();
     const finishAsked = this.replies.queue.length;
     used.forEach((n) => this.request(n, { verb: 'finish', job: cfg.job, launch: this.id }));
     // An error to finish (or one too big an answer left without a request) ends the wait: no finished will follow.
@@ -296,6 +308,7 @@ export class Launch {
   close(): void {
     this.over = true;
     clearInterval(this.renewer);
+    this.beats.close();
     this.replies.close();
     this.hellos.close();
     // A node that refused to host (the job name is someone else's there) is left alone.

@@ -1,6 +1,7 @@
 // A distributed job's options and result, and how its stages are dealt to the nodes
 // under which lease.
 
+import { HEARTBEAT_DEFAULTS } from './defaults';
 import { Bus } from '../transport/bus';
 import { MAX_TIMER_MS } from '../base/clock';
 import { IterationRecord } from '../actors/coordinator';
@@ -45,7 +46,10 @@ export function assignStages(stages: number, nodes: number): number[][] {
 export function leaseOf(cfg: JobConfig, o: DistributedOptions): number {
   for (const n of o.nodes)
     if (!NODE_NAME_RE.test(n)) throw new JobError(`node name ${JSON.stringify(n)} does not match ${TOKEN_CHARS}`);
-  const leaseMs = Math.max(MIN_LEASE_MS, Math.round(o.leaseMs ?? cfg.stallTimeoutMs));
+  const leaseMs = Math.max(
+    MIN_LEASE_MS,
+    Math.round(o.leaseMs ?? Math.max(cfg.stallTimeoutMs, HEARTBEAT_DEFAULTS.minLeaseMs)),
+  );
   if (!(leaseMs <= MAX_TIMER_MS))
     throw new JobConfigError(
       `the lease (by default the stall timeout) is ${leaseMs} ms; it must be at most ${MAX_TIMER_MS} ms, the longest timer Node keeps`,

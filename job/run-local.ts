@@ -2,6 +2,7 @@
 // coordinator and a bus, on the real or the virtual clock. `baton sim` is this with the
 // virtual clock and the in-process bus; the same wiring runs over NATS.
 
+import { tasksDone } from '../base/task-activity';
 import { Bus, Subscription } from '../transport/bus';
 import { LocalBus } from '../transport/local-bus';
 import { newLaunchId } from '../transport/envelope';
@@ -178,7 +179,8 @@ async function untilDone(
   } else {
     await waitWithWatchdog(
       Promise.race([w.finished, w.failed, ...(w.stop ? [w.stop] : [])]),
-      () => w.events.length,
+      // A task that holds this process's loop is progress too, once it ends.
+      () => w.events.length + tasksDone(),
       cfg.stallTimeoutMs,
       async () => new DeadlockError(await w.statuses(), w.events.slice(-40), clock.now() - w.t0),
     );
@@ -193,21 +195,25 @@ export async function waitWithWatchdog(
 ): Promise<void> {
   let last = progress();
   let lastChange = performance.now();
+  let lastLook = lastChange;
   let timer: NodeJS.Timeout | undefined;
+  const every = Math.min(1000, Math.max(50, stallMs / 10));
   const stalled = new Promise<never>((_, reject) => {
-    timer = setInterval(
-      () => {
-        const p = progress();
-        if (p !== last) {
-          last = p;
-          lastChange = performance.now();
-        } else if (performance.now() - lastChange > stallMs) {
-          clearInterval(timer);
-          onStall().then(reject, reject);
-        }
-      },
-      Math.min(1000, Math.max(50, stallMs / 10)),
-    );
+    timer = setInterval(() => {
+      const p = progress();
+      const now = performance.now();
+      // This thread was held (a blocking task, a checkpoint write): what arrived meanwhile
+      // is not read yet, so the wait starts again rather than blame the peers.
+      const held = now - lastLook > Math.max(4 * every, stallMs / 2);
+      lastLook = now;
+      if (p !== last || held) {
+        last = p;
+        lastChange = now;
+      } else if (now - lastChange > stallMs) {
+        clearInterval(timer);
+        onStall().then(reject, reject);
+      }
+    }, every);
   });
   try {
     await Promise.race([done, stalled]);

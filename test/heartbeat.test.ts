@@ -1,0 +1,182 @@
+import { strict as assert } from 'assert';
+import { ChildProcess, spawn } from 'child_process';
+import * as path from 'path';
+import { LocalBus } from '../transport/local-bus';
+import { NatsBus } from '../transport/nats-bus';
+import { AuthBus } from '../transport/auth-bus';
+import { encodeValue } from '../transport/codec';
+import { BEAT_PREFIX, HeartbeatMonitor } from '../job/heartbeat';
+import { resolveConfig } from '../job/config';
+import { runOnce } from '../cli/run-once';
+import { train } from '../cli/train';
+import { HEARTBEAT_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
+import { enterTask, leaveTask, readActivity, activityBuffer, tickLoop, tasksDone } from '../base/task-activity';
+import { natsServerForSuite } from './nats-server-fixture';
+import { testKeyFile } from './helpers-auth';
+
+const CLI = path.join(__dirname, '..', 'cli', 'main.js');
+const KEY = testKeyFile();
+
+const beat = (bus: LocalBus, node: string, a: { loopLagMs: number; inTaskMs: number; tasksDone: number }) =>
+  bus.publish(`${BEAT_PREFIX}.${node}`, encodeValue({ verb: 'beat', name: node, pid: 1, seq: 0, ...a }));
+
+describe('heartbeats', function () {
+  this.timeout(120_000);
+
+  it('marks tasks in shared memory a worker can read: in a task, for how long, how many done', async () => {
+    const stop = tickLoop(10);
+    try {
+      const before = tasksDone();
+      enterTask();
+      const until = Date.now() + 60;
+      while (Date.now() < until); // holds the loop, as a compute task does
+      const a = readActivity(activityBuffer());
+      assert.ok(a.inTaskMs >= 50 && a.loopLagMs >= 50, JSON.stringify(a));
+      leaveTask();
+      assert.equal(tasksDone(), before + 1);
+      await new Promise((r) => setTimeout(r, 30));
+      const b = readActivity(activityBuffer());
+      assert.equal(b.inTaskMs, 0);
+      assert.ok(b.loopLagMs < 50);
+    } finally {
+      stop();
+    }
+  });
+
+  it('fails a node that stops beating, and not one busy inside a long task nor one whose beats say its loop is still', async () => {
+    const bus = new LocalBus();
+    const fails: string[] = [];
+    const m = new HeartbeatMonitor(bus, ['a', 'b', 'c']);
+    m.watch(300, (why) => fails.push(why));
+    const t0 = Date.now();
+    const timer = setInterval(() => {
+      beat(bus, 'b', { loopLagMs: 5000, inTaskMs: 5000, tasksDone: 3 }); // busy in a task: alive
+      if (Date.now() - t0 < 150) beat(bus, 'a', { loopLagMs: 0, inTaskMs: 0, tasksDone: 1 });
+    }, 50);
+    try {
+      await new Promise((r) => setTimeout(r, 700));
+      assert.equal(fails.length, 1, fails.join('; '));
+      assert.match(fails[0], /node a \(pid 1\) sent no heartbeat for \d+ ms: dead or stopped/);
+      assert.ok(m.progress() > 3, 'busy beats count as progress');
+      // A beat saying the loop has been still for long outside a task fails nothing: beats are not authenticated.
+      const still = new HeartbeatMonitor(bus, ['c']);
+      const stillFails: string[] = [];
+      still.watch(300, (why) => stillFails.push(why));
+      beat(bus, 'c', { loopLagMs: 60_000, inTaskMs: 0, tasksDone: 0 });
+      await new Promise((r) => setTimeout(r, 100));
+      assert.deepEqual(stillFails, []);
+      still.close();
+      // Beats of nodes the job does not use, and malformed ones, are counted and ignored.
+      bus.publish(`${BEAT_PREFIX}.stranger`, encodeValue({ verb: 'beat' }));
+      bus.publish(`${BEAT_PREFIX}.b`, new Uint8Array([1, 2, 3]));
+      assert.ok(m.rejected >= 2);
+    } finally {
+      clearInterval(timer);
+      m.close();
+    }
+  });
+
+  describe('over a real nats-server, one process per stage', () => {
+    const server = natsServerForSuite();
+
+    const agent = (name: string): ChildProcess =>
+      spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--key-file', KEY.file, '--name', name, '--json'], {
+        stdio: ['ignore', 'pipe', 'ignore'],
+      });
+    const ready = (a: ChildProcess) => new Promise<void>((r) => a.stdout!.once('data', () => r()));
+
+    for (const fault of ['SIGSTOP', 'SIGKILL'] as const)
+      it(`detects a stage process stopped by ${fault} by its missing heartbeats (2 s)`, async () => {
+        const names = [`hb${fault}1`, `hb${fault}2`];
+        const agents = names.map(agent);
+        try {
+          await Promise.all(agents.map(ready));
+          const cfg = resolveConfig({ job: `hb${fault}`, stages: 2, microbatches: 8, iterations: 100000 });
+          assert.equal(HEARTBEAT_DEFAULTS.timeoutMs, 2000);
+          let faultAt = 0;
+          // After a SIGKILL, beats for the dead node keep coming: unsealed from a stranger, and sealed
+          // by the other node of the job. Neither is the dead node's own, so neither delays the verdict.
+          const stranger = await NatsBus.connect(server().url);
+          const other = new AuthBus(await NatsBus.connect(server().url), KEY.key, `node:${names[0]}`);
+          const forge = () => {
+            const body = encodeValue({
+              verb: 'beat',
+              name: names[1],
+              pid: 1,
+              seq: 0,
+              loopLagMs: 0,
+              inTaskMs: 1,
+              tasksDone: 9,
+            });
+            stranger.publish(`${BEAT_PREFIX}.${names[1]}`, body);
+            other.publish(`${BEAT_PREFIX}.${names[1]}`, body);
+          };
+          let forger: NodeJS.Timeout | undefined;
+          const run = runOnce(cfg, {
+            transport: 'nats',
+            processes: 'per-stage',
+            natsUrl: server().url,
+            nodes: names,
+            nodeKey: KEY.key,
+            onIteration: (r) => {
+              if (faultAt === 0 && r.iteration >= 2) {
+                faultAt = Date.now();
+                process.kill(agents[1].pid!, fault);
+                if (fault === 'SIGKILL') forger = setInterval(forge, 50);
+              }
+            },
+          });
+          const err = await run.then(
+            () => null,
+            (e: Error) => e,
+          );
+          clearInterval(forger);
+          await stranger.close();
+          await other.close();
+          const after = Date.now() - faultAt;
+          assert.ok(err, 'the job failed');
+          assert.match(
+            err.message,
+            new RegExp(`node ${names[1]} \\(pid ${agents[1].pid}\\) sent no heartbeat for \\d+ ms`),
+          );
+          console.log(`      (${fault}: the job failed ${after} ms after the signal)`);
+          assert.ok(after < 3500, `detected ${after} ms after the ${fault} (target 2000 ms + one check)`);
+        } finally {
+          for (const a of agents) {
+            try {
+              process.kill(a.pid!, 'SIGCONT');
+            } catch {
+              /* gone */
+            }
+            a.kill('SIGKILL');
+          }
+        }
+      });
+
+    it('does not take a stage inside a task longer than the heartbeat timeout (2 s) for a dead or hung one', async () => {
+      const t = { ...TRAIN_DEFAULTS, width: 256, heads: 4, layers: 8, seq: 64, microbatchSize: 32, totalIterations: 1 };
+      const timeout = HEARTBEAT_DEFAULTS.timeoutMs;
+      const cfg = resolveConfig({
+        job: 'hblong',
+        stages: 2,
+        microbatches: 2,
+        profile: 'train',
+        iterations: 1,
+        stallTimeoutMs: 600_000,
+        train: { ...t, valBatches: 1 },
+      });
+      const r = await train(cfg, { transport: 'nats', processes: 'per-stage', natsUrl: server().url, threads: 1 });
+      const it = r.summary.iterations[0];
+      console.log(
+        `      (bound ${it.lower_bound_ms.toFixed(0)} ms, term ${it.lower_bound_term}, makespan ${it.makespan_ms.toFixed(0)} ms)`,
+      );
+      // The bound's stage term is one stage's task time: 2 M tasks, so some task took at least its mean.
+      if (it.lower_bound_term?.startsWith('stage'))
+        assert.ok(
+          it.lower_bound_ms / (2 * cfg.microbatches) > timeout,
+          `mean task ${it.lower_bound_ms / (2 * cfg.microbatches)} ms`,
+        );
+      assert.equal(r.iterations_run, 1);
+    });
+  });
+});
