@@ -5,7 +5,7 @@ import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { Readable } from 'stream';
-import { main } from '../cli/main';
+import { batonInProcess } from './helpers-cli';
 import { formatTapLine, printable, tapCommand, tapLine } from '../cli/tap';
 import { comparedPaths } from '../cli/trace-output';
 import { encodeValue } from '../transport/codec';
@@ -74,21 +74,7 @@ function spawnBaton(...argv: string[]): ChildProcessByStdio<null, Readable, Read
   });
 }
 
-async function baton(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const write = process.stderr.write.bind(process.stderr);
-  process.stderr.write = ((s: string) => {
-    err += s;
-    return true;
-  }) as typeof process.stderr.write;
-  try {
-    const code = await main(argv, (s) => (out += `${s}\n`));
-    return { code, out, err };
-  } finally {
-    process.stderr.write = write;
-  }
-}
+const baton = batonInProcess;
 
 describe('the baton command', function () {
   after(() => {

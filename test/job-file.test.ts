@@ -3,28 +3,14 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { stringify as toYaml } from 'yaml';
-import { main } from '../cli/main';
+import { batonInProcess } from './helpers-cli';
 import { COMMAND_ONLY_FLAGS, JobCommand, keysOf } from '../cli/job-file-schema';
 import { RUN_FLAGS } from '../cli/run-flags';
 import { TRAIN_FLAGS } from '../cli/train-flags';
 import { SIM_FLAGS } from '../cli/sim';
 import { FlagSpec } from '../cli/args';
 
-async function baton(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const write = process.stderr.write.bind(process.stderr);
-  process.stderr.write = ((s: string) => {
-    err += s;
-    return true;
-  }) as typeof process.stderr.write;
-  try {
-    const code = await main(argv, (s) => (out += `${s}\n`));
-    return { code, out, err };
-  } finally {
-    process.stderr.write = write;
-  }
-}
+const baton = batonInProcess;
 
 /** Two stages of a one-layer MLP of width 8, two microbatches of two samples, two iterations. */
 const SMALL_TRAIN = [
