@@ -12,7 +12,7 @@ import { Bus, Subscription } from '../transport/bus';
 import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
 import { ENVELOPE_VERSION, Envelope, launchField } from '../transport/envelope';
 import { EventSink } from '../stage/events';
-import { commHoldMs } from './receiver';
+import { afterComm } from './receiver';
 import { ActorRef, ActorRuntime } from './runtime';
 
 /** Collectives a member keeps open at once: more is a peer misbehaving. */
@@ -185,9 +185,7 @@ export function spawnBusAllReduce(w: AllReduceWiring): {
     }
     // The part's data may be a view into the bus's buffer: keep a copy.
     const held = { type: 'part' as const, key: part.key, member: part.member, data: Float32Array.from(part.data) };
-    const hold = e.commMs !== undefined ? commHoldMs(e.sentAt, e.commMs, runtime.clock.now()) : 0;
-    if (hold > 0) runtime.clock.setTimer(hold, () => runtime.send(self, held));
-    else runtime.send(self, held);
+    afterComm(runtime.clock, e, runtime.clock.now(), () => runtime.send(self, held));
     return s;
   });
   const subscription = w.bus.subscribe(w.subjectOf(w.member), (subject, data) =>

@@ -10,6 +10,7 @@ import { decodeEnvelope, CodecError } from '../transport/codec';
 import { quoteValue } from '../base/quote';
 import { Envelope, launchText } from '../transport/envelope';
 import { ActorRef, ActorRuntime } from './runtime';
+import { Clock } from '../base/clock';
 import { EventSink, ReceiveEvent } from '../stage/events';
 import { StageActorMsg } from './stage';
 import { Lane, laneName } from '../transport/lanes';
@@ -47,6 +48,21 @@ export interface ReceiverState {
  */
 export function commHoldMs(sentAt: number, commMs: number, now: number): number {
   return Math.min(commMs, Math.max(0, sentAt + commMs - now));
+}
+
+/**
+ * Runs `deliver` once what is left at `now` of `e`'s emulated communication time has passed
+ * (at once when it has none).
+ */
+export function afterComm(
+  clock: Pick<Clock, 'setTimer'>,
+  e: Pick<Envelope, 'sentAt' | 'commMs'>,
+  now: number,
+  deliver: () => void,
+): void {
+  const hold = e.commMs !== undefined ? commHoldMs(e.sentAt, e.commMs, now) : 0;
+  if (hold > 0) clock.setTimer(hold, deliver);
+  else deliver();
 }
 
 type Reject = (now: number, reason: string, detail: string) => void;
@@ -119,9 +135,7 @@ function deliverArrival(w: ReceiverWiring, env: Envelope, now: number, cpuMs: nu
       receipt,
     });
   };
-  const hold = env.commMs !== undefined ? commHoldMs(env.sentAt, env.commMs, now) : 0;
-  if (hold > 0) clock.setTimer(hold, deliver);
-  else deliver();
+  afterComm(clock, env, now, deliver);
 }
 
 export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {

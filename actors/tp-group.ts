@@ -16,7 +16,7 @@ import { ENVELOPE_VERSION, Envelope, launchField } from '../transport/envelope';
 import { Lane, laneName, laneSubject } from '../transport/lanes';
 import { EventSink } from '../stage/events';
 import { StageMsg } from '../stage/stage-state';
-import { commHoldMs } from './receiver';
+import { afterComm } from './receiver';
 import { ActorRef, ActorRuntime } from './runtime';
 
 export type TpGroupMsg =
@@ -146,10 +146,8 @@ export function spawnTpGroupMember(w: TpGroupWiring): { member: ActorRef<TpGroup
       reject(`${msg.subject}: ${p}`);
       return s;
     }
-    const hold = e.commMs !== undefined ? commHoldMs(e.sentAt, e.commMs, runtime.clock.now()) : 0;
     const peer = { type: 'peer' as const, ...p };
-    if (hold > 0) runtime.clock.setTimer(hold, () => runtime.send(self, peer));
-    else runtime.send(self, peer);
+    afterComm(runtime.clock, e, runtime.clock.now(), () => runtime.send(self, peer));
     return s;
   });
   const subscription = w.bus.subscribe(laneSubject(w.job, 'tp', w.stage, w.lane), (subject, data) =>

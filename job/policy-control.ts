@@ -4,16 +4,20 @@
 // and a handle to ask for swaps from this process.
 
 import { HintPolicy } from '../policies/hint';
-import { PipelineShape } from '../policies/task';
 import { isModulePath, resolvePolicy } from '../policies/registry';
 import { ScheduledSwap } from '../policies/swap-schedule';
-import { JobPosition } from '../policies/swap-rules';
 import { InputError } from '../base/errors';
 import { AuthBus } from '../transport/auth-bus';
-import { Bus, Subscription } from '../transport/bus';
+import { Subscription } from '../transport/bus';
 import { subject } from '../transport/subjects';
-import { ActorRuntime } from '../actors/runtime';
-import { PolicyActor, PolicyView, SetAnswer, SwapLogEntry, spawnPolicyActor } from '../actors/policy-actor';
+import {
+  PolicyActor,
+  PolicyActorWiring,
+  PolicyView,
+  SetAnswer,
+  SwapLogEntry,
+  spawnPolicyActor,
+} from '../actors/policy-actor';
 
 export interface SwapOptions {
   /** Scripted swaps: at the start of each listed iteration. */
@@ -46,16 +50,9 @@ export function swapModulesOf(o: SwapOptions | undefined): string[] {
   return [...mods];
 }
 
-export interface PolicyControlWiring {
-  readonly runtime: ActorRuntime;
-  readonly bus: Bus;
-  readonly job: string;
-  readonly shape: PipelineShape;
-  readonly initial: HintPolicy;
-  readonly launch?: string;
-  readonly position: () => JobPosition;
+/** The policy actor's wiring but its resolver, which the job's swap options make, and those options. */
+export interface PolicyControlWiring extends Omit<PolicyActorWiring, 'resolve'> {
   readonly options?: SwapOptions;
-  readonly consistency?: string;
 }
 
 export interface StartedPolicyControl {
