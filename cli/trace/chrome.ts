@@ -19,30 +19,13 @@
 // process and thread names, so traces written with the earlier numbering (stage s as pid
 // s, tids 0, 1, 2) read back the same; chrome-check.ts checks a file against the format.
 
-import {
-  BatonEvent,
-  MAX_EVENT_TIME_MS,
-  ReceiveEvent,
-  SendEvent,
-  TaskEndEvent,
-  TaskStartEvent,
-} from '../../stage/events';
+import { BatonEvent, MAX_EVENT_TIME_MS, TaskEndEvent, TaskStartEvent } from '../../stage/events';
 import { formatTask } from '../../policies/task';
 import { pairTaskEvents } from '../../checks/task-spans';
+import { ChromeEvent, TID, TraceClock, commTid, stagePid, traceClock } from './chrome-format';
+import { messageEvents } from './chrome-messages';
 
-export interface ChromeEvent {
-  name: string;
-  ph: string;
-  ts: number;
-  pid: number;
-  tid: number;
-  cat?: string;
-  dur?: number;
-  id?: number | string;
-  bp?: 'e';
-  s?: 'g' | 'p' | 't';
-  args?: Record<string, unknown>;
-}
+export { ChromeEvent, TID, commTid, stagePid } from './chrome-format';
 
 export interface ChromeTraceMeta {
   job: string;
@@ -57,40 +40,8 @@ export interface ChromeTrace {
   metadata: ChromeTraceMeta & { generator: 'baton'; time_origin_ms: number; baton_events: BatonEvent[] };
 }
 
-export const TID = { compute: 1, comm: 2, waits: 3 } as const;
-
-/** The process of a stage's tracks. */
-export function stagePid(stage: number): number {
-  return stage + 1;
-}
-
-/** The thread of a stage's comm lane `lane` (0 is TID.comm; further lanes come after the waits). */
-export function commTid(lane: number): number {
-  return lane === 0 ? TID.comm : TID.waits + lane;
-}
-
-/** Key under which a send and its receive meet: the message's identity and route. */
-function messageKey(iteration: number, kind: string, mb: number, chunk: number, src: number, dst: number): string {
-  return `${iteration}|${kind}|${mb}|${chunk}|${src}>${dst}`;
-}
-
 export class TraceBuildError extends Error {
   override name = 'TraceBuildError';
-}
-
-/** Trace times: microseconds since `origin`, put on one nanosecond grid. */
-interface TraceClock {
-  /** Integer nanoseconds since the origin: a start and the end before it meet exactly. */
-  ns(t: number): number;
-  rel(t: number): number;
-  span(from: number, to: number): { ts: number; dur: number };
-}
-
-function traceClock(origin: number): TraceClock {
-  const ns = (t: number) => Math.round((t - origin) * 1e6);
-  const rel = (t: number) => ns(t) / 1e3;
-  const span = (from: number, to: number) => ({ ts: rel(from), dur: Math.max(0, ns(to) - ns(from)) / 1e3 });
-  return { ns, rel, span };
 }
 
 export function toChromeTrace(events: readonly BatonEvent[], meta: ChromeTraceMeta): ChromeTrace {
@@ -150,6 +101,17 @@ function stageTrackEvents(
   const out: ChromeEvent[] = [];
   for (const e of events) {
     const pid = stagePid(e.stage);
+    // A marker on the compute track: 't' spans the thread, 'p' the stage's whole process.
+    const instant = (name: string, cat: string, scope: 't' | 'p', args: Record<string, unknown>): ChromeEvent => ({
+      name,
+      cat,
+      ph: 'i',
+      s: scope,
+      ts: rel(e.t),
+      pid,
+      tid: TID.compute,
+      args,
+    });
     switch (e.type) {
       case 'task-start':
         out.push({ name: 'in-flight', ph: 'C', ts: rel(e.t), pid, tid: TID.compute, args: { forwards: e.inflight } });
@@ -185,105 +147,24 @@ function stageTrackEvents(
         });
         break;
       case 'reject':
-        out.push({
-          name: `reject: ${e.reason}`,
-          cat: 'reject',
-          ph: 'i',
-          s: 't',
-          ts: rel(e.t),
-          pid,
-          tid: TID.compute,
-          args: { iteration: e.iteration, detail: e.detail },
-        });
+        out.push(instant(`reject: ${e.reason}`, 'reject', 't', { iteration: e.iteration, detail: e.detail }));
         break;
       case 'policy-swap':
-        out.push({
-          name: `swap ${e.what}: ${e.from} -> ${e.to}`,
-          cat: 'swap',
-          ph: 'i',
-          s: 'p',
-          ts: rel(e.t),
-          pid,
-          tid: TID.compute,
-          args: { swap: e.swap, iteration: e.iteration, tasks: e.tasks },
-        });
+        out.push(
+          instant(`swap ${e.what}: ${e.from} -> ${e.to}`, 'swap', 'p', {
+            swap: e.swap,
+            iteration: e.iteration,
+            tasks: e.tasks,
+          }),
+        );
         break;
       case 'iteration-start':
       case 'iteration-end':
-        out.push({
-          name: `${e.type} ${e.iteration}`,
-          cat: 'iteration',
-          ph: 'i',
-          s: 'p',
-          ts: rel(e.t),
-          pid,
-          tid: TID.compute,
-          args: { iteration: e.iteration },
-        });
+        out.push(instant(`${e.type} ${e.iteration}`, 'iteration', 'p', { iteration: e.iteration }));
         break;
     }
   }
   return out;
-}
-
-/** Each message paired with its send, on the sender's comm lanes, with a flow arrow to an
- * arrival marker on the receiver's comm track; and how many lanes each sender needed. */
-function messageEvents(
-  events: readonly BatonEvent[],
-  { ns, rel, span }: TraceClock,
-): { messages: ChromeEvent[]; lanes: Map<number, number> } {
-  const sends = new Map<string, SendEvent[]>();
-  for (const e of events) {
-    if (e.type !== 'send') continue;
-    const key = messageKey(e.iteration, e.kind, e.mb, e.chunk, e.stage, e.dst);
-    const q = sends.get(key);
-    if (q) q.push(e);
-    else sends.set(key, [e]);
-  }
-  const messages: { s: SendEvent; r: ReceiveEvent; lane: number }[] = [];
-  for (const r of events) {
-    if (r.type !== 'receive') continue;
-    // Inputs from outside the pipeline (src < 0, the data feed) have no send to pair with.
-    const s = sends.get(messageKey(r.iteration, r.kind, r.mb, r.chunk, r.src, r.stage))?.shift();
-    if (s) messages.push({ s, r, lane: 0 });
-  }
-  // Each message takes the first lane of its sender that is free when it is sent (a
-  // message ending as another starts leaves the lane free, as Perfetto reads it).
-  const laneEnds = new Map<number, number[]>();
-  messages.sort((a, b) => a.s.t - b.s.t);
-  for (const m of messages) {
-    const ends = laneEnds.get(m.s.stage) ?? [];
-    laneEnds.set(m.s.stage, ends);
-    const start = ns(m.s.t);
-    const lane = ends.findIndex((end) => end <= start);
-    m.lane = lane < 0 ? ends.length : lane;
-    ends[m.lane] = Math.max(start, ns(m.r.t));
-  }
-  const out: ChromeEvent[] = [];
-  let flowId = 0;
-  for (const { s, r, lane } of messages) {
-    const id = ++flowId;
-    const name = `${r.kind} mb${r.mb}${r.chunk === 0 ? '' : `@${r.chunk}`} ${s.stage}→${r.stage}`;
-    const args = {
-      iteration: r.iteration,
-      microbatch: r.mb,
-      chunk: r.chunk,
-      src: s.stage,
-      dst: r.stage,
-      seq: s.seq,
-      bytes: s.bytes,
-      latency_ms: r.latency,
-    };
-    const tid = commTid(lane);
-    const arrival = rel(Math.max(r.t, s.t));
-    out.push({ name, cat: r.kind, ph: 'X', ...span(s.t, r.t), pid: stagePid(s.stage), tid, args });
-    out.push({ name, cat: r.kind, ph: 's', id, ts: rel(s.t), pid: stagePid(s.stage), tid });
-    // The arrival marker gives the flow's end a slice to bind to on the receiver's track.
-    const receiver = { pid: stagePid(r.stage), tid: TID.comm };
-    out.push({ name: `arrive ${name}`, cat: r.kind, ph: 'i', s: 't', ts: arrival, ...receiver, args });
-    out.push({ name, cat: r.kind, ph: 'f', bp: 'e', id, ts: arrival, ...receiver });
-  }
-  return { messages: out, lanes: new Map([...laneEnds].map(([stage, ends]) => [stage, ends.length])) };
 }
 
 /** Process and thread names and their order: compute, the comm lanes, waits. */
