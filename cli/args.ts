@@ -12,6 +12,8 @@ export interface FlagSpec {
   /** Allowed values for string flags. */
   readonly choices?: readonly string[];
   readonly metavar?: string;
+  /** A one-letter alias (`o` for `-o`); the help line says it. */
+  readonly short?: string;
 }
 
 /** --help, which every command takes. */
@@ -41,9 +43,10 @@ export type ParsedFlags = Record<string, string | number | boolean | string[] | 
 const camel = (s: string) => s.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 
 /**
- * Parse `argv` against `specs`. `-h` is `--help` where there is one. Arguments that are
- * not flags are positional; more than `maxPositional` of them (default none) is an error,
- * so a mistyped flag (`-stages 4`) or a stray value (`--json true`) is not silently dropped.
+ * Parse `argv` against `specs`. `-h` is `--help` where there is one, and a spec's `short`
+ * letter stands for its flag. Arguments that are not flags are positional; more than
+ * `maxPositional` of them (default none) is an error, so a mistyped flag (`-stages 4`) or
+ * a stray value (`--json true`) is not silently dropped.
  */
 export function parseFlags(
   argv: readonly string[],
@@ -52,6 +55,8 @@ export function parseFlags(
   maxPositional = 0,
 ): { flags: ParsedFlags; positional: string[]; given: ReadonlySet<string> } {
   const byName = new Map(specs.map((s) => [s.name, s]));
+  const byShort = new Map(specs.filter((s) => s.short).map((s) => [`-${s.short}`, `--${s.name}`]));
+  if (byName.has('help')) byShort.set('-h', '--help');
   const flags: ParsedFlags = {};
   const positional: string[] = [];
   /** Flags the user gave (the others hold their defaults), by their camelCase key. */
@@ -59,7 +64,7 @@ export function parseFlags(
   for (const s of specs)
     if (s.default !== undefined) flags[camel(s.name)] = s.type === 'list' ? String(s.default).split(',') : s.default;
   for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i] === '-h' && byName.has('help') ? '--help' : argv[i];
+    const arg = byShort.get(argv[i]) ?? argv[i];
     if (!arg.startsWith('--')) {
       if (positional.length >= maxPositional)
         throw new UsageError(

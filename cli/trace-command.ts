@@ -17,7 +17,7 @@ import { GanttError, ganttSvg, ganttTasks } from './trace/gantt';
 const MAX_GANTT_WIDTH = 100_000;
 
 const GANTT_FLAGS: readonly FlagSpec[] = [
-  { name: 'output', type: 'string', metavar: 'FILE.svg', help: 'where to write the SVG (also -o)' },
+  { name: 'output', short: 'o', type: 'string', metavar: 'FILE.svg', help: 'where to write the SVG (also -o)' },
   { name: 'title', type: 'string', metavar: 'T', help: 'chart title (default: the policy and job from the trace)' },
   {
     name: 'width',
@@ -110,12 +110,7 @@ export function summarizeStages(events: readonly BatonEvent[], stages: number): 
 }
 
 async function gantt(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags, positional } = parseFlags(
-    argv.map((a) => (a === '-o' ? '--output' : a)),
-    GANTT_FLAGS,
-    'trace gantt',
-    Infinity,
-  );
+  const { flags, positional } = parseFlags(argv, GANTT_FLAGS, 'trace gantt', Infinity);
   if (flags.help) {
     out(GANTT_HELP);
     return 0;

@@ -11,18 +11,7 @@ async function baton(...argv: string[]): Promise<{ code: number; out: string }> 
   return { code, out };
 }
 
-const DEMO_SHAPE = [
-  '--stages',
-  '4',
-  '--microbatches',
-  '16',
-  '--profile',
-  'multimodal',
-  '--jitter',
-  'paper',
-  '--seed',
-  '1',
-];
+const DEMO_SHAPE = '--stages 4 --microbatches 16 --profile multimodal --jitter paper --seed 1'.split(' ');
 
 describe('honest comparisons', function () {
   this.timeout(120000);

@@ -1,25 +1,13 @@
 import { strict as assert } from 'assert';
 import { BatonEvent, eventProblem } from '../stage/events';
-import { activationSend } from './helpers-events';
+import { activationReceive, activationSend } from './helpers-events';
 
 describe('events from the wire', () => {
   const good: BatonEvent[] = [
     { type: 'task-start', t: 1, stage: 0, iteration: 0, kind: 'F', mb: 0, chunk: 0, inflight: 1, backpressure: false },
     { type: 'task-end', t: 2, stage: 0, iteration: 0, kind: 'B', mb: 3, chunk: 1 },
     { ...activationSend(2, 4, 16), cpuMs: 0.1 },
-    {
-      type: 'receive',
-      t: 3,
-      stage: 1,
-      iteration: 0,
-      kind: 'activation',
-      mb: 0,
-      chunk: 0,
-      src: 0,
-      seq: 4,
-      bytes: 16,
-      latency: 1,
-    },
+    activationReceive(3, 4, 16, 1),
     { type: 'wait', t: 0, stage: 1, iteration: 0, ms: 2, reason: 'nothing-ready' },
     { type: 'reject', t: 0, stage: 1, iteration: -1, reason: 'malformed', detail: 'x' },
     { type: 'iteration-start', t: 0, stage: 2, iteration: 1 },

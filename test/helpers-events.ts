@@ -1,4 +1,4 @@
-import { SendEvent, TaskEndEvent, TaskStartEvent } from '../stage/events';
+import { ReceiveEvent, SendEvent, TaskEndEvent, TaskStartEvent } from '../stage/events';
 
 /** The start, at time `t`, of the forward of microbatch 0 (chunk 0) on stage 0 in iteration 0: one task in flight, no backpressure. */
 export function forwardStart(t: number): TaskStartEvent {
@@ -23,4 +23,21 @@ export function forwardEnd(t: number): TaskEndEvent {
 /** Stage 0 sending microbatch 0's activation (chunk 0) to stage 1 at time `t`, as message `seq` of `bytes`. */
 export function activationSend(t: number, seq: number, bytes: number): SendEvent {
   return { type: 'send', t, stage: 0, iteration: 0, kind: 'activation', mb: 0, chunk: 0, dst: 1, seq, bytes };
+}
+
+/** Stage 1 receiving microbatch 0's activation (chunk 0) from stage 0 at time `t`, as message `seq` of `bytes`, `latency` ms after its send. */
+export function activationReceive(t: number, seq: number, bytes: number, latency: number): ReceiveEvent {
+  return {
+    type: 'receive',
+    t,
+    stage: 1,
+    iteration: 0,
+    kind: 'activation',
+    mb: 0,
+    chunk: 0,
+    src: 0,
+    seq,
+    bytes,
+    latency,
+  };
 }

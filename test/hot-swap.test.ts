@@ -47,6 +47,18 @@ function cli(argv: string[]): Promise<{ code: number; stdout: string; stderr: st
   });
 }
 
+/** The GPT these tests train: 4 blocks of width 16, short sequences, small microbatches. */
+const SMALL_GPT = {
+  ...TRAIN_DEFAULTS,
+  microbatchSize: 2,
+  seq: 8,
+  layers: 4,
+  width: 16,
+  heads: 2,
+  warmup: 1,
+  valBatches: 1,
+};
+
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 describe('hot swaps of the arbitration policy', function () {
@@ -54,17 +66,7 @@ describe('hot swaps of the arbitration policy', function () {
 
   it('a synchronous GPT run (P = 4, paper jitter) with 100 swaps at random times ends with the checksum of the run without them, and every swap is in the trace and the JSON', async () => {
     await loadBackend({ force: 'wasm' });
-    const t = {
-      ...TRAIN_DEFAULTS,
-      microbatchSize: 2,
-      seq: 8,
-      layers: 4,
-      width: 16,
-      heads: 2,
-      warmup: 1,
-      totalIterations: 10,
-      valBatches: 1,
-    };
+    const t = { ...SMALL_GPT, totalIterations: 10 };
     const cfg = resolveConfig({
       job: 'hotswap',
       stages: 4,
@@ -198,16 +200,7 @@ describe('hot swaps of the arbitration policy', function () {
 
   it('an asynchronous run swaps consistency none -> fresco mid-stream, and its JSON says from which update each stage used which', async () => {
     await loadBackend({ force: 'wasm' });
-    const t = {
-      ...TRAIN_DEFAULTS,
-      microbatchSize: 2,
-      seq: 8,
-      layers: 4,
-      width: 16,
-      heads: 2,
-      warmup: 1,
-      valBatches: 1,
-    };
+    const t = SMALL_GPT;
     const cfg = resolveConfig({
       job: 'hotswapasync',
       stages: 4,

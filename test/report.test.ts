@@ -8,6 +8,7 @@ import { reportHtml } from '../cli/report/report-html';
 import { reportFromFiles } from '../cli/report/report-command';
 import { BatonEvent } from '../stage/events';
 import { findChromium, visitPage } from './helpers-chromium';
+import { activationReceive } from './helpers-events';
 
 const MAIN = path.join(__dirname, '..', 'cli', 'main.js');
 
@@ -16,19 +17,7 @@ function baton(...argv: string[]): { code: number; out: string; err: string } {
   return { code: r.status ?? -1, out: r.stdout, err: r.stderr };
 }
 
-const SIM = [
-  'sim',
-  '--stages',
-  '4',
-  '--microbatches',
-  '8',
-  '--profile',
-  'multimodal',
-  '--jitter',
-  'paper',
-  '--seed',
-  '1',
-];
+const SIM = 'sim --stages 4 --microbatches 8 --profile multimodal --jitter paper --seed 1'.split(' ');
 const COMPARED = ['--compare', '1f1b,bf,bf@depth'];
 
 const start = (t: number, stage: number, mb: number): BatonEvent => ({
@@ -67,19 +56,7 @@ describe('report statistics', () => {
   });
 
   it('bins latencies up to the 99th percentile, the rest in the last bin', () => {
-    const recv = (latency: number): BatonEvent => ({
-      type: 'receive',
-      t: 0,
-      stage: 1,
-      iteration: 0,
-      kind: 'activation',
-      mb: 0,
-      chunk: 0,
-      src: 0,
-      seq: 0,
-      bytes: 1,
-      latency,
-    });
+    const recv = (latency: number): BatonEvent => activationReceive(0, 0, 1, latency);
     const h = latencyHistogram([...Array.from({ length: 99 }, (_, i) => recv(i / 10)), recv(1000)], 10);
     assert.equal(h.total, 100);
     assert.equal(

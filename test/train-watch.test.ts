@@ -41,6 +41,19 @@ const STREAM: BatonEvent[] = [
   task('task-end', 11, 0, 'B', 2),
 ];
 
+/** A TrainProgress writing into `lines`, with the options a test sets over these. */
+function progressInto(lines: string[], opts: Partial<ConstructorParameters<typeof TrainProgress>[0]>): TrainProgress {
+  return new TrainProgress({
+    mode: 'sync',
+    total: 1,
+    tokensPerUnit: 1,
+    clock: 'real',
+    write: (s) => lines.push(s),
+    tty: false,
+    ...opts,
+  });
+}
+
 describe('training progress on stderr', () => {
   it('formats durations short: seconds, then minutes, then hours', () => {
     assert.equal(formatDuration(12345), '12.3s');
@@ -52,15 +65,7 @@ describe('training progress on stderr', () => {
   it('writes one line per synchronous iteration with loss, tokens/s, elapsed and an ETA from the pace so far', () => {
     let now = 0;
     const lines: string[] = [];
-    const p = new TrainProgress({
-      mode: 'sync',
-      total: 4,
-      tokensPerUnit: 1000,
-      clock: 'real',
-      write: (s) => lines.push(s),
-      tty: false,
-      now: () => now,
-    });
+    const p = progressInto(lines, { total: 4, tokensPerUnit: 1000, now: () => now });
     const rec = (iteration: number): IterationRecord => ({ iteration, start: 0, end: 500, makespan: 500, reports: [] });
     now = 2000;
     p.onIteration(rec(0), 3.5);
@@ -74,14 +79,7 @@ describe('training progress on stderr', () => {
 
   it('redraws one line on a terminal and ends it once', () => {
     const lines: string[] = [];
-    const p = new TrainProgress({
-      mode: 'sync',
-      total: 1,
-      tokensPerUnit: 1,
-      clock: 'virtual',
-      write: (s) => lines.push(s),
-      tty: true,
-    });
+    const p = progressInto(lines, { clock: 'virtual', tty: true });
     p.onIteration({ iteration: 0, start: 0, end: 1, makespan: 1, reports: [] }, 1);
     p.finish();
     p.finish();
@@ -96,15 +94,7 @@ describe('training progress on stderr', () => {
     assert.equal(m.max, 1);
     assert.equal(m.mean.toFixed(3), (2 / 3).toFixed(3));
     const lines: string[] = [];
-    const p = new TrainProgress({
-      mode: 'async',
-      total: 3,
-      tokensPerUnit: 10,
-      clock: 'real',
-      write: (s) => lines.push(s),
-      tty: false,
-      everyMs: 1e9,
-    });
+    const p = progressInto(lines, { mode: 'async', total: 3, tokensPerUnit: 10, everyMs: 1e9 });
     // The loss stage's task-end carries its microbatch's loss; the line shows the latest.
     const withLoss = STREAM.map((e) => (e.type === 'task-end' && e.kind === 'B' ? { ...e, loss: 3 - e.mb / 4 } : e));
     for (const e of withLoss) p.sink(e);

@@ -18,7 +18,13 @@ class ReportInputError extends InputError {
 }
 
 const REPORT_FLAGS: readonly FlagSpec[] = [
-  { name: 'output', type: 'string', metavar: 'FILE.html', help: 'where to write the report (also -o); required' },
+  {
+    name: 'output',
+    short: 'o',
+    type: 'string',
+    metavar: 'FILE.html',
+    help: 'where to write the report (also -o); required',
+  },
   { name: 'title', type: 'string', metavar: 'TEXT', help: 'the report title (default: from the run)' },
   HELP_FLAG,
 ];
@@ -89,12 +95,7 @@ function defaultTitle(rows: readonly Row[], runs: readonly ReportRun[]): string 
 }
 
 export async function reportCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags, positional } = parseFlags(
-    argv.map((a) => (a === '-o' ? '--output' : a)),
-    REPORT_FLAGS,
-    'report',
-    Infinity,
-  );
+  const { flags, positional } = parseFlags(argv, REPORT_FLAGS, 'report', Infinity);
   if (flags.help) {
     out(REPORT_HELP);
     return 0;

@@ -27,33 +27,38 @@ export function dot(a: Vec, i: number, b: Vec, j: number, n: number): number {
   return s;
 }
 
-/** out (m×q) = A (m×p) · B (p×q). */
-export function mulAB(a: Vec, b: Vec, m: number, p: number, q: number, into?: Float64Array): Float64Array {
-  const out = into ?? new Float64Array(m * q);
-  out.fill(0, 0, m * q);
-  for (let i = 0; i < m; i++) {
-    const oi = i * q;
-    for (let r = 0; r < p; r++) {
-      const s = a[i * p + r];
-      if (s !== 0) addScaled(out, oi, s, b, r * q, q);
+/**
+ * out (rows×q) = Σ_r A[i, r] · B[r, :] over r in index order, where A[i, r] is
+ * a[i·rowStride + r·innerStride]: A itself (strides p, 1) or a transposed view (1, p).
+ */
+function mulRows(
+  a: Vec,
+  b: Vec,
+  rows: number,
+  inner: number,
+  q: number,
+  strides: [number, number],
+  out: Float64Array,
+): Float64Array {
+  const [rowStride, innerStride] = strides;
+  out.fill(0, 0, rows * q);
+  for (let i = 0; i < rows; i++) {
+    for (let r = 0; r < inner; r++) {
+      const s = a[i * rowStride + r * innerStride];
+      if (s !== 0) addScaled(out, i * q, s, b, r * q, q);
     }
   }
   return out;
 }
 
+/** out (m×q) = A (m×p) · B (p×q). */
+export function mulAB(a: Vec, b: Vec, m: number, p: number, q: number, into?: Float64Array): Float64Array {
+  return mulRows(a, b, m, p, q, [p, 1], into ?? new Float64Array(m * q));
+}
+
 /** out (p×q) = Aᵀ · B with A (m×p) and B (m×q). */
 export function mulAtB(a: Vec, b: Vec, m: number, p: number, q: number, into?: Float64Array): Float64Array {
-  const out = into ?? new Float64Array(p * q);
-  out.fill(0, 0, p * q);
-  for (let r = 0; r < m; r++) {
-    const ar = r * p;
-    const br = r * q;
-    for (let i = 0; i < p; i++) {
-      const s = a[ar + i];
-      if (s !== 0) addScaled(out, i * q, s, b, br, q);
-    }
-  }
-  return out;
+  return mulRows(a, b, p, m, q, [1, p], into ?? new Float64Array(p * q));
 }
 
 /** C (m×p) −= A (m×q) · Bᵀ with B (p×q): each entry is a contiguous dot product. */
