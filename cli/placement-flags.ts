@@ -1,6 +1,8 @@
 // --node-speeds, --placement and --partition of sim, run and train: the nodes a job places
-// its stages on (node0, node1, … with the given speeds), where each stage goes
-// (job/placement.ts), and whether layers are split by the stages' speeds.
+// its stages on (the running agents --nodes names, else node0, node1, …, with the given
+// speeds), where each stage goes (job/placement.ts), and whether layers are split by the
+// stages' speeds. With --nodes and speeds each stage gets a node of its own, and the
+// launcher hands stage s to the agent the placement names for it (cfg.placement).
 
 import { JobConfig } from '../job/config';
 import { partitionProfile } from '../models/durations';
@@ -14,7 +16,7 @@ export const PLACEMENT_FLAGS: readonly FlagSpec[] = [
     name: 'node-speeds',
     type: 'list',
     metavar: 'S0,S1,…',
-    help: 'relative speed of nodes node0, node1, …: emulated compute on a node of speed s takes 1/s as long, and a speed-aware partition gives its stage s times the work (default: one node of speed 1 per stage)',
+    help: 'relative speed of nodes node0, node1, … (with --nodes: of those agents, in their order, e.g. from baton calibrate): emulated compute on a node of speed s takes 1/s as long, and a speed-aware partition gives its stage s times the work (default: one node of speed 1 per stage)',
   },
   {
     name: 'placement',
@@ -55,9 +57,33 @@ function speedsFlag(raw: readonly string[]): number[] {
   });
 }
 
+/** The nodes a job is placed on and their speeds: the --nodes agents or node0, node1, … */
+function placementNodes(
+  flags: Readonly<Record<string, unknown>>,
+  stages: number,
+): { names: string[]; speeds: number[] } {
+  const raw = flags.nodeSpeeds as string[] | undefined;
+  const agents = flags.nodes as string[] | undefined;
+  if (agents) {
+    const speeds = raw ? speedsFlag(raw) : agents.map(() => 1);
+    if (speeds.length !== agents.length)
+      throw new UsageError(
+        `--node-speeds gives ${speeds.length} speeds for the ${agents.length} agents of --nodes (${agents.join(',')}); one each, in order`,
+      );
+    if (agents.length !== stages)
+      throw new UsageError(
+        `--nodes with --node-speeds or --placement places one stage per agent: ${stages} stages need ${stages} agents, ${agents.length} given`,
+      );
+    return { names: agents, speeds };
+  }
+  const speeds = raw ? speedsFlag(raw) : new Array<number>(stages).fill(1);
+  return { names: speeds.map((_, k) => `node${k}`), speeds };
+}
+
 /**
  * `cfg` placed as the flags say: stage speeds, the node of each stage and the partition.
- * Without node speeds or a placement, nothing is placed (every stage at speed 1).
+ * Without node speeds or a placement, nothing is placed (every stage at speed 1; --nodes
+ * agents get the stages in contiguous blocks).
  * `work` gives each stage's work at equal speeds, for auto (asked only when needed).
  */
 export function placedConfig(
@@ -66,19 +92,13 @@ export function placedConfig(
   work: () => readonly number[],
 ): JobConfig {
   const partition = flags.partition as 'uniform' | 'speed';
-  const raw = flags.nodeSpeeds as string[] | undefined;
   const placement = placementFlag(String(flags.placement));
-  if (flags.nodes && (raw || placement !== 'auto'))
-    throw new UsageError(
-      '--nodes deals stages to running node agents in blocks; --node-speeds and --placement place stages on nodes of this run only',
-    );
-  if (!raw && placement === 'auto') return { ...cfg, partition };
-  const speeds = raw ? speedsFlag(raw) : new Array<number>(cfg.stages).fill(1);
-  const nodes = speeds.map((_, k) => `node${k}`);
+  if (!flags.nodeSpeeds && placement === 'auto') return { ...cfg, partition };
+  const { names, speeds } = placementNodes(flags, cfg.stages);
   const sameSpeeds = speeds.every((s) => s === speeds[0]);
   const placed = placeStages({
     stages: cfg.stages,
-    nodes,
+    nodes: names,
     speeds,
     placement,
     work: placement === 'auto' && !sameSpeeds ? work() : new Array<number>(cfg.stages).fill(1),

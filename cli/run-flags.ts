@@ -3,7 +3,6 @@
 
 import { MAX_TIMER_MS } from '../base/clock';
 import { JobConfig } from '../job/config';
-import { MAX_NODE_NAME, NODE_NAME_RE } from '../actors/node-protocol';
 import { CONFIG_FLAG, HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, ParsedFlags, UsageError, helpText } from './args';
 import { NATS_URL_FORMS, natsUrlOf } from './nats-flag';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
@@ -14,6 +13,7 @@ import type { RunSetup } from './run-once';
 import { REFERENCE_FLAG } from './reference-flag';
 import { TRACE_OUTPUT_FLAGS } from './trace-output';
 import { readKeyFile } from './key-file';
+import { AGENT_FLAGS, agentSetupOf } from './agent-flags';
 import { warmupFlag, withWarmup } from './warmup-flag';
 import { REPORT_FLAG } from './report/report-flag';
 
@@ -41,18 +41,7 @@ export const RUN_FLAGS: readonly FlagSpec[] = [
     choices: ['per-stage', 'single'],
     default: RUN_COMMAND_DEFAULTS.processes,
   },
-  {
-    name: 'nodes',
-    type: 'list',
-    metavar: 'N1,N2,…',
-    help: 'use running node agents (baton node) instead of spawning them; stages are dealt in contiguous blocks',
-  },
-  {
-    name: 'node-key-file',
-    type: 'string',
-    metavar: 'FILE',
-    help: 'with --nodes: the key file those agents were started with (baton node --key-file); every message is sealed under it',
-  },
+  ...AGENT_FLAGS,
   {
     name: 'compare',
     type: 'list',
@@ -110,37 +99,27 @@ export function runConfigFromFlags(
   given: ReadonlySet<string>,
 ): { cfg: JobConfig; setup: RunSetup } {
   const cfg = runJobConfig(flags, given);
+  const transport = flags.transport as 'nats' | 'local';
+  const processes = flags.processes as 'per-stage' | 'single';
+  const natsUrl = natsUrlOf(flags.nats, 'run');
+  const jobKey = flags.keyFile !== undefined ? readKeyFile(String(flags.keyFile), 'run: --key-file') : undefined;
   const setup: RunSetup = {
-    transport: flags.transport as 'nats' | 'local',
-    processes: flags.processes as 'per-stage' | 'single',
-    natsUrl: natsUrlOf(flags.nats, 'run'),
-    nodes: flags.nodes as string[] | undefined,
-    ...(flags.nodeKeyFile !== undefined
-      ? { nodeKey: readKeyFile(String(flags.nodeKeyFile), 'run: --node-key-file') }
-      : {}),
-    ...(flags.keyFile !== undefined ? { jobKey: readKeyFile(String(flags.keyFile), 'run: --key-file') } : {}),
+    transport,
+    processes,
+    natsUrl,
+    ...agentSetupOf(flags, 'run', { transport, processes, natsUrl, stages: cfg.stages, jobKey: !!jobKey }),
+    ...(jobKey ? { jobKey } : {}),
     swaps: swapOptionsFromFlags(flags),
     onServer: (url, job) =>
       process.stderr.write(
         `run: job ${job} on a nats-server of its own at ${url}; watch it with baton tap --nats ${url} --job ${job}\n`,
       ),
   };
-  if (setup.transport === 'local' && (setup.natsUrl || setup.nodes))
-    throw new UsageError('run: --nats and --nodes need --transport nats');
+  if (setup.transport === 'local' && setup.natsUrl) throw new UsageError('run: --nats and --nodes need --transport nats');
   if (setup.transport === 'local' && given.has('processes'))
     throw new UsageError('run: --transport local runs every stage in this process; --processes needs --transport nats');
-  if (setup.nodes && setup.processes === 'single')
-    throw new UsageError('run: --nodes runs the stages on those nodes; it takes no --processes single');
-  if (setup.nodes) checkNodes(setup.nodes, setup.natsUrl, cfg.stages);
-  if (setup.nodes && !setup.nodeKey)
-    throw new UsageError(
-      'run: --nodes needs --node-key-file FILE, the key file those node agents were started with (baton node --key-file)',
-    );
-  if (!setup.nodes && setup.nodeKey) throw new UsageError('run: --node-key-file goes with --nodes');
-  if (setup.jobKey && (setup.nodes || setup.transport === 'local'))
-    throw new UsageError(
-      'run: --key-file seals a job over NATS whose stages this launcher starts; with --nodes the key is --node-key-file, and --transport local seals nothing',
-    );
+  if (setup.jobKey && setup.transport === 'local')
+    throw new UsageError('run: --key-file seals a job over NATS; --transport local seals nothing');
   checkLocalProcesses(cfg, setup, 'run');
   return { cfg, setup };
 }
@@ -158,27 +137,4 @@ function runJobConfig(flags: ParsedFlags, given: ReadonlySet<string>): JobConfig
       `run: --stall-timeout must be between 1 and ${MAX_TIMER_MS} ms (the longest timer Node keeps), got ${cfg.stallTimeoutMs}`,
     );
   return cfg;
-}
-
-/** --nodes: valid distinct agent names on a server given with --nats, no more than the stages. */
-function checkNodes(nodes: readonly string[], natsUrl: string | undefined, stages: number): void {
-  for (const n of nodes) {
-    if (!NODE_NAME_RE.test(n))
-      throw new UsageError(
-        `run: --nodes: node names match [A-Za-z0-9_-]+ (as baton node --name), got ${JSON.stringify(n)}`,
-      );
-    if (n.length > MAX_NODE_NAME)
-      throw new UsageError(
-        `run: --nodes: a node name is at most ${MAX_NODE_NAME} characters (as baton node --name), got one of ${n.length}`,
-      );
-  }
-  if (new Set(nodes).size !== nodes.length) throw new UsageError(`run: --nodes names a node twice: ${nodes.join(',')}`);
-  if (!natsUrl)
-    throw new UsageError(
-      'run: --nodes needs --nats URL, the server those node agents joined (without it the run starts a private server no agent knows)',
-    );
-  if (nodes.length > stages)
-    throw new UsageError(
-      `run: --nodes names ${nodes.length} agents for ${stages} stages; each agent hosts at least one stage, so ${nodes.slice(stages).join(',')} would get none`,
-    );
 }

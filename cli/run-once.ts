@@ -216,7 +216,10 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     // each of them a round of asking): a suffix of this launch's own makes a clash with an
     // agent someone started by hand impossible in practice.
     const suffix = randomBytes(4).toString('hex');
-    const names = setup.nodes ?? Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`);
+    // A placement on --nodes agents names the agent of each stage, one stage each, in stage order.
+    const names =
+      (setup.nodes && cfg.placement ? [...cfg.placement] : setup.nodes) ??
+      Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`);
     interrupts = watchInterrupts();
     // Agents of our own may load the files this launcher's user named, and no others.
     if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags(), allowedFilesFor(cfg), key, setup.threads);

@@ -8,6 +8,7 @@ import { NATS_URL_FORMS } from './nats-flag';
 import { BUFFER_LIMIT_FLAG } from './job-flags';
 import { STAGE_NODE_FLAGS_HELP } from './stage-node-flags';
 import { PLACEMENT_FLAGS } from './placement-flags';
+import { AGENT_FLAGS } from './agent-flags';
 import { JOB_KEY_FILE_FLAG, SWAP_FLAGS } from './swap-flags';
 import { TRAIN_OUTPUT_FLAGS } from './train-outputs';
 
@@ -202,6 +203,7 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
     default: TRAIN_COMMAND_DEFAULTS.profile,
   },
   ...PLACEMENT_FLAGS,
+  ...AGENT_FLAGS,
   CONFIG_FLAG,
   ...TRAIN_OUTPUT_FLAGS,
   PRINT_CONFIG_FLAG,
@@ -221,7 +223,7 @@ export const TRAIN_HELP =
     'train',
     'train a model with a pipeline, synchronous or asynchronous (real compute, TensorFlow.js)',
     'baton train [--model gpt|mlp] [--data FILE] [--stages P] [--chunks V] [--microbatches M] [--microbatch-size B] [--seq S] [--layers L] ' +
-      '[--width D] [--iterations N] [--policy NAME] [--transport local|nats] [--jitter none|paper] [--checkpoint DIR] [--seed S] [--jitter-seed S] ' +
+      '[--width D] [--iterations N] [--policy NAME] [--transport local|nats] [--nats URL] [--nodes N1,… --node-key-file FILE] [--jitter none|paper] [--checkpoint DIR] [--seed S] [--jitter-seed S] ' +
       '[--mode sync|async] [--consistency inconsistent|stash|recovery|spectrain|pipeoptim|lwp|fresco|projection-control] ' +
       '[--alpha A] [--lrd] [--backward kept|recompute] [--threads N] [--trace FILE.json] [--gantt FILE.svg] [--metrics FILE.jsonl] [--plot FILE.svg] [--report FILE.html] [--quiet] [--config FILE] [--json]',
     TRAIN_FLAGS,

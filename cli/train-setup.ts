@@ -14,6 +14,7 @@ import { readKeyFile } from './key-file';
 import { natsUrlOf } from './nats-flag';
 import { bufferLimitFromFlag } from './job-flags';
 import { checkLocalProcesses } from './run-flags';
+import { AgentSetup, agentSetupOf } from './agent-flags';
 import { checkOutputDir } from './output-paths';
 import { parseThreads } from '../models/threads';
 import { placedConfig } from './placement-flags';
@@ -21,7 +22,7 @@ import { corpusFor, modelSpecFor } from '../models/train-config';
 import { planPartition } from '../models/partition';
 import { MAX_TIMER_MS } from '../base/clock';
 
-export interface TrainSetup {
+export interface TrainSetup extends AgentSetup {
   transport: 'local' | 'nats';
   processes: 'per-stage' | 'single';
   natsUrl?: string;
@@ -206,15 +207,23 @@ function setupOf(flags: Record<string, unknown>, cfg: JobConfig): TrainSetup {
     throw new UsageError(
       `train: --checkpoint ${flags.checkpoint} already holds a checkpoint; add --resume to continue it, or give another directory (a new run would overwrite it)`,
     );
-  checkLocalProcesses(
-    cfg,
-    { transport: flags.transport as 'local' | 'nats', processes: flags.processes as 'per-stage' | 'single' },
-    'train',
-  );
-  return {
-    transport: flags.transport as 'local' | 'nats',
-    processes: flags.processes as 'per-stage' | 'single',
+  const transport = flags.transport as 'local' | 'nats';
+  const processes = flags.processes as 'per-stage' | 'single';
+  const agents = agentSetupOf(flags, 'train', {
+    transport,
+    processes,
     natsUrl,
+    stages: cfg.stages,
+    jobKey: flags.keyFile !== undefined,
+  });
+  if (agents.nodes && flags.clock === 'virtual')
+    throw new UsageError('train: --clock virtual runs in one process; it takes no --nodes');
+  checkLocalProcesses(cfg, { transport, processes, ...agents }, 'train');
+  return {
+    transport,
+    processes,
+    natsUrl,
+    ...agents,
     clock: flags.clock as 'real' | 'virtual',
     threads: flags.threads === undefined ? undefined : parseThreads(flags.threads, 'train: --threads'),
     swaps: swapOptionsFromFlags(flags as ParsedFlags),

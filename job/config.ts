@@ -54,7 +54,7 @@ export interface JobConfig {
   partition: 'uniform' | 'speed';
   /** Relative speed of the node each stage runs on (null: all 1). Emulated compute runs 1/speed as long. */
   stageSpeeds: readonly number[] | null;
-  /** The node each stage runs on, as placed (job/placement.ts); null: not placed. Recorded, not acted on. */
+  /** The node each stage runs on, as placed (job/placement.ts); null: not placed. With --nodes agents, the agent that hosts it; else recorded only. */
   placement: readonly string[] | null;
 }
 

@@ -3,10 +3,11 @@
 // (stages of equal work keep their order, and so do nodes of equal speed, so a list of
 // speeds for as many nodes as stages, on stages of equal work, places stage s on node s).
 //
-// A pure function over plain data. Today the nodes are those a job names with their
-// speeds (--node-speeds, a job file's nodes); every stage still runs where the launcher
-// runs it, and the placement decides the stages' speeds for emulated compute and the
-// speed-aware partition, and is recorded in the JSON and the trace.
+// A pure function over plain data. The nodes are those a job names with their speeds
+// (--node-speeds, a job file's nodes): node0, node1, … of this run, whose stages run where
+// the launcher runs them, or the running agents of --nodes, which then host the stages the
+// placement gives them. The placement decides the stages' speeds for emulated compute and
+// the speed-aware partition, and is recorded in the JSON and the trace.
 //
 // Not modelled: several stages on one node (refused), nodes that must carry a tag.
 

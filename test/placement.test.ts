@@ -6,6 +6,8 @@ import { stageModules } from '../compute/training-boundary';
 import { TRAIN_DEFAULTS } from '../job/defaults';
 import { main } from '../cli/main';
 import { benchHetero } from '../bench/hetero-sim';
+import { placedConfig } from '../cli/placement-flags';
+import { resolveConfig } from '../job/config';
 
 async function baton(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
@@ -119,6 +121,40 @@ describe('placement and the speed-aware partition', function () {
         [1, 1, 1, 0.5, 1, 0.33, 1, 1],
         'uniform',
       ],
+    );
+  });
+
+  it('places stages on the --nodes agents by their --node-speeds, one each, and refuses speeds that do not match them', () => {
+    const cfg = resolveConfig({ job: 'p', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
+    const flags = (more: Record<string, unknown>) => ({ placement: 'auto', partition: 'speed', ...more });
+    // The heavier stage 1 goes to the faster agent, whichever order --nodes names them in.
+    const placed = placedConfig(flags({ nodes: ['slow', 'fast'], nodeSpeeds: ['0.4', '1.2'] }), cfg, () => [1, 2]);
+    assert.deepEqual(
+      [placed.placement, placed.stageSpeeds],
+      [
+        ['slow', 'fast'],
+        [0.4, 1.2],
+      ],
+    );
+    const swapped = placedConfig(flags({ nodes: ['fast', 'slow'], nodeSpeeds: ['1.2', '0.4'] }), cfg, () => [1, 2]);
+    assert.deepEqual(
+      [swapped.placement, swapped.stageSpeeds],
+      [
+        ['slow', 'fast'],
+        [0.4, 1.2],
+      ],
+    );
+    const given = placedConfig(flags({ nodes: ['a', 'b'], placement: '0=b,1=a' }), cfg, () => [1, 1]);
+    assert.deepEqual(given.placement, ['b', 'a']);
+    // Without speeds or a placement the agents get blocks of stages, as before.
+    assert.equal(placedConfig(flags({ nodes: ['a'] }), cfg, () => [1, 1]).placement, null);
+    assert.throws(
+      () => placedConfig(flags({ nodes: ['a', 'b'], nodeSpeeds: ['1'] }), cfg, () => [1, 1]),
+      /--node-speeds gives 1 speeds for the 2 agents of --nodes \(a,b\)/,
+    );
+    assert.throws(
+      () => placedConfig(flags({ nodes: ['a'], nodeSpeeds: ['1'] }), cfg, () => [1, 1]),
+      /2 stages need 2 agents, 1 given/,
     );
   });
 
