@@ -15,6 +15,11 @@ const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
     flags: '[--speeds 1,1,1,0.5,1,0.33,1,1] [--microbatches M] [--seed S]',
     what: 'uniform against speed-aware partition on nodes of uneven speeds (virtual clock, P=8; bf, 1f1b; uniform and llm profiles): makespan, efficiency',
   },
+  'hetero-real': {
+    file: 'hetero-real.js',
+    flags: '[--rounds R] [--layers L] [--iterations N] [--slow-cpus C]',
+    what: 'uniform against speed-aware partition of a GPT trained on two node agents, one slowed by a cgroup CPU quota (root): calibrated speeds, tokens/s by round, median ratio against the ideal the speeds predict',
+  },
   tp: {
     file: 'tp-breakdown.js',
     flags: '[--iterations I] [--seed S]',
