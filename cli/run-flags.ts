@@ -115,7 +115,8 @@ export function runConfigFromFlags(
         `run: job ${job} on a nats-server of its own at ${url}; watch it with baton tap --nats ${url} --job ${job}\n`,
       ),
   };
-  if (setup.transport === 'local' && setup.natsUrl) throw new UsageError('run: --nats and --nodes need --transport nats');
+  if (setup.transport === 'local' && setup.natsUrl)
+    throw new UsageError('run: --nats and --nodes need --transport nats');
   if (setup.transport === 'local' && given.has('processes'))
     throw new UsageError('run: --transport local runs every stage in this process; --processes needs --transport nats');
   if (setup.jobKey && setup.transport === 'local')
