@@ -10,6 +10,13 @@ if ! command -v tmux >/dev/null 2>&1; then
   { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-remove tmux >/dev/null; } ||
     echo "test: tmux did not install; the terminal test of baton inspect will be skipped" >&2
 fi
+# iproute2's ip makes the network namespaces of the cross-machine test (test/netns.test.ts, root only).
+if ! command -v ip >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "test: installing iproute2 (Debian package, for the network-namespace test)" >&2
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-remove iproute2 >/dev/null; } ||
+    echo "test: iproute2 did not install; the network-namespace test will say it cannot run" >&2
+fi
 # The report test opens a report in headless Chromium (Debian's package); without it, or
 # without root to install it, that test is skipped with a message.
 if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then

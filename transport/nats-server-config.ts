@@ -4,7 +4,7 @@
 // in a compute task (WRITE_DEADLINE_S), optional authorization and an optional cluster
 // block with routes so several servers form one cluster.
 //
-// Not modelled: TLS, JetStream, leaf nodes, gateways, non-loopback addresses.
+// Not modelled: TLS, JetStream, leaf nodes, gateways, non-loopback client addresses.
 
 export interface NatsServerOptions {
   /** Client port on 127.0.0.1; default a free port. */
@@ -15,8 +15,10 @@ export interface NatsServerOptions {
   maxPending?: number;
   /** Route URLs of other cluster members (`nats-route://127.0.0.1:P`); implies a cluster block. */
   routes?: string[];
-  /** Cluster (route) port on 127.0.0.1; default a free port when routes are given or `cluster` is true. */
+  /** Cluster (route) port; default a free port when routes are given or `cluster` is true. */
   clusterPort?: number;
+  /** Address the cluster listener binds: default 127.0.0.1; another machine's servers need an address they reach (a network namespace's own, in tests). */
+  clusterHost?: string;
   /** Open a cluster listener even without routes (the first member of a cluster). Default false. */
   cluster?: boolean;
   /** Cluster name; default 'baton'. All members must share it. */
@@ -52,7 +54,7 @@ export function renderConfig(o: {
   maxPayload: number;
   maxPending: number;
   monitorPort?: number;
-  cluster?: { port: number; name: string; routes: string[] };
+  cluster?: { port: number; name: string; routes: string[]; host?: string };
   auth?: NatsServerOptions['auth'];
   stock?: boolean;
 }): string {
@@ -83,7 +85,7 @@ export function renderConfig(o: {
     lines.push(
       'cluster {',
       `  name: "${o.cluster.name}"`,
-      `  listen: "127.0.0.1:${o.cluster.port}"`,
+      `  listen: "${o.cluster.host ?? '127.0.0.1'}:${o.cluster.port}"`,
       '  no_advertise: true',
     );
     if (o.cluster.routes.length > 0) lines.push(`  routes: [${o.cluster.routes.map((r) => `"${r}"`).join(', ')}]`);

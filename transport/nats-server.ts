@@ -9,7 +9,7 @@
 // can (nats-server-binary.ts), so not even SIGKILL of the parent, during the server's
 // start or after it, leaves a server or a file behind.
 //
-// Not modelled: TLS, JetStream, leaf nodes, gateways, non-loopback addresses.
+// Not modelled: TLS, JetStream, leaf nodes, gateways, non-loopback client addresses.
 
 import { ChildProcess, spawn } from 'child_process';
 import { mkdtempSync, openSync, closeSync, fstatSync, readSync, rmSync, writeFileSync } from 'fs';
@@ -25,7 +25,7 @@ import { NatsServerError } from './nats-server-error';
 export interface NatsServerHandle {
   readonly url: string;
   readonly port: number;
-  /** `nats-route://127.0.0.1:<clusterPort>` when the server has a cluster listener. */
+  /** `nats-route://<clusterHost>:<clusterPort>` when the server has a cluster listener. */
   readonly clusterUrl?: string;
   /** `http://127.0.0.1:<port>` when `monitor` was set. */
   readonly monitorUrl?: string;
@@ -55,7 +55,10 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     monitorPort,
     auth: opts.auth,
     stock: opts.stock,
-    cluster: clusterPort !== undefined ? { port: clusterPort, name: opts.clusterName ?? 'baton', routes } : undefined,
+    cluster:
+      clusterPort !== undefined
+        ? { port: clusterPort, name: opts.clusterName ?? 'baton', routes, host: opts.clusterHost }
+        : undefined,
   });
   const { child, readFd, forget } = spawnServer(binary, config);
   child.unref();
@@ -69,7 +72,8 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   return {
     url: `nats://127.0.0.1:${port}`,
     port,
-    clusterUrl: clusterPort !== undefined ? `nats-route://127.0.0.1:${clusterPort}` : undefined,
+    clusterUrl:
+      clusterPort !== undefined ? `nats-route://${opts.clusterHost ?? '127.0.0.1'}:${clusterPort}` : undefined,
     monitorUrl,
     pid: child.pid ?? -1,
     name,
