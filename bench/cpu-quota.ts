@@ -6,13 +6,17 @@
 // Needs root (or a delegated cgroup); without it, make() says what it could not do.
 //
 // The period is short (10 ms), so a task of a few milliseconds is slowed too, not run
-// at full speed while the period's budget lasts.
+// at full speed while the period's budget lasts. The cgroup's weight is raised
+// (QUOTA_WEIGHT_TASKS ordinary tasks' worth: cpu.shares in v1, cpu.weight in v2) so that on
+// a machine busy with other work its processes still get their quota: the quota, not the
+// other load, sets their speed, and the quota bounds what they take from the others.
 
 import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'fs';
 import { join } from 'path';
 import { onProcessEnd } from '../transport/process-cleanup';
 
 export const QUOTA_PERIOD_US = 10_000;
+export const QUOTA_WEIGHT_TASKS = 8;
 
 export interface CpuQuota {
   /** Where the cgroup is and how its limit is set, for the report. */
@@ -52,10 +56,13 @@ export function makeCpuQuota(name: string, cpus: number): CpuQuota {
   };
   const forget = onProcessEnd(remove);
   try {
-    if (unified) writeFileSync(join(dir, 'cpu.max'), `${quotaUs} ${QUOTA_PERIOD_US}`);
-    else {
+    if (unified) {
+      writeFileSync(join(dir, 'cpu.max'), `${quotaUs} ${QUOTA_PERIOD_US}`);
+      writeFileSync(join(dir, 'cpu.weight'), String(100 * QUOTA_WEIGHT_TASKS));
+    } else {
       writeFileSync(join(dir, 'cpu.cfs_period_us'), String(QUOTA_PERIOD_US));
       writeFileSync(join(dir, 'cpu.cfs_quota_us'), String(quotaUs));
+      writeFileSync(join(dir, 'cpu.shares'), String(1024 * QUOTA_WEIGHT_TASKS));
     }
   } catch (e) {
     remove();
@@ -64,8 +71,8 @@ export function makeCpuQuota(name: string, cpus: number): CpuQuota {
   }
   const procs = join(dir, 'cgroup.procs');
   const how = unified
-    ? `cgroup v2 ${dir}, cpu.max "${quotaUs} ${QUOTA_PERIOD_US}"`
-    : `cgroup v1 ${dir}, cpu.cfs_quota_us ${quotaUs} per cpu.cfs_period_us ${QUOTA_PERIOD_US}`;
+    ? `cgroup v2 ${dir}: cpu.max "${quotaUs} ${QUOTA_PERIOD_US}", cpu.weight ${100 * QUOTA_WEIGHT_TASKS}`
+    : `cgroup v1 ${dir}: cpu.cfs_quota_us ${quotaUs} per cpu.cfs_period_us ${QUOTA_PERIOD_US}, cpu.shares ${1024 * QUOTA_WEIGHT_TASKS}`;
   return {
     how,
     wrap: (cmd, args) => ['/bin/sh', ['-c', `echo $$ > '${procs}' && exec "$@"`, 'sh', cmd, ...args]],

@@ -1,9 +1,12 @@
 // Benchmark of the speed-aware partition on nodes that really differ (run: npm run bench --
-// hetero-real [--rounds R] [--slow-cpus C] [--layers L] [--json]; root: it makes a cgroup).
-// Two `baton node` agents on a private nats-server: a fast one as it comes, and a slow one
-// in a cgroup with a CPU quota of C CPUs (bench/cpu-quota.ts; default 0.2 of one CPU), both
-// with one BLAS thread. Each node's speed is measured inside its limits by `baton calibrate`
-// (the reference stage's F+B, GFLOP/s), run as that node runs (the slow one in the cgroup).
+// hetero-real [--rounds R] [--fast-cpus F] [--slow-cpus C] [--layers L] [--json]; root: it
+// makes cgroups). Two `baton node` agents on a private nats-server, each in a cgroup of its
+// own with a CPU quota (bench/cpu-quota.ts): the fast one F CPUs (default 0.4), the slow one
+// C (default 0.15). The cgroups' raised weight lets each get its quota on a machine busy
+// with other work, so the quotas, not the machine's load, make one node slower (the two
+// take at most F + C CPUs from the others). Both agents have one BLAS thread.
+// Each node's speed is measured inside its limits by `baton calibrate` (the reference
+// stage's F+B, GFLOP/s), run in that node's cgroup.
 // Then a GPT is trained on the two agents (`train --nodes fast,slow --node-speeds …
 // --placement auto`), with the layers split evenly (`--partition uniform`) and in proportion
 // to the calibrated speeds (`--partition speed`), in turn for R rounds (uniform first in
@@ -40,7 +43,8 @@ export const HETERO_REAL_DEFAULTS = {
   iterations: 4,
   microbatches: 8,
   layers: 8,
-  slowCpus: 0.2,
+  fastCpus: 0.4,
+  slowCpus: 0.15,
   calibrateMs: 1500,
 } as const;
 
@@ -58,9 +62,8 @@ function benchModel(layers: number, iterations: number): TrainConfig {
   };
 }
 
-/** Wraps a command to run as a node runs: in its cgroup (the slow node) or as it comes. */
+/** Wraps a command to run as a node runs: in its cgroup. */
 type Runner = (cmd: string, args: readonly string[]) => [string, string[]];
-const asItComes: Runner = (cmd, args) => [cmd, [...args]];
 
 /** One node's calibration: the reference stage's F+B and the matMul, GFLOP/s. */
 async function calibrated(run: Runner, budgetMs: number): Promise<{ stage: number; matmul: number }> {
@@ -148,23 +151,28 @@ async function rounds(t: TrainConfig, s: Setup, count: number, microbatches: num
   return out;
 }
 
-export async function benchHeteroReal(o: { rounds?: number; layers?: number; slowCpus?: number; iterations?: number }) {
+export async function benchHeteroReal(o: {
+  rounds?: number;
+  layers?: number;
+  fastCpus?: number;
+  slowCpus?: number;
+  iterations?: number;
+}) {
   const D = HETERO_REAL_DEFAULTS;
   const t = benchModel(o.layers ?? D.layers, o.iterations ?? D.iterations);
-  const slowCpus = o.slowCpus ?? D.slowCpus;
+  const cpus = [o.fastCpus ?? D.fastCpus, o.slowCpus ?? D.slowCpus];
   const loadBefore = loadavg()[0];
   const dir = mkdtempSync(join(tmpdir(), 'baton-hetero-'));
   const keyFile = join(dir, 'key');
   const server = await startNatsServer();
-  let quota: CpuQuota | null = null;
+  const quotas: CpuQuota[] = [];
   const agents: AgentProcess[] = [];
   try {
     const key = spawnSync(process.execPath, [CLI_ENTRY, 'auth', 'key', keyFile], { encoding: 'utf8' });
     if (key.status !== 0) throw new Error(`baton auth key: ${key.stderr}`);
-    quota = makeCpuQuota(`baton-hetero-${process.pid}`, slowCpus);
-    const slowRun: Runner = (cmd, args) => quota!.wrap(cmd, args);
     const nodes = [`hr-fast-${process.pid}`, `hr-slow-${process.pid}`];
-    const runners = [asItComes, slowRun];
+    for (let k = 0; k < 2; k++) quotas.push(makeCpuQuota(`baton-${nodes[k]}`, cpus[k]));
+    const runners: Runner[] = quotas.map((q) => (cmd, args) => q.wrap(cmd, args));
     const cal = [];
     for (const run of runners) cal.push(await calibrated(run, D.calibrateMs));
     for (let k = 0; k < 2; k++) agents.push(await startAgent(runners[k], { url: server.url, keyFile, name: nodes[k] }));
@@ -175,7 +183,7 @@ export async function benchHeteroReal(o: { rounds?: number; layers?: number; slo
       speeds: cal.map((c) => Number(c.stage.toFixed(3))),
       calibration: cal.map((c, k) => ({
         node: nodes[k],
-        cpus: k === 0 ? 'as it comes' : `${slowCpus} (${quota!.how})`,
+        cpus: `${cpus[k]} (${quotas[k].how})`,
         stage_gflops: c.stage,
         matmul_gflops: c.matmul,
       })),
@@ -206,7 +214,7 @@ export async function benchHeteroReal(o: { rounds?: number; layers?: number; slo
     };
   } finally {
     for (const a of agents) await a.stop();
-    quota?.remove();
+    for (const q of quotas) q.remove();
     await server.stop();
     rmSync(dir, { recursive: true, force: true });
   }
@@ -253,6 +261,12 @@ if (require.main === module)
         help: `iterations per training, the first not measured (default ${HETERO_REAL_DEFAULTS.iterations})`,
       },
       {
+        name: 'fast-cpus',
+        type: 'string',
+        metavar: 'F',
+        help: `the fast node's CPU quota in CPUs (default ${HETERO_REAL_DEFAULTS.fastCpus})`,
+      },
+      {
         name: 'slow-cpus',
         type: 'string',
         metavar: 'C',
@@ -260,15 +274,21 @@ if (require.main === module)
       },
     ],
     async (flags) => {
-      const slowCpus = flags.slowCpus === undefined ? undefined : Number(flags.slowCpus);
-      if (slowCpus !== undefined && !(slowCpus >= 0.1 && slowCpus <= 1))
-        throw new UsageError(`--slow-cpus must be from 0.1 to 1, got ${String(flags.slowCpus)}`);
+      const cpusFlag = (name: string, v: unknown) => {
+        if (v === undefined) return undefined;
+        const n = Number(v);
+        if (!(n >= 0.1 && n <= 1)) throw new UsageError(`--${name} must be from 0.1 to 1, got ${String(v)}`);
+        return n;
+      };
+      const fastCpus = cpusFlag('fast-cpus', flags.fastCpus);
+      const slowCpus = cpusFlag('slow-cpus', flags.slowCpus);
       const iterations = positiveInt(flags, 'iterations');
       if (iterations !== undefined && iterations < 2)
         throw new UsageError('--iterations must be at least 2 (the first is not measured)');
       const r = await benchHeteroReal({
         rounds: positiveInt(flags, 'rounds'),
         layers: positiveInt(flags, 'layers'),
+        fastCpus,
         slowCpus,
         iterations,
       });
