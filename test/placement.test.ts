@@ -7,6 +7,7 @@ import { TRAIN_DEFAULTS } from '../job/defaults';
 import { main } from '../cli/main';
 import { benchHetero } from '../bench/hetero-sim';
 import { placedConfig } from '../cli/placement-flags';
+import { predictedRates } from '../bench/hetero-real';
 import { resolveConfig } from '../job/config';
 
 async function baton(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
@@ -156,6 +157,13 @@ describe('placement and the speed-aware partition', function () {
       () => placedConfig(flags({ nodes: ['a'], nodeSpeeds: ['1'] }), cfg, () => [1, 1]),
       /2 stages need 2 agents, 1 given/,
     );
+  });
+
+  it("bench hetero-real's ideal: the slowest stage's FLOPs / speed, uniform against all FLOPs over the summed speeds", () => {
+    // Stages of 1 and 1 on nodes of speed 1 and 0.25: uniform is set by 1/0.25 = 4, ideal 2/1.25 = 1.6.
+    const p = predictedRates({ uniform: [1, 1], speed: [1.5, 0.5] }, [1, 0.25]);
+    assert.ok(Math.abs(p.idealRatio - 4 / 1.6) < 1e-12, String(p.idealRatio));
+    assert.ok(Math.abs(p.splitRatio - 4 / 2) < 1e-12, String(p.splitRatio));
   });
 
   it('refuses a job file whose placement names a node that is not there, with exit 2 and the key path', async () => {
