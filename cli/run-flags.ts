@@ -16,6 +16,7 @@ import { TRACE_OUTPUT_FLAGS } from './trace-output';
 import { readKeyFile } from './key-file';
 import { warmupFlag, withWarmup } from './warmup-flag';
 import { REPORT_FLAG } from './report/report-flag';
+import { DISCOVER, parseRequirements } from '../job/node-require';
 
 export const RUN_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
@@ -45,7 +46,13 @@ export const RUN_FLAGS: readonly FlagSpec[] = [
     name: 'nodes',
     type: 'list',
     metavar: 'N1,N2,…',
-    help: 'use running node agents (baton node) instead of spawning them; stages are dealt in contiguous blocks',
+    help: `use running node agents (baton node) instead of spawning them; stages are dealt in contiguous blocks. ${DISCOVER}: the agents that answer as the NATS service baton-node and meet --require (the fastest, when more than the stages)`,
+  },
+  {
+    name: 'require',
+    type: 'list',
+    metavar: 'K=V,…',
+    help: `with --nodes ${DISCOVER}: use only nodes with these tags (gpu=h200) or backend=NAME`,
   },
   {
     name: 'node-key-file',
@@ -115,6 +122,7 @@ export function runConfigFromFlags(
     processes: flags.processes as 'per-stage' | 'single',
     natsUrl: natsUrlOf(flags.nats, 'run'),
     nodes: flags.nodes as string[] | undefined,
+    ...(flags.require !== undefined ? { require: requirementsOf(flags.require as string[]) } : {}),
     ...(flags.nodeKeyFile !== undefined
       ? { nodeKey: readKeyFile(String(flags.nodeKeyFile), 'run: --node-key-file') }
       : {}),
@@ -137,6 +145,8 @@ export function runConfigFromFlags(
       'run: --nodes needs --node-key-file FILE, the key file those node agents were started with (baton node --key-file)',
     );
   if (!setup.nodes && setup.nodeKey) throw new UsageError('run: --node-key-file goes with --nodes');
+  if (setup.require && !(setup.nodes?.length === 1 && setup.nodes[0] === DISCOVER))
+    throw new UsageError(`run: --require goes with --nodes ${DISCOVER}`);
   if (setup.jobKey && (setup.nodes || setup.transport === 'local'))
     throw new UsageError(
       'run: --key-file seals a job over NATS whose stages this launcher starts; with --nodes the key is --node-key-file, and --transport local seals nothing',
@@ -162,6 +172,8 @@ function runJobConfig(flags: ParsedFlags, given: ReadonlySet<string>): JobConfig
 
 /** --nodes: valid distinct agent names on a server given with --nats, no more than the stages. */
 function checkNodes(nodes: readonly string[], natsUrl: string | undefined, stages: number): void {
+  if (nodes.includes(DISCOVER) && nodes.length > 1)
+    throw new UsageError(`run: --nodes ${DISCOVER} finds the nodes itself; it takes no names beside it`);
   for (const n of nodes) {
     if (!NODE_NAME_RE.test(n))
       throw new UsageError(
@@ -181,4 +193,12 @@ function checkNodes(nodes: readonly string[], natsUrl: string | undefined, stage
     throw new UsageError(
       `run: --nodes names ${nodes.length} agents for ${stages} stages; each agent hosts at least one stage, so ${nodes.slice(stages).join(',')} would get none`,
     );
+}
+
+function requirementsOf(pairs: readonly string[]): Record<string, string> {
+  try {
+    return parseRequirements(pairs, 'run: --require');
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
 }

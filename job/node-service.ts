@@ -1,0 +1,130 @@
+// A node agent as a NATS service (the services API of @nats-io/services): `baton node`
+// registers one under the name `baton-node`, so any NATS client finds the nodes of a
+// system with `$SRV.PING.baton-node` / `$SRV.INFO.baton-node` / `$SRV.STATS.baton-node`.
+// Its INFO metadata carries the node's capabilities (actors/node-capabilities.ts),
+// measured when it registers; its STATS carry what it hosts now, as the data of its one
+// endpoint, `hosting` (on `baton._nodes.<name>.hosting`, which answers the same as JSON).
+//
+// The service answers without seals: what it says is public and advisory. Nothing it
+// receives changes the agent; the agent's own requests stay sealed (actors/node-agent.ts).
+// Re-measuring re-registers the service (its metadata is fixed once registered), under a
+// new service id.
+
+import * as os from 'os';
+import * as v8 from 'v8';
+import * as fs from 'fs';
+import * as path from 'path';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { Service, Svcm } from '@nats-io/services';
+import { NODES_PREFIX } from '../actors/node-protocol';
+import { NODE_SERVICE_NAME, NodeCapabilities, capabilitiesMetadata } from '../actors/node-capabilities';
+import { CALIBRATE_DEFAULTS } from './defaults';
+
+/** Subject of a node's `hosting` endpoint. */
+export const hostingSubject = (name: string) => `${NODES_PREFIX}.${name}.hosting`;
+
+/** What a node hosts now, as its STATS and its hosting endpoint say. */
+export interface NodeHosting {
+  readonly jobs: readonly { readonly job: string; readonly stages: readonly number[] }[];
+}
+
+export interface MeasureOptions {
+  readonly node: string;
+  readonly tags: Readonly<Record<string, string>>;
+  /** Force a tfjs backend (else the first that loads). */
+  readonly backend?: string;
+  /** Time each calibration measurement repeats for, ms. */
+  readonly budgetMs: number;
+}
+
+/** Baton's version, from its package.json. */
+export function batonVersion(): string {
+  const { packageRoot } = require('../models/profile') as typeof import('../models/profile');
+  const pkg = JSON.parse(fs.readFileSync(path.join(packageRoot(), 'package.json'), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+/** This process's capabilities: it loads its backend and calibrates it (holding the thread for about 2 budgets). */
+export async function measureCapabilities(o: MeasureOptions): Promise<NodeCapabilities> {
+  // tfjs only when an agent measures: `baton run`'s own stage processes never do.
+  const { loadBackend } = require('../models/backend') as typeof import('../models/backend');
+  const { calibrate } = require('../models/calibrate') as typeof import('../models/calibrate');
+  const report = await loadBackend({ force: o.backend });
+  const c = calibrate({ ...CALIBRATE_DEFAULTS, budgetMs: o.budgetMs });
+  const heap = v8.getHeapStatistics();
+  return {
+    node: o.node,
+    host: os.hostname(),
+    pid: process.pid,
+    backend: report.backend,
+    backends_tried: report.tried.map((t) => `${t.name}:${t.ok ? 'ok' : 'failed'}`),
+    gflops_matmul: round(c.matmul.gflops),
+    gflops_stage: round(c.stage.gflops),
+    measured_at: new Date().toISOString(),
+    cores: os.availableParallelism(),
+    memory_bytes: os.totalmem(),
+    free_heap_bytes: Math.max(0, heap.heap_size_limit - heap.used_heap_size),
+    version: batonVersion(),
+    tags: o.tags,
+  };
+}
+
+const round = (x: number) => Math.round(x * 1000) / 1000;
+
+/** A registered node service: re-registered with new capabilities, or stopped. */
+export class NodeService {
+  private service: Service | null = null;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly hosting: () => NodeHosting,
+    private readonly log: (line: string) => void,
+  ) {}
+
+  /** The service's id while registered. */
+  get id(): string | null {
+    return this.service?.info().id ?? null;
+  }
+
+  /** Registers (or re-registers) the service with these capabilities. */
+  async register(c: NodeCapabilities): Promise<void> {
+    await this.stop();
+    // The services package has a nats-core of its own; the connection is the same protocol.
+    const svcm = new Svcm(this.nc as unknown as ConstructorParameters<typeof Svcm>[0]);
+    const service = await svcm.add({
+      name: NODE_SERVICE_NAME,
+      version: c.version,
+      description: `Baton node agent ${c.node}`,
+      metadata: capabilitiesMetadata(c),
+      // Every node answers: no queue group.
+      queue: '',
+      statsHandler: () => Promise.resolve(this.hostingNow()),
+    });
+    service.addEndpoint('hosting', {
+      subject: hostingSubject(c.node),
+      handler: (err, msg) => {
+        if (err) return;
+        try {
+          msg.respond(JSON.stringify(this.hostingNow()));
+        } catch (e) {
+          this.log(`node ${c.node}: could not answer a hosting request: ${(e as Error).message}`);
+        }
+      },
+    });
+    this.service = service;
+  }
+
+  private hostingNow(): NodeHosting {
+    try {
+      return this.hosting();
+    } catch {
+      return { jobs: [] };
+    }
+  }
+
+  async stop(): Promise<void> {
+    const s = this.service;
+    this.service = null;
+    if (s && !s.isStopped) await s.stop().catch(() => null);
+  }
+}
