@@ -14,8 +14,7 @@ import { parseKey } from '../transport/auth-seal';
 import { readKeyFile } from './key-file';
 import { startHeartbeat } from '../job/heartbeat';
 import { NODE_SERVICE_NAME } from '../actors/node-capabilities';
-import { NodeService } from '../job/node-service';
-import { NODE_SERVICE_FLAGS, measureOptionsOf, registerService } from './node-service-flags';
+import { NODE_SERVICE_FLAGS, measureOptionsOf, serveAsService } from './node-service-flags';
 
 const NODE_FLAGS: readonly FlagSpec[] = [
   {
@@ -102,17 +101,17 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   else log(`node ${name}: ready on ${nats.url} (pid ${process.pid})`);
   // Stage processes of one launch stay private to it; agents started by hand can be discovered.
   if (!flags.exitWithStdin) {
-    const service = new NodeService(nats.connection, () => ({ jobs: agent.hosting() }), log);
-    void agent.exited.then(() => service.stop());
-    void registerService(
-      service,
-      { ...measureOptions, node: name },
-      (id) => {
+    serveAsService({
+      connection: nats.connection,
+      hosting: () => ({ jobs: agent.hosting() }),
+      exited: agent.exited,
+      measure: { ...measureOptions, node: name },
+      registered: (id) => {
         if (flags.json) out(JSON.stringify({ node: name, service: NODE_SERVICE_NAME, id, registered: true }));
         else log(`node ${name}: registered as NATS service ${NODE_SERVICE_NAME} (id ${id})`);
       },
       log,
-    );
+    });
   }
   if (flags.exitWithStdin) {
     // The launcher holds the other end of stdin; it closes when the launcher ends, however it ends.

@@ -1,11 +1,13 @@
 // The flags of `baton node` about its NATS service (--tag, --backend, --calibrate-ms) and
-// the measuring and registering it does once it is ready (job/node-service.ts).
+// the measuring and registering it does once it is ready, and again on SIGUSR2 (job/node-service.ts).
 
 import { NODE_SERVICE_DEFAULTS } from '../job/defaults';
 import { CAPABILITY_LIMITS, NODE_SERVICE_NAME } from '../actors/node-capabilities';
-import { MeasureOptions, NodeService, measureCapabilities } from '../job/node-service';
+import { MeasureOptions, NodeHosting, NodeService, measureCapabilities } from '../job/node-service';
 import { parseRequirements } from '../job/node-require';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { FlagSpec, UsageError } from './args';
+import { enterTask, leaveTask } from '../base/task-activity';
 
 export const NODE_SERVICE_FLAGS: readonly FlagSpec[] = [
   {
@@ -46,15 +48,56 @@ export function measureOptionsOf(flags: Record<string, unknown>): Omit<MeasureOp
   return { tags, budgetMs, ...(backend !== undefined ? { backend } : {}) };
 }
 
+/** What an agent's service needs from `baton node`. */
+export interface ServiceWiring {
+  readonly connection: NatsConnection;
+  readonly hosting: () => NodeHosting;
+  readonly exited: Promise<void>;
+  readonly measure: MeasureOptions;
+  readonly registered: (id: string) => void;
+  readonly log: (l: string) => void;
+}
+
+/**
+ * Measures this node and registers its service, now and again on each SIGUSR2 (re-measured:
+ * a new service id). Only the agent's own user (or root) can signal it, so no peer can make
+ * it burn CPU. A failure is logged, and the agent goes on unlisted.
+ */
+export function serveAsService(w: ServiceWiring): void {
+  const service = new NodeService(w.connection, w.hosting, w.log);
+  let measuring: Promise<void> | null = null;
+  const measure = () => {
+    measuring ??= registerService(service, w.measure, w.registered, w.log).finally(() => (measuring = null));
+  };
+  const onSignal = () => {
+    w.log(`node ${w.measure.node}: SIGUSR2: measuring its capabilities again`);
+    measure();
+  };
+  process.on('SIGUSR2', onSignal);
+  void w.exited.then(() => {
+    process.off('SIGUSR2', onSignal);
+    return service.stop();
+  });
+  measure();
+}
+
 /** Measures this node and registers its service; a failure is logged, and the agent goes on unlisted. */
-export async function registerService(
+async function registerService(
   service: NodeService,
   o: MeasureOptions,
   registered: (id: string) => void,
   log: (l: string) => void,
 ): Promise<void> {
   try {
-    await service.register(await measureCapabilities(o));
+    // Loading tfjs and calibrating hold the main thread for a while: busy, not hung (its beats say so).
+    enterTask();
+    let caps;
+    try {
+      caps = await measureCapabilities(o);
+    } finally {
+      leaveTask();
+    }
+    await service.register(caps);
     registered(service.id ?? '?');
   } catch (err) {
     log(`node ${o.node}: not registered as NATS service ${NODE_SERVICE_NAME}: ${(err as Error).message}`);

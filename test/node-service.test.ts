@@ -299,4 +299,27 @@ describe('baton node agents as NATS services, on a real nats-server', function (
     assert.match(run.err, /gpu=a100/);
     assert.match(run.err, /svc-b: gpu=a100 \(has h200\)/);
   });
+
+  it('re-measures on SIGUSR2 and re-registers under a new service id, listed once', async () => {
+    const a = agents[0];
+    const ids = () =>
+      a.lines.filter((l) => l.includes('"registered":true')).map((l) => (JSON.parse(l) as { id: string }).id);
+    const before = (await batonInProcess('nodes', '--nats', server().url, '--json')).out;
+    const first = (JSON.parse(before) as { nodes: { node: string; measured_at: string }[] }).nodes[0];
+    a.child.kill('SIGUSR2');
+    const deadline = Date.now() + 60_000;
+    while (ids().length < 2) {
+      assert.ok(Date.now() < deadline, 'no second registration within 60 s');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const r = await batonInProcess('nodes', '--nats', server().url, '--json');
+    const out = JSON.parse(r.out) as { nodes: { node: string; service_id: string; measured_at: string }[] };
+    assert.deepEqual(
+      out.nodes.map((n) => n.node),
+      names,
+    );
+    assert.equal(out.nodes[0].service_id, ids()[1]);
+    assert.notEqual(ids()[0], ids()[1]);
+    assert.ok(out.nodes[0].measured_at > first.measured_at);
+  });
 });
