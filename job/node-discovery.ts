@@ -25,15 +25,18 @@ export interface DiscoveredNode {
 export interface Discovery {
   /** In node-name order. */
   readonly nodes: readonly DiscoveredNode[];
-  /** Answers left out, with the first ones described. */
+  /** Answers left out (and names claimed by several services, once each), with the first ones described. */
   readonly rejected: RejectTally;
 }
+
+/** Answers gathered at most per request: a flood of responders cannot grow the reader without bound. */
+export const MAX_ANSWERS = 4096;
 
 /** Every answer to `subject` within `waitMs`, as raw messages (none when nobody answers). */
 async function gather(nc: NatsConnection, subject: string, waitMs: number): Promise<Msg[]> {
   const out: Msg[] = [];
   try {
-    const it = await nc.requestMany(subject, '', { strategy: 'timer', maxWait: waitMs });
+    const it = await nc.requestMany(subject, '', { strategy: 'timer', maxWait: waitMs, maxMessages: MAX_ANSWERS });
     for await (const m of it) out.push(m);
   } catch (err) {
     // No responders is an empty system; anything else is the connection's problem.
