@@ -3,11 +3,11 @@
 
 import { NODE_SERVICE_DEFAULTS } from '../job/defaults';
 import { CAPABILITY_LIMITS, NODE_SERVICE_NAME } from '../actors/node-capabilities';
-import { MeasureOptions, NodeHosting, NodeService, measureCapabilities } from '../job/node-service';
+import { NodeHosting, NodeService } from '../job/node-service';
+import { MeasureOptions, measureCapabilities } from '../job/node-measure';
 import { parseRequirements } from '../job/node-require';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { FlagSpec, UsageError } from './args';
-import { enterTask, leaveTask } from '../base/task-activity';
 
 export const NODE_SERVICE_FLAGS: readonly FlagSpec[] = [
   {
@@ -89,14 +89,7 @@ async function registerService(
   log: (l: string) => void,
 ): Promise<void> {
   try {
-    // Loading tfjs and calibrating hold the main thread for a while: busy, not hung (its beats say so).
-    enterTask();
-    let caps;
-    try {
-      caps = await measureCapabilities(o);
-    } finally {
-      leaveTask();
-    }
+    const caps = await measureCapabilities(o);
     await service.register(caps);
     registered(service.id ?? '?');
   } catch (err) {

@@ -10,15 +10,10 @@
 // Re-measuring re-registers the service (its metadata is fixed once registered), under a
 // new service id.
 
-import * as os from 'os';
-import * as v8 from 'v8';
-import * as fs from 'fs';
-import * as path from 'path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { Service, Svcm } from '@nats-io/services';
 import { NODES_PREFIX } from '../actors/node-protocol';
 import { NODE_SERVICE_NAME, NodeCapabilities, capabilitiesMetadata } from '../actors/node-capabilities';
-import { CALIBRATE_DEFAULTS } from './defaults';
 
 /** Subject of a node's `hosting` endpoint. */
 export const hostingSubject = (name: string) => `${NODES_PREFIX}.${name}.hosting`;
@@ -27,49 +22,6 @@ export const hostingSubject = (name: string) => `${NODES_PREFIX}.${name}.hosting
 export interface NodeHosting {
   readonly jobs: readonly { readonly job: string; readonly stages: readonly number[] }[];
 }
-
-export interface MeasureOptions {
-  readonly node: string;
-  readonly tags: Readonly<Record<string, string>>;
-  /** Force a tfjs backend (else the first that loads). */
-  readonly backend?: string;
-  /** Time each calibration measurement repeats for, ms. */
-  readonly budgetMs: number;
-}
-
-/** Baton's version, from its package.json. */
-export function batonVersion(): string {
-  const { packageRoot } = require('../models/profile') as typeof import('../models/profile');
-  const pkg = JSON.parse(fs.readFileSync(path.join(packageRoot(), 'package.json'), 'utf8')) as { version: string };
-  return pkg.version;
-}
-
-/** This process's capabilities: it loads its backend and calibrates it (holding the thread for about 2 budgets). */
-export async function measureCapabilities(o: MeasureOptions): Promise<NodeCapabilities> {
-  // tfjs only when an agent measures: `baton run`'s own stage processes never do.
-  const { loadBackend } = require('../models/backend') as typeof import('../models/backend');
-  const { calibrate } = require('../models/calibrate') as typeof import('../models/calibrate');
-  const report = await loadBackend({ force: o.backend });
-  const c = calibrate({ ...CALIBRATE_DEFAULTS, budgetMs: o.budgetMs });
-  const heap = v8.getHeapStatistics();
-  return {
-    node: o.node,
-    host: os.hostname(),
-    pid: process.pid,
-    backend: report.backend,
-    backends_tried: report.tried.map((t) => `${t.name}:${t.ok ? 'ok' : 'failed'}`),
-    gflops_matmul: round(c.matmul.gflops),
-    gflops_stage: round(c.stage.gflops),
-    measured_at: new Date().toISOString(),
-    cores: os.availableParallelism(),
-    memory_bytes: os.totalmem(),
-    free_heap_bytes: Math.max(0, heap.heap_size_limit - heap.used_heap_size),
-    version: batonVersion(),
-    tags: o.tags,
-  };
-}
-
-const round = (x: number) => Math.round(x * 1000) / 1000;
 
 /** A registered node service: re-registered with new capabilities, or stopped. */
 export class NodeService {
