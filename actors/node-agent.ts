@@ -140,6 +140,11 @@ export class NodeAgent {
     this.announce();
   }
 
+  /** What it hosts now (its service's STATS carry it: job/node-service.ts). */
+  hosting(): { job: string; stages: number[] }[] {
+    return [...this.jobs].map(([job, h]) => ({ job, stages: [...h.stages.keys()].sort((a, b) => a - b) }));
+  }
+
   announce(): void {
     this.bus.publish(
       ANNOUNCE_SUBJECT,

@@ -1,16 +1,24 @@
-// --nodes and --node-key-file of run and train: running node agents (baton node) that host
-// the job's stages instead of stage processes this launcher starts, and the key they hold.
+// --nodes, --require and --node-key-file of run and train: running node agents (baton node)
+// that host the job's stages instead of stage processes this launcher starts (named, or
+// `discover`ed as NATS services meeting --require), and the key they hold.
 
 import { MAX_NODE_NAME, NODE_NAME_RE } from '../actors/node-protocol';
 import { FlagSpec, UsageError } from './args';
 import { readKeyFile } from './key-file';
+import { DISCOVER, parseRequirements } from '../job/node-require';
 
 export const AGENT_FLAGS: readonly FlagSpec[] = [
   {
     name: 'nodes',
     type: 'list',
     metavar: 'N1,N2,…',
-    help: 'use running node agents (baton node) instead of spawning them; stages are dealt in contiguous blocks, or one per agent as --node-speeds and --placement place them',
+    help: `use running node agents (baton node) instead of spawning them; stages are dealt in contiguous blocks, or one per agent as --node-speeds and --placement place them. ${DISCOVER}: the agents that answer as the NATS service baton-node and meet --require (the fastest, when more than the stages)`,
+  },
+  {
+    name: 'require',
+    type: 'list',
+    metavar: 'K=V,…',
+    help: `with --nodes ${DISCOVER}: use only nodes with these tags (gpu=h200) or backend=NAME`,
   },
   {
     name: 'node-key-file',
@@ -22,6 +30,7 @@ export const AGENT_FLAGS: readonly FlagSpec[] = [
 
 export interface AgentSetup {
   nodes?: string[];
+  require?: Record<string, string>;
   nodeKey?: Uint8Array;
 }
 
@@ -36,6 +45,9 @@ export function agentSetupOf(
     flags.nodeKeyFile !== undefined ? readKeyFile(String(flags.nodeKeyFile), `${command}: --node-key-file`) : undefined;
   if (o.transport === 'local' && nodes) throw new UsageError(`${command}: --nats and --nodes need --transport nats`);
   if (!nodes && nodeKey) throw new UsageError(`${command}: --node-key-file goes with --nodes`);
+  const discover = nodes?.length === 1 && nodes[0] === DISCOVER;
+  if (flags.require !== undefined && !discover)
+    throw new UsageError(`${command}: --require goes with --nodes ${DISCOVER}`);
   if (!nodes) return {};
   if (o.processes === 'single')
     throw new UsageError(`${command}: --nodes runs the stages on those nodes; it takes no --processes single`);
@@ -48,11 +60,23 @@ export function agentSetupOf(
     throw new UsageError(
       `${command}: --key-file seals a job over NATS whose stages this launcher starts; with --nodes the key is --node-key-file`,
     );
-  return { nodes, nodeKey };
+  if (discover && (flags.nodeSpeeds !== undefined || (flags.placement !== undefined && flags.placement !== 'auto')))
+    throw new UsageError(
+      `${command}: --nodes ${DISCOVER} picks the nodes by their measured speed and deals them stages in blocks; it takes no --node-speeds or --placement (name the agents with --nodes to place stages on them)`,
+    );
+  return {
+    nodes,
+    nodeKey,
+    ...(flags.require !== undefined
+      ? { require: parseRequirements(flags.require as string[], `${command}: --require`) }
+      : {}),
+  };
 }
 
 /** --nodes: valid distinct agent names on a server given with --nats, no more than the stages. */
 function checkNodes(nodes: readonly string[], natsUrl: string | undefined, stages: number, command: string): void {
+  if (nodes.includes(DISCOVER) && nodes.length > 1)
+    throw new UsageError(`${command}: --nodes ${DISCOVER} finds the nodes itself; it takes no names beside it`);
   for (const n of nodes) {
     if (!NODE_NAME_RE.test(n))
       throw new UsageError(

@@ -164,6 +164,12 @@ export const JOB_FILE_KEYS = {
     names: key('nodes', names),
     // The path of the agents' key file (baton auth key), never the key itself.
     key_file: key('node-key-file', text),
+    // --require k=v,… as a map {k: v}.
+    require: key('require', v.record(v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]+$/, 'a tag name')), text), {
+      toFlag: (m: Record<string, string>) => Object.entries(m).map(([k, x]) => `${k}=${x}`),
+      toFile: (xs) =>
+        Object.fromEntries([xs].flat().map((p) => [p.slice(0, p.indexOf('=')), p.slice(p.indexOf('=') + 1)])),
+    }),
     speeds: key('node-speeds', speeds, {
       toFlag: (xs: number[]) => xs.map(String),
       toFile: (xs) => [xs].flat().map(Number),

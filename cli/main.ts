@@ -29,6 +29,10 @@ const COMMANDS: Record<string, Command> = {
     summary: 'start a node agent that hosts stage actors for jobs over NATS',
     load: () => (require('./node-command') as typeof import('./node-command')).nodeCommand,
   },
+  nodes: {
+    summary: 'list the node agents of a NATS system (the baton-node service) with their measured capabilities',
+    load: () => (require('./nodes-command') as typeof import('./nodes-command')).nodesCommand,
+  },
   trace: {
     summary: 'inspect a trace file: gantt (SVG chart), check (schema), summary',
     load: () => (require('./trace-command') as typeof import('./trace-command')).traceCommand,

@@ -13,6 +13,8 @@ import { AuthBus } from '../transport/auth-bus';
 import { parseKey } from '../transport/auth-seal';
 import { readKeyFile } from './key-file';
 import { startHeartbeat } from '../job/heartbeat';
+import { NODE_SERVICE_NAME } from '../actors/node-capabilities';
+import { NODE_SERVICE_FLAGS, measureOptionsOf, serveAsService } from './node-service-flags';
 
 const NODE_FLAGS: readonly FlagSpec[] = [
   {
@@ -55,15 +57,18 @@ const NODE_FLAGS: readonly FlagSpec[] = [
     metavar: 'PATH,…',
     help: 'the files and directories whose policy modules, profile files, training corpora and checkpoints a launcher may name (each must exist; a job naming any other file is refused; default none)',
   },
+  ...NODE_SERVICE_FLAGS,
   HELP_FLAG,
 ];
 
-export const NODE_HELP = helpText(
-  'node',
-  'start a node agent that hosts stage actors for jobs over NATS',
-  'baton node --nats URL --key-file FILE [--name NAME] [--allow-files PATH,…] [--quiet] [--json]',
-  NODE_FLAGS,
-);
+export const NODE_HELP =
+  helpText(
+    'node',
+    'start a node agent that hosts stage actors for jobs over NATS',
+    'baton node --nats URL --key-file FILE [--name NAME] [--tag K=V,…] [--allow-files PATH,…] [--quiet] [--json]',
+    NODE_FLAGS,
+  ) +
+  `\nA node agent started by hand (without --exit-with-stdin) registers as the NATS service ${NODE_SERVICE_NAME} once it has calibrated: its INFO metadata carries its capabilities (backend, GFLOP/s, cores, memory, tags), its STATS what it hosts; baton nodes lists them. With --json it then prints {node, service, id, registered: true}.\n`;
 
 export async function nodeCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags } = parseFlags(argv, NODE_FLAGS, 'node');
@@ -73,6 +78,7 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   }
   const { url, name } = urlAndNameFromFlags(flags);
   const key = await keyFromFlags(flags);
+  const measureOptions = measureOptionsOf(flags);
   const nats = await NatsBus.connect(url, { name: `baton-node-${name}` });
   const bus = new AuthBus(nats, key, `node:${name}`);
   const log = flags.quiet
@@ -93,6 +99,20 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   process.once('SIGINT', () => stopper.stop('SIGINT'));
   if (flags.json) out(JSON.stringify({ node: name, pid: process.pid, nats: nats.url, ready: true }));
   else log(`node ${name}: ready on ${nats.url} (pid ${process.pid})`);
+  // Stage processes of one launch stay private to it; agents started by hand can be discovered.
+  if (!flags.exitWithStdin) {
+    serveAsService({
+      connection: nats.connection,
+      hosting: () => ({ jobs: agent.hosting() }),
+      exited: agent.exited,
+      measure: { ...measureOptions, node: name },
+      registered: (id) => {
+        if (flags.json) out(JSON.stringify({ node: name, service: NODE_SERVICE_NAME, id, registered: true }));
+        else log(`node ${name}: registered as NATS service ${NODE_SERVICE_NAME} (id ${id})`);
+      },
+      log,
+    });
+  }
   if (flags.exitWithStdin) {
     // The launcher holds the other end of stdin; it closes when the launcher ends, however it ends.
     const gone = () => {

@@ -22,6 +22,10 @@ import { SwapOptions } from '../job/policy-control';
 import { UsageError } from './args';
 import { THREADS_ENV, defaultThreads } from '../models/threads';
 import { AuthBus } from '../transport/auth-bus';
+import { NODE_SERVICE_DEFAULTS } from '../job/defaults';
+import { discoverNodes } from '../job/node-discovery';
+import { DISCOVER, pickNodes } from '../job/node-require';
+import { printable } from './table';
 import { keyText, newJobKey } from '../transport/auth-seal';
 
 export interface RunSetup {
@@ -29,6 +33,8 @@ export interface RunSetup {
   processes: 'per-stage' | 'single';
   natsUrl?: string;
   nodes?: string[];
+  /** With nodes [discover]: what a discovered node must have (tags, backend). */
+  require?: Record<string, string>;
   onIteration?: (r: IterationRecord) => void;
   /** Extra consumers of the job's events as they come (progress lines). */
   sinks?: EventSink[];
@@ -218,8 +224,10 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     const suffix = randomBytes(4).toString('hex');
     // A placement on --nodes agents names the agent of each stage, one stage each, in stage order.
     const names =
-      (setup.nodes && cfg.placement ? [...cfg.placement] : setup.nodes) ??
-      Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`);
+      setup.nodes?.length === 1 && setup.nodes[0] === DISCOVER
+        ? await discoveredNames(nats, cfg.stages, setup.require ?? {})
+        : ((setup.nodes && cfg.placement ? [...cfg.placement] : setup.nodes) ??
+          Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`));
     interrupts = watchInterrupts();
     // Agents of our own may load the files this launcher's user named, and no others.
     if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags(), allowedFilesFor(cfg), key, setup.threads);
@@ -268,4 +276,17 @@ export function distinctProcesses(nodes: readonly { pid: number; host: string }[
   const seen = new Map<string, { pid: number; host: string }>();
   for (const n of nodes) seen.set(JSON.stringify([n.host, n.pid]), { pid: n.pid, host: n.host });
   return [...seen.values()];
+}
+
+/** --nodes discover: the baton-node services that answer, checked, meeting the requirements. */
+async function discoveredNames(nats: NatsBus, stages: number, req: Record<string, string>): Promise<string[]> {
+  const found = await discoverNodes(nats.connection, {
+    waitMs: NODE_SERVICE_DEFAULTS.discoverMs,
+    log: (l) => process.stderr.write(`run: ${printable(l)}\n`),
+  });
+  const picked = pickNodes(found.nodes, req, stages).map((n) => n.capabilities.node);
+  process.stderr.write(
+    `run: discovered ${found.nodes.length} node(s)${found.rejected.count ? ` (${found.rejected.count} answer(s) rejected)` : ''}; using ${picked.join(', ')}\n`,
+  );
+  return picked;
 }

@@ -153,3 +153,13 @@ export const HEARTBEAT_DEFAULTS = {
    * launcher itself may block for seconds (a checkpoint, the validation loss). */
   minLeaseMs: 30000,
 } as const;
+
+/** Node agents as NATS services (job/node-service.ts) and their discovery (job/node-discovery.ts). */
+export const NODE_SERVICE_DEFAULTS = {
+  /** Time each of a node's calibration measurements repeats for when it starts, ms (after one unmeasured run). */
+  calibrateMs: 100,
+  /** How long `baton nodes` and a discovering launcher gather the services' answers, ms. */
+  discoverMs: 500,
+  /** The server `baton nodes` asks when neither --nats nor the environment names one. */
+  nats: 'nats://127.0.0.1:4222',
+} as const;
