@@ -1,5 +1,4 @@
 import { strict as assert } from 'assert';
-import { readFileSync, readdirSync } from 'fs';
 import { resolveConfig } from '../job/config';
 import { TRAIN_DEFAULTS } from '../job/defaults';
 import { IterationRecord } from '../actors/coordinator';
@@ -8,22 +7,7 @@ import { runOnce } from '../cli/run-once';
 import { RestartsExhaustedError } from '../job/recovery-errors';
 import { DistributedResult } from '../job/run-distributed';
 import { natsServerForSuite } from './nats-server-fixture';
-
-/** The pid of the stage process this process started for stage `s` of job `job` (Linux: /proc). */
-export function stageProcessPid(job: string, s: number): number {
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid !== process.pid) continue;
-      if (readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(`${job}-stage${s}-`)) return Number(d);
-    } catch {
-      /* gone meanwhile */
-    }
-  }
-  throw new Error(`no stage process of stage ${s} of job ${job} among this process's children`);
-}
+import { injectFault, stageProcessPid } from '../bench/fault-inject';
 
 const gpt = (job: string, iterations: number) =>
   resolveConfig({
@@ -69,20 +53,11 @@ describe('recovery by replaying the iteration (sync, one process per stage)', fu
   for (const fault of ['SIGKILL', 'SIGSTOP'] as const)
     it(`a stage process ${fault === 'SIGKILL' ? 'killed' : 'stopped past the heartbeat timeout'} mid-iteration is restarted and the iteration replayed to the fault-free checksum`, async () => {
       const job = `rec${fault.toLowerCase()}`;
-      let faultAt = 0;
-      let pid = 0;
-      const onIteration = (rec: IterationRecord) => {
-        if (rec.iteration !== 1 || faultAt !== 0) return;
-        // Mid-iteration 2: about half an iteration after iteration 1 ended.
-        setTimeout(() => {
-          pid = stageProcessPid(job, 2);
-          faultAt = Date.now();
-          process.kill(pid, fault);
-        }, rec.makespan / 2);
-        faultAt = -1;
-      };
+      // Mid-iteration 2: about half an iteration after iteration 1 ended.
+      const f = injectFault(job, 2, fault, 1);
       try {
-        const r = await train(gpt(job, 4), setup(), { onIteration });
+        const r = await train(gpt(job, 4), setup(), { onIteration: f.onIteration });
+        assert.ok(f.at() > 0, 'the fault was injected');
         assert.equal(r.param_checksum, faultFree || r.param_checksum);
         assert.ok(faultFree, 'the fault-free run ran first');
         assert.equal(r.recoveries?.length, 1, JSON.stringify(r.recoveries));
@@ -91,20 +66,15 @@ describe('recovery by replaying the iteration (sync, one process per stage)', fu
         assert.deepEqual(rec.stages, [2]);
         assert.match(rec.reason, fault === 'SIGKILL' ? /signal SIGKILL/ : /sent no heartbeat for \d+ ms/);
         assert.ok(rec.iterations_replayed >= 1 && rec.resumed_from <= rec.iteration, JSON.stringify(rec));
-        const detected = rec.detected_at - faultAt;
+        const detected = rec.detected_at - f.at();
         console.log(
           `      (${fault}: detected after ${detected} ms, training resumed ${rec.recovery_ms} ms later, ${rec.iterations_replayed} iteration(s) replayed)`,
         );
         assert.ok(detected >= 0 && detected < (fault === 'SIGKILL' ? 1000 : 3500), `detected after ${detected} ms`);
         assert.ok(rec.recovery_ms > 0 && rec.resumed_at > rec.detected_at);
-        assert.ok(!r.summary.pids.includes(pid), 'the lost process was replaced');
+        assert.ok(!r.summary.pids.includes(f.pid()), 'the lost process was replaced');
       } finally {
-        if (pid > 0)
-          try {
-            process.kill(pid, 'SIGKILL');
-          } catch {
-            /* gone, as it should be */
-          }
+        f.cleanup();
       }
     });
 
