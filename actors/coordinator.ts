@@ -129,7 +129,7 @@ function acceptedReport(
   }
   if (w.launch !== undefined && e.launch !== w.launch) {
     w.onReject?.(
-      `${msg.subject}: report of launch ${launchText(e.launch)} from stage ${e.src}, this is launch ${w.launch}: left by an earlier run of the same job name?`,
+      `${msg.subject}: report of launch ${launchText(e.launch)} from stage ${e.src}, this is launch ${w.launch}: left by an earlier run of the same job name, or by an attempt a replay replaced?`,
     );
     return null;
   }

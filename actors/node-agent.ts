@@ -243,7 +243,7 @@ export class NodeAgent {
 
   private async host(req: Record<string, unknown>): Promise<void> {
     const { reply, stages, leaseMs, launch } = hostFields(req);
-    const plan = this.stageHost(req.config, { allowedFiles: this.allowedFiles });
+    const plan = this.stageHost(req.config, { allowedFiles: this.allowedFiles, recovery: req.recovery });
     if (this.jobs.has(plan.job) || this.starting.has(plan.job))
       throw new NodeRequestError(`job ${plan.job} is already hosted here`);
     for (const s of stages)

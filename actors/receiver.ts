@@ -98,7 +98,7 @@ function acceptedEnvelope(
     reject(
       now,
       'other-launch',
-      `${msg.subject}: message of launch ${launchText(e.launch)} of job ${job} (stage ${e.src}), this is launch ${w.launch}: left by an earlier run of the same job name?`,
+      `${msg.subject}: message of launch ${launchText(e.launch)} of job ${job} (stage ${e.src}), this is launch ${w.launch}: left by an earlier run of the same job name, or by an attempt a replay replaced?`,
     );
     return null;
   }

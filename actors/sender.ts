@@ -9,7 +9,7 @@
 // next one, so messages may overtake each other, as they do on a real network.
 
 import { Task } from '../policies/task';
-import { encodeEnvelope } from '../transport/codec';
+import { encodeEnvelope, encodeValue } from '../transport/codec';
 import { Bus } from '../transport/bus';
 import { ENVELOPE_VERSION, TensorPayload, launchField } from '../transport/envelope';
 import { subject } from '../transport/subjects';
@@ -65,6 +65,8 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
     const now = clock.now();
     const seq = state.seq++;
     if (msg.type === 'report') {
+      // A recoverable job's stage state goes apart from the report, after it: the coordinator does not wait for it.
+      const { state: kept, ...body } = msg.body ?? {};
       const data = encodeEnvelope({
         v: ENVELOPE_VERSION,
         job,
@@ -79,10 +81,15 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
         sentAt: now,
         bytes: 0,
         tensors: [],
-        body: { peakInflight: msg.peakInflight, ...(msg.body ?? {}), ...where },
+        body: { peakInflight: msg.peakInflight, ...body, ...where },
         ...launch,
       });
       bus.publish(subject(job, 'report'), data);
+      if (kept !== undefined)
+        bus.publish(
+          subject(job, 'state', stage),
+          encodeValue({ verb: 'state', job, stage, iteration: msg.iteration, snapshot: kept, ...launch }),
+        );
       return state;
     }
     const t = msg.task;

@@ -31,5 +31,6 @@ export interface StagePlan {
 
 /** Turns a host request's config into a plan, or throws the config's error (its name
  * tells the launcher whether it is bad input). `allowedFiles`: the real paths of the files and
- * directories the job may name (the agent's --allow-files). */
-export type StageHost = (config: unknown, o: { allowedFiles: readonly string[] }) => StagePlan;
+ * directories the job may name (the agent's --allow-files); `recovery`: the request's recovery
+ * field (job/stage-recovery.ts), the stages' state to start from. */
+export type StageHost = (config: unknown, o: { allowedFiles: readonly string[]; recovery?: unknown }) => StagePlan;

@@ -60,6 +60,11 @@ const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
     flags: '[--rounds R] [--iterations N] [--layers L]',
     what: 'the same char-GPT trained by PyTorch (Debian python3-torch) and by Baton: 1 process with 1 and 2 threads, a 2-stage pipeline on 2 cores, rounds in turn',
   },
+  faults: {
+    file: 'faults.js',
+    flags: '[--repeats R] [--iterations N]',
+    what: 'recovery by replay: SIGKILL and SIGSTOP of a stage process mid-iteration (sync train, GPT, P = 4, over NATS): detected after, recovered after, iterations replayed, result equal; the cost of keeping the stages state',
+  },
   train: {
     file: 'train-throughput.js',
     flags: '[--rounds R] [--iterations N] [--layers L] [--microbatch-size B] [--buffer-limit N] [--no-ceiling]',

@@ -8,7 +8,7 @@ import * as path from 'path';
 import { JobConfig } from '../job/config';
 import { IterationRecord } from '../actors/coordinator';
 import { EventSink } from '../stage/events';
-import { runDistributed } from '../job/run-distributed';
+import { RecoveryOptions, runDistributed } from '../job/run-distributed';
 import { JobResult, runJob } from '../job/run-local';
 import { JobError, checkJob } from '../job/wire-stage';
 import { filesOfJob, realPath } from '../job/node-host';
@@ -48,6 +48,8 @@ export interface RunSetup {
   onServer?: (url: string, job: string) => void;
   /** Scripted swaps and the modules swaps may load (--swap-at, --swap-modules). */
   swaps?: SwapOptions;
+  /** Lost stage processes this launcher started that a sync job survives by replaying the iteration (--max-restarts; 0: none). */
+  maxRestarts?: number;
 }
 
 /** The `baton` command's entry point, for starting it as a child process. */
@@ -55,9 +57,13 @@ export const CLI_ENTRY = path.join(__dirname, 'main.js');
 
 /** Stage processes this launcher started: stopped at the end, and on exit, SIGINT or SIGTERM. */
 interface SpawnedNodes {
-  readonly children: ChildProcess[];
-  /** Rejects when one of them ends before stop() was called. */
+  readonly children: ReadonlyMap<string, ChildProcess>;
+  /** Rejects when one of them ends before stop() was called (unless an exit listener is set). */
   readonly died: Promise<never>;
+  /** Kills node `name`'s process if it is still there (SIGKILL: a stopped one too) and starts a new one. */
+  restart(name: string): Promise<void>;
+  /** From now on a process that ends on its own is told to `listener` instead of rejecting `died`. */
+  onExit(listener: (name: string, why: string) => void): void;
   stop(): Promise<void>;
 }
 
@@ -72,9 +78,12 @@ function spawnNodes(
   const threadsEach = String(threads ?? (process.env[THREADS_ENV] || defaultThreads(names.length)));
   let stopping = false;
   let died: (e: Error) => void = () => {};
+  let exitListener: ((name: string, why: string) => void) | null = null;
   const diedPromise = new Promise<never>((_, reject) => (died = reject));
   diedPromise.catch(() => {});
-  const children = names.map((name) => {
+  const children = new Map<string, ChildProcess>();
+  const replaced = new Set<ChildProcess>();
+  const start = (name: string): ChildProcess => {
     const child = spawn(
       process.execPath,
       [
@@ -95,24 +104,37 @@ function spawnNodes(
     child.stdin?.write(`${keyText(key)}\n`);
     child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[${name}] ${d}`));
     child.once('exit', (code, signal) => {
-      if (!stopping)
-        died(
-          new JobError(
-            `stage process ${name} (pid ${child.pid}) ended during the job (${signal ? `signal ${signal}` : `exit code ${code}`})`,
-          ),
-        );
+      if (stopping || replaced.has(child)) return;
+      const why = signal ? `signal ${signal}` : `exit code ${code}`;
+      if (exitListener) exitListener(name, `pid ${child.pid}, ${why}`);
+      else died(new JobError(`stage process ${name} (pid ${child.pid}) ended during the job (${why})`));
     });
+    children.set(name, child);
     return child;
-  });
+  };
+  for (const name of names) start(name);
   const forget = onProcessEnd(() => {
-    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
+    for (const c of children.values()) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
   });
   return {
     children,
     died: diedPromise,
+    restart: async (name) => {
+      const old = children.get(name);
+      if (old) {
+        replaced.add(old);
+        await new Promise<void>((resolve) => {
+          if (old.exitCode !== null || old.signalCode !== null) return resolve();
+          old.once('exit', () => resolve());
+          old.kill('SIGKILL');
+        });
+      }
+      start(name);
+    },
+    onExit: (listener) => (exitListener = listener),
     stop: async () => {
       stopping = true;
-      await stopChildren(children);
+      await stopChildren([...children.values()]);
       forget();
     },
   };
@@ -231,13 +253,16 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     interrupts = watchInterrupts();
     // Agents of our own may load the files this launcher's user named, and no others.
     if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags(), allowedFilesFor(cfg), key, setup.threads);
-    const stop = Promise.race([interrupts.interrupted, dropped, ...(nodes ? [nodes.died] : [])]);
+    // A launcher recovers the stage processes it started (job/recovery.ts); --max-restarts 0 does not.
+    const recovery = nodes && (setup.maxRestarts ?? 0) > 0 ? recoveryOf(nodes, setup.maxRestarts ?? 0) : undefined;
+    const stop = Promise.race([interrupts.interrupted, dropped, ...(nodes && !recovery ? [nodes.died] : [])]);
     const result = await runDistributed(cfg, {
       bus,
       nodes: names,
       onIteration: setup.onIteration,
       sinks: setup.sinks,
       stop,
+      ...(recovery ? { recovery } : {}),
     });
     const pids = distinctProcesses(result.nodes).map((p) => p.pid);
     return { result, transport: 'nats', processes: pids.length, pids, natsUrl: url };
@@ -250,6 +275,10 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     const sig = interrupts?.signal();
     if (sig) endBySignal(sig);
   }
+}
+
+function recoveryOf(nodes: SpawnedNodes, maxRestarts: number): RecoveryOptions {
+  return { maxRestarts, restart: (name) => nodes.restart(name), onExit: (l) => nodes.onExit(l) };
 }
 
 /** The files a job names, as the --allow-files of the stage processes that run it (a comma would split a path). */

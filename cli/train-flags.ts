@@ -214,6 +214,13 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
     help: 'fail the job after this long without progress; a stage process that sends no heartbeat for 2 s (or this, when shorter) is dead or stopped, one inside a long task beats as busy',
     default: TRAIN_COMMAND_DEFAULTS.stallTimeoutMs,
   },
+  {
+    name: 'max-restarts',
+    type: 'int',
+    metavar: 'N',
+    help: 'sync, --transport nats with its own stage processes: restart a lost stage process and replay the iteration from the last flush up to N times (0: a loss fails the run); past N the run fails naming every failure',
+    default: TRAIN_COMMAND_DEFAULTS.maxRestarts,
+  },
   { name: 'json', type: 'bool', help: 'print one JSON object (progress still goes to stderr; --quiet silences it)' },
   HELP_FLAG,
 ];

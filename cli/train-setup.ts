@@ -34,6 +34,8 @@ export interface TrainSetup extends AgentSetup {
   swaps?: SwapOptions;
   /** The job's key from --key-file (over NATS). */
   jobKey?: Uint8Array;
+  /** Lost stage processes survived by replaying the iteration (--max-restarts). */
+  maxRestarts?: number;
 }
 
 function positive(v: unknown, name: string): number {
@@ -187,6 +189,12 @@ function modelStageWork(train: TrainConfig, flags: Record<string, unknown>): num
   return work;
 }
 
+function maxRestartsOf(v: unknown): number {
+  if (!Number.isInteger(v) || (v as number) < 0 || (v as number) > 1000)
+    throw new UsageError(`train: --max-restarts must be an integer from 0 to 1000, got ${String(v)}`);
+  return v as number;
+}
+
 function stallTimeoutOf(v: unknown): number {
   if (!(Number.isInteger(v) && (v as number) > 0 && (v as number) <= MAX_TIMER_MS))
     throw new UsageError(
@@ -227,6 +235,7 @@ function setupOf(flags: Record<string, unknown>, cfg: JobConfig): TrainSetup {
     clock: flags.clock as 'real' | 'virtual',
     threads: flags.threads === undefined ? undefined : parseThreads(flags.threads, 'train: --threads'),
     swaps: swapOptionsFromFlags(flags as ParsedFlags),
+    maxRestarts: maxRestartsOf(flags.maxRestarts),
     ...(flags.keyFile !== undefined ? { jobKey: readKeyFile(String(flags.keyFile), 'train: --key-file') } : {}),
   };
 }

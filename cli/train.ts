@@ -14,6 +14,7 @@ import {
   writeCheckpoint,
 } from '../job/checkpoint';
 import { JobResult, runJob, summarize } from '../job/run-local';
+import { DistributedResult, RecoveryRecord } from '../job/run-distributed';
 import { StageSnapshot } from '../compute/chunk-optimizer';
 import { EventSink } from '../stage/events';
 import { BackendReport, loadBackend } from '../models/backend';
@@ -43,6 +44,9 @@ export interface TrainOutcome {
   iterations_run: number;
   start_iteration: number;
   summary: ReturnType<typeof summarize> & { transport: string; processes: number; pids: number[] };
+  /** Over NATS with --max-restarts: each lost stage process survived (what, detected, resumed, replayed). */
+  recoveries?: RecoveryRecord[];
+  kept_state?: DistributedResult['kept_state'];
 }
 
 function snapshotsOf(rec: IterationRecord): StageSnapshot[] | null {
@@ -208,5 +212,12 @@ function outcomeOf(
     iterations_run: records.length,
     start_iteration: t.startIteration,
     summary: { ...summarize(o.result), transport: o.transport, processes: o.processes, pids: o.pids },
+    ...recoveriesOf(o.result),
   };
+}
+
+/** A recoverable run's failures survived and what keeping the stages' state cost (job/recovery.ts). */
+function recoveriesOf(r: JobResult): Pick<TrainOutcome, 'recoveries' | 'kept_state'> {
+  const d = r as Partial<DistributedResult>;
+  return d.recoveries ? { recoveries: d.recoveries, ...(d.kept_state ? { kept_state: d.kept_state } : {}) } : {};
 }

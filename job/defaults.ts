@@ -106,6 +106,8 @@ export const TRAIN_COMMAND_DEFAULTS = {
   // A training task can hold its stage for seconds (a large model on the wasm backend), and
   // a stage waiting for a peer's big message shows no progress meanwhile.
   stallTimeoutMs: 600000,
+  // Lost stage processes a sync run over NATS survives (restarted, the iteration replayed); past them it fails.
+  maxRestarts: 3,
 } as const;
 
 /** `baton calibrate` (models/calibrate.ts): the reference sizes, about a second of measuring on wasm. */

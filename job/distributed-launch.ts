@@ -25,6 +25,8 @@ import { expectedEvents, stallErrorOf, wholeTrace } from './launch-ends';
 import { DistributedOptions, DistributedResult, assignStages } from './distributed-options';
 import { BEAT_PREFIX, HeartbeatMonitor } from './heartbeat';
 import { HEARTBEAT_DEFAULTS } from './defaults';
+import { IterationLostError } from './recovery-errors';
+import { HostRecovery, recoveryForStages } from './stage-recovery';
 
 /** One launch of a distributed job: its node replies, its trace, its renewals, its end. */
 export class Launch {
@@ -55,12 +57,27 @@ export class Launch {
   private readonly beats: HeartbeatMonitor;
   completed = false;
   private over = false;
+  /** The job config and options this launch runs. */
+  get config(): JobConfig {
+    return this.cfg;
+  }
+
+  get options(): DistributedOptions {
+    return this.o;
+  }
+
+  /** When the coordinator began the first iteration (Date.now()), 0 before. */
+  beganAt = 0;
+  /** The iterations this launch completed, in order. */
+  readonly records: IterationRecord[] = [];
 
   constructor(
     private readonly cfg: JobConfig,
     private readonly o: DistributedOptions,
     stages: number,
     private readonly leaseMs: number,
+    /** A recoverable job's stages keep sending their state; a replay's start from the states given (job/recovery.ts). */
+    private readonly recovery?: HostRecovery,
   ) {
     this.blocks = assignStages(stages, o.nodes.length);
     this.used = o.nodes.slice(0, this.blocks.length);
@@ -95,8 +112,8 @@ export class Launch {
     if (subj.startsWith(`${BEAT_PREFIX}.`) && subj !== `${BEAT_PREFIX}.${node}`)
       return `a heartbeat on ${quoteValue(subj, 200)} sealed by node ${node}, which beats only for itself`;
     const stage = parseSubject(subj);
-    if (stage?.kind === 'trace' && !(this.blocks[i] ?? []).includes(Number(stage.stage)))
-      return `a trace batch of stage ${quoteValue(stage.stage, 20)} sealed by node ${node}, which does not host it`;
+    if ((stage?.kind === 'trace' || stage?.kind === 'state') && !(this.blocks[i] ?? []).includes(Number(stage.stage)))
+      return `a ${stage.kind} message of stage ${quoteValue(stage.stage, 20)} sealed by node ${node}, which does not host it`;
     return null;
   }
 
@@ -163,7 +180,14 @@ export class Launch {
   async host(): Promise<void> {
     const { cfg, used, leaseMs } = this;
     used.forEach((n, i) =>
-      this.request(n, { verb: 'host', config: cfg, stages: this.blocks[i], leaseMs, launch: this.id }),
+      this.request(n, {
+        verb: 'host',
+        config: cfg,
+        stages: this.blocks[i],
+        leaseMs,
+        launch: this.id,
+        ...(this.recovery ? { recovery: recoveryForStages(this.recovery, this.blocks[i]) } : {}),
+      }),
     );
     const since = Date.now();
     // A node that answers nothing for a whole lease (its renewals included) is gone or hung;
@@ -197,6 +221,16 @@ export class Launch {
       );
   }
 
+  /** The iteration under way is lost (a stage process gone, messages lost): it ends this launch, to be replayed. */
+  replayIteration(why: string, node: string | null = null): void {
+    this.nodeFailed(new IterationLostError(why, node));
+  }
+
+  /** The first iteration this launch has not completed. */
+  nextIteration(): number {
+    return this.cfg.firstIteration + this.records.length;
+  }
+
   /** The coordinator runs every iteration; a stall is reported with the nodes' statuses. */
   async iterate(
     wallStart: number,
@@ -210,7 +244,10 @@ export class Launch {
       microbatches: cfg.microbatches,
       iterations: cfg.warmupIterations + cfg.iterations,
       firstIteration: cfg.firstIteration,
-      onIteration: this.o.onIteration,
+      onIteration: (r) => {
+        this.records.push(r);
+        this.o.onIteration?.(r);
+      },
       launch: this.id,
       reportFields: (st) => requiredReportFields(cfg, st),
     });
@@ -220,9 +257,10 @@ export class Launch {
       records = r;
     });
     await this.bus.flush();
-    this.beats.watch(Math.min(cfg.stallTimeoutMs, HEARTBEAT_DEFAULTS.timeoutMs), (why) =>
-      this.nodeFailed(new JobError(why)),
+    this.beats.watch(Math.min(cfg.stallTimeoutMs, HEARTBEAT_DEFAULTS.timeoutMs), (why, node, at) =>
+      this.nodeFailed(new IterationLostError(why, node, at)),
     );
+    this.beganAt = Date.now();
     coordinator.begin();
     await waitWithWatchdog(
       this.unlessFailed(finished),
@@ -306,6 +344,7 @@ export class Launch {
 
   /** The end, however it came: renewals stop, an unfinished job is aborted on its nodes. */
   close(): void {
+    if (this.over) return;
     this.over = true;
     clearInterval(this.renewer);
     this.beats.close();

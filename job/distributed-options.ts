@@ -28,11 +28,44 @@ export interface DistributedOptions {
    * launcher fails the job when a node answers nothing for as long (ms; default the job's stall timeout,
    * the same bound on a task that blocks its process); renewed every quarter of it. */
   leaseMs?: number;
+  /** Replay an iteration that lost a stage process instead of failing (job/recovery.ts); absent: a loss fails the job. */
+  recovery?: RecoveryOptions;
+}
+
+/** How a launcher recovers its own stage processes. */
+export interface RecoveryOptions {
+  /** Failures survived before the job fails naming them all (--max-restarts). */
+  readonly maxRestarts: number;
+  /** Ends the process of node `name` if it is still there (a stopped one too) and starts a new one. */
+  restart(name: string): Promise<void>;
+  /** Registers the listener told when a node's process ends on its own (not by restart or the job's end). */
+  onExit(listener: (name: string, why: string) => void): void;
+}
+
+/** One failure a recoverable job survived: what failed, when it was known, when training resumed, what was replayed. */
+export interface RecoveryRecord {
+  /** The node whose process was lost (null: messages were lost), its stages, and what the launcher saw. */
+  readonly failed: string | null;
+  readonly stages: number[];
+  readonly reason: string;
+  /** The iteration under way when it was detected, and the first one replayed. */
+  readonly iteration: number;
+  readonly resumed_from: number;
+  readonly iterations_replayed: number;
+  /** Wall-clock times (ms since the epoch): detected, and training resumed (the replay's first iteration began). */
+  readonly detected_at: number;
+  resumed_at: number;
+  /** resumed_at - detected_at. */
+  recovery_ms: number;
 }
 
 export interface DistributedResult extends JobResult {
   /** Each node's process: its pid and machine name (pids repeat across machines). */
   nodes: { name: string; pid: number; host: string; stages: number[] }[];
+  /** The failures survived by replaying (a recoverable job; empty when none came). */
+  recoveries?: RecoveryRecord[];
+  /** What keeping every stage's state as of the last flush cost: state messages and their bytes. */
+  kept_state?: { messages: number; bytes: number };
 }
 
 /** Contiguous blocks of stages per node: P=8 over 3 nodes gives 0-2, 3-5, 6-7. */

@@ -12,6 +12,7 @@ import { checkConfigShape } from './config-shape';
 import { durationModelFor, loadTrainingBackend, planJob, wireStage } from './wire-stage';
 import { DurationModel } from '../models/durations';
 import { InputError } from '../base/errors';
+import { checkHostRecovery, stageRecoveryOf } from './stage-recovery';
 import { realpathSync } from 'fs';
 import * as path from 'path';
 
@@ -81,6 +82,7 @@ export const jobStageHost: StageHost = (config, o) => {
   const cfg: JobConfig = resolveConfig(checkConfigShape(config));
   refuseFiles(cfg, o.allowedFiles);
   const plan = planJob(cfg);
+  const recovery = checkHostRecovery(o.recovery, plan.shape.stages);
   let durations: DurationModel | null = null;
   const durationsOf = () => (durations ??= durationModelFor(cfg, plan.shape));
   return {
@@ -90,7 +92,7 @@ export const jobStageHost: StageHost = (config, o) => {
     prepare: async () => {
       if (cfg.train) await loadTrainingBackend(cfg.train);
     },
-    wire: (w) => wireStage({ ...w, cfg, plan, durations: durationsOf() }),
+    wire: (w) => wireStage({ ...w, cfg, plan, durations: durationsOf(), recovery: stageRecoveryOf(recovery, w.stage) }),
     answerClaims: (bus, info) => answerJobClaims(bus, cfg.job, info),
   };
 };

@@ -135,6 +135,8 @@ export interface ResultParts {
   transport: string;
   wallStart: number;
   validate: boolean;
+  /** Validate only this config's iterations (the last attempt of a recovered job: its trace alone is whole). */
+  validateAs?: JobConfig;
   /** False when stages ran in different processes (different clocks). */
   sharedClock?: boolean;
   /** The clock (machine) of each stage, when not all share one: see ValidateOptions.clockOf. */
@@ -158,11 +160,13 @@ export function buildResult(p: ResultParts): JobResult {
   const measured = measuredDurations(events, p.shape, p.sharedClock ?? true) as unknown as DurationModel;
   if (p.validate) {
     const problems: string[] = [];
-    for (const [key, laneEvents] of byLane ?? new Map([['0|0', p.events]])) {
-      const found = validateRun(laneEvents, p.shape, p.cfg.warmupIterations + p.cfg.iterations, {
+    const vc = p.validateAs ?? p.cfg;
+    const validated = vc === p.cfg ? p.events : p.events.filter((e) => e.iteration >= vc.firstIteration);
+    for (const [key, laneEvents] of byLane ?? new Map([['0|0', validated]])) {
+      const found = validateRun(laneEvents, p.shape, vc.warmupIterations + vc.iterations, {
         sharedClock: p.sharedClock ?? true,
         ...(p.clockOf ? { clockOf: p.clockOf } : {}),
-        firstIteration: p.cfg.firstIteration,
+        firstIteration: vc.firstIteration,
       });
       const [rank, replica] = key.split('|');
       problems.push(...(wide ? found.map((x) => `rank ${rank}, replica ${replica}: ${x}`) : found));

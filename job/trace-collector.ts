@@ -62,7 +62,7 @@ export class TraceCollector {
     if (v.launch !== this.launch) {
       tallyReject(
         this.others,
-        `${where}: trace batch of launch ${quoteValue(v.launch)}, this is launch ${this.launch}: left by an earlier run of the same job name?`,
+        `${where}: trace batch of launch ${quoteValue(v.launch)}, this is launch ${this.launch}: left by an earlier run of the same job name, or by an attempt a replay replaced?`,
       );
       return null;
     }

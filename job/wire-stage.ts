@@ -21,6 +21,7 @@ import { AsyncEmulatedCompute, TimedCompute } from '../compute/emulated';
 import { CollectiveEmulatedCompute } from '../compute/tp-emulated';
 import { CONSISTENCY_POLICIES, StoreMsg, canonicalConsistency, spawnParamStore } from '../actors/param-store';
 import { resumeSnapshot } from './checkpoint';
+import type { StageRecovery } from './stage-recovery';
 import { TrainConfig } from '../models/train-config';
 import { EmulatedCompute, StageCompute } from '../stage/compute';
 import { EventSink } from '../stage/events';
@@ -199,8 +200,10 @@ function computeFor(
     if (!tfjs || !module || !cfg.train) return new AsyncEmulatedCompute(runtime, s, durations, store);
     real = new tfjs.AsyncTrainingCompute(runtime, s, plan.shape, cfg.train, module, store, cfg.async.backward);
   } else if (cfg.train) {
-    real = new (tfjsModules().sync.TrainingCompute)(s, plan.shape, cfg.train, resumeSnapshot(cfg.train, s), {
+    const resume = o.recovery?.resume ?? resumeSnapshot(cfg.train, s);
+    real = new (tfjsModules().sync.TrainingCompute)(s, plan.shape, cfg.train, resume, {
       weights: partitionWeights(cfg),
+      keepState: o.recovery?.keepState === true,
     });
   }
   if (!real)
@@ -237,6 +240,9 @@ export interface StageWiringOptions {
   launch?: string;
   /** Module paths a policy swap may load (named at launch); built-in names need none. */
   swapModules?: readonly string[];
+  /** Recovery (job/recovery.ts): the stage's state to start from (instead of a checkpoint), and whether
+   * every flush sends the stage's state to the launcher. */
+  recovery?: StageRecovery;
 }
 
 /** Refuses a stage whose messages the bus could not carry, naming the message, its size and the limit. */

@@ -16,6 +16,7 @@ export type SubjectKind =
   | 'dp-reduce'
   | 'trace'
   | 'report'
+  | 'state'
   | 'stats'
   | 'policy';
 

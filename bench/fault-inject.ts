@@ -1,0 +1,60 @@
+// Faults injected into the stage processes a launcher in this process started: found by
+// their node name among this process's children (Linux /proc), sent a signal
+// mid-iteration. Used by the fault matrix (bench/faults.ts) and test/recovery.test.ts.
+
+import { readFileSync, readdirSync } from 'fs';
+import { IterationRecord } from '../actors/coordinator';
+
+/** The pid of the stage process this process started for stage `s` of job `job`. */
+export function stageProcessPid(job: string, s: number): number {
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid !== process.pid) continue;
+      if (readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(`${job}-stage${s}-`)) return Number(d);
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  throw new Error(`no stage process of stage ${s} of job ${job} among this process's children`);
+}
+
+/** A signal to stage `stage` of `job` half an iteration after iteration `after` ended: mid-iteration. */
+export interface InjectedFault {
+  /** Give to the run's onIteration. */
+  readonly onIteration: (rec: IterationRecord) => void;
+  /** When the signal went (Date.now()), 0 before; and the pid it went to. */
+  at(): number;
+  pid(): number;
+  /** The signalled process, killed if it is still there (a stopped one left behind). */
+  cleanup(): void;
+}
+
+export function injectFault(job: string, stage: number, signal: NodeJS.Signals, after: number): InjectedFault {
+  let at = 0;
+  let pid = 0;
+  let armed = false;
+  return {
+    onIteration: (rec) => {
+      if (rec.iteration !== after || armed) return;
+      armed = true;
+      setTimeout(() => {
+        pid = stageProcessPid(job, stage);
+        at = Date.now();
+        process.kill(pid, signal);
+      }, rec.makespan / 2);
+    },
+    at: () => at,
+    pid: () => pid,
+    cleanup: () => {
+      if (pid > 0)
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          /* gone, as it should be */
+        }
+    },
+  };
+}

@@ -1,0 +1,154 @@
+// Recovery of a synchronous job over NATS by rolling back to the iteration's start and
+// replaying it. In sync mode parameters change only at the flush, so an iteration that
+// lost a stage can be replayed exactly: the result is bitwise that of a fault-free run.
+//
+// Every stage sends its state (parameters and AdamW moments) after each flush's report;
+// the launcher keeps the newest ones (job/state-keeper.ts). When the iteration under way
+// is lost (a stage process died or stopped beating, or someone called
+// Launch.replayIteration: lost messages), this launch ends: its nodes drop the job, with
+// every partial work of the iteration (gradient sums, buffers, kept tapes); the lost
+// process is killed if it is still there and started again; and a new launch (a new launch
+// id, so every message of the old one still in flight is refused and counted) hosts the
+// stages again from the kept states, the coordinator beginning at the first iteration not
+// flushed by every stage. Past maxRestarts the job fails naming every failure.
+//
+// Not handled: asynchronous mode, tensor- or data-parallel jobs, and node agents this
+// launcher did not start (--nodes): a loss fails those as before.
+
+import { IterationRecord } from '../actors/coordinator';
+import { BatonEvent } from '../stage/events';
+import { JobConfig } from './config';
+import { Launch } from './distributed-launch';
+import { DistributedOptions, RecoveryOptions, RecoveryRecord } from './distributed-options';
+import { IterationLostError, RestartsExhaustedError } from './recovery-errors';
+import { HostRecovery } from './stage-recovery';
+import { StateKeeper } from './state-keeper';
+import { newRejectTally, tallyReject } from '../base/reject-tally';
+
+/** Whether a job can be recovered by replaying an iteration. */
+export function recoverable(cfg: JobConfig): boolean {
+  return cfg.mode === 'sync' && (cfg.tp ?? 1) === 1 && (cfg.dp ?? 1) === 1;
+}
+
+/** The job from iteration `next` on (the same end); the job itself when `next` is its start. */
+export function resumedConfig(cfg: JobConfig, next: number): JobConfig {
+  if (next === cfg.firstIteration) return cfg;
+  const end = cfg.firstIteration + cfg.warmupIterations + cfg.iterations;
+  const warmup = Math.max(0, cfg.firstIteration + cfg.warmupIterations - next);
+  return {
+    ...cfg,
+    firstIteration: next,
+    warmupIterations: warmup,
+    iterations: end - next - warmup,
+    // The states come in the host request; a checkpoint is read only to start the whole job.
+    train: cfg.train && { ...cfg.train, startIteration: next, checkpoint: null },
+  };
+}
+
+/** What the attempts of a job have done so far: the iterations flushed, their events, the failures. */
+export class Attempts {
+  /** The config of the attempt to come, and what its stages start from. */
+  cfg: JobConfig;
+  hostRecovery: HostRecovery;
+  readonly records: IterationRecord[] = [];
+  readonly events: BatonEvent[] = [];
+  readonly recoveries: RecoveryRecord[] = [];
+  /** State messages refused (not this launch's, not a snapshot), and the rejects of the attempts that failed. */
+  readonly rejects = newRejectTally();
+  readonly keeper: StateKeeper | null;
+  private readonly r: RecoveryOptions;
+  private current: Launch | null = null;
+
+  constructor(
+    private readonly job: JobConfig,
+    o: DistributedOptions & { recovery: RecoveryOptions },
+  ) {
+    this.cfg = job;
+    this.r = o.recovery;
+    this.hostRecovery = { keepState: job.train !== null };
+    // Emulated stages hold no state: the iteration under way is replayed as is.
+    this.keeper = job.train ? new StateKeeper(o.bus, job.job, job.stages, this.rejects) : null;
+    this.r.onExit((name, why) =>
+      this.current?.replayIteration(`stage process ${name} ended during the job (${why})`, name),
+    );
+  }
+
+  /** A new attempt begins with `launch`. */
+  follow(launch: Launch): void {
+    this.current = launch;
+    this.keeper?.follow(launch.id);
+  }
+
+  /** The attempt that ended with `err`: recover (restart, roll back) or rethrow when it is not a loss or too many came. */
+  async recover(launch: Launch, err: unknown, stagesOf: (node: string) => number[]): Promise<void> {
+    this.stampResume(launch);
+    if (!(err instanceof IterationLostError)) throw err;
+    const iteration = launch.nextIteration();
+    if (this.recoveries.length >= this.r.maxRestarts) {
+      const all = [
+        ...this.recoveries.map((x) => `iteration ${x.iteration}: ${x.reason}`),
+        `iteration ${iteration}: ${err.message}`,
+      ];
+      throw new RestartsExhaustedError(
+        `${all.length} failure(s), more than --max-restarts ${this.r.maxRestarts} allows: ${all.join('; ')}`,
+        { cause: err },
+      );
+    }
+    this.keep(launch, iteration);
+    launch.close();
+    if (err.node !== null) await this.r.restart(err.node);
+    const point = this.keeper?.resumePoint(iteration) ?? null;
+    // Emulated stages: nothing to restore, the iteration under way starts again.
+    const next = this.keeper ? (point?.next ?? this.job.firstIteration) : iteration;
+    this.keeper?.dropFrom(next);
+    this.cut(next);
+    this.cfg = resumedConfig(this.job, next);
+    this.hostRecovery = {
+      keepState: this.hostRecovery.keepState,
+      ...(point && next > this.job.firstIteration
+        ? { resume: Object.fromEntries(point.states.map((st, s) => [String(s), st])) }
+        : {}),
+    };
+    this.recoveries.push({
+      failed: err.node,
+      stages: err.node !== null ? stagesOf(err.node) : [],
+      reason: err.message,
+      iteration,
+      resumed_from: next,
+      iterations_replayed: iteration - next + 1,
+      detected_at: err.detectedAt,
+      resumed_at: 0,
+      recovery_ms: 0,
+    });
+  }
+
+  /** The attempt's flushed iterations and their events join the job's. */
+  keep(launch: Launch, before: number): void {
+    for (const d of launch.otherLaunch.first) tallyReject(this.rejects, d);
+    this.rejects.count += launch.otherLaunch.count - launch.otherLaunch.first.length;
+    for (const r of launch.records) if (r.iteration < before) this.records.push(r);
+    for (const e of launch.trace.events) if (e.iteration < before) this.events.push(e);
+    if (this.keeper) for (const r of launch.records) this.keeper.fromRecord(r);
+  }
+
+  /** Forget what a replay from `next` makes again. */
+  private cut(next: number): void {
+    const keepRec = this.records.filter((r) => r.iteration < next);
+    this.records.splice(0, this.records.length, ...keepRec);
+    const keepEv = this.events.filter((e) => e.iteration < next);
+    this.events.splice(0, this.events.length, ...keepEv);
+  }
+
+  /** The last recovery's training resumed when `launch` began its first iteration. */
+  stampResume(launch: Launch): void {
+    const last = this.recoveries[this.recoveries.length - 1];
+    if (last && last.resumed_at === 0 && launch.beganAt > 0) {
+      last.resumed_at = launch.beganAt;
+      last.recovery_ms = launch.beganAt - last.detected_at;
+    }
+  }
+
+  close(): void {
+    this.keeper?.close();
+  }
+}

@@ -1,0 +1,56 @@
+// What the stages of a recoverable job are told in their host request (job/recovery.ts):
+// to send their state at every flush, and, when an iteration is replayed, the state as
+// of the flush before it to start from. The wire form is plain data sealed like every
+// request; what does not have its shape is refused before any stage is built.
+
+import type { StageSnapshot } from '../compute/chunk-optimizer';
+import { snapshotProblem } from '../checks/report-body';
+import { quoteValue } from '../base/quote';
+import { JobConfigError } from './wire-stage';
+
+/** What one stage of a recoverable job is handed: its state as of a flush to start from, and to keep sending its own. */
+export interface StageRecovery {
+  readonly resume?: StageSnapshot;
+  readonly keepState: boolean;
+}
+
+/** A host request's `recovery` field: per stage (by number), the state to start from. */
+export interface HostRecovery {
+  readonly keepState: boolean;
+  readonly resume?: Readonly<Record<string, StageSnapshot>>;
+}
+
+/** The host request's recovery field, checked; undefined when absent (a job that does not recover). */
+export function checkHostRecovery(v: unknown, stages: number): HostRecovery | undefined {
+  if (v === undefined) return undefined;
+  const bad = (what: string) => new JobConfigError(`host: recovery ${what}`);
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw bad(`must be a map, got ${quoteValue(v, 60)}`);
+  const { keepState, resume, ...rest } = v as Record<string, unknown>;
+  const extra = Object.keys(rest);
+  if (extra.length > 0) throw bad(`has unknown field ${quoteValue(extra[0], 60)}`);
+  if (typeof keepState !== 'boolean') throw bad(`keepState must be true or false, got ${quoteValue(keepState, 60)}`);
+  if (resume === undefined) return { keepState };
+  if (typeof resume !== 'object' || resume === null || Array.isArray(resume))
+    throw bad(`resume must be a map of stage snapshots, got ${quoteValue(resume, 60)}`);
+  for (const [s, snap] of Object.entries(resume)) {
+    if (!/^\d+$/.test(s) || Number(s) >= stages)
+      throw bad(`resume names stage ${quoteValue(s, 20)}, not one of this job's`);
+    const problem = snapshotProblem(snap);
+    if (problem) throw bad(`resume for stage ${s} is not a stage snapshot (${problem})`);
+  }
+  return { keepState, resume: resume as Record<string, StageSnapshot> };
+}
+
+/** What stage `stage` is handed of a host request's recovery field. */
+export function stageRecoveryOf(r: HostRecovery | undefined, stage: number): StageRecovery | undefined {
+  if (!r) return undefined;
+  const resume = r.resume?.[String(stage)];
+  return resume ? { keepState: r.keepState, resume } : { keepState: r.keepState };
+}
+
+/** What the node hosting `stages` is told of a job's recovery: only its own stages' states. */
+export function recoveryForStages(r: HostRecovery, stages: readonly number[]): HostRecovery {
+  if (!r.resume) return { keepState: r.keepState };
+  const resume = r.resume;
+  return { keepState: r.keepState, resume: Object.fromEntries(stages.map((s) => [String(s), resume[String(s)]])) };
+}

@@ -1,0 +1,98 @@
+import { strict as assert } from 'assert';
+import { resolveConfig } from '../job/config';
+import { TRAIN_DEFAULTS } from '../job/defaults';
+import { IterationRecord } from '../actors/coordinator';
+import { train } from '../cli/train';
+import { runOnce } from '../cli/run-once';
+import { RestartsExhaustedError } from '../job/recovery-errors';
+import { DistributedResult } from '../job/run-distributed';
+import { natsServerForSuite } from './nats-server-fixture';
+import { injectFault, stageProcessPid } from '../bench/fault-inject';
+
+const gpt = (job: string, iterations: number) =>
+  resolveConfig({
+    job,
+    stages: 4,
+    microbatches: 4,
+    iterations,
+    profile: 'train',
+    stallTimeoutMs: 600_000,
+    train: {
+      ...TRAIN_DEFAULTS,
+      layers: 4,
+      width: 32,
+      heads: 2,
+      seq: 16,
+      microbatchSize: 4,
+      totalIterations: iterations,
+      valBatches: 1,
+    },
+  });
+
+describe('recovery by replaying the iteration (sync, one process per stage)', function () {
+  this.timeout(240_000);
+  const server = natsServerForSuite();
+  const setup = () => ({
+    transport: 'nats' as const,
+    processes: 'per-stage' as const,
+    natsUrl: server().url,
+    threads: 1,
+    maxRestarts: 3,
+  });
+  let faultFree = '';
+
+  it('a fault-free run keeps every stage state at the launcher, off the reports', async () => {
+    const r = await train(gpt('recfree', 4), setup());
+    faultFree = r.param_checksum;
+    assert.deepEqual(r.recoveries, []);
+    // Three flushes of four stages send their state; the last one's rides in the report (for the checksum).
+    assert.equal(r.kept_state?.messages, 12);
+    console.log(`      (kept state: ${r.kept_state?.bytes} bytes over ${r.kept_state?.messages} messages)`);
+  });
+
+  for (const fault of ['SIGKILL', 'SIGSTOP'] as const)
+    it(`a stage process ${fault === 'SIGKILL' ? 'killed' : 'stopped past the heartbeat timeout'} mid-iteration is restarted and the iteration replayed to the fault-free checksum`, async () => {
+      const job = `rec${fault.toLowerCase()}`;
+      // Mid-iteration 2: about half an iteration after iteration 1 ended.
+      const f = injectFault(job, 2, fault, 1);
+      try {
+        const r = await train(gpt(job, 4), setup(), { onIteration: f.onIteration });
+        assert.ok(f.at() > 0, 'the fault was injected');
+        assert.equal(r.param_checksum, faultFree || r.param_checksum);
+        assert.ok(faultFree, 'the fault-free run ran first');
+        assert.equal(r.recoveries?.length, 1, JSON.stringify(r.recoveries));
+        const rec = r.recoveries![0];
+        assert.match(rec.failed ?? '', new RegExp(`^${job}-stage2-`));
+        assert.deepEqual(rec.stages, [2]);
+        assert.match(rec.reason, fault === 'SIGKILL' ? /signal SIGKILL/ : /sent no heartbeat for \d+ ms/);
+        assert.ok(rec.iterations_replayed >= 1 && rec.resumed_from <= rec.iteration, JSON.stringify(rec));
+        const detected = rec.detected_at - f.at();
+        console.log(
+          `      (${fault}: detected after ${detected} ms, training resumed ${rec.recovery_ms} ms later, ${rec.iterations_replayed} iteration(s) replayed)`,
+        );
+        assert.ok(detected >= 0 && detected < (fault === 'SIGKILL' ? 1000 : 3500), `detected after ${detected} ms`);
+        assert.ok(rec.recovery_ms > 0 && rec.resumed_at > rec.detected_at);
+        assert.ok(!r.summary.pids.includes(f.pid()), 'the lost process was replaced');
+      } finally {
+        f.cleanup();
+      }
+    });
+
+  it('fails naming every failure once they outnumber --max-restarts (emulated stages replay as they are)', async () => {
+    const cfg = resolveConfig({ job: 'recmax', stages: 4, microbatches: 4, iterations: 400 });
+    const kills: number[] = [];
+    const kill = (rec: IterationRecord) => {
+      if (rec.iteration % 20 !== 5 || kills.length >= 2) return;
+      const pid = stageProcessPid('recmax', kills.length + 1);
+      kills.push(pid);
+      process.kill(pid, 'SIGKILL');
+    };
+    const err = await runOnce(cfg, { ...setup(), maxRestarts: 1, onIteration: kill }).then(
+      (r) => new Error(`ran to the end: ${JSON.stringify((r.result as DistributedResult).recoveries)}`),
+      (e: Error) => e,
+    );
+    assert.ok(err instanceof RestartsExhaustedError, err.message);
+    assert.match(err.message, /2 failure\(s\), more than --max-restarts 1 allows/);
+    assert.match(err.message, new RegExp(`recmax-stage1-.*pid ${kills[0]}.*recmax-stage2-.*pid ${kills[1]}`));
+  });
+});
