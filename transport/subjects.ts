@@ -17,7 +17,8 @@ export type SubjectKind =
   | 'trace'
   | 'report'
   | 'stats'
-  | 'policy';
+  | 'policy'
+  | 'resend';
 
 export class SubjectError extends InputError {
   override name = 'SubjectError';
