@@ -157,7 +157,6 @@ export const JOB_FILE_KEYS = {
     nats: key('nats', text),
     processes: key('processes', oneOf(['per-stage', 'single'])),
     stall_timeout: key('stall-timeout', int(1)),
-    inject_faults: key('inject-faults', text),
     // The path of the job's key file (--key-file), never the key itself.
     key_file: key('key-file', text),
   },
@@ -175,6 +174,7 @@ export const JOB_FILE_KEYS = {
 /** Keys outside any section. */
 export const JOB_FILE_TOP_KEYS = {
   job: key('job', text),
+  inject_faults: key('inject-faults', text),
   partition: key('partition', oneOf(['uniform', 'speed'])),
   placement: key(
     'placement',
