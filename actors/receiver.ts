@@ -15,8 +15,12 @@ import { EventSink, ReceiveEvent } from '../stage/events';
 import { StageActorMsg } from './stage';
 import { Lane, laneName } from '../transport/lanes';
 import { SwapOrder } from '../stage/policy-swap';
+import { ResendAsk, arrivalKey, askForResend } from './resend';
 
-export type ReceiverMsg = { readonly type: 'bytes'; readonly subject: string; readonly data: Uint8Array };
+export type ReceiverMsg =
+  | { readonly type: 'bytes'; readonly subject: string; readonly data: Uint8Array }
+  /** The stage has waited too long in `iteration`: ask its peers for what did not come (actors/resend.ts). */
+  | { readonly type: 'ask-resend'; readonly iteration: number };
 
 export interface ReceiverWiring {
   readonly runtime: ActorRuntime;
@@ -30,12 +34,34 @@ export interface ReceiverWiring {
   readonly lane?: Lane;
   /** A policy swap's control body as an order for the stage, or why it is refused (absent: swaps are refused). */
   readonly swapOrder?: (body: Readonly<Record<string, unknown>> | undefined) => SwapOrder | string | null;
+  /** Note arrivals and ask peers for lost ones (absent: no resends). */
+  readonly resend?: ResendAsk;
 }
 
 export interface ReceiverState {
   received: number;
   bytes: number;
   rejected: number;
+  /** Arrival keys (resend.ts) per iteration, the current and the one before, when resends are on. */
+  have: Map<number, Set<string>>;
+  /** Arrivals dropped as already had (resends on): a resend or a duplicate of a sender that went on. */
+  duplicates: number;
+}
+
+/** Note an arrival; false when it is one already had (a resend that crossed its late original): then it is dropped. */
+function noteArrival(state: ReceiverState, e: Envelope): boolean {
+  let set = state.have.get(e.iteration);
+  if (!set) {
+    state.have.set(e.iteration, (set = new Set()));
+    for (const it of state.have.keys()) if (it < e.iteration - 1) state.have.delete(it);
+  }
+  const key = arrivalKey(e.kind, e.src, e.mb, e.chunk);
+  if (set.has(key)) {
+    state.duplicates++;
+    return false;
+  }
+  set.add(key);
+  return true;
 }
 
 /**
@@ -71,7 +97,7 @@ type Reject = (now: number, reason: string, detail: string) => void;
 function acceptedEnvelope(
   w: ReceiverWiring,
   state: ReceiverState,
-  msg: ReceiverMsg,
+  msg: Extract<ReceiverMsg, { type: 'bytes' }>,
   now: number,
   reject: Reject,
 ): Envelope | null {
@@ -145,9 +171,13 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
     sink({ type: 'reject', t: now, stage, iteration: -1, reason, detail });
   return runtime.spawn<ReceiverState, ReceiverMsg>(
     `receiver-${laneName(stage, w.lane)}`,
-    { received: 0, bytes: 0, rejected: 0 },
+    { received: 0, bytes: 0, rejected: 0, have: new Map(), duplicates: 0 },
     (state, msg) => {
       const now = clock.now();
+      if (msg.type === 'ask-resend') {
+        if (w.resend) askForResend(w.resend, msg.iteration, state.have.get(msg.iteration) ?? new Set(), now);
+        return state;
+      }
       const c0 = performance.now();
       const e = acceptedEnvelope(w, state, msg, now, reject);
       if (e === null) return state;
@@ -174,6 +204,7 @@ export function spawnReceiver(w: ReceiverWiring): ActorRef<ReceiverMsg> {
         case 'data':
         case 'activation':
         case 'gradient':
+          if (w.resend && !noteArrival(state, e)) return state;
           deliverArrival(w, e, now, clock.kind === 'real' ? performance.now() - c0 : undefined);
           return state;
         default:

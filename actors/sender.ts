@@ -16,6 +16,7 @@ import { subject } from '../transport/subjects';
 import { Lane, isWide, laneName, laneSubject } from '../transport/lanes';
 import { ActorRef, ActorRuntime } from './runtime';
 import { EventSink } from '../stage/events';
+import { arrivalKey } from './resend';
 
 export type SenderMsg =
   | {
@@ -26,6 +27,13 @@ export type SenderMsg =
       readonly dst: number;
       readonly dstChunk: number;
       readonly tensors?: readonly TensorPayload[];
+    }
+  | {
+      /** Publish again what this stage sent `dst` in `iteration` that `dst` has not had (`have`: arrivalKey). */
+      readonly type: 'resend';
+      readonly iteration: number;
+      readonly dst: number;
+      readonly have: ReadonlySet<string>;
     }
   | {
       readonly type: 'report';
@@ -50,10 +58,65 @@ export interface SenderWiring {
   readonly launch?: string;
   /** The stage actor's rank and replica in a wide job: its outputs go to the same lane of the next stage. */
   readonly lane?: Lane;
+  /** Keep what is published for resends (a receiver asks for what it lost: actors/resend.ts), sent again once `afterMs` old. */
+  readonly keepForResend?: { readonly afterMs: number };
+}
+
+/** A message as it was published, kept for a resend until its iteration is two behind. */
+interface Kept {
+  readonly dst: number;
+  readonly key: string;
+  readonly subject: string;
+  readonly data: Uint8Array;
+  readonly mb: number;
+  readonly chunk: number;
+  readonly kind: string;
+  readonly seq: number;
+  readonly bytes: number;
+  /** When it was published (sender's clock). */
+  readonly at: number;
 }
 
 interface SenderState {
   seq: number;
+  /** What was published per iteration (only when `keepForResend`). */
+  kept: Map<number, Kept[]>;
+}
+
+function keep(state: SenderState, iteration: number, k: Kept): void {
+  let list = state.kept.get(iteration);
+  if (!list) {
+    state.kept.set(iteration, (list = []));
+    // A sync stage's peers run at most one iteration ahead of it: older ones are done with.
+    for (const it of state.kept.keys()) if (it < iteration - 1) state.kept.delete(it);
+  }
+  list.push(k);
+}
+
+/** Publish again what `dst` lacks of what this sender kept for it, each with a resend event. */
+function resend(w: SenderWiring, state: SenderState, msg: Extract<SenderMsg, { type: 'resend' }>): void {
+  const now = w.runtime.clock.now();
+  for (const k of state.kept.get(msg.iteration) ?? []) {
+    // One younger than a receiver's wait may still be on its way (read after the receiver's timer fired).
+    if (k.dst !== msg.dst || msg.have.has(k.key) || now - k.at < (w.keepForResend?.afterMs ?? 0)) continue;
+    w.sink({
+      type: 'resend',
+      t: now,
+      stage: w.stage,
+      iteration: msg.iteration,
+      kind: k.kind,
+      mb: k.mb,
+      chunk: k.chunk,
+      dst: k.dst,
+      seq: k.seq,
+      bytes: k.bytes,
+    });
+    try {
+      w.bus.publish(k.subject, k.data);
+    } catch (err) {
+      w.runtime.fail(`sender-${w.stage}`, err);
+    }
+  }
 }
 
 export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
@@ -61,78 +124,102 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
   const clock = runtime.clock;
   const launch = launchField(w.launch);
   const where = isWide(w.lane) ? { rank: w.lane.rank, replica: w.lane.replica } : {};
-  return runtime.spawn<SenderState, SenderMsg>(`sender-${laneName(stage, w.lane)}`, { seq: 0 }, (state, msg) => {
-    const now = clock.now();
-    const seq = state.seq++;
-    if (msg.type === 'report') {
-      // A recoverable job's stage state goes apart from the report, after it: the coordinator does not wait for it.
-      const { state: kept, ...body } = msg.body ?? {};
+  return runtime.spawn<SenderState, SenderMsg>(
+    `sender-${laneName(stage, w.lane)}`,
+    { seq: 0, kept: new Map() },
+    (state, msg) => {
+      if (msg.type === 'resend') {
+        resend(w, state, msg);
+        return state;
+      }
+      const now = clock.now();
+      const seq = state.seq++;
+      if (msg.type === 'report') {
+        // A recoverable job's stage state goes apart from the report, after it: the coordinator does not wait for it.
+        const { state: kept, ...body } = msg.body ?? {};
+        const data = encodeEnvelope({
+          v: ENVELOPE_VERSION,
+          job,
+          kind: 'report',
+          iteration: msg.iteration,
+          mb: -1,
+          chunk: -1,
+          dir: 'control',
+          src: stage,
+          dst: -1,
+          seq,
+          sentAt: now,
+          bytes: 0,
+          tensors: [],
+          body: { peakInflight: msg.peakInflight, ...body, ...where },
+          ...launch,
+        });
+        bus.publish(subject(job, 'report'), data);
+        if (kept !== undefined)
+          bus.publish(
+            subject(job, 'state', stage),
+            encodeValue({ verb: 'state', job, stage, iteration: msg.iteration, snapshot: kept, ...launch }),
+          );
+        return state;
+      }
+      const t = msg.task;
+      const c0 = performance.now();
+      const tensorBytes = (msg.tensors ?? []).reduce((n, x) => n + x.data.byteLength, 0);
+      const bytes = tensorBytes > 0 ? tensorBytes : comm.messageBytes(stage, t);
+      const commMs = comm.comm(msg.iteration, stage, t);
       const data = encodeEnvelope({
         v: ENVELOPE_VERSION,
         job,
-        kind: 'report',
+        kind: msg.kind,
         iteration: msg.iteration,
-        mb: -1,
-        chunk: -1,
-        dir: 'control',
+        mb: t.mb,
+        chunk: msg.dstChunk,
+        dir: msg.kind === 'activation' ? 'forward' : 'backward',
         src: stage,
-        dst: -1,
+        dst: msg.dst,
         seq,
         sentAt: now,
-        bytes: 0,
-        tensors: [],
-        body: { peakInflight: msg.peakInflight, ...body, ...where },
+        ...(commMs > 0 ? { commMs } : {}),
+        bytes,
+        tensors: msg.tensors ?? [],
         ...launch,
       });
-      bus.publish(subject(job, 'report'), data);
-      if (kept !== undefined)
-        bus.publish(
-          subject(job, 'state', stage),
-          encodeValue({ verb: 'state', job, stage, iteration: msg.iteration, snapshot: kept, ...launch }),
-        );
+      sink({
+        type: 'send',
+        t: now,
+        stage,
+        iteration: msg.iteration,
+        kind: msg.kind,
+        mb: t.mb,
+        chunk: msg.dstChunk,
+        dst: msg.dst,
+        seq,
+        bytes,
+        ...(clock.kind === 'real' ? { cpuMs: performance.now() - c0 } : {}),
+      });
+      const to = laneSubject(job, msg.kind, msg.dst, w.lane);
+      if (w.keepForResend) {
+        const key = arrivalKey(msg.kind, stage, t.mb, msg.dstChunk);
+        keep(state, msg.iteration, {
+          dst: msg.dst,
+          key,
+          subject: to,
+          data,
+          mb: t.mb,
+          chunk: msg.dstChunk,
+          kind: msg.kind,
+          seq,
+          bytes,
+          at: now,
+        });
+      }
+      // A refused publish (e.g. a tensor over the server's max_payload) fails the job clearly.
+      try {
+        bus.publish(to, data);
+      } catch (err) {
+        runtime.fail(`sender-${stage}`, err);
+      }
       return state;
-    }
-    const t = msg.task;
-    const c0 = performance.now();
-    const tensorBytes = (msg.tensors ?? []).reduce((n, x) => n + x.data.byteLength, 0);
-    const bytes = tensorBytes > 0 ? tensorBytes : comm.messageBytes(stage, t);
-    const commMs = comm.comm(msg.iteration, stage, t);
-    const data = encodeEnvelope({
-      v: ENVELOPE_VERSION,
-      job,
-      kind: msg.kind,
-      iteration: msg.iteration,
-      mb: t.mb,
-      chunk: msg.dstChunk,
-      dir: msg.kind === 'activation' ? 'forward' : 'backward',
-      src: stage,
-      dst: msg.dst,
-      seq,
-      sentAt: now,
-      ...(commMs > 0 ? { commMs } : {}),
-      bytes,
-      tensors: msg.tensors ?? [],
-      ...launch,
-    });
-    sink({
-      type: 'send',
-      t: now,
-      stage,
-      iteration: msg.iteration,
-      kind: msg.kind,
-      mb: t.mb,
-      chunk: msg.dstChunk,
-      dst: msg.dst,
-      seq,
-      bytes,
-      ...(clock.kind === 'real' ? { cpuMs: performance.now() - c0 } : {}),
-    });
-    // A refused publish (e.g. a tensor over the server's max_payload) fails the job clearly.
-    try {
-      bus.publish(laneSubject(job, msg.kind, msg.dst, w.lane), data);
-    } catch (err) {
-      runtime.fail(`sender-${stage}`, err);
-    }
-    return state;
-  });
+    },
+  );
 }

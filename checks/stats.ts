@@ -35,6 +35,8 @@ export interface StageTotals {
   messages: number;
   bytes: number;
   rejected: number;
+  /** Messages sent again on a receiver's request (lost ones), in the whole run. */
+  resent: number;
 }
 
 /** The events of each iteration, in their order: a run's statistics read each iteration's alone. */
@@ -90,8 +92,10 @@ export function totals(
   let messages = 0;
   let bytes = 0;
   let rejected = 0;
+  let resent = 0;
   for (const e of events) {
     if (e.type === 'reject') rejected++;
+    else if (e.type === 'resend') resent++;
     else if (!measured(e.iteration)) continue;
     else if (e.type === 'task-start') {
       tasks++;
@@ -101,7 +105,7 @@ export function totals(
       bytes += e.bytes;
     }
   }
-  return { peakInflight: peak, tasks, messages, bytes, rejected };
+  return { peakInflight: peak, tasks, messages, bytes, rejected, resent };
 }
 
 export const mean = (xs: readonly number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);

@@ -180,6 +180,7 @@ export const JOB_FILE_KEYS = {
 /** Keys outside any section. */
 export const JOB_FILE_TOP_KEYS = {
   job: key('job', text),
+  inject_faults: key('inject-faults', text),
   partition: key('partition', oneOf(['uniform', 'speed'])),
   placement: key(
     'placement',

@@ -5,6 +5,7 @@ import { JITTER_MODES, JitterMode } from '../models/jitter';
 import { BufferLimit } from '../policies/backpressure';
 import { quoteValue } from '../base/quote';
 import { FlagSpec, ParsedFlags, UsageError } from './args';
+import { FaultSpec, formatFaultSpec, parseFaultSpec } from '../transport/fault-spec';
 import { PLACEMENT_FLAGS, emulatedStageWork, placedConfig } from './placement-flags';
 
 /** Beyond this the drawn durations overflow (lognormal spreads are exponentiated). */
@@ -27,6 +28,20 @@ export function bufferLimitFromFlag(raw: unknown): BufferLimit | undefined {
   if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(n) || n < 1)
     throw new UsageError(`--buffer-limit must be a positive integer or depth, got ${quoteValue(text)}`);
   return n;
+}
+
+/** --inject-faults, for every job command (transport/fault-spec.ts). */
+export const INJECT_FAULTS_FLAG: FlagSpec = {
+  name: 'inject-faults',
+  type: 'string',
+  metavar: 'SPEC',
+  help: 'drop, duplicate, delay and reorder stage-to-stage messages: drop=P,dup=P,delay=P,delay-ms=MS,reorder=P,seed=S (P a probability; lost ones are resent on request, docs/operations.md)',
+  default: formatFaultSpec(DEFAULTS.faults),
+};
+
+/** The faults --inject-faults asks for (null: none); their seed defaults to `seed`. */
+export function faultsFromFlag(raw: unknown, seed: number): FaultSpec | null {
+  return raw === undefined ? DEFAULTS.faults : parseFaultSpec(String(raw), seed);
 }
 
 export const JOB_FLAGS: readonly FlagSpec[] = [
@@ -104,6 +119,7 @@ export const JOB_FLAGS: readonly FlagSpec[] = [
     choices: ['sync', 'async'],
     default: DEFAULTS.mode,
   },
+  INJECT_FAULTS_FLAG,
   ...PLACEMENT_FLAGS,
 ];
 
@@ -139,6 +155,7 @@ export function jobConfigFromFlags(flags: ParsedFlags): JobConfig {
     seed,
     iterations: positiveInt(flags, 'iterations', 'iterations'),
     mode: flags.mode as 'sync' | 'async',
+    faults: faultsFromFlag(flags.injectFaults, seed),
   });
   return placedConfig(flags, cfg, () => emulatedStageWork(cfg));
 }

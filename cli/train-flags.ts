@@ -5,7 +5,7 @@ import { ASYNC_DEFAULTS, JOB_DEFAULTS, TRAIN_COMMAND_DEFAULTS, TRAIN_DEFAULTS } 
 import { MAX_VAL_BATCHES } from '../models/train-config';
 import { CONFIG_FLAG, HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, helpText } from './args';
 import { NATS_URL_FORMS } from './nats-flag';
-import { BUFFER_LIMIT_FLAG } from './job-flags';
+import { BUFFER_LIMIT_FLAG, INJECT_FAULTS_FLAG } from './job-flags';
 import { STAGE_NODE_FLAGS_HELP } from './stage-node-flags';
 import { PLACEMENT_FLAGS } from './placement-flags';
 import { AGENT_FLAGS } from './agent-flags';
@@ -207,6 +207,7 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
   CONFIG_FLAG,
   ...TRAIN_OUTPUT_FLAGS,
   PRINT_CONFIG_FLAG,
+  INJECT_FAULTS_FLAG,
   {
     name: 'stall-timeout',
     type: 'int',

@@ -12,7 +12,7 @@ import { SwapOptions } from '../job/policy-control';
 import { swapOptionsFromFlags } from './swap-flags';
 import { readKeyFile } from './key-file';
 import { natsUrlOf } from './nats-flag';
-import { bufferLimitFromFlag } from './job-flags';
+import { bufferLimitFromFlag, faultsFromFlag } from './job-flags';
 import { checkLocalProcesses } from './run-flags';
 import { AgentSetup, agentSetupOf } from './agent-flags';
 import { checkOutputDir } from './output-paths';
@@ -158,6 +158,7 @@ function jobConfigOf(
     train,
     stallTimeoutMs: stallTimeoutOf(flags.stallTimeout),
     mode,
+    faults: faultsFromFlag(flags.injectFaults, flags.jitterSeed as number),
     // Asynchronous mode updates after every microbatch: the schedule counts updates.
     async: {
       ...ASYNC_DEFAULTS,

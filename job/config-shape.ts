@@ -7,6 +7,7 @@ import { Check, finite, isMap } from '../base/checks';
 import { quoteValue } from '../base/quote';
 import { checkJobName } from '../transport/subjects';
 import { JITTER_MODES } from '../models/jitter';
+import { faultSpecProblem } from '../transport/fault-spec';
 import { TrainConfig } from '../models/train-config';
 import { MAX_TIMER_MS } from '../base/clock';
 import { JobConfig } from './config';
@@ -92,6 +93,7 @@ const JOB_FIELDS: Record<keyof JobConfig, Check | { nested: Record<string, Check
       : 'null or a list of positive numbers',
   placement: (v) =>
     v === null || (Array.isArray(v) && v.every((x) => typeof x === 'string')) ? null : 'null or a list of node names',
+  faults: faultSpecProblem,
 };
 
 /** Refuse fields it does not know, and those of a wrong type; every field of `fields` is required when `complete`. */

@@ -4,6 +4,7 @@
 
 import { JitterMode } from '../models/jitter';
 import { BufferLimit } from '../policies/backpressure';
+import { FaultSpec } from '../transport/fault-spec';
 import { TrainConfig } from '../models/train-config';
 import { AsyncSettings } from '../actors/param-store';
 import { JOB_DEFAULTS } from './defaults';
@@ -56,6 +57,8 @@ export interface JobConfig {
   stageSpeeds: readonly number[] | null;
   /** The node each stage runs on, as placed (job/placement.ts); null: not placed. With --nodes agents, the agent that hosts it; else recorded only. */
   placement: readonly string[] | null;
+  /** Faults injected into the stages' activations and gradients (transport/fault-bus.ts); null: none. */
+  faults: FaultSpec | null;
 }
 
 /** The weights the partition balances by: the stages' speeds under a speed-aware partition, else none. */

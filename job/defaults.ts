@@ -52,7 +52,14 @@ export const JOB_DEFAULTS: JobConfig = {
   partition: 'speed',
   stageSpeeds: null,
   placement: null,
+  faults: null,
 };
+
+/** Recovery of lost stage-to-stage messages (actors/resend.ts). */
+export const RESEND_DEFAULTS = {
+  /** A stage idle this long with work left asks its peers again for what it has not had, ms (real or virtual). */
+  afterMs: 250,
+} as const;
 
 /** Placement (job/placement.ts): auto puts the heaviest stages on the fastest nodes. */
 export const PLACEMENT_DEFAULTS = { placement: 'auto', partition: 'speed' } as const;

@@ -76,6 +76,7 @@ export function summarize(r: JobResult) {
     messages: r.totals.messages,
     bytes: r.totals.bytes,
     rejected: r.totals.rejected,
+    ...(r.totals.resent > 0 ? { resent: r.totals.resent } : {}),
     wall_ms: r.wallMs,
     mode: r.config.mode,
     ...(r.config.mode === 'async' ? asyncStats(r) : {}),

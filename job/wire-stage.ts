@@ -8,6 +8,8 @@ import { arbiterFor } from '../policies/arbiter';
 import { ackingSink, stageSwapOrders } from '../actors/swap-receive';
 import { countingSink, newTotals, publishStats } from '../actors/stats-publisher';
 import { SWAP_DEFAULTS } from './defaults';
+import { losesMessages } from '../transport/fault-spec';
+import { resendWiring, wireResends } from './wire-resend';
 import { inflightBound, stageBufferLimit } from '../policies/backpressure';
 import { resolvePolicy } from '../policies/registry';
 import { PipelineShape, SHAPE_LIMITS, validateShape } from '../policies/task';
@@ -74,6 +76,10 @@ export function planJob(cfg: JobConfig): { policy: HintPolicy; shape: PipelineSh
   if (!Number.isInteger(cfg.iterations) || cfg.iterations < 1)
     throw new JobConfigError(`iterations must be a positive integer, got ${cfg.iterations}`);
   checkLanes(cfg);
+  if (losesMessages(cfg.faults) && (cfg.mode === 'async' || cfg.tp > 1 || cfg.dp > 1))
+    throw new JobConfigError(
+      'injected drops are recovered by resending, which a plain synchronous pipeline has (not --mode async, --tp or --dp > 1): inject dup, delay or reorder only',
+    );
   const perIteration = shape.stages * shape.chunks * shape.microbatches * (cfg.tp ?? 1) * (cfg.dp ?? 1);
   const iterations = cfg.iterations + (Number.isSafeInteger(cfg.warmupIterations) ? cfg.warmupIterations : 0);
   if (perIteration * iterations > SHAPE_LIMITS.run)
@@ -282,7 +288,8 @@ export function wireStage(o: StageWiringOptions): WiredStage {
     throw err;
   }
   const launch = o.launch;
-  const sender = spawnSender({ runtime, bus, job: cfg.job, stage: s, comm: durations, sink, launch, lane });
+  const r = resendWiring(o);
+  const sender = spawnSender({ runtime, job: cfg.job, stage: s, comm: durations, sink, launch, lane, ...r.sender });
   const limit = stageBufferLimit(cfg.bufferLimit, s, plan.shape.stages);
   const arbiter = arbiterFor(plan.policy, limit);
   const tpRanks = lane && lane.ranks > 1 ? { ranks: lane.ranks, rank: lane.rank } : undefined;
@@ -317,7 +324,18 @@ export function wireStage(o: StageWiringOptions): WiredStage {
     target: { stage: s, shape: plan.shape, limit, allowedModules: o.swapModules ?? [] },
     store: () => store,
   });
-  const receiver = spawnReceiver({ runtime, job: cfg.job, stage: s, target: stage, sink, launch, lane, swapOrder });
+  const receiver = spawnReceiver({
+    runtime,
+    job: cfg.job,
+    stage: s,
+    target: stage,
+    sink,
+    launch,
+    lane,
+    swapOrder,
+    ...r.receiver,
+  });
+  if (r.on) subscriptions.push(wireResends(o, sender, stage, receiver, sink));
   for (const kind of STAGE_INBOX_KINDS)
     subscriptions.push(
       bus.subscribe(laneSubject(cfg.job, kind, s, lane), (subj, data) =>

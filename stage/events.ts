@@ -67,6 +67,17 @@ export interface WaitEvent extends Base {
   readonly reason: 'nothing-ready' | 'binding' | 'backpressure' | 'tp-defer' | 'tp-coord';
 }
 
+/** The sender published a message again, asked by its receiver, which had waited for it too long (a lost message). */
+export interface ResendEvent extends Base {
+  readonly type: 'resend';
+  readonly kind: string;
+  readonly mb: number;
+  readonly chunk: number;
+  readonly dst: number;
+  readonly seq: number;
+  readonly bytes: number;
+}
+
 export interface RejectEvent extends Base {
   readonly type: 'reject';
   readonly reason: string;
@@ -90,7 +101,15 @@ export interface PolicySwapEvent extends Base {
 }
 
 export type BatonEvent =
-  TaskStartEvent | TaskEndEvent | SendEvent | ReceiveEvent | WaitEvent | RejectEvent | IterationEvent | PolicySwapEvent;
+  | TaskStartEvent
+  | TaskEndEvent
+  | SendEvent
+  | ReceiveEvent
+  | WaitEvent
+  | RejectEvent
+  | ResendEvent
+  | IterationEvent
+  | PolicySwapEvent;
 
 export type EventSink = (e: BatonEvent) => void;
 
@@ -138,6 +157,7 @@ const EVENT_FIELDS: Record<BatonEvent['type'], FieldCheck[]> = {
     ['ms', (x) => isTime(x) && (x as number) >= 0, `a number from 0 to ${MAX_EVENT_TIME_MS}`],
     ['reason', (x) => WAIT_REASONS.has(x as string), [...WAIT_REASONS].join(', ')],
   ],
+  resend: [...MESSAGE_FIELDS, ['dst', isInt(-1, MAX_STAGE), `an integer from -1 to ${MAX_STAGE}`]],
   reject: [
     ['reason', isString, 'a string'],
     ['detail', isString, 'a string'],

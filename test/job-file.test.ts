@@ -85,7 +85,7 @@ describe('job files (--config, --print-config)', function () {
       'top.yaml',
       'stages: 4\n',
       'sim',
-      /stages is not a key \(the top level takes job, shape, policy, profile, swaps, nodes, partition, placement\)/,
+      /stages is not a key \(the top level takes job, shape, policy, profile, swaps, nodes, inject_faults, partition, placement\)/,
     ],
     ['type.yaml', 'shape:\n  stages: four\n', 'sim', /shape\.stages must be an integer >= 1, got "four"/],
     ['range.json', '{"shape": {"microbatches": 0}}', 'run', /shape\.microbatches must be an integer >= 1, got 0/],

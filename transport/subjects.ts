@@ -18,7 +18,8 @@ export type SubjectKind =
   | 'report'
   | 'state'
   | 'stats'
-  | 'policy';
+  | 'policy'
+  | 'resend';
 
 export class SubjectError extends InputError {
   override name = 'SubjectError';
