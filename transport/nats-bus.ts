@@ -22,15 +22,17 @@
 // - NATS core is at-most-once: a subscriber that falls more than the server's
 //   max_pending behind is cut off and messages are lost (seen here as `disconnects`).
 //
-// Authentication: a user and password or a token in the URL (nats-url.ts).
+// Connecting (nats-connect.ts): a user and password or a token in the URL (nats-url.ts), or
+// a credentials file; TLS to tls:// servers with the files of nats-access.ts.
 // A seal (auth-bus.ts) travels in a header beside the payload (nats-seal-header.ts).
-// Not modelled: queue groups, request/reply, JetStream, other auth, TLS.
+// Not modelled: queue groups, request/reply, JetStream.
 
-import { connect } from '@nats-io/transport-node';
 import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
 import type { Bus, BusHandler, Subscription } from './bus';
 import { checkSubject } from './local-bus';
-import { parseNatsUrl, redactNatsUrl } from './nats-url';
+import { redactNatsUrl } from './nats-url';
+import { openConnection } from './nats-connect';
+import type { AccessNames, NatsAccess } from './nats-access';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './codec';
 import { NatsChunking } from './nats-chunks';
 import { watchStatus } from './nats-status';
@@ -40,6 +42,7 @@ import { NatsBusError, PayloadTooLargeError, errorText } from './nats-bus-errors
 
 export { NatsBusError, PayloadTooLargeError } from './nats-bus-errors';
 export { SEAL_HEADER } from './nats-seal-header';
+export { NatsTlsError } from './nats-connect';
 
 /** How long close() waits for a server that does not answer before it drops what is unsent. */
 const CLOSE_FLUSH_MS = 5000;
@@ -59,6 +62,10 @@ export interface NatsBusOptions {
    * dials again): this is when telling peers about the loss can work. Default: none.
    */
   onReconnect?: () => void;
+  /** TLS and credentials files (nats-access.ts); default none. */
+  access?: NatsAccess;
+  /** How errors name those files (the flags or environment variables they came from). */
+  accessNames?: AccessNames;
 }
 
 export class NatsBus implements Bus {
@@ -120,23 +127,16 @@ export class NatsBus implements Bus {
     void this.closed().then((e) => this.drop(e ?? new NatsBusError(`the connection to NATS at ${this.url} closed`)));
   }
 
-  /** Connects to the servers of a --nats value (see nats-url.ts), with its credentials. */
+  /** Connects to the servers of a --nats value (see nats-url.ts), with its credentials, TLS and access files. */
   static async connect(url: string, opts: NatsBusOptions = {}): Promise<NatsBus> {
-    try {
-      const { servers, user, pass, token } = parseNatsUrl(url);
-      const nc = await connect({
-        servers,
-        user,
-        pass,
-        token,
-        name: opts.name ?? 'baton',
-        timeout: opts.timeoutMs ?? 5000,
-        reconnect: opts.reconnect ?? true,
-      });
-      return new NatsBus(nc, url, opts);
-    } catch (err) {
-      throw new NatsBusError(`cannot connect to NATS at ${redactNatsUrl(url)}: ${errorText(err)}`, { cause: err });
-    }
+    const nc = await openConnection(url, {
+      name: opts.name ?? 'baton',
+      timeoutMs: opts.timeoutMs ?? 5000,
+      reconnect: opts.reconnect ?? true,
+      access: opts.access,
+      accessNames: opts.accessNames,
+    });
+    return new NatsBus(nc, url, opts);
   }
 
   /** Messages sent in chunks. */
