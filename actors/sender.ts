@@ -9,9 +9,9 @@
 // next one, so messages may overtake each other, as they do on a real network.
 
 import { Task } from '../policies/task';
-import { encodeEnvelope } from '../transport/codec';
+import { encodeEnvelope, encodeEnvelopeParts } from '../transport/codec';
 import { Bus } from '../transport/bus';
-import { ENVELOPE_VERSION, TensorPayload, launchField } from '../transport/envelope';
+import { ENVELOPE_VERSION, Envelope, TensorPayload, launchField } from '../transport/envelope';
 import { subject } from '../transport/subjects';
 import { Lane, isWide, laneName, laneSubject } from '../transport/lanes';
 import { ActorRef, ActorRuntime } from './runtime';
@@ -90,7 +90,7 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
     const tensorBytes = (msg.tensors ?? []).reduce((n, x) => n + x.data.byteLength, 0);
     const bytes = tensorBytes > 0 ? tensorBytes : comm.messageBytes(stage, t);
     const commMs = comm.comm(msg.iteration, stage, t);
-    const data = encodeEnvelope({
+    const envelope: Envelope = {
       v: ENVELOPE_VERSION,
       job,
       kind: msg.kind,
@@ -106,7 +106,9 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
       bytes,
       tensors: msg.tensors ?? [],
       ...launch,
-    });
+    };
+    // A bus that takes parts copies the tensors once, into the transport, instead of twice.
+    const data = bus.publishParts ? encodeEnvelopeParts(envelope) : encodeEnvelope(envelope);
     sink({
       type: 'send',
       t: now,
@@ -122,7 +124,9 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
     });
     // A refused publish (e.g. a tensor over the server's max_payload) fails the job clearly.
     try {
-      bus.publish(laneSubject(job, msg.kind, msg.dst, w.lane), data);
+      const to = laneSubject(job, msg.kind, msg.dst, w.lane);
+      if (Array.isArray(data)) bus.publishParts?.(to, data);
+      else bus.publish(to, data as Uint8Array);
     } catch (err) {
       runtime.fail(`sender-${stage}`, err);
     }

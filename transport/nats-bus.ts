@@ -33,7 +33,8 @@ import { checkSubject } from './local-bus';
 import { redactNatsUrl } from './nats-url';
 import { openConnection } from './nats-connect';
 import type { AccessNames, NatsAccess } from './nats-access';
-import { DEFAULT_MAX_MESSAGE_BYTES } from './codec';
+import { DEFAULT_MAX_MESSAGE_BYTES, joinParts } from './codec';
+import { sendParts } from './nats-publish-parts';
 import { NatsChunking } from './nats-chunks';
 import { watchStatus } from './nats-status';
 import { headerBytes, readSeal, sealHeader } from './nats-seal-header';
@@ -180,6 +181,27 @@ export class NatsBus implements Bus {
         subject,
       );
     }
+  }
+
+  /** Parts that fit in one NATS message go out with one copy (nats-publish-parts.ts); others joined, as publish(). */
+  publishParts(subject: string, parts: readonly Uint8Array[], seal?: Uint8Array): void {
+    checkSubject(subject, false);
+    const size = parts.reduce((n, x) => n + x.byteLength, 0);
+    const headers = seal === undefined ? undefined : sealHeader(seal);
+    if (size <= this.maxPayload - (headers ? headerBytes(headers) : 0))
+      try {
+        if (sendParts(this.connection, subject, parts, headers)) {
+          [this.msgsOut, this.commands, this.bytesOut] = [this.msgsOut + 1, this.commands + 1, this.bytesOut + size];
+          return;
+        }
+      } catch (err) {
+        this.publishErrors++;
+        return this.report(
+          new NatsBusError(`publish to ${JSON.stringify(subject)} failed: ${errorText(err)}`),
+          subject,
+        );
+      }
+    this.publish(subject, joinParts(parts), seal);
   }
 
   subscribe(subject: string, handler: BusHandler): Subscription {
