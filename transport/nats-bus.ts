@@ -11,9 +11,9 @@
 // - A handler exception inside a NATS callback silently kills the connection in
 //   nats.js, so every callback is wrapped: the exception is counted (`errors`) and
 //   reported, and the connection lives on.
-// - publish() hands `data` to nats.js, which writes it out on a later microtask:
-//   do not mutate it after publishing. A received message is a view into the client's
-//   read buffer; decode it before the handler returns or copy it.
+// - publish() hands `data` to nats.js, which writes it out on a later microtask: do not
+//   mutate it after publishing; publishParts() is done with its parts when it returns.
+//   A received message is a view into the client's read buffer: decode or copy it at once.
 // - written() waits until the client's socket has handed everything published so far
 //   to the kernel (nats-socket.ts); where it cannot tell, a flush() round trip.
 // - close() first waits, at most CLOSE_FLUSH_MS, for a flush: what was published before it
@@ -188,20 +188,16 @@ export class NatsBus implements Bus {
     checkSubject(subject, false);
     const size = parts.reduce((n, x) => n + x.byteLength, 0);
     const headers = seal === undefined ? undefined : sealHeader(seal);
-    if (size <= this.maxPayload - (headers ? headerBytes(headers) : 0))
-      try {
-        if (sendParts(this.connection, subject, parts, headers)) {
-          [this.msgsOut, this.commands, this.bytesOut] = [this.msgsOut + 1, this.commands + 1, this.bytesOut + size];
-          return;
-        }
-      } catch (err) {
-        this.publishErrors++;
-        return this.report(
-          new NatsBusError(`publish to ${JSON.stringify(subject)} failed: ${errorText(err)}`),
-          subject,
-        );
-      }
-    this.publish(subject, joinParts(parts), seal);
+    const fits = size <= this.maxPayload - (headers ? headerBytes(headers) : 0);
+    let sent = false;
+    try {
+      sent = fits && sendParts(this.connection, subject, parts, headers);
+    } catch (err) {
+      this.publishErrors++;
+      return this.report(new NatsBusError(`publish to ${JSON.stringify(subject)}: ${errorText(err)}`), subject);
+    }
+    if (!sent) return this.publish(subject, joinParts(parts), seal);
+    [this.msgsOut, this.commands, this.bytesOut] = [this.msgsOut + 1, this.commands + 1, this.bytesOut + size];
   }
 
   subscribe(subject: string, handler: BusHandler): Subscription {
