@@ -9,9 +9,9 @@
 // next one, so messages may overtake each other, as they do on a real network.
 
 import { Task } from '../policies/task';
-import { encodeEnvelope, encodeValue } from '../transport/codec';
+import { encodeEnvelope, encodeEnvelopeParts, encodeValue } from '../transport/codec';
 import { Bus } from '../transport/bus';
-import { ENVELOPE_VERSION, TensorPayload, launchField } from '../transport/envelope';
+import { ENVELOPE_VERSION, Envelope, TensorPayload, launchField } from '../transport/envelope';
 import { subject } from '../transport/subjects';
 import { Lane, isWide, laneName, laneSubject } from '../transport/lanes';
 import { ActorRef, ActorRuntime } from './runtime';
@@ -67,7 +67,8 @@ interface Kept {
   readonly dst: number;
   readonly key: string;
   readonly subject: string;
-  readonly data: Uint8Array;
+  /** Its bytes, or their parts for a bus that takes parts (the tensors' own arrays, not copies). */
+  readonly data: Uint8Array | Uint8Array[];
   readonly mb: number;
   readonly chunk: number;
   readonly kind: string;
@@ -112,11 +113,17 @@ function resend(w: SenderWiring, state: SenderState, msg: Extract<SenderMsg, { t
       bytes: k.bytes,
     });
     try {
-      w.bus.publish(k.subject, k.data);
+      publishData(w.bus, k.subject, k.data);
     } catch (err) {
       w.runtime.fail(`sender-${w.stage}`, err);
     }
   }
+}
+
+/** A bus that takes parts copies the tensors once, into the transport, instead of twice. */
+function publishData(bus: Bus, to: string, data: Uint8Array | Uint8Array[]): void {
+  if (Array.isArray(data) && bus.publishParts) bus.publishParts(to, data);
+  else bus.publish(to, data as Uint8Array);
 }
 
 export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
@@ -167,7 +174,7 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
       const tensorBytes = (msg.tensors ?? []).reduce((n, x) => n + x.data.byteLength, 0);
       const bytes = tensorBytes > 0 ? tensorBytes : comm.messageBytes(stage, t);
       const commMs = comm.comm(msg.iteration, stage, t);
-      const data = encodeEnvelope({
+      const envelope: Envelope = {
         v: ENVELOPE_VERSION,
         job,
         kind: msg.kind,
@@ -183,7 +190,8 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
         bytes,
         tensors: msg.tensors ?? [],
         ...launch,
-      });
+      };
+      const data = bus.publishParts ? encodeEnvelopeParts(envelope) : encodeEnvelope(envelope);
       sink({
         type: 'send',
         t: now,
@@ -215,7 +223,7 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
       }
       // A refused publish (e.g. a tensor over the server's max_payload) fails the job clearly.
       try {
-        bus.publish(to, data);
+        publishData(bus, to, data);
       } catch (err) {
         runtime.fail(`sender-${stage}`, err);
       }

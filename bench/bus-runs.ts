@@ -2,7 +2,7 @@
 // NatsBus, unsealed or through an AuthBus, each on two fresh connections to one server.
 
 import { connect } from '@nats-io/transport-node';
-import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
+import { decodeEnvelope, encodeEnvelopeParts } from '../transport/codec';
 import { NatsBus } from '../transport/nats-bus';
 import { AuthBus } from '../transport/auth-bus';
 import { newJobKey } from '../transport/auth-seal';
@@ -120,9 +120,13 @@ export async function batonRun(
       window,
       () => got,
       (i) => {
-        const data = encodeEnvelope({ ...base, seq: i, mb: i, sentAt: Date.now() });
-        zc.chunks = chunksFor(data.byteLength, pubNats.maxPayload);
-        pub.publish('baton.bench.activation.1', data);
+        // As the sender actor does (actors/sender.ts): parts, copied once into the client.
+        const parts = encodeEnvelopeParts({ ...base, seq: i, mb: i, sentAt: Date.now() });
+        zc.chunks = chunksFor(
+          parts.reduce((n, x) => n + x.byteLength, 0),
+          pubNats.maxPayload,
+        );
+        pub.publishParts?.('baton.bench.activation.1', parts);
       },
     ).catch((e: Error) => {
       throw new Error(`baton run: ${e.message}`);

@@ -7,7 +7,7 @@ import { SWAP_DEFAULTS } from '../job/defaults';
 import { NatsBus } from '../transport/nats-bus';
 import { checkJobName, jobWildcard } from '../transport/subjects';
 import { FlagSpec, HELP_FLAG, UsageError, parseFlags } from './args';
-import { NATS_URL_FORMS, natsFlag } from './nats-flag';
+import { NATS_ACCESS_FLAGS, NATS_URL_FORMS, natsAccessOf, natsFlag } from './nats-flag';
 import { newInspectState, render, takeMessage } from './inspect-view';
 
 const INSPECT_FLAGS: readonly FlagSpec[] = [
@@ -20,6 +20,7 @@ const INSPECT_FLAGS: readonly FlagSpec[] = [
     help: `the job's NATS server: ${NATS_URL_FORMS}`,
     default: SWAP_DEFAULTS.natsUrl,
   },
+  ...NATS_ACCESS_FLAGS,
   { name: 'duration', type: 'number', metavar: 'S', help: 'stop after S seconds (0 = until Ctrl-C)', default: 0 },
   { name: 'plain', type: 'bool', help: 'print plain lines even on a terminal' },
 ];
@@ -50,7 +51,8 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
     throw new UsageError(`inspect: --duration must be from 0 to 2000000 seconds, got ${seconds}`);
   const url = natsFlag(flags.nats, 'inspect');
   const tty = process.stdout.isTTY === true && !flags.plain;
-  const bus = await NatsBus.connect(url, { name: 'baton-inspect' });
+  const access = natsAccessOf(flags, 'inspect', url);
+  const bus = await NatsBus.connect(url, { name: 'baton-inspect', access: access.access, accessNames: access.names });
   const state = newInspectState(job);
   bus.subscribe(jobWildcard(job), (subj, data) => takeMessage(state, subj, data, performance.now()));
   await bus.flush();

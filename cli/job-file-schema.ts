@@ -159,6 +159,11 @@ export const JOB_FILE_KEYS = {
     stall_timeout: key('stall-timeout', int(1)),
     // The path of the job's key file (--key-file), never the key itself.
     key_file: key('key-file', text),
+    // Paths of the NATS server's TLS files and of a credentials file, never their contents.
+    tls_ca: key('tls-ca', text),
+    tls_cert: key('tls-cert', text),
+    tls_key: key('tls-key', text),
+    creds: key('creds', text),
   },
   nodes: {
     names: key('nodes', names),

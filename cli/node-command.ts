@@ -6,7 +6,7 @@ import { askAround } from '../transport/ask-around';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { Bus } from '../transport/bus';
 import { HELP_FLAG, FlagSpec, UsageError, helpText, parseFlags } from './args';
-import { NATS_URL_ENV, NATS_URL_FORMS, natsUrlOf } from './nats-flag';
+import { NATS_ACCESS_FLAGS, NATS_URL_ENV, NATS_URL_FORMS, natsAccessOf, natsUrlOf } from './nats-flag';
 import { newNodeAgent, realPath } from '../job/node-host';
 import { existsSync } from 'fs';
 import { AuthBus } from '../transport/auth-bus';
@@ -23,6 +23,7 @@ const NODE_FLAGS: readonly FlagSpec[] = [
     metavar: 'URL',
     help: `NATS server(s) to join: ${NATS_URL_FORMS} (required, or ${NATS_URL_ENV} or NATS_URL in the environment)`,
   },
+  ...NATS_ACCESS_FLAGS,
   {
     name: 'name',
     type: 'string',
@@ -77,9 +78,14 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
     return 0;
   }
   const { url, name } = urlAndNameFromFlags(flags);
+  const access = natsAccessOf(flags, 'node', url);
   const key = await keyFromFlags(flags);
   const measureOptions = measureOptionsOf(flags);
-  const nats = await NatsBus.connect(url, { name: `baton-node-${name}` });
+  const nats = await NatsBus.connect(url, {
+    name: `baton-node-${name}`,
+    access: access.access,
+    accessNames: access.names,
+  });
   const bus = new AuthBus(nats, key, `node:${name}`);
   const log = flags.quiet
     ? () => {}
@@ -89,7 +95,7 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   // Stage processes a launcher starts have names of that launch's own; others ask first.
   if (!flags.exitWithStdin) await refuseTakenName(bus, name, nats.url);
   const agent = newNodeAgent({ name, bus, log, allowedFiles: allowedFilesOf(flags.allowFiles) });
-  const stopBeating = startHeartbeat(url, key, name, log);
+  const stopBeating = startHeartbeat(url, key, name, log, access.access);
   void agent.exited.then(stopBeating);
   leaveOnReconnect(nats, agent, name, log);
   agent.start();

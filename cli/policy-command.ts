@@ -9,8 +9,8 @@ import { AuthBus } from '../transport/auth-bus';
 import { Bus } from '../transport/bus';
 import { TOOL_LABEL_PREFIX } from '../actors/policy-messages';
 import { readKeyFile } from './key-file';
-import { FlagSpec, HELP_FLAG, UsageError, parseFlags } from './args';
-import { NATS_URL_FORMS, natsFlag } from './nats-flag';
+import { FlagSpec, HELP_FLAG, ParsedFlags, UsageError, parseFlags } from './args';
+import { NATS_ACCESS_FLAGS, NATS_URL_FORMS, ResolvedAccess, natsAccessOf, natsFlag } from './nats-flag';
 import { formatTable } from './table';
 import { requestSwap, requestView } from './policy-client';
 
@@ -29,6 +29,7 @@ const COMMON: readonly FlagSpec[] = [
     help: `the job's NATS server: ${NATS_URL_FORMS}`,
     default: SWAP_DEFAULTS.natsUrl,
   },
+  ...NATS_ACCESS_FLAGS,
   {
     name: 'wait-ms',
     type: 'int',
@@ -88,6 +89,7 @@ export const POLICY_GET_HELP = help(
 interface Common {
   job: string;
   url: string;
+  access: ResolvedAccess;
   waitMs: number;
   key: Uint8Array;
 }
@@ -102,11 +104,19 @@ function common(flags: Record<string, unknown>, verb: string): Common {
   if (!Number.isSafeInteger(waitMs) || waitMs < 1 || waitMs > 600_000)
     throw new UsageError(`policy ${verb}: --wait-ms must be an integer from 1 to 600000, got ${waitMs}`);
   const key = readKeyFile(String(flags.keyFile), `policy ${verb}: --key-file`);
-  return { job: checkJobName(String(flags.job)), url: natsFlag(flags.nats, `policy ${verb}`), waitMs, key };
+  const url = natsFlag(flags.nats, `policy ${verb}`);
+  const access = natsAccessOf(flags as ParsedFlags, `policy ${verb}`, url);
+  return { job: checkJobName(String(flags.job)), url, access, waitMs, key };
 }
 
-async function withBus<T>(url: string, key: Uint8Array, f: (bus: Bus) => Promise<T>): Promise<T> {
-  const bus = await NatsBus.connect(url, { name: 'baton-policy', reconnect: false });
+async function withBus<T>(c: Common, f: (bus: Bus) => Promise<T>): Promise<T> {
+  const { url, key, access } = c;
+  const bus = await NatsBus.connect(url, {
+    name: 'baton-policy',
+    reconnect: false,
+    access: access.access,
+    accessNames: access.names,
+  });
   try {
     return await f(new AuthBus(bus, key, `${TOOL_LABEL_PREFIX}policy`));
   } finally {
@@ -136,9 +146,9 @@ async function setOne(
   policy: string,
   what: 'arbitration' | 'consistency',
 ): Promise<void> {
-  const { job, url, waitMs, key } = o;
+  const { job, waitMs } = o;
   const by = `baton policy set (pid ${process.pid})`;
-  const r = await withBus(url, key, (bus) => requestSwap(bus, job, policy, { by, waitMs, what }));
+  const r = await withBus(o, (bus) => requestSwap(bus, job, policy, { by, waitMs, what }));
   if (o.json) out(JSON.stringify({ ...r.answer, what, adopted: r.adopted, round_trip_ms: r.roundTripMs }));
   if (r.answer.ok !== true)
     throw new SwapRefusedByJobError(
@@ -160,8 +170,9 @@ async function getCommand(argv: readonly string[], out: (s: string) => void): Pr
     out(POLICY_GET_HELP);
     return 0;
   }
-  const { job, url, waitMs, key } = common(flags, 'get');
-  const v = await withBus(url, key, (bus) => requestView(bus, job, waitMs));
+  const c = common(flags, 'get');
+  const { job, waitMs } = c;
+  const v = await withBus(c, (bus) => requestView(bus, job, waitMs));
   if (flags.json) {
     out(JSON.stringify(v));
     return 0;

@@ -4,7 +4,7 @@
 import { MAX_TIMER_MS } from '../base/clock';
 import { JobConfig } from '../job/config';
 import { CONFIG_FLAG, HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, ParsedFlags, UsageError, helpText } from './args';
-import { NATS_URL_FORMS, natsUrlOf } from './nats-flag';
+import { NATS_ACCESS_FLAGS, NATS_URL_FORMS, natsAccessOf, natsUrlOf } from './nats-flag';
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { JOB_KEY_FILE_FLAG, SWAP_FLAGS, swapOptionsFromFlags } from './swap-flags';
 import { STAGE_NODE_FLAGS_HELP, stageNodeFlags } from './stage-node-flags';
@@ -34,6 +34,7 @@ export const RUN_FLAGS: readonly FlagSpec[] = [
     metavar: 'URL',
     help: `NATS server(s): ${NATS_URL_FORMS} (default: BATON_NATS_URL or NATS_URL from the environment, else start a local nats-server on a free loopback port)`,
   },
+  ...NATS_ACCESS_FLAGS,
   {
     name: 'processes',
     type: 'string',
@@ -107,6 +108,7 @@ export function runConfigFromFlags(
     transport,
     processes,
     natsUrl,
+    natsAccess: natsAccessOf(flags, 'run', transport === 'nats' ? natsUrl : undefined),
     ...agentSetupOf(flags, 'run', { transport, processes, natsUrl, stages: cfg.stages, jobKey: !!jobKey }),
     ...(jobKey ? { jobKey } : {}),
     swaps: swapOptionsFromFlags(flags),

@@ -15,7 +15,7 @@ import { filesOfJob, realPath } from '../job/node-host';
 import { NatsBus } from '../transport/nats-bus';
 import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
 import { endBySignal, onProcessEnd } from '../transport/process-cleanup';
-import { NATS_URL_ENV } from './nats-flag';
+import { ResolvedAccess, natsAccessEnv } from './nats-flag';
 import { claimJob } from '../job/job-claim';
 import { stageNodeFlags } from './stage-node-flags';
 import { SwapOptions } from '../job/policy-control';
@@ -32,6 +32,8 @@ export interface RunSetup {
   transport: 'nats' | 'local';
   processes: 'per-stage' | 'single';
   natsUrl?: string;
+  /** TLS and credentials files for natsUrl (--tls-ca, --creds, …), which the stage processes started get too. */
+  natsAccess?: ResolvedAccess;
   nodes?: string[];
   /** With nodes [discover]: what a discovered node must have (tags, backend). */
   require?: Record<string, string>;
@@ -69,6 +71,7 @@ interface SpawnedNodes {
 
 function spawnNodes(
   url: string,
+  access: ResolvedAccess | undefined,
   names: string[],
   nodeFlags: readonly string[],
   allowedFiles: readonly string[],
@@ -97,7 +100,11 @@ function spawnNodes(
         '--key-stdin',
         ...(allowedFiles.length > 0 ? ['--allow-files', allowedFiles.join(',')] : []),
       ],
-      { stdio: ['pipe', 'ignore', 'pipe'], env: { ...process.env, [NATS_URL_ENV]: url, [THREADS_ENV]: threadsEach } },
+      {
+        stdio: ['pipe', 'ignore', 'pipe'],
+        // The server and its access files go in the environment, not on the command line (which `ps` shows to every user).
+        env: { ...natsAccessEnv(process.env, url, access?.access ?? {}, path.resolve), [THREADS_ENV]: threadsEach },
+      },
     );
     // The launch's key goes down the pipe only this launcher holds (not argv or env, which others can read).
     child.stdin?.on('error', () => {});
@@ -217,7 +224,12 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
   try {
     const url = setup.natsUrl ?? (server = await startNatsServer()).url;
     if (server) setup.onServer?.(url, cfg.job);
-    nats = await NatsBus.connect(url, { name: `baton-run-${cfg.job}` });
+    const access = server ? undefined : setup.natsAccess;
+    nats = await NatsBus.connect(url, {
+      name: `baton-run-${cfg.job}`,
+      access: access?.access,
+      accessNames: access?.names,
+    });
     // Everything of the job is sealed under the launch's key (agents started by hand: the key they hold).
     const key = setup.nodes ? nodeKeyOf(setup) : (setup.jobKey ?? newJobKey());
     const bus = new AuthBus(nats, key, 'launcher');
@@ -252,7 +264,8 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
           Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`));
     interrupts = watchInterrupts();
     // Agents of our own may load the files this launcher's user named, and no others.
-    if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags(), allowedFilesFor(cfg), key, setup.threads);
+    if (!setup.nodes)
+      nodes = spawnNodes(url, access, names, stageNodeFlags(), allowedFilesFor(cfg), key, setup.threads);
     // A launcher recovers the stage processes it started (job/recovery.ts); --max-restarts 0 does not.
     const recovery = nodes && (setup.maxRestarts ?? 0) > 0 ? recoveryOf(nodes, setup.maxRestarts ?? 0) : undefined;
     const stop = Promise.race([interrupts.interrupted, dropped, ...(nodes && !recovery ? [nodes.died] : [])]);

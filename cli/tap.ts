@@ -11,7 +11,7 @@ import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { checkJobName, jobWildcard, parseSubject } from '../transport/subjects';
 import { formatTask } from '../policies/task';
 import { HELP_FLAG, FlagSpec, UsageError, helpText, parseFlags } from './args';
-import { NATS_URL_FORMS, natsUrlOf } from './nats-flag';
+import { NATS_ACCESS_FLAGS, NATS_URL_FORMS, natsAccessOf, natsUrlOf } from './nats-flag';
 import { TAP_COMMAND_DEFAULTS } from '../job/defaults';
 import { printable } from './table';
 
@@ -24,6 +24,7 @@ const TAP_FLAGS: readonly FlagSpec[] = [
     metavar: 'URL',
     help: `NATS server(s): ${NATS_URL_FORMS} (default: BATON_NATS_URL or NATS_URL from the environment, else ${TAP_COMMAND_DEFAULTS.nats})`,
   },
+  ...NATS_ACCESS_FLAGS,
   { name: 'job', type: 'string', metavar: 'J', help: 'job to watch (required unless --all)' },
   { name: 'all', type: 'bool', help: 'watch every Baton subject (baton.>)' },
   { name: 'count', type: 'int', metavar: 'N', help: 'stop after N messages (0 = no limit)', default: 0 },
@@ -161,8 +162,11 @@ export async function tapCommand(
       `tap: --timeout must be between 0 and ${MAX_TIMEOUT_S} seconds (0 = no limit), got ${seconds}`,
     );
   const url = natsUrlOf(flags.nats, 'tap') ?? TAP_COMMAND_DEFAULTS.nats;
+  const access = natsAccessOf(flags, 'tap', url);
   const bus = await NatsBus.connect(url, {
     name: 'baton-tap',
+    access: access.access,
+    accessNames: access.names,
     onError: (e, subject) =>
       err(`tap: ${subject ? `${printable(subject)}: ` : ''}${printable(e instanceof Error ? e.message : String(e))}`),
   });

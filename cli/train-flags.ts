@@ -4,7 +4,7 @@ import { BACKWARD_MODES, CONSISTENCY_POLICIES } from '../actors/param-store';
 import { ASYNC_DEFAULTS, JOB_DEFAULTS, TRAIN_COMMAND_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
 import { MAX_VAL_BATCHES } from '../models/train-config';
 import { CONFIG_FLAG, HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, helpText } from './args';
-import { NATS_URL_FORMS } from './nats-flag';
+import { NATS_ACCESS_FLAGS, NATS_URL_FORMS } from './nats-flag';
 import { BUFFER_LIMIT_FLAG, INJECT_FAULTS_FLAG } from './job-flags';
 import { STAGE_NODE_FLAGS_HELP } from './stage-node-flags';
 import { PLACEMENT_FLAGS } from './placement-flags';
@@ -86,6 +86,7 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
     metavar: 'URL',
     help: `with --transport nats, the NATS server(s): ${NATS_URL_FORMS} (default: BATON_NATS_URL or NATS_URL from the environment, else start a local nats-server on a free loopback port)`,
   },
+  ...NATS_ACCESS_FLAGS,
   {
     name: 'processes',
     type: 'string',

@@ -11,7 +11,7 @@ import { ParsedFlags, UsageError } from './args';
 import { SwapOptions } from '../job/policy-control';
 import { swapOptionsFromFlags } from './swap-flags';
 import { readKeyFile } from './key-file';
-import { natsUrlOf } from './nats-flag';
+import { ResolvedAccess, natsAccessOf, natsUrlOf } from './nats-flag';
 import { bufferLimitFromFlag, faultsFromFlag } from './job-flags';
 import { checkLocalProcesses } from './run-flags';
 import { AgentSetup, agentSetupOf } from './agent-flags';
@@ -26,6 +26,8 @@ export interface TrainSetup extends AgentSetup {
   transport: 'local' | 'nats';
   processes: 'per-stage' | 'single';
   natsUrl?: string;
+  /** TLS and credentials files for natsUrl (--tls-ca, --creds, …). */
+  natsAccess?: ResolvedAccess;
   /** virtual: local bus, real compute timed by the profile on the virtual clock. */
   clock?: 'real' | 'virtual';
   /** Native-kernel threads of each compute process (undefined: env BATON_THREADS, else cores / processes). */
@@ -232,6 +234,7 @@ function setupOf(flags: Record<string, unknown>, cfg: JobConfig): TrainSetup {
     transport,
     processes,
     natsUrl,
+    natsAccess: natsAccessOf(flags as ParsedFlags, 'train', transport === 'nats' ? natsUrl : undefined),
     ...agents,
     clock: flags.clock as 'real' | 'virtual',
     threads: flags.threads === undefined ? undefined : parseThreads(flags.threads, 'train: --threads'),

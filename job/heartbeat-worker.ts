@@ -8,9 +8,11 @@ import { NatsBus } from '../transport/nats-bus';
 import { AuthBus } from '../transport/auth-bus';
 import { encodeValue } from '../transport/codec';
 import { readActivity } from '../base/task-activity';
+import type { NatsAccess } from '../transport/nats-access';
 
 interface BeatData {
   url: string;
+  access: NatsAccess;
   key: Uint8Array;
   subject: string;
   name: string;
@@ -20,7 +22,7 @@ interface BeatData {
 }
 
 async function beat(d: BeatData): Promise<void> {
-  const nats = await NatsBus.connect(d.url, { name: `baton-beat-${d.name}` });
+  const nats = await NatsBus.connect(d.url, { name: `baton-beat-${d.name}`, access: d.access });
   const bus = new AuthBus(nats, d.key, `node:${d.name}`);
   let seq = 0;
   const send = () => {

@@ -15,15 +15,23 @@ import { decodeValue } from '../transport/codec';
 import { NODES_PREFIX } from '../actors/node-agent';
 import { activityBuffer, tickLoop } from '../base/task-activity';
 import { HEARTBEAT_DEFAULTS } from './defaults';
+import type { NatsAccess } from '../transport/nats-access';
 
 export const BEAT_PREFIX = `${NODES_PREFIX}.beat`;
 
 /** Starts this process's heartbeat thread; returns a stop function. */
-export function startHeartbeat(url: string, key: Uint8Array, name: string, log: (l: string) => void): () => void {
+export function startHeartbeat(
+  url: string,
+  key: Uint8Array,
+  name: string,
+  log: (l: string) => void,
+  access: NatsAccess = {},
+): () => void {
   const stopTicks = tickLoop(HEARTBEAT_DEFAULTS.loopTickMs);
   const worker = new Worker(path.join(__dirname, 'heartbeat-worker.js'), {
     workerData: {
       url,
+      access,
       key,
       subject: `${BEAT_PREFIX}.${name}`,
       name,

@@ -4,6 +4,8 @@ import { Sealer, keyText, newJobKey, openSeal, parseKey } from '../transport/aut
 import { LocalBus } from '../transport/local-bus';
 import { NatsBus } from '../transport/nats-bus';
 import type { BusMeta } from '../transport/bus';
+import { decodeEnvelope, encodeEnvelope, encodeEnvelopeParts, joinParts } from '../transport/codec';
+import { ENVELOPE_VERSION } from '../transport/envelope';
 import { natsServerForSuite, until } from './nats-server-fixture';
 
 const bytes = (s: string) => new Uint8Array(Buffer.from(s));
@@ -98,6 +100,50 @@ describe('an AuthBus', () => {
         pub.publish('baton.j.report', bytes('genuine'));
         await until(() => got.length + sub.rejectedCount >= 2, 'both messages');
         assert.deepEqual(got, ['genuine from launcher']);
+        assert.equal(sub.rejected.unauthenticated, 1);
+      } finally {
+        await Promise.all([pn.close(), sn.close()]);
+      }
+    });
+
+    it('seals a message sent as parts over every byte, so one altered byte or a plain copy is refused', async () => {
+      const [pn, sn] = [await NatsBus.connect(server().url), await NatsBus.connect(server().url)];
+      try {
+        const key = newJobKey();
+        const pub = new AuthBus(pn, key, 'node:a');
+        const sub = new AuthBus(sn, key, 'node:b');
+        const env = {
+          v: ENVELOPE_VERSION,
+          job: 'j',
+          kind: 'activation' as const,
+          iteration: 0,
+          mb: 1,
+          chunk: 0,
+          dir: 'forward' as const,
+          src: 0,
+          dst: 1,
+          seq: 3,
+          sentAt: 1,
+          bytes: 4096,
+          tensors: [{ dtype: 'float32' as const, shape: [32, 32], data: new Float32Array(1024).map((_, i) => i) }],
+        };
+        const parts = encodeEnvelopeParts(env);
+        const whole = encodeEnvelope(env);
+        assert.deepEqual(Buffer.from(joinParts(parts)), Buffer.from(whole), 'the parts are the bytes of the message');
+        assert.ok(parts.length > 1 && parts[1].buffer === env.tensors[0].data.buffer, 'the tensor is not copied');
+        const got: Uint8Array[] = [];
+        sub.subscribe('baton.j.activation.1', (_s, d) => got.push(new Uint8Array(d)));
+        await sn.flush();
+        pub.publishParts('baton.j.activation.1', parts);
+        // The same message with one tensor byte altered, under a genuine seal of the original: refused.
+        const seal = new Sealer(key, 'node:a').seal('baton.j.activation.1', parts);
+        const altered = joinParts(parts);
+        altered[altered.length - 1] ^= 1;
+        pn.publish('baton.j.activation.1', altered, seal);
+        await until(() => got.length + sub.rejectedCount >= 2, 'both messages');
+        assert.equal(got.length, 1);
+        assert.deepEqual(Buffer.from(got[0]), Buffer.from(whole));
+        assert.equal(decodeEnvelope(got[0]).tensors[0].data[1023], 1023);
         assert.equal(sub.rejected.unauthenticated, 1);
       } finally {
         await Promise.all([pn.close(), sn.close()]);

@@ -327,11 +327,11 @@ describe('the baton command', function () {
       [['tap', '--job', 'j', '--nats', ''], /tap: --nats "" names no server$/m],
       [
         ['tap', '--job', 'j', '--nats', 'http://alice:s3cret@127.0.0.1:4222'],
-        /tap: --nats entry 1: the scheme must be nats:\/\/, not http:\/\/\n/,
+        /tap: --nats entry 1: the scheme must be nats:\/\/ or tls:\/\/, not http:\/\/\n/,
       ],
       [
-        ['tap', '--job', 'j', '--nats', 'tls://127.0.0.1:4222'],
-        /tap: --nats "tls:\/\/127\.0\.0\.1:4222": the scheme must be nats:\/\/ \(TLS is not supported\)/,
+        ['tap', '--job', 'j', '--nats', 'tls://127.0.0.1:4222,127.0.0.1:4223'],
+        /tap: --nats "127\.0\.0\.1:4223": the servers of one --nats value are all tls:\/\/ or none/,
       ],
       [['node', '--nats', 'a b'], /node: --nats "a b" is not a URL/],
       [['run', '--nats', 'nats://127.0.0.1:4222,'], /run: --nats entry 2 is empty$/m],

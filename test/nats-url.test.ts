@@ -5,15 +5,31 @@ import { natsUrlProblem, parseNatsUrl, redactNatsUrl } from '../transport/nats-u
 
 describe('the --nats URL', () => {
   it('splits a list of host:port and nats:// URLs into servers, and credentials into a user and password or a token', () => {
-    assert.deepEqual(parseNatsUrl('nats://127.0.0.1:4222'), { servers: ['127.0.0.1:4222'] });
-    assert.deepEqual(parseNatsUrl('localhost'), { servers: ['localhost'] });
-    assert.deepEqual(parseNatsUrl(' a:1 , nats://b:2,[::1]:3'), { servers: ['a:1', 'b:2', '[::1]:3'] });
+    assert.deepEqual(parseNatsUrl('nats://127.0.0.1:4222'), { servers: ['127.0.0.1:4222'], tls: false });
+    assert.deepEqual(parseNatsUrl('localhost'), { servers: ['localhost'], tls: false });
+    assert.deepEqual(parseNatsUrl(' a:1 , nats://b:2,[::1]:3'), { servers: ['a:1', 'b:2', '[::1]:3'], tls: false });
     assert.deepEqual(parseNatsUrl('nats://alice:p%40ss@h:4222,nats://alice:p%40ss@g:1'), {
       servers: ['h:4222', 'g:1'],
+      tls: false,
       user: 'alice',
       pass: 'p@ss',
     });
-    assert.deepEqual(parseNatsUrl('nats://s3cr3t@h:4222'), { servers: ['h:4222'], token: 's3cr3t' });
+    assert.deepEqual(parseNatsUrl('nats://s3cr3t@h:4222'), { servers: ['h:4222'], tls: false, token: 's3cr3t' });
+  });
+
+  it('takes tls:// servers as TLS, all of them or none', () => {
+    assert.deepEqual(parseNatsUrl('tls://a:1,TLS://u:p@b:2'), {
+      servers: ['a:1', 'b:2'],
+      tls: true,
+      user: 'u',
+      pass: 'p',
+    });
+    assert.match(
+      String(natsUrlProblem('tls://a:1,b:2')),
+      /^"b:2": the servers of one --nats value are all tls:\/\/ or none/,
+    );
+    assert.match(String(natsUrlProblem('nats://a:1,tls://b:2')), /are all tls:\/\/ or none/);
+    assert.equal(redactNatsUrl('tls://u:p@a:1'), 'tls://***@a:1');
   });
 
   it('names what is wrong, never showing an entry that may hold credentials', () => {
@@ -24,9 +40,8 @@ describe('the --nats URL', () => {
       ['nats://127.0.0.1:99999', /^"nats:\/\/127\.0\.0\.1:99999" is not a URL/],
       ['nats://[::1', /is not a URL/],
       ['a b', /^"a b" is not a URL/],
-      ['tls://h:1', /the scheme must be nats:\/\/ \(TLS is not supported\)/],
       ['http://u:secret@h:1', /^entry 1: the scheme must be nats:\/\//],
-      ['bad://h:1', /^"bad:\/\/h:1": the scheme must be nats:\/\/, not bad:\/\/$/],
+      ['bad://h:1', /^"bad:\/\/h:1": the scheme must be nats:\/\/ or tls:\/\/, not bad:\/\/$/],
       ['nats://alice:pa,ss@h:1', /^entry 1 is not a URL/],
       ['nats://u:p@a:1,nats://v:q@b:2', /^entry 2: the servers of one --nats value must share their credentials/],
       ['nats://h:1/path', /no path, query or fragment/],

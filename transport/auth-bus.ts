@@ -9,6 +9,7 @@
 
 import type { Bus, BusHandler, BusMeta, Subscription } from './bus';
 import { Sealer, openSeal } from './auth-seal';
+import { joinParts } from './codec';
 
 export type AuthRejectReason = 'unauthenticated' | 'replay' | 'forged-sender';
 
@@ -49,6 +50,13 @@ export class AuthBus implements Bus {
 
   publish(subject: string, data: Uint8Array): void {
     this.inner.publish(subject, data, this.sealer.seal(subject, data));
+  }
+
+  /** The seal covers every byte of the parts, as of the message they make. */
+  publishParts(subject: string, parts: readonly Uint8Array[]): void {
+    const seal = this.sealer.seal(subject, parts);
+    if (this.inner.publishParts) this.inner.publishParts(subject, parts, seal);
+    else this.inner.publish(subject, joinParts(parts), seal);
   }
 
   subscribe(subject: string, handler: BusHandler): Subscription {

@@ -49,10 +49,14 @@ function lengthPrefixed(b: Uint8Array): Uint8Array[] {
   return [len, b];
 }
 
-function gmac(key: Uint8Array, nonce: Uint8Array, label: Uint8Array, subject: string, data: Uint8Array): Buffer {
+/** A message as one buffer, or as parts in order (the same bytes, so the same seal). */
+export type MessageBytes = Uint8Array | readonly Uint8Array[];
+
+function gmac(key: Uint8Array, nonce: Uint8Array, label: Uint8Array, subject: string, data: MessageBytes): Buffer {
   const g = createCipheriv('aes-256-gcm', key, nonce);
   g.setAAD(DOMAIN);
-  for (const part of [...lengthPrefixed(label), ...lengthPrefixed(Buffer.from(subject)), data]) g.setAAD(part);
+  for (const part of [...lengthPrefixed(label), ...lengthPrefixed(Buffer.from(subject))]) g.setAAD(part);
+  for (const part of data instanceof Uint8Array ? [data] : data) g.setAAD(part);
   g.final();
   return g.getAuthTag();
 }
@@ -74,7 +78,7 @@ export class Sealer {
       throw new RangeError(`a seal's sender label is at most ${MAX_LABEL_BYTES} bytes, got ${JSON.stringify(label)}`);
   }
 
-  seal(subject: string, data: Uint8Array): Uint8Array {
+  seal(subject: string, data: MessageBytes): Uint8Array {
     if (this.count === 0xffffffff) {
       this.id = randomBytes(8);
       this.count = 0;

@@ -25,6 +25,11 @@ export interface Bus {
   /** Send bytes (and a seal to carry beside them) to every subscriber of `subject`. Never throws for a slow or absent receiver. */
   publish(subject: string, data: Uint8Array, seal?: Uint8Array): void;
   /**
+   * Where given: publish the message that is `parts` one after the other (codec.ts
+   * encodeEnvelopeParts), copying each once into the transport; the parts may be reused once it returns.
+   */
+  publishParts?(subject: string, parts: readonly Uint8Array[], seal?: Uint8Array): void;
+  /**
    * Deliver messages on `subject` (NATS wildcards `*` and `>` allowed) to `handler`.
    * A handler that throws is caught and counted by the bus; it never takes the bus down.
    */

@@ -38,8 +38,16 @@ const UNFILLED_ALLOC_BYTES = 64 * 1024;
 
 // ---------- encoding ----------
 
-/** Encode an envelope; tensor bytes land 8-byte aligned within the returned buffer (which starts at offset 0). */
-export function encodeEnvelope(e: Envelope, opts: CodecOptions = {}): Uint8Array {
+interface Plan {
+  readonly tensors: readonly TensorPayload[];
+  readonly count: number;
+  readonly rest: Uint8Array;
+  readonly pads: number[];
+  readonly size: number;
+}
+
+/** The checked header, bytes and tensor layout of envelope `e` (its size at most opts.maxBytes). */
+function plan(e: Envelope, opts: CodecOptions): Plan {
   const maxBytes = opts.maxBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   if (!IS_LITTLE_ENDIAN)
     throw new CodecError(
@@ -54,31 +62,76 @@ export function encodeEnvelope(e: Envelope, opts: CodecOptions = {}): Uint8Array
   const headBytes = encoder.encode(header);
   const { count, headLen } = readMapHead(headBytes);
   const rest = headBytes.subarray(headLen);
-
   let size = headLength(count + 1) + rest.length + KEY_TENSORS.length + headLength(tensors.length);
-  const layouts = tensors.map((t) => {
+  const pads = tensors.map((t) => {
     const l = tensorLayout(t, size);
     size = l.dataStart + t.data.byteLength;
-    return l;
+    return l.pad;
   });
   if (size > maxBytes)
     throw new CodecError('oversize', `encodeEnvelope: message would be ${size} bytes, over the limit of ${maxBytes}`);
+  return { tensors, count, rest, pads, size };
+}
 
+/** Write `p`'s map head, header and tensors head into `out` from 0; returns the position after them. */
+function writeHeader(out: Uint8Array, p: Plan): number {
+  let pos = writeHead(out, 0, 5, p.count + 1);
+  out.set(p.rest, pos);
+  pos += p.rest.length;
+  out.set(KEY_TENSORS, pos);
+  pos += KEY_TENSORS.length;
+  return writeHead(out, pos, 4, p.tensors.length);
+}
+
+/** Encode an envelope; tensor bytes land 8-byte aligned within the returned buffer (which starts at offset 0). */
+export function encodeEnvelope(e: Envelope, opts: CodecOptions = {}): Uint8Array {
+  const p = plan(e, opts);
   // Big messages skip the zero-fill (every byte is written below); small ones use a plain
   // array. Either way the message starts at offset 0 of its own ArrayBuffer.
   const out =
-    size >= UNFILLED_ALLOC_BYTES ? new Uint8Array(Buffer.allocUnsafeSlow(size).buffer, 0, size) : new Uint8Array(size);
-  let pos = writeHead(out, 0, 5, count + 1);
-  out.set(rest, pos);
-  pos += rest.length;
-  out.set(KEY_TENSORS, pos);
-  pos += KEY_TENSORS.length;
-  pos = writeHead(out, pos, 4, tensors.length);
-  tensors.forEach((t, i) => {
-    pos = writeTensor(out, pos, t, layouts[i].pad);
+    p.size >= UNFILLED_ALLOC_BYTES
+      ? new Uint8Array(Buffer.allocUnsafeSlow(p.size).buffer, 0, p.size)
+      : new Uint8Array(p.size);
+  let pos = writeHeader(out, p);
+  p.tensors.forEach((t, i) => {
+    pos = writeTensor(out, pos, t, p.pads[i]);
   });
-  if (pos !== size) throw new Error(`encodeEnvelope: internal layout error, wrote ${pos} of ${size} bytes`);
+  if (pos !== p.size) throw new Error(`encodeEnvelope: internal layout error, wrote ${pos} of ${p.size} bytes`);
   return out;
+}
+
+/** `parts` joined into one message, at offset 0 of its own buffer (aligned, as encodeEnvelope's). */
+export function joinParts(parts: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, x) => n + x.byteLength, 0));
+  let pos = 0;
+  for (const x of parts) {
+    out.set(x, pos);
+    pos += x.byteLength;
+  }
+  return out;
+}
+
+/**
+ * The bytes encodeEnvelope(e) returns, as pieces in order: the CBOR around the tensors in
+ * fresh buffers, and each tensor's data as a view of the caller's array (not copied). For a
+ * transport that writes the pieces out one after the other (NatsBus.publishParts): the one
+ * copy of a tensor is then the transport's own. The views must not change until it has.
+ */
+export function encodeEnvelopeParts(e: Envelope, opts: CodecOptions = {}): Uint8Array[] {
+  const p = plan(e, opts);
+  const dataBytes = p.tensors.reduce((n, t) => n + t.data.byteLength, 0);
+  const skeleton = new Uint8Array(p.size - dataBytes);
+  let pos = writeHeader(skeleton, p);
+  let from = 0;
+  const parts: Uint8Array[] = [];
+  p.tensors.forEach((t, i) => {
+    pos = writeTensor(skeleton, pos, t, p.pads[i], false);
+    parts.push(skeleton.subarray(from, pos), new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
+    from = pos;
+  });
+  if (parts.length === 0) parts.push(skeleton);
+  if (pos !== skeleton.length) throw new Error(`encodeEnvelopeParts: internal layout error`);
+  return parts;
 }
 
 // ---------- decoding ----------

@@ -11,9 +11,9 @@
 // - A handler exception inside a NATS callback silently kills the connection in
 //   nats.js, so every callback is wrapped: the exception is counted (`errors`) and
 //   reported, and the connection lives on.
-// - publish() hands `data` to nats.js, which writes it out on a later microtask:
-//   do not mutate it after publishing. A received message is a view into the client's
-//   read buffer; decode it before the handler returns or copy it.
+// - publish() hands `data` to nats.js, which writes it out on a later microtask: do not
+//   mutate it after publishing; publishParts() is done with its parts when it returns.
+//   A received message is a view into the client's read buffer: decode or copy it at once.
 // - written() waits until the client's socket has handed everything published so far
 //   to the kernel (nats-socket.ts); where it cannot tell, a flush() round trip.
 // - close() first waits, at most CLOSE_FLUSH_MS, for a flush: what was published before it
@@ -22,16 +22,19 @@
 // - NATS core is at-most-once: a subscriber that falls more than the server's
 //   max_pending behind is cut off and messages are lost (seen here as `disconnects`).
 //
-// Authentication: a user and password or a token in the URL (nats-url.ts).
+// Connecting (nats-connect.ts): a user and password or a token in the URL (nats-url.ts), or
+// a credentials file; TLS to tls:// servers with the files of nats-access.ts.
 // A seal (auth-bus.ts) travels in a header beside the payload (nats-seal-header.ts).
-// Not modelled: queue groups, request/reply, JetStream, other auth, TLS.
+// Not modelled: queue groups, request/reply, JetStream.
 
-import { connect } from '@nats-io/transport-node';
 import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
 import type { Bus, BusHandler, Subscription } from './bus';
 import { checkSubject } from './local-bus';
-import { parseNatsUrl, redactNatsUrl } from './nats-url';
-import { DEFAULT_MAX_MESSAGE_BYTES } from './codec';
+import { redactNatsUrl } from './nats-url';
+import { openConnection } from './nats-connect';
+import type { AccessNames, NatsAccess } from './nats-access';
+import { DEFAULT_MAX_MESSAGE_BYTES, joinParts } from './codec';
+import { sendParts } from './nats-publish-parts';
 import { NatsChunking } from './nats-chunks';
 import { watchStatus } from './nats-status';
 import { headerBytes, readSeal, sealHeader } from './nats-seal-header';
@@ -40,6 +43,7 @@ import { NatsBusError, PayloadTooLargeError, errorText } from './nats-bus-errors
 
 export { NatsBusError, PayloadTooLargeError } from './nats-bus-errors';
 export { SEAL_HEADER } from './nats-seal-header';
+export { NatsTlsError } from './nats-connect';
 
 /** How long close() waits for a server that does not answer before it drops what is unsent. */
 const CLOSE_FLUSH_MS = 5000;
@@ -59,6 +63,10 @@ export interface NatsBusOptions {
    * dials again): this is when telling peers about the loss can work. Default: none.
    */
   onReconnect?: () => void;
+  /** TLS and credentials files (nats-access.ts); default none. */
+  access?: NatsAccess;
+  /** How errors name those files (the flags or environment variables they came from). */
+  accessNames?: AccessNames;
 }
 
 export class NatsBus implements Bus {
@@ -120,23 +128,16 @@ export class NatsBus implements Bus {
     void this.closed().then((e) => this.drop(e ?? new NatsBusError(`the connection to NATS at ${this.url} closed`)));
   }
 
-  /** Connects to the servers of a --nats value (see nats-url.ts), with its credentials. */
+  /** Connects to the servers of a --nats value (see nats-url.ts), with its credentials, TLS and access files. */
   static async connect(url: string, opts: NatsBusOptions = {}): Promise<NatsBus> {
-    try {
-      const { servers, user, pass, token } = parseNatsUrl(url);
-      const nc = await connect({
-        servers,
-        user,
-        pass,
-        token,
-        name: opts.name ?? 'baton',
-        timeout: opts.timeoutMs ?? 5000,
-        reconnect: opts.reconnect ?? true,
-      });
-      return new NatsBus(nc, url, opts);
-    } catch (err) {
-      throw new NatsBusError(`cannot connect to NATS at ${redactNatsUrl(url)}: ${errorText(err)}`, { cause: err });
-    }
+    const nc = await openConnection(url, {
+      name: opts.name ?? 'baton',
+      timeoutMs: opts.timeoutMs ?? 5000,
+      reconnect: opts.reconnect ?? true,
+      access: opts.access,
+      accessNames: opts.accessNames,
+    });
+    return new NatsBus(nc, url, opts);
   }
 
   /** Messages sent in chunks. */
@@ -180,6 +181,23 @@ export class NatsBus implements Bus {
         subject,
       );
     }
+  }
+
+  /** Parts that fit in one NATS message go out with one copy (nats-publish-parts.ts); others joined, as publish(). */
+  publishParts(subject: string, parts: readonly Uint8Array[], seal?: Uint8Array): void {
+    checkSubject(subject, false);
+    const size = parts.reduce((n, x) => n + x.byteLength, 0);
+    const headers = seal === undefined ? undefined : sealHeader(seal);
+    const fits = size <= this.maxPayload - (headers ? headerBytes(headers) : 0);
+    let sent = false;
+    try {
+      sent = fits && sendParts(this.connection, subject, parts, headers);
+    } catch (err) {
+      this.publishErrors++;
+      return this.report(new NatsBusError(`publish to ${JSON.stringify(subject)}: ${errorText(err)}`), subject);
+    }
+    if (!sent) return this.publish(subject, joinParts(parts), seal);
+    [this.msgsOut, this.commands, this.bytesOut] = [this.msgsOut + 1, this.commands + 1, this.bytesOut + size];
   }
 
   subscribe(subject: string, handler: BusHandler): Subscription {

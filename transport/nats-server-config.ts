@@ -4,7 +4,8 @@
 // in a compute task (WRITE_DEADLINE_S), optional authorization and an optional cluster
 // block with routes so several servers form one cluster.
 //
-// Not modelled: TLS, JetStream, leaf nodes, gateways, non-loopback client addresses.
+// With `tls`, clients must connect over TLS (files the caller made; tests make a CA).
+// Not modelled: TLS on routes, JetStream, leaf nodes, gateways, non-loopback client addresses.
 
 export interface NatsServerOptions {
   /** Client port on 127.0.0.1; default a free port. */
@@ -35,6 +36,15 @@ export interface NatsServerOptions {
   stock?: boolean;
   /** Require clients to log in with a user and password, or a token; default none. */
   auth?: { user: string; password: string } | { token: string };
+  /** Require TLS of clients: PEM files of the server's certificate and key, and with `ca`, verify client certificates against it. */
+  tls?: NatsServerTls;
+}
+
+export interface NatsServerTls {
+  cert: string;
+  key: string;
+  /** CA file client certificates must chain to; with it, clients must present one. */
+  ca?: string;
 }
 
 export const DEFAULT_MAX_PAYLOAD = 64 * 1024 * 1024;
@@ -57,6 +67,7 @@ export function renderConfig(o: {
   cluster?: { port: number; name: string; routes: string[]; host?: string };
   auth?: NatsServerOptions['auth'];
   stock?: boolean;
+  tls?: NatsServerTls;
 }): string {
   if (o.stock)
     return [
@@ -81,6 +92,7 @@ export function renderConfig(o: {
         : [`  user: ${JSON.stringify(o.auth.user)}`, `  password: ${JSON.stringify(o.auth.password)}`]),
       '}',
     );
+  if (o.tls) lines.push(...tlsBlock(o.tls));
   if (o.cluster) {
     lines.push(
       'cluster {',
@@ -92,4 +104,14 @@ export function renderConfig(o: {
     lines.push('}');
   }
   return lines.join('\n') + '\n';
+}
+
+function tlsBlock(t: NatsServerTls): string[] {
+  return [
+    'tls {',
+    `  cert_file: ${JSON.stringify(t.cert)}`,
+    `  key_file: ${JSON.stringify(t.key)}`,
+    ...(t.ca !== undefined ? [`  ca_file: ${JSON.stringify(t.ca)}`, '  verify: true'] : []),
+    '}',
+  ];
 }

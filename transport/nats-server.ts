@@ -9,7 +9,7 @@
 // can (nats-server-binary.ts), so not even SIGKILL of the parent, during the server's
 // start or after it, leaves a server or a file behind.
 //
-// Not modelled: TLS, JetStream, leaf nodes, gateways, non-loopback client addresses.
+// Not modelled: TLS on routes, JetStream, leaf nodes, gateways, non-loopback client addresses.
 
 import { ChildProcess, spawn } from 'child_process';
 import { mkdtempSync, openSync, closeSync, fstatSync, readSync, rmSync, writeFileSync } from 'fs';
@@ -59,6 +59,7 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
       clusterPort !== undefined
         ? { port: clusterPort, name: opts.clusterName ?? 'baton', routes, host: opts.clusterHost }
         : undefined,
+    tls: opts.tls,
   });
   const { child, readFd, forget } = spawnServer(binary, config);
   child.unref();
@@ -70,7 +71,7 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   await untilReady(binary, port, opts.startTimeoutMs ?? 10_000, server, log.read);
   const monitorUrl = monitorPort !== undefined ? `http://127.0.0.1:${monitorPort}` : undefined;
   return {
-    url: `nats://127.0.0.1:${port}`,
+    url: `${opts.tls ? 'tls' : 'nats'}://127.0.0.1:${port}`,
     port,
     clusterUrl:
       clusterPort !== undefined ? `nats-route://${opts.clusterHost ?? '127.0.0.1'}:${clusterPort}` : undefined,

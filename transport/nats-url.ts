@@ -1,15 +1,18 @@
-// The --nats URL: a comma-separated list of servers, each `host:port` or
-// `nats://[user[:password]@]host[:port]` (a user without a password is a token). Checked
-// before connecting, so a typo is a usage error naming the entry rather than nats.js's
-// bare "Invalid URL"; split into the server list and the credentials nats.js takes as
-// options (it ignores what a URL carries before its host); shown with credentials masked
-// wherever Baton prints it. TLS is not modelled: tls:// is refused, not silently plain.
+// The --nats URL: a comma-separated list of servers, each `host:port`,
+// `nats://[user[:password]@]host[:port]` (a user without a password is a token) or the same
+// with `tls://` (TLS to every server: one value does not mix plain and TLS). Checked before
+// connecting, so a typo is a usage error naming the entry rather than nats.js's bare
+// "Invalid URL"; split into the server list and the credentials nats.js takes as options
+// (it ignores what a URL carries before its host); shown with credentials masked wherever
+// Baton prints it. The TLS files and credential files are nats-access.ts's.
 
 import { InputError } from '../base/errors';
 
 export interface NatsTarget {
   /** host:port entries for nats.js's `servers`. */
   servers: string[];
+  /** tls:// servers: the connection must be TLS. */
+  tls: boolean;
   user?: string;
   pass?: string;
   token?: string;
@@ -35,17 +38,22 @@ export function parseNatsUrl(raw: string): NatsTarget {
   if (raw.trim() === '') throw new NatsUrlError(`${JSON.stringify(raw)} names no server`);
   const empty = entries.indexOf('');
   if (empty >= 0) throw new NatsUrlError(`entry ${empty + 1} is empty`);
-  const target: NatsTarget = { servers: [] };
+  const target: NatsTarget = { servers: [], tls: false };
   let credentials: string | null = null;
+  let plain = false;
   entries.forEach((entry, i) => {
     const scheme = SCHEME_RE.exec(entry)?.[0].toLowerCase();
-    if (scheme !== undefined && scheme !== 'nats://')
+    if (scheme !== undefined && scheme !== 'nats://' && scheme !== 'tls://')
+      throw new NatsUrlError(`${shown(entry, i, raw)}: the scheme must be nats:// or tls://, not ${scheme}`);
+    if (scheme === 'tls://') target.tls = true;
+    else plain = true;
+    if (target.tls && plain)
       throw new NatsUrlError(
-        `${shown(entry, i, raw)}: the scheme must be nats://${scheme === 'tls://' ? ' (TLS is not supported)' : `, not ${scheme}`}`,
+        `${shown(entry, i, raw)}: the servers of one --nats value are all tls:// or none (a bare host:port is nats://)`,
       );
     let u: URL;
     try {
-      u = new URL(scheme ? entry : `nats://${entry}`);
+      u = new URL(scheme ? `nats://${entry.slice(scheme.length)}` : `nats://${entry}`);
     } catch {
       throw new NatsUrlError(`${shown(entry, i, raw)} is not a URL (expected nats://host:port)`);
     }
@@ -94,5 +102,5 @@ export function redactNatsUrl(raw: string): string {
     return raw.includes('@') ? '***' : raw;
   }
   const login = t.user !== undefined || t.token !== undefined ? '***@' : '';
-  return t.servers.map((s) => `nats://${login}${s}`).join(',');
+  return t.servers.map((s) => `${t.tls ? 'tls' : 'nats'}://${login}${s}`).join(',');
 }

@@ -65,8 +65,9 @@ export function tensorLayout(t: TensorPayload, start: number): { pad: number; da
   return { pad, dataStart: pos + pad + afterPad };
 }
 
-/** Write tensor `t`'s map at `pos`, with the pad tensorLayout chose for it; returns the position after its data. */
-export function writeTensor(out: Uint8Array, pos: number, t: TensorPayload, pad: number): number {
+/** Write tensor `t`'s map at `pos`, with the pad tensorLayout chose for it; returns the position after its data
+ * (without `withData`: up to its data, which is left for the caller to send after these bytes). */
+export function writeTensor(out: Uint8Array, pos: number, t: TensorPayload, pad: number, withData = true): number {
   out[pos++] = 0xa4; // map of 4 entries
   out.set(KEY_DTYPE, pos);
   pos += KEY_DTYPE.length;
@@ -86,6 +87,7 @@ export function writeTensor(out: Uint8Array, pos: number, t: TensorPayload, pad:
   out[pos++] = 0xd8;
   out[pos++] = DTYPE_INFO[t.dtype].tag;
   pos = writeHead(out, pos, 2, t.data.byteLength);
+  if (!withData) return pos;
   out.set(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength), pos);
   pos += t.data.byteLength;
   return pos;
