@@ -14,6 +14,7 @@ import { Subscription } from '../transport/bus';
 import { Lane, isWide, laneName, laneSubject } from '../transport/lanes';
 import { EventSink } from '../stage/events';
 import { LaneCollectives } from '../compute/tp-emulated';
+import { checkTrainTensorParallel } from '../models/tp/tp-shape';
 import { JobConfig } from './config';
 import type { StageWiringOptions } from './wire-stage';
 
@@ -39,9 +40,11 @@ export function checkLanes(cfg: Pick<JobConfig, 'tp' | 'dp' | 'mode' | 'stages' 
     throw new LaneShapeError(
       `--dp ${dp} with --mode async: data parallelism all-reduces gradients at the flush, and asynchronous mode has none; use --mode sync or --dp 1`,
     );
-  if (cfg.train && (tp > 1 || dp > 1))
+  if (cfg.train && tp > 1) checkTrainTensorParallel(cfg.train, tp);
+  // A checkpoint holds whole stages: a TP rank's slices and a replica's copy would need gathering first.
+  if (cfg.train && (tp > 1 || dp > 1) && (cfg.train.checkpoint !== null || cfg.train.startIteration > 0))
     throw new LaneShapeError(
-      `--tp ${tp} --dp ${dp} with real compute: the split of the models across ranks and the replicas' gradient all-reduce are not in this build; --tp and --dp run with emulated compute (sim, run)`,
+      `--tp ${tp} --dp ${dp} with --checkpoint or --resume: checkpoints hold whole stages of one replica, and a wide job's are not gathered; train with --tp 1 --dp 1 to checkpoint`,
     );
   if (cfg.mode === 'async' && tp > 1)
     throw new LaneShapeError(
