@@ -23,6 +23,7 @@ import { UsageError } from './args';
 import { THREADS_ENV, defaultThreads } from '../models/threads';
 import { AuthBus } from '../transport/auth-bus';
 import { keyText, newJobKey } from '../transport/auth-seal';
+import { lanesOf } from '../transport/lanes';
 
 export interface RunSetup {
   transport: 'nats' | 'local';
@@ -217,9 +218,7 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     // agent someone started by hand impossible in practice.
     const suffix = randomBytes(4).toString('hex');
     // A placement on --nodes agents names the agent of each stage, one stage each, in stage order.
-    const names =
-      (setup.nodes && cfg.placement ? [...cfg.placement] : setup.nodes) ??
-      Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`);
+    const names = (setup.nodes && cfg.placement ? [...cfg.placement] : setup.nodes) ?? stageProcessNames(cfg, suffix);
     interrupts = watchInterrupts();
     // Agents of our own may load the files this launcher's user named, and no others.
     if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags(), allowedFilesFor(cfg), key, setup.threads);
@@ -242,6 +241,15 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     const sig = interrupts?.signal();
     if (sig) endBySignal(sig);
   }
+}
+
+/** One stage process per stage or, in a job of T ranks × D replicas, per stage of every rank and replica (the order of assignBlocks). */
+export function stageProcessNames(cfg: JobConfig, suffix: string): string[] {
+  if (cfg.tp === 1 && cfg.dp === 1)
+    return Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`);
+  return lanesOf(cfg.tp, cfg.dp).flatMap((l) =>
+    Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}r${l.rank}d${l.replica}-${suffix}`),
+  );
 }
 
 /** The files a job names, as the --allow-files of the stage processes that run it (a comma would split a path). */

@@ -91,7 +91,7 @@ function kernelSetOf(cfg: JobConfig, setup: TrainSetup, loaded: BackendReport): 
   const given = setup.threads ?? threadsFromEnv();
   setNativeThreads(given ?? cores());
   const perStage = setup.clock !== 'virtual' && setup.transport === 'nats' && setup.processes === 'per-stage';
-  return kernelSetName(loaded.kernels, given ?? (perStage ? defaultThreads(cfg.stages) : cores()));
+  return kernelSetName(loaded.kernels, given ?? (perStage ? defaultThreads(cfg.stages * cfg.tp * cfg.dp) : cores()));
 }
 
 /** A resumed run's checkpoint: saved on this backend with this kernel set, its files those its meta.json names. */

@@ -22,7 +22,7 @@ import { Reply, ReplyBox, decodeReply, text } from './reply-box';
 import { replyProblem } from './node-replies';
 import { TraceCollector } from './trace-collector';
 import { expectedEvents, stallErrorOf, wholeTrace } from './launch-ends';
-import { DistributedOptions, DistributedResult, assignStages } from './distributed-options';
+import { DistributedOptions, DistributedResult, NodeBlock, assignBlocks } from './distributed-options';
 import { BEAT_PREFIX, HeartbeatMonitor } from './heartbeat';
 import { HEARTBEAT_DEFAULTS } from './defaults';
 
@@ -43,7 +43,7 @@ export class Launch {
   private readonly runtime: ActorRuntime;
   private readonly bus: Bus;
   private readonly timeout: number;
-  private readonly blocks: number[][];
+  private readonly blocks: NodeBlock[];
   private readonly used: string[];
   private pidOf = new Map<string, number>();
   private hostOf = new Map<string, string>();
@@ -62,7 +62,7 @@ export class Launch {
     stages: number,
     private readonly leaseMs: number,
   ) {
-    this.blocks = assignStages(stages, o.nodes.length);
+    this.blocks = assignBlocks(cfg, o.nodes.length);
     this.used = o.nodes.slice(0, this.blocks.length);
     this.bus = senderChecked(o.bus, (subj, sender) => this.senderProblem(subj, sender));
     if (o.bus instanceof AuthBus)
@@ -95,7 +95,7 @@ export class Launch {
     if (subj.startsWith(`${BEAT_PREFIX}.`) && subj !== `${BEAT_PREFIX}.${node}`)
       return `a heartbeat on ${quoteValue(subj, 200)} sealed by node ${node}, which beats only for itself`;
     const stage = parseSubject(subj);
-    if (stage?.kind === 'trace' && !(this.blocks[i] ?? []).includes(Number(stage.stage)))
+    if (stage?.kind === 'trace' && !(this.blocks[i]?.stages ?? []).includes(Number(stage.stage)))
       return `a trace batch of stage ${quoteValue(stage.stage, 20)} sealed by node ${node}, which does not host it`;
     return null;
   }
@@ -162,9 +162,7 @@ export class Launch {
   /** Each node hosts its block of stages under the lease, renewed from now on. */
   async host(): Promise<void> {
     const { cfg, used, leaseMs } = this;
-    used.forEach((n, i) =>
-      this.request(n, { verb: 'host', config: cfg, stages: this.blocks[i], leaseMs, launch: this.id }),
-    );
+    used.forEach((n, i) => this.request(n, { verb: 'host', config: cfg, ...this.blocks[i], leaseMs, launch: this.id }));
     const since = Date.now();
     // A node that answers nothing for a whole lease (its renewals included) is gone or hung;
     // it would have dropped the job's stages by now anyway.
@@ -210,6 +208,8 @@ export class Launch {
       microbatches: cfg.microbatches,
       iterations: cfg.warmupIterations + cfg.iterations,
       firstIteration: cfg.firstIteration,
+      ranks: cfg.tp,
+      replicas: cfg.dp,
       onIteration: this.o.onIteration,
       launch: this.id,
       reportFields: (st) => requiredReportFields(cfg, st),
@@ -300,7 +300,7 @@ export class Launch {
       name: n,
       pid: this.pidOf.get(n) ?? -1,
       host: this.hostOf.get(n) ?? '?',
-      stages: this.blocks[i],
+      stages: this.blocks[i].stages,
     }));
   }
 
