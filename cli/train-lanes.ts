@@ -55,3 +55,28 @@ export function plainSnapshots(cfg: JobConfig, rec: IterationRecord): StageSnaps
   if (cfg.tp > 1 || cfg.dp > 1) return null;
   return replicaSnapshots(cfg, rec)?.map((r) => r[0]!) ?? null;
 }
+
+/** A wide job's mean time per stage actor and iteration inside the TP group's and the replicas' all-reduces, and its share of the iteration's makespan. */
+export function allReduceSummary(cfg: JobConfig, records: readonly IterationRecord[]) {
+  let tp = 0;
+  let dp = 0;
+  let n = 0;
+  for (const rec of records)
+    for (const r of rec.reports) {
+      const ms = r?.all_reduce_ms as { tp?: unknown; dp?: unknown } | undefined;
+      if (!ms || typeof ms.tp !== 'number' || typeof ms.dp !== 'number') continue;
+      tp += ms.tp;
+      dp += ms.dp;
+      n++;
+    }
+  const makespan = records.reduce((a, r) => a + r.makespan, 0) / Math.max(1, records.length);
+  const mean = (x: number) => x / Math.max(1, n);
+  const share = (x: number) => (makespan > 0 ? mean(x) / makespan : 0);
+  return {
+    tp_all_reduce_ms: mean(tp),
+    tp_all_reduce_share: share(tp),
+    dp_all_reduce_ms: mean(dp),
+    dp_all_reduce_share: share(dp),
+    stage_actors: cfg.stages * cfg.tp * cfg.dp,
+  };
+}

@@ -25,7 +25,7 @@ import { ModelSpec } from '../models/stage-module';
 import { warnRejects } from './rejects';
 import { runOnce } from './run-once';
 import { TrainSetup } from './train-setup';
-import { iterationLoss, plainSnapshots, recordParams } from './train-lanes';
+import { allReduceSummary, iterationLoss, plainSnapshots, recordParams } from './train-lanes';
 
 export { TRAIN_FLAGS, TRAIN_HELP } from './train-flags';
 export { TrainSetup, trainConfigsFromFlags } from './train-setup';
@@ -44,6 +44,8 @@ export interface TrainOutcome {
   iterations_run: number;
   start_iteration: number;
   summary: ReturnType<typeof summarize> & { transport: string; processes: number; pids: number[] };
+  /** A job of T > 1 ranks or D > 1 replicas: the time its stage actors spent in all-reduces per iteration. */
+  all_reduce?: ReturnType<typeof allReduceSummary>;
 }
 
 /** What a caller may watch while the run goes (progress, metrics) and take after it (the job's result). */
@@ -202,5 +204,6 @@ function outcomeOf(
     iterations_run: records.length,
     start_iteration: t.startIteration,
     summary: { ...summarize(o.result), transport: o.transport, processes: o.processes, pids: o.pids },
+    ...(cfg.tp > 1 || cfg.dp > 1 ? { all_reduce: allReduceSummary(cfg, records) } : {}),
   };
 }

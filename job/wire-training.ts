@@ -5,6 +5,7 @@
 // process that hosts only emulated stages (baton run, sim) starts without loading tfjs.
 
 import { ActorRuntime } from '../actors/runtime';
+import type { AllReduce } from '../models/all-reduce';
 import { LaneCollectives } from '../compute/tp-emulated';
 import { ReplicaGroup } from '../compute/replica-reduce';
 import { TrainConfig } from '../models/train-config';
@@ -27,7 +28,29 @@ export async function loadTrainingBackend(t: TrainConfig): Promise<string> {
   return (await tfjsModules().backend.loadBackend({ force: t.backend ?? undefined })).backend;
 }
 
-/** The synchronous training compute of stage `stage` (of `lane` in a wide job). */
+/** Ms spent inside collectives (from contributing to holding the sum: the peers' lateness included), per iteration. */
+class CollectiveTimer {
+  private readonly ms = { tp: 0, dp: 0 };
+  wrap(which: 'tp' | 'dp', ar: AllReduce): AllReduce {
+    return async (key, data) => {
+      const t0 = performance.now();
+      try {
+        return await ar(key, data);
+      } finally {
+        this.ms[which] += performance.now() - t0;
+      }
+    };
+  }
+  /** The iteration's figures for the report body, and a fresh count. */
+  take(): { tp: number; dp: number } {
+    const out = { ...this.ms };
+    this.ms.tp = this.ms.dp = 0;
+    return out;
+  }
+}
+
+/** The synchronous training compute of stage `stage` (of `lane` in a wide job); a wide one's report
+ * body carries `all_reduce_ms`, its time in the TP group's and the replicas' all-reduces that iteration. */
 export function syncTrainingCompute(o: {
   runtime: ActorRuntime;
   cfg: JobConfig;
@@ -38,18 +61,33 @@ export function syncTrainingCompute(o: {
 }): StageCompute {
   const { runtime, cfg, shape, stage, collectives } = o;
   const train = cfg.train!;
+  const timer = new CollectiveTimer();
   const dp: ReplicaGroup | undefined = collectives.dp && {
     replica: collectives.dp.replica,
     replicas: collectives.dp.replicas,
-    allReduce: collectives.dp.allReduce,
+    allReduce: timer.wrap('dp', collectives.dp.allReduce),
   };
   const tp = collectives.tp;
-  if (!tp)
-    return new (tfjsModules().sync.TrainingCompute)(stage, shape, train, resumeSnapshot(train, stage), {
-      weights: partitionWeights(cfg),
-      dp,
-    });
+  const weights = partitionWeights(cfg);
+  if (!tp && !dp)
+    return new (tfjsModules().sync.TrainingCompute)(stage, shape, train, resumeSnapshot(train, stage), { weights });
   const name = `stage-${laneName(stage, o.lane)}`;
-  const rank = { rank: tp.rank, ranks: tp.ranks, allReduce: tp.allReduce, fail: (e: unknown) => runtime.fail(name, e) };
-  return new (tfjsModules().tp.TpTrainingCompute)(stage, shape, train, rank, { dp });
+  const compute = tp
+    ? new (tfjsModules().tp.TpTrainingCompute)(
+        stage,
+        shape,
+        train,
+        {
+          rank: tp.rank,
+          ranks: tp.ranks,
+          allReduce: timer.wrap('tp', tp.allReduce),
+          fail: (e) => runtime.fail(name, e),
+        },
+        { dp },
+      )
+    : new (tfjsModules().sync.TrainingCompute)(stage, shape, train, undefined, { weights, dp });
+  // The timer's figures join the body the compute's flush reports.
+  const flush = compute.endIteration.bind(compute);
+  compute.endIteration = async (it) => ({ ...(await flush(it)), all_reduce_ms: timer.take() });
+  return compute;
 }
