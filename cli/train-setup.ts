@@ -34,6 +34,9 @@ export interface TrainSetup extends AgentSetup {
   swaps?: SwapOptions;
   /** The job's key from --key-file (over NATS). */
   jobKey?: Uint8Array;
+  /** Node agents already running to host the stages, and their key (no flag: for callers of train()). */
+  nodes?: string[];
+  nodeKey?: Uint8Array;
 }
 
 function positive(v: unknown, name: string): number {
