@@ -29,7 +29,9 @@ export class LaneShapeError extends BatonError {
 }
 
 /** Refuse --tp / --dp values, and modes, a wide job cannot run. */
-export function checkLanes(cfg: Pick<JobConfig, 'tp' | 'dp' | 'mode' | 'stages' | 'train'>): void {
+export function checkLanes(
+  cfg: Pick<JobConfig, 'tp' | 'dp' | 'mode' | 'stages' | 'train' | 'partition' | 'stageSpeeds'>,
+): void {
   const tp = cfg.tp ?? 1;
   const dp = cfg.dp ?? 1;
   if (!Number.isInteger(tp) || tp < 1 || tp > MAX_TP)
@@ -41,6 +43,10 @@ export function checkLanes(cfg: Pick<JobConfig, 'tp' | 'dp' | 'mode' | 'stages' 
       `--dp ${dp} with --mode async: data parallelism all-reduces gradients at the flush, and asynchronous mode has none; use --mode sync or --dp 1`,
     );
   if (cfg.train && tp > 1) checkTrainTensorParallel(cfg.train, tp);
+  if (cfg.train && tp > 1 && cfg.partition === 'speed' && cfg.stageSpeeds)
+    throw new LaneShapeError(
+      `--tp ${tp} with --partition speed: a rank's share of a stage is cut where the balanced partition cuts; use --partition uniform or --tp 1`,
+    );
   // A checkpoint holds whole stages: a TP rank's slices and a replica's copy would need gathering first.
   if (cfg.train && (tp > 1 || dp > 1) && (cfg.train.checkpoint !== null || cfg.train.startIteration > 0))
     throw new LaneShapeError(
