@@ -43,6 +43,7 @@ import {
   ANNOUNCE_SUBJECT,
   NODES_PREFIX,
   NodeRequestError,
+  checkLaneOfPlan,
   hostFields,
   isReplySubject,
   jobName,
@@ -242,12 +243,13 @@ export class NodeAgent {
   }
 
   private async host(req: Record<string, unknown>): Promise<void> {
-    const { reply, stages, leaseMs, launch } = hostFields(req);
+    const { reply, stages, lane, leaseMs, launch } = hostFields(req);
     const plan = this.stageHost(req.config, { allowedFiles: this.allowedFiles, recovery: req.recovery });
     if (this.jobs.has(plan.job) || this.starting.has(plan.job))
       throw new NodeRequestError(`job ${plan.job} is already hosted here`);
     for (const s of stages)
       if (s < 0 || s >= plan.stages) throw new NodeRequestError(`host: stage ${s} is outside 0..${plan.stages - 1}`);
+    checkLaneOfPlan(plan, lane);
     plan.check();
     const starting: StartingJob = launchField(launch);
     this.starting.set(plan.job, starting);
@@ -258,11 +260,11 @@ export class NodeAgent {
     }
     if (starting.aborted)
       throw new NodeRequestError(`job ${plan.job} is not hosted: ${starting.aborted} while it was starting`);
-    const job = wireJob(this.desk, plan, reply, stages, leaseMs ?? null, launch);
+    const job = wireJob(this.desk, plan, reply, { stages, lane }, leaseMs ?? null, launch);
     this.jobs.set(plan.job, job);
     renewLease(this.desk, plan.job);
     this.log(
-      `node ${this.name}: hosting job ${plan.job} stages ${stages.join(',')}${job.leaseMs !== null ? ` (lease ${job.leaseMs} ms)` : ''}`,
+      `node ${this.name}: hosting job ${plan.job} stages ${stages.join(',')}${lane ? ` of rank ${lane.rank}, replica ${lane.replica}` : ''}${job.leaseMs !== null ? ` (lease ${job.leaseMs} ms)` : ''}`,
     );
     this.reply(reply, {
       verb: 'hosting',

@@ -12,6 +12,7 @@ import { ActorRuntime, ActorRef } from './runtime';
 import { StageActorMsg } from './stage';
 import { TraceBatcher } from './trace-batcher';
 import { StagePlan } from './stage-host';
+import { BatonEvent } from '../stage/events';
 import { JobNotHostedError, LaunchMismatchError } from './node-protocol';
 
 export interface HostedJob {
@@ -54,7 +55,7 @@ export function wireJob(
   agent: NodeJobs,
   plan: StagePlan,
   reply: string,
-  stages: readonly number[],
+  { stages, lane }: { stages: readonly number[]; lane?: { rank: number; replica: number } },
   leaseMs: number | null,
   launch: string | undefined,
 ): HostedJob {
@@ -83,7 +84,8 @@ export function wireJob(
   try {
     for (const s of stages) {
       job.trace.addStage(s);
-      const w = plan.wire({ runtime, bus: agent.bus, stage: s, sink: (e) => job.trace.record(e), launch: job.launch });
+      const sink = (e: BatonEvent) => job.trace.record(e);
+      const w = plan.wire({ runtime, bus: agent.bus, stage: s, sink, launch: job.launch, ...(lane ? { lane } : {}) });
       job.stages.set(s, w.stage);
       job.computes.push(w.compute);
       job.subs.push(...w.subscriptions);

@@ -58,6 +58,8 @@ export function jobName(job: unknown): string {
 export interface HostFields {
   readonly reply: string;
   readonly stages: number[];
+  /** The TP rank and DP replica the stages are of, in a job of T > 1 ranks or D > 1 replicas. */
+  readonly lane?: { readonly rank: number; readonly replica: number };
   readonly leaseMs?: number;
   readonly launch?: string;
 }
@@ -73,6 +75,7 @@ export function hostFields(req: Record<string, unknown>): HostFields {
     throw new NodeRequestError(`host: stages must be a non-empty list of integers, got ${quoteValue(stages)}`);
   if (new Set(stages).size !== stages.length)
     throw new NodeRequestError(`host: stages must not repeat, got ${quoteValue(stages)}`);
+  const lane = laneField(req.lane);
   const leaseMs = req.leaseMs;
   if (
     leaseMs !== undefined &&
@@ -87,7 +90,36 @@ export function hostFields(req: Record<string, unknown>): HostFields {
   return {
     reply: req.reply,
     stages: stages as number[],
+    ...(lane ? { lane } : {}),
     ...(leaseMs !== undefined ? { leaseMs: leaseMs as number } : {}),
     ...(launch !== undefined ? { launch: launch as string } : {}),
   };
+}
+
+/** A host request's lane: absent, or a map of an integer rank and replica (checked against the job by the agent). */
+function laneField(lane: unknown): { rank: number; replica: number } | undefined {
+  if (lane === undefined) return undefined;
+  const { rank, replica } = (typeof lane === 'object' && lane !== null ? lane : {}) as Record<string, unknown>;
+  if (!Number.isInteger(rank) || !Number.isInteger(replica))
+    throw new NodeRequestError(`host: lane must be a map of an integer rank and replica, got ${quoteValue(lane)}`);
+  return { rank: rank as number, replica: replica as number };
+}
+
+/** A host request's lane must be one of the job's, and a job of more than one lane needs one. */
+export function checkLaneOfPlan(
+  plan: { ranks: number; replicas: number },
+  lane: { rank: number; replica: number } | undefined,
+): void {
+  const wide = plan.ranks > 1 || plan.replicas > 1;
+  if (!lane) {
+    if (wide)
+      throw new NodeRequestError(
+        `host: the job has ${plan.ranks} ranks × ${plan.replicas} replicas per stage; the request must name its lane`,
+      );
+    return;
+  }
+  if (lane.rank < 0 || lane.rank >= plan.ranks || lane.replica < 0 || lane.replica >= plan.replicas)
+    throw new NodeRequestError(
+      `host: lane rank ${lane.rank}, replica ${lane.replica} is outside the job's ${plan.ranks} ranks × ${plan.replicas} replicas`,
+    );
 }

@@ -20,11 +20,21 @@ export interface StagePlan {
   readonly job: string;
   /** P: the pipeline's stages (a request's stages must be among 0..P-1). */
   readonly stages: number;
+  /** T ranks per stage and D replicas: a request for a job with more than one must name its lane. */
+  readonly ranks: number;
+  readonly replicas: number;
   /** The checks that come after the agent's own (the workload profile). */
   check(): void;
   /** What must be loaded before the stages are wired (the tfjs backend of real compute). */
   prepare(): Promise<void>;
-  wire(o: { runtime: ActorRuntime; bus: Bus; stage: number; sink: EventSink; launch?: string }): HostedStage;
+  wire(o: {
+    runtime: ActorRuntime;
+    bus: Bus;
+    stage: number;
+    sink: EventSink;
+    launch?: string;
+    lane?: { rank: number; replica: number };
+  }): HostedStage;
   /** Answer the job's name claims while the agent hosts it. */
   answerClaims(bus: Bus, info: Record<string, unknown>): Subscription;
 }

@@ -82,14 +82,16 @@ export const MAX_LOCAL_STAGE_PROCESSES = 64;
  * that could not start: more than MAX_LOCAL_STAGE_PROCESSES, or BATON_STAGE_NODE_FLAGS that are not flags.
  */
 export function checkLocalProcesses(cfg: JobConfig, setup: RunSetup, command: string): void {
-  if (setup.transport === 'nats' && (setup.processes === 'per-stage' || setup.nodes) && (cfg.tp > 1 || cfg.dp > 1))
+  if (setup.transport === 'nats' && setup.nodes && (cfg.tp > 1 || cfg.dp > 1))
     throw new UsageError(
-      `${command}: --tp ${cfg.tp} --dp ${cfg.dp} over NATS runs every rank's actors in this process (--processes single); node agents and --processes per-stage host whole stages of one rank only`,
+      `${command}: --tp ${cfg.tp} --dp ${cfg.dp} with --nodes: node agents host whole stages of one rank; a wide job runs one stage process per rank (--processes per-stage) or all in this process (--processes single)`,
     );
   if (setup.transport !== 'nats' || setup.processes !== 'per-stage' || setup.nodes) return;
-  if (cfg.stages > MAX_LOCAL_STAGE_PROCESSES)
+  const processes = cfg.stages * cfg.tp * cfg.dp;
+  const what = cfg.tp > 1 || cfg.dp > 1 ? `one per stage of each rank and replica, ${processes}` : `${processes}`;
+  if (processes > MAX_LOCAL_STAGE_PROCESSES)
     throw new UsageError(
-      `${command}: --processes per-stage starts ${cfg.stages} stage processes on this machine (about 60 MB each); at most ${MAX_LOCAL_STAGE_PROCESSES}: use --processes single${command === 'run' ? ', or --nodes to spread them' : ''}`,
+      `${command}: --processes per-stage starts ${what} stage processes on this machine (about 60 MB each); at most ${MAX_LOCAL_STAGE_PROCESSES}: use --processes single${command === 'run' ? ', or --nodes to spread them' : ''}`,
     );
   stageNodeFlags();
 }

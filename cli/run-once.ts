@@ -27,6 +27,8 @@ import { discoverNodes } from '../job/node-discovery';
 import { DISCOVER, pickNodes } from '../job/node-require';
 import { printable } from './table';
 import { keyText, newJobKey } from '../transport/auth-seal';
+import { lanesOf } from '../transport/lanes';
+import { recoverable } from '../job/recovery';
 
 export interface RunSetup {
   transport: 'nats' | 'local';
@@ -260,14 +262,14 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     const names =
       setup.nodes?.length === 1 && setup.nodes[0] === DISCOVER
         ? await discoveredNames(nats, cfg.stages, setup.require ?? {})
-        : ((setup.nodes && cfg.placement ? [...cfg.placement] : setup.nodes) ??
-          Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`));
+        : ((setup.nodes && cfg.placement ? [...cfg.placement] : setup.nodes) ?? stageProcessNames(cfg, suffix));
     interrupts = watchInterrupts();
     // Agents of our own may load the files this launcher's user named, and no others.
     if (!setup.nodes)
       nodes = spawnNodes(url, access, names, stageNodeFlags(), allowedFilesFor(cfg), key, setup.threads);
     // A launcher recovers the stage processes it started (job/recovery.ts); --max-restarts 0 does not.
-    const recovery = nodes && (setup.maxRestarts ?? 0) > 0 ? recoveryOf(nodes, setup.maxRestarts ?? 0) : undefined;
+    const recovery =
+      nodes && (setup.maxRestarts ?? 0) > 0 && recoverable(cfg) ? recoveryOf(nodes, setup.maxRestarts ?? 0) : undefined;
     const stop = Promise.race([interrupts.interrupted, dropped, ...(nodes && !recovery ? [nodes.died] : [])]);
     const result = await runDistributed(cfg, {
       bus,
@@ -292,6 +294,15 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
 
 function recoveryOf(nodes: SpawnedNodes, maxRestarts: number): RecoveryOptions {
   return { maxRestarts, restart: (name) => nodes.restart(name), onExit: (l) => nodes.onExit(l) };
+}
+
+/** One stage process per stage or, in a job of T ranks × D replicas, per stage of every rank and replica (the order of assignBlocks). */
+export function stageProcessNames(cfg: JobConfig, suffix: string): string[] {
+  if (cfg.tp === 1 && cfg.dp === 1)
+    return Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`);
+  return lanesOf(cfg.tp, cfg.dp).flatMap((l) =>
+    Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}r${l.rank}d${l.replica}-${suffix}`),
+  );
 }
 
 /** The files a job names, as the --allow-files of the stage processes that run it (a comma would split a path). */

@@ -81,12 +81,19 @@ export async function trainCommand(argv: readonly string[], out: (s: string) => 
     return diverged();
   }
   out(
-    `backend ${r.backend}, kernels ${r.kernels}; ${cfg.train!.model} on ${cfg.train!.data ?? 'the synthetic corpus'}; P=${cfg.stages} V=${cfg.chunks} ${cfg.mode === 'async' ? `M=${cfg.microbatches / cfg.train!.totalIterations} per iteration, ${cfg.microbatches} updates without a flush,` : `M=${cfg.microbatches}`} policy ${cfg.policy}, ${r.summary.transport} (${r.summary.processes} process${r.summary.processes > 1 ? 'es' : ''})`,
+    `backend ${r.backend}, kernels ${r.kernels}; ${cfg.train!.model} on ${cfg.train!.data ?? 'the synthetic corpus'}; P=${cfg.stages} V=${cfg.chunks}${cfg.tp > 1 || cfg.dp > 1 ? ` TP=${cfg.tp} DP=${cfg.dp}` : ''} ${cfg.mode === 'async' ? `M=${cfg.microbatches / cfg.train!.totalIterations} per iteration, ${cfg.microbatches} updates without a flush,` : `M=${cfg.microbatches}`} policy ${cfg.policy}, ${r.summary.transport} (${r.summary.processes} process${r.summary.processes > 1 ? 'es' : ''})`,
   );
   out(
     `final loss ${r.final_loss.toFixed(4)}, validation loss ${r.val_loss.toFixed(4)}, ${r.tokens_per_s === null ? 'no throughput on the virtual clock' : `${r.tokens_per_s.toFixed(0)} tokens/s`}`,
   );
   out(`param checksum ${r.param_checksum}`);
+  if (r.all_reduce && r.summary.breakdown) {
+    const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+    const b = r.summary.breakdown;
+    out(
+      `per stage actor and iteration: TP coordination ${b.tp_coordination_ms.toFixed(1)} ms (${pct(b.tp_coordination_share)}), TP all-reduce ${r.all_reduce.tp_all_reduce_ms.toFixed(1)} ms (${pct(r.all_reduce.tp_all_reduce_share)}), replicas' all-reduce ${r.all_reduce.dp_all_reduce_ms.toFixed(1)} ms (${pct(r.all_reduce.dp_all_reduce_share)}) of the iteration`,
+    );
+  }
   if (cfg.train!.checkpoint) out(`checkpoint: ${cfg.train!.checkpoint} ${savedAt(cfg.train!.checkpoint)}`);
   for (const w of written) out(`wrote ${w}`);
   return diverged();

@@ -26,6 +26,7 @@ import { ModelSpec } from '../models/stage-module';
 import { warnRejects } from './rejects';
 import { runOnce } from './run-once';
 import { TrainSetup } from './train-setup';
+import { allReduceSummary, iterationLoss, plainSnapshots, recordParams } from './train-lanes';
 
 export { TRAIN_FLAGS, TRAIN_HELP } from './train-flags';
 export { TrainSetup, trainConfigsFromFlags } from './train-setup';
@@ -47,11 +48,8 @@ export interface TrainOutcome {
   /** Over NATS with --max-restarts: each lost stage process survived (what, detected, resumed, replayed). */
   recoveries?: RecoveryRecord[];
   kept_state?: DistributedResult['kept_state'];
-}
-
-function snapshotsOf(rec: IterationRecord): StageSnapshot[] | null {
-  const snaps = rec.reports.map((r) => r.snapshot as StageSnapshot | undefined);
-  return snaps.every((s) => s) ? (snaps as StageSnapshot[]) : null;
+  /** A job of T > 1 ranks or D > 1 replicas: the time its stage actors spent in all-reduces per iteration. */
+  all_reduce?: ReturnType<typeof allReduceSummary>;
 }
 
 /** What a caller may watch while the run goes (progress, metrics) and take after it (the job's result). */
@@ -75,15 +73,14 @@ export async function train(cfg: JobConfig, setup: TrainSetup, hooks: TrainHooks
   checkTrainSize(t, spec);
   const corpusSha = corpusDigest(corpus.text);
   if (t.startIteration > 0 && t.checkpoint) checkResumedFiles(t.checkpoint, { backend, kernels }, spec, corpusSha);
-  const tokens = cfg.microbatches * tokensPerMicrobatch(t);
-  let last: StageSnapshot[] | null = null;
+  // D replicas train on D·M microbatches an iteration.
+  const tokens = cfg.microbatches * cfg.dp * tokensPerMicrobatch(t);
+  let last: Map<string, Float32Array> | null = null;
   const onIteration = (rec: IterationRecord) => {
-    const snaps = snapshotsOf(rec);
-    if (snaps) {
-      last = snaps;
-      if (t.checkpoint) saveCheckpoint(t.checkpoint, cfg, rec, snaps, { spec, corpusSha, backend, kernels });
-    }
-    if (cfg.mode === 'sync') hooks.onIteration?.(rec, rec.reports[cfg.stages - 1].loss as number | undefined);
+    last = recordParams(cfg, rec) ?? last;
+    const snaps = plainSnapshots(cfg, rec);
+    if (snaps && t.checkpoint) saveCheckpoint(t.checkpoint, cfg, rec, snaps, { spec, corpusSha, backend, kernels });
+    if (cfg.mode === 'sync') hooks.onIteration?.(rec, iterationLoss(cfg, rec));
   };
   const o = await runTrainJob(cfg, setup, onIteration, hooks.sinks ?? []);
   warnRejects('train', o.result);
@@ -100,7 +97,7 @@ function kernelSetOf(cfg: JobConfig, setup: TrainSetup, loaded: BackendReport): 
   const given = setup.threads ?? threadsFromEnv();
   setNativeThreads(given ?? cores());
   const perStage = setup.clock !== 'virtual' && setup.transport === 'nats' && setup.processes === 'per-stage';
-  return kernelSetName(loaded.kernels, given ?? (perStage ? defaultThreads(cfg.stages) : cores()));
+  return kernelSetName(loaded.kernels, given ?? (perStage ? defaultThreads(cfg.stages * cfg.tp * cfg.dp) : cores()));
 }
 
 /** A resumed run's checkpoint: saved on this backend with this kernel set, its files those its meta.json names. */
@@ -186,7 +183,7 @@ function outcomeOf(
   cfg: JobConfig,
   setup: TrainSetup,
   o: TrainRun,
-  last: StageSnapshot[] | null,
+  params: Map<string, Float32Array> | null,
   m: { spec: ModelSpec; backend: string; kernels: string; tokens: number },
 ): TrainOutcome {
   const t: TrainConfig = cfg.train!;
@@ -194,9 +191,8 @@ function outcomeOf(
   const losses =
     cfg.mode === 'async'
       ? (records[0].reports[cfg.stages - 1].losses as number[])
-      : records.map((r) => r.reports[cfg.stages - 1].loss as number);
-  if (!last) throw new Error('the stages sent no final parameters');
-  const params = new Map(last.flatMap((s) => Object.entries(s.params)));
+      : records.map((r) => iterationLoss(cfg, r) as number);
+  if (!params) throw new Error('the stages sent no final parameters');
   const seconds = records.reduce((a, r) => a + r.makespan, 0) / 1000;
   // Asynchronous runs report one loss per update: the final loss is the mean of the last 5%.
   const tail = cfg.mode === 'async' ? losses.slice(-Math.max(1, Math.ceil(losses.length / 20))) : losses.slice(-1);
@@ -213,6 +209,7 @@ function outcomeOf(
     start_iteration: t.startIteration,
     summary: { ...summarize(o.result), transport: o.transport, processes: o.processes, pids: o.pids },
     ...recoveriesOf(o.result),
+    ...(cfg.tp > 1 || cfg.dp > 1 ? { all_reduce: allReduceSummary(cfg, records) } : {}),
   };
 }
 

@@ -22,7 +22,7 @@ import { Reply, ReplyBox, decodeReply, text } from './reply-box';
 import { replyProblem } from './node-replies';
 import { TraceCollector } from './trace-collector';
 import { expectedEvents, stallErrorOf, wholeTrace } from './launch-ends';
-import { DistributedOptions, DistributedResult, assignStages } from './distributed-options';
+import { DistributedOptions, DistributedResult, NodeBlock, assignBlocks } from './distributed-options';
 import { BEAT_PREFIX, HeartbeatMonitor } from './heartbeat';
 import { HEARTBEAT_DEFAULTS } from './defaults';
 import { IterationLostError } from './recovery-errors';
@@ -45,7 +45,7 @@ export class Launch {
   private readonly runtime: ActorRuntime;
   private readonly bus: Bus;
   private readonly timeout: number;
-  private readonly blocks: number[][];
+  private readonly blocks: NodeBlock[];
   private readonly used: string[];
   private pidOf = new Map<string, number>();
   private hostOf = new Map<string, string>();
@@ -79,7 +79,7 @@ export class Launch {
     /** A recoverable job's stages keep sending their state; a replay's start from the states given (job/recovery.ts). */
     private readonly recovery?: HostRecovery,
   ) {
-    this.blocks = assignStages(stages, o.nodes.length);
+    this.blocks = assignBlocks(cfg, o.nodes.length);
     this.used = o.nodes.slice(0, this.blocks.length);
     this.bus = senderChecked(o.bus, (subj, sender) => this.senderProblem(subj, sender));
     if (o.bus instanceof AuthBus)
@@ -112,7 +112,10 @@ export class Launch {
     if (subj.startsWith(`${BEAT_PREFIX}.`) && subj !== `${BEAT_PREFIX}.${node}`)
       return `a heartbeat on ${quoteValue(subj, 200)} sealed by node ${node}, which beats only for itself`;
     const stage = parseSubject(subj);
-    if ((stage?.kind === 'trace' || stage?.kind === 'state') && !(this.blocks[i] ?? []).includes(Number(stage.stage)))
+    if (
+      (stage?.kind === 'trace' || stage?.kind === 'state') &&
+      !(this.blocks[i]?.stages ?? []).includes(Number(stage.stage))
+    )
       return `a ${stage.kind} message of stage ${quoteValue(stage.stage, 20)} sealed by node ${node}, which does not host it`;
     return null;
   }
@@ -183,10 +186,10 @@ export class Launch {
       this.request(n, {
         verb: 'host',
         config: cfg,
-        stages: this.blocks[i],
+        ...this.blocks[i],
         leaseMs,
         launch: this.id,
-        ...(this.recovery ? { recovery: recoveryForStages(this.recovery, this.blocks[i]) } : {}),
+        ...(this.recovery ? { recovery: recoveryForStages(this.recovery, this.blocks[i].stages) } : {}),
       }),
     );
     const since = Date.now();
@@ -244,6 +247,8 @@ export class Launch {
       microbatches: cfg.microbatches,
       iterations: cfg.warmupIterations + cfg.iterations,
       firstIteration: cfg.firstIteration,
+      ranks: cfg.tp,
+      replicas: cfg.dp,
       onIteration: (r) => {
         this.records.push(r);
         this.o.onIteration?.(r);
@@ -338,7 +343,7 @@ export class Launch {
       name: n,
       pid: this.pidOf.get(n) ?? -1,
       host: this.hostOf.get(n) ?? '?',
-      stages: this.blocks[i],
+      stages: this.blocks[i].stages,
     }));
   }
 

@@ -11,6 +11,7 @@ import { JobResult } from './run-local';
 import { MIN_LEASE_MS, NODE_NAME_RE } from '../actors/node-agent';
 import { JobConfigError, JobError } from './wire-stage';
 import { TOKEN_CHARS } from '../base/token';
+import { lanesOf } from '../transport/lanes';
 
 export interface DistributedOptions {
   bus: Bus;
@@ -73,6 +74,25 @@ export function assignStages(stages: number, nodes: number): number[][] {
   const out: number[][] = Array.from({ length: nodes }, () => []);
   for (let s = 0; s < stages; s++) out[Math.floor((s * nodes) / stages)].push(s);
   return out.filter((b) => b.length > 0);
+}
+
+/** What one node hosts: a block of stages and, in a job of T > 1 ranks or D > 1 replicas, the lane they are of. */
+export interface NodeBlock {
+  readonly stages: number[];
+  readonly lane?: { readonly rank: number; readonly replica: number };
+}
+
+/** Contiguous blocks of stages per node; a wide job takes one node per stage of each lane (rank, replica). */
+export function assignBlocks(cfg: Pick<JobConfig, 'stages' | 'tp' | 'dp'>, nodes: number): NodeBlock[] {
+  if (cfg.tp === 1 && cfg.dp === 1) return assignStages(cfg.stages, nodes).map((stages) => ({ stages }));
+  const blocks = lanesOf(cfg.tp, cfg.dp).flatMap(({ rank, replica }) =>
+    Array.from({ length: cfg.stages }, (_, s) => ({ stages: [s], lane: { rank, replica } })),
+  );
+  if (nodes !== blocks.length)
+    throw new JobConfigError(
+      `a job of ${cfg.stages} stages × ${cfg.tp} ranks × ${cfg.dp} replicas takes one node per stage of each rank and replica, ${blocks.length}; got ${nodes}`,
+    );
+  return blocks;
 }
 
 /** The lease the nodes hold the job's stages under, checked. */

@@ -15,7 +15,9 @@ export function expectedEvents(finished: readonly Reply[]): Map<number, number> 
   const failures: string[] = [];
   const lost: string[] = [];
   for (const r of finished) {
-    for (const [s, n] of Object.entries(r.events as Record<string, number>)) expected.set(Number(s), n);
+    // The stage's ranks and replicas may be on several nodes: their counts add up.
+    for (const [s, n] of Object.entries(r.events as Record<string, number>))
+      expected.set(Number(s), (expected.get(Number(s)) ?? 0) + n);
     // Loops, not push(...list): a peer's list may be longer than a call takes arguments.
     for (const f of (r.failures as string[] | undefined) ?? []) failures.push(f);
     for (const l of (r.lostTrace as string[] | undefined) ?? []) lost.push(`node ${r.name}: ${l}`);

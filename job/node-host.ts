@@ -9,7 +9,8 @@ import { isProfilePath } from '../models/profile';
 import { answerJobClaims } from './job-claim';
 import { JobConfig, resolveConfig } from './config';
 import { checkConfigShape } from './config-shape';
-import { durationModelFor, loadTrainingBackend, planJob, wireStage } from './wire-stage';
+import { durationModelFor, laneDurationsFor, loadTrainingBackend, planJob, wireStage } from './wire-stage';
+import { Lane } from '../transport/lanes';
 import { DurationModel } from '../models/durations';
 import { InputError } from '../base/errors';
 import { checkHostRecovery, stageRecoveryOf } from './stage-recovery';
@@ -88,11 +89,18 @@ export const jobStageHost: StageHost = (config, o) => {
   return {
     job: cfg.job,
     stages: plan.shape.stages,
+    ranks: cfg.tp,
+    replicas: cfg.dp,
     check: () => void durationsOf(),
     prepare: async () => {
       if (cfg.train) await loadTrainingBackend(cfg.train);
     },
-    wire: (w) => wireStage({ ...w, cfg, plan, durations: durationsOf(), recovery: stageRecoveryOf(recovery, w.stage) }),
+    wire: ({ lane: at, ...w }) => {
+      if (!at)
+        return wireStage({ ...w, cfg, plan, durations: durationsOf(), recovery: stageRecoveryOf(recovery, w.stage) });
+      const lane: Lane = { ...at, ranks: cfg.tp, replicas: cfg.dp };
+      return wireStage({ ...w, cfg, plan, lane, durations: laneDurationsFor(cfg, plan.shape, lane) });
+    },
     answerClaims: (bus, info) => answerJobClaims(bus, cfg.job, info),
   };
 };

@@ -14,6 +14,7 @@ import { Subscription } from '../transport/bus';
 import { Lane, isWide, laneName, laneSubject } from '../transport/lanes';
 import { EventSink } from '../stage/events';
 import { LaneCollectives } from '../compute/tp-emulated';
+import { checkTrainTensorParallel } from '../models/tp/tp-shape';
 import { JobConfig } from './config';
 import type { StageWiringOptions } from './wire-stage';
 
@@ -28,7 +29,9 @@ export class LaneShapeError extends BatonError {
 }
 
 /** Refuse --tp / --dp values, and modes, a wide job cannot run. */
-export function checkLanes(cfg: Pick<JobConfig, 'tp' | 'dp' | 'mode' | 'stages' | 'train'>): void {
+export function checkLanes(
+  cfg: Pick<JobConfig, 'tp' | 'dp' | 'mode' | 'stages' | 'train' | 'partition' | 'stageSpeeds'>,
+): void {
   const tp = cfg.tp ?? 1;
   const dp = cfg.dp ?? 1;
   if (!Number.isInteger(tp) || tp < 1 || tp > MAX_TP)
@@ -39,9 +42,15 @@ export function checkLanes(cfg: Pick<JobConfig, 'tp' | 'dp' | 'mode' | 'stages' 
     throw new LaneShapeError(
       `--dp ${dp} with --mode async: data parallelism all-reduces gradients at the flush, and asynchronous mode has none; use --mode sync or --dp 1`,
     );
-  if (cfg.train && (tp > 1 || dp > 1))
+  if (cfg.train && tp > 1) checkTrainTensorParallel(cfg.train, tp);
+  if (cfg.train && tp > 1 && cfg.partition === 'speed' && cfg.stageSpeeds)
     throw new LaneShapeError(
-      `--tp ${tp} --dp ${dp} with real compute: the split of the models across ranks and the replicas' gradient all-reduce are not in this build; --tp and --dp run with emulated compute (sim, run)`,
+      `--tp ${tp} with --partition speed: a rank's share of a stage is cut where the balanced partition cuts; use --partition uniform or --tp 1`,
+    );
+  // A checkpoint holds whole stages: a TP rank's slices and a replica's copy would need gathering first.
+  if (cfg.train && (tp > 1 || dp > 1) && (cfg.train.checkpoint !== null || cfg.train.startIteration > 0))
+    throw new LaneShapeError(
+      `--tp ${tp} --dp ${dp} with --checkpoint or --resume: checkpoints hold whole stages of one replica, and a wide job's are not gathered; train with --tp 1 --dp 1 to checkpoint`,
     );
   if (cfg.mode === 'async' && tp > 1)
     throw new LaneShapeError(

@@ -2,7 +2,6 @@
 // subscription that feeds the receiver. The same wiring serves a single-process job
 // (job/run-local.ts) and a node agent hosting stages for a distributed one (actors/node-agent.ts).
 
-import { BatonError, EXIT_INPUT } from '../base/errors';
 import { HintPolicy } from '../policies/hint';
 import { arbiterFor } from '../policies/arbiter';
 import { ackingSink, stageSwapOrders } from '../actors/swap-receive';
@@ -22,9 +21,8 @@ import { Clock } from '../base/clock';
 import { AsyncEmulatedCompute, TimedCompute } from '../compute/emulated';
 import { CollectiveEmulatedCompute } from '../compute/tp-emulated';
 import { CONSISTENCY_POLICIES, StoreMsg, canonicalConsistency, spawnParamStore } from '../actors/param-store';
-import { resumeSnapshot } from './checkpoint';
 import type { StageRecovery } from './stage-recovery';
-import { TrainConfig } from '../models/train-config';
+import { syncTrainingCompute, tfjsModules } from './wire-training';
 import { EmulatedCompute, StageCompute } from '../stage/compute';
 import { EventSink } from '../stage/events';
 import { JobConfig, partitionWeights } from './config';
@@ -36,24 +34,10 @@ import { Lane, isWide, laneName, laneSubject } from '../transport/lanes';
 import { checkLanes, laneCollectives, laneSink, spawnLaneTp } from './wire-lane';
 import { LaneCollectives } from '../compute/tp-emulated';
 
-export class JobError extends BatonError {
-  override name = 'JobError';
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-  }
-}
+export { loadTrainingBackend } from './wire-training';
 
-/** A node agent refused the job's input (its config, policy, profile): bad input, as the same error would be here. */
-export class NodeInputError extends JobError {
-  override name = 'NodeInputError';
-  override readonly exitStatus = EXIT_INPUT;
-}
-
-/** A job config that cannot run (its modes, sizes or policy do not go together): bad input. */
-export class JobConfigError extends JobError {
-  override name = 'JobConfigError';
-  override readonly exitStatus = EXIT_INPUT;
-}
+export { JobConfigError, JobError, NodeInputError } from './job-errors';
+import { JobConfigError } from './job-errors';
 
 /** Resolve the policy and the pipeline shape of a config, refusing unsupported shapes. */
 export function planJob(cfg: JobConfig): { policy: HintPolicy; shape: PipelineShape } {
@@ -141,20 +125,6 @@ export function checkJob(cfg: JobConfig, o: { profileHere: boolean } = { profile
   if (o.profileHere) durationModelFor(cfg, shape);
 }
 
-// The modules that compute with TensorFlow.js are loaded on first use: a process that
-// hosts only emulated stages (baton run, sim) starts without loading tfjs.
-const tfjsModules = () => ({
-  backend: require('../models/backend') as typeof import('../models/backend'),
-  sync: require('../compute/training') as typeof import('../compute/training'),
-  async: require('../compute/async-training') as typeof import('../compute/async-training'),
-  config: require('../models/train-config') as typeof import('../models/train-config'),
-});
-
-/** Load the tfjs backend a training config asks for (once per process). */
-export async function loadTrainingBackend(t: TrainConfig): Promise<string> {
-  return (await tfjsModules().backend.loadBackend({ force: t.backend ?? undefined })).backend;
-}
-
 /** The stage's compute; `onStore` is told the parameter store of an asynchronous stage, which `sink` hears swaps from. */
 function computeFor(
   o: StageWiringOptions,
@@ -206,10 +176,14 @@ function computeFor(
     if (!tfjs || !module || !cfg.train) return new AsyncEmulatedCompute(runtime, s, durations, store);
     real = new tfjs.AsyncTrainingCompute(runtime, s, plan.shape, cfg.train, module, store, cfg.async.backward);
   } else if (cfg.train) {
-    const resume = o.recovery?.resume ?? resumeSnapshot(cfg.train, s);
-    real = new (tfjsModules().sync.TrainingCompute)(s, plan.shape, cfg.train, resume, {
-      weights: partitionWeights(cfg),
-      keepState: o.recovery?.keepState === true,
+    real = syncTrainingCompute({
+      runtime,
+      cfg,
+      shape: plan.shape,
+      stage: s,
+      collectives,
+      lane: o.lane,
+      recovery: o.recovery,
     });
   }
   if (!real)

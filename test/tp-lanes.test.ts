@@ -11,6 +11,7 @@ import { spawnBusAllReduce } from '../actors/bus-all-reduce';
 import { ActorRuntime } from '../actors/runtime';
 import { VirtualClock } from '../base/clock';
 import { LocalBus } from '../transport/local-bus';
+import { testKeyFile } from './helpers-auth';
 
 const MAIN = path.join(__dirname, '..', 'cli', 'main.js');
 const baton = (...args: string[]) => spawnSync(process.execPath, [MAIN, ...args], { encoding: 'utf8', timeout: 60000 });
@@ -24,10 +25,22 @@ describe('wide jobs: refusals, a rank that stops answering, AllReduce over the b
       [['sim', '--tp', '65'], /--tp\) must be an integer from 1 to 64, got 65/],
       [['sim', '--dp', '2', '--mode', 'async'], /--dp 2 with --mode async: .*use --mode sync or --dp 1/],
       [
-        ['run', '--tp', '2', '--stages', '2'],
-        /--tp 2 --dp 1 over NATS runs every rank's actors in this process \(--processes single\)/,
+        [
+          'run',
+          '--tp',
+          '2',
+          '--stages',
+          '2',
+          '--nats',
+          'nats://127.0.0.1:1',
+          '--nodes',
+          'n1,n2',
+          '--node-key-file',
+          testKeyFile().file,
+        ],
+        /--tp 2 --dp 1 with --nodes: node agents host/,
       ],
-      [['train', '--tp', '2', '--iterations', '1'], /--tp 2 --dp 1 with real compute/],
+      [['train', '--tp', '3', '--iterations', '1'], /gpt: --heads 4 is not divisible by --tp 3/],
     ];
     for (const [args, re] of cases) {
       const r = baton(...args);

@@ -1,0 +1,22 @@
+// The errors of a job's wiring and launch (re-exported by job/wire-stage.ts, where they were first).
+
+import { BatonError, EXIT_INPUT } from '../base/errors';
+
+export class JobError extends BatonError {
+  override name = 'JobError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/** A node agent refused the job's input (its config, policy, profile): bad input, as the same error would be here. */
+export class NodeInputError extends JobError {
+  override name = 'NodeInputError';
+  override readonly exitStatus = EXIT_INPUT;
+}
+
+/** A job config that cannot run (its modes, sizes or policy do not go together): bad input. */
+export class JobConfigError extends JobError {
+  override name = 'JobConfigError';
+  override readonly exitStatus = EXIT_INPUT;
+}
