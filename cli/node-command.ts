@@ -1,7 +1,8 @@
 // `baton node`: a node agent process that hosts stage actors on request.
 
 import * as os from 'os';
-import { ANNOUNCE_SUBJECT, MAX_NODE_NAME, NODE_NAME_RE, nodeSubject } from '../actors/node-agent';
+import { MAX_NODE_NAME, NODE_NAME_RE, NodeSubjects, STANDALONE_NODES, jobNodeSubjects } from '../actors/node-agent';
+import { checkJobName } from '../transport/subjects';
 import { askAround } from '../transport/ask-around';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { Bus } from '../transport/bus';
@@ -28,6 +29,12 @@ const NODE_FLAGS: readonly FlagSpec[] = [
     type: 'string',
     metavar: 'NAME',
     help: 'node name, unique among the nodes of a NATS system (default node-<pid>)',
+  },
+  {
+    name: 'job',
+    type: 'string',
+    metavar: 'NAME',
+    help: "serve only job NAME, reached on that job's subjects (baton.NAME.node.…) instead of the shared baton._nodes.…: baton run starts its stage processes so, and one permission on baton.NAME.> covers them (default: any job of its key)",
   },
   { name: 'quiet', type: 'bool', help: 'do not log hosting events' },
   {
@@ -77,6 +84,8 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
     return 0;
   }
   const { url, name } = urlAndNameFromFlags(flags);
+  const job = flags.job === undefined ? undefined : checkJobName(String(flags.job));
+  const subjects = job === undefined ? STANDALONE_NODES : jobNodeSubjects(job);
   const key = await keyFromFlags(flags);
   const measureOptions = measureOptionsOf(flags);
   const nats = await NatsBus.connect(url, { name: `baton-node-${name}` });
@@ -87,9 +96,9 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
       ? (l: string) => process.stderr.write(`${JSON.stringify({ node: name, log: l })}\n`)
       : (l: string) => process.stderr.write(`${l}\n`);
   // Stage processes a launcher starts have names of that launch's own; others ask first.
-  if (!flags.exitWithStdin) await refuseTakenName(bus, name, nats.url);
-  const agent = newNodeAgent({ name, bus, log, allowedFiles: allowedFilesOf(flags.allowFiles) });
-  const stopBeating = startHeartbeat(url, key, name, log);
+  if (!flags.exitWithStdin) await refuseTakenName(bus, name, nats.url, subjects);
+  const agent = newNodeAgent({ name, bus, log, allowedFiles: allowedFilesOf(flags.allowFiles), job });
+  const stopBeating = startHeartbeat(url, key, name, log, subjects);
   void agent.exited.then(stopBeating);
   leaveOnReconnect(nats, agent, name, log);
   agent.start();
@@ -251,10 +260,10 @@ function withinMs(p: Promise<unknown>, ms: number): Promise<void> {
 }
 
 /** Two agents of one name would both take the requests meant for one: the second refuses to start. */
-async function refuseTakenName(bus: Bus, name: string, url: string, waitMs = 300): Promise<void> {
+async function refuseTakenName(bus: Bus, name: string, url: string, at: NodeSubjects, waitMs = 300): Promise<void> {
   const holders = await askAround(bus, {
-    listen: ANNOUNCE_SUBJECT,
-    ask: nodeSubject(name),
+    listen: at.announce,
+    ask: at.request(name),
     question: { verb: 'ping' },
     waitMs,
     pick: (r) =>

@@ -17,6 +17,7 @@ import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
 import { endBySignal, onProcessEnd } from '../transport/process-cleanup';
 import { NATS_URL_ENV } from './nats-flag';
 import { claimJob } from '../job/job-claim';
+import { jobNodeSubjects } from '../actors/node-agent';
 import { stageNodeFlags } from './stage-node-flags';
 import { SwapOptions } from '../job/policy-control';
 import { UsageError } from './args';
@@ -69,6 +70,7 @@ interface SpawnedNodes {
 
 function spawnNodes(
   url: string,
+  job: string,
   names: string[],
   nodeFlags: readonly string[],
   allowedFiles: readonly string[],
@@ -92,6 +94,8 @@ function spawnNodes(
         'node',
         '--name',
         name,
+        '--job',
+        job,
         '--quiet',
         '--exit-with-stdin',
         '--key-stdin',
@@ -252,13 +256,16 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
           Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`));
     interrupts = watchInterrupts();
     // Agents of our own may load the files this launcher's user named, and no others.
-    if (!setup.nodes) nodes = spawnNodes(url, names, stageNodeFlags(), allowedFilesFor(cfg), key, setup.threads);
+    if (!setup.nodes)
+      nodes = spawnNodes(url, cfg.job, names, stageNodeFlags(), allowedFilesFor(cfg), key, setup.threads);
     // A launcher recovers the stage processes it started (job/recovery.ts); --max-restarts 0 does not.
     const recovery = nodes && (setup.maxRestarts ?? 0) > 0 ? recoveryOf(nodes, setup.maxRestarts ?? 0) : undefined;
     const stop = Promise.race([interrupts.interrupted, dropped, ...(nodes && !recovery ? [nodes.died] : [])]);
     const result = await runDistributed(cfg, {
       bus,
       nodes: names,
+      // Agents of our own are reached on the job's subjects; agents started by hand on the shared ones.
+      nodeSubjects: setup.nodes ? undefined : jobNodeSubjects(cfg.job),
       onIteration: setup.onIteration,
       sinks: setup.sinks,
       stop,

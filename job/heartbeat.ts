@@ -1,4 +1,5 @@
-// Heartbeats: every node agent process beats on baton._nodes.beat.<name> from a thread of
+// Heartbeats: every node agent process beats on <its node prefix>.beat.<name>
+// (baton._nodes.beat.<name>, or baton.<job>.node.beat.<name> for an agent started for a job) from a thread of
 // its own (heartbeat-worker.ts), saying how long its main thread's loop has been still and
 // whether that thread is inside a compute task (base/task-activity.ts). A launcher
 // (HeartbeatMonitor) fails the job when a node it uses stops beating for the timeout (the
@@ -12,20 +13,26 @@ import * as path from 'path';
 import { Worker } from 'worker_threads';
 import { Bus, Subscription } from '../transport/bus';
 import { decodeValue } from '../transport/codec';
-import { NODES_PREFIX } from '../actors/node-agent';
+import { NODES_PREFIX, NodeSubjects, STANDALONE_NODES } from '../actors/node-agent';
 import { activityBuffer, tickLoop } from '../base/task-activity';
 import { HEARTBEAT_DEFAULTS } from './defaults';
 
 export const BEAT_PREFIX = `${NODES_PREFIX}.beat`;
 
 /** Starts this process's heartbeat thread; returns a stop function. */
-export function startHeartbeat(url: string, key: Uint8Array, name: string, log: (l: string) => void): () => void {
+export function startHeartbeat(
+  url: string,
+  key: Uint8Array,
+  name: string,
+  log: (l: string) => void,
+  subjects: NodeSubjects = STANDALONE_NODES,
+): () => void {
   const stopTicks = tickLoop(HEARTBEAT_DEFAULTS.loopTickMs);
   const worker = new Worker(path.join(__dirname, 'heartbeat-worker.js'), {
     workerData: {
       url,
       key,
-      subject: `${BEAT_PREFIX}.${name}`,
+      subject: subjects.beat(name),
       name,
       pid: process.pid,
       everyMs: HEARTBEAT_DEFAULTS.everyMs,
@@ -81,9 +88,11 @@ export class HeartbeatMonitor {
     private readonly bus: Bus,
     private readonly nodes: readonly string[],
     private readonly onBeat: (node: string) => void = () => {},
+    subjects: NodeSubjects = STANDALONE_NODES,
   ) {
-    this.sub = bus.subscribe(`${BEAT_PREFIX}.*`, (subject, data) => {
-      const node = subject.slice(BEAT_PREFIX.length + 1);
+    const prefix = subjects.beat('');
+    this.sub = bus.subscribe(`${prefix}*`, (subject, data) => {
+      const node = subject.slice(prefix.length);
       const b = this.nodes.includes(node) ? beatOf(data) : null;
       if (!b) {
         this.rejected++;

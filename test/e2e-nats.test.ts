@@ -788,7 +788,7 @@ describe('baton run, when its job is cut short', function () {
     );
     const exit = new Promise<string | null>((resolve) => launcher.once('exit', (_code, signal) => resolve(signal)));
     let signalledAt = 0;
-    watcher.subscribe('baton._nodes.>', (_s, d) => {
+    watcher.subscribe(`baton.${job}.node.*`, (_s, d) => {
       try {
         if (!signalledAt && (decodeValue(d) as { verb?: string }).verb === 'finish') {
           signalledAt = Date.now();
