@@ -7,7 +7,7 @@ import { askAround } from '../transport/ask-around';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { Bus } from '../transport/bus';
 import { HELP_FLAG, FlagSpec, UsageError, helpText, parseFlags } from './args';
-import { NATS_URL_ENV, NATS_URL_FORMS, natsUrlOf } from './nats-flag';
+import { NATS_URL_ENV, NATS_URL_FORMS, natsFlag, natsUrlOf } from './nats-flag';
 import { newNodeAgent, realPath } from '../job/node-host';
 import { existsSync } from 'fs';
 import { AuthBus } from '../transport/auth-bus';
@@ -16,6 +16,7 @@ import { readKeyFile } from './key-file';
 import { startHeartbeat } from '../job/heartbeat';
 import { NODE_SERVICE_NAME } from '../actors/node-capabilities';
 import { NODE_SERVICE_FLAGS, measureOptionsOf, serveAsService } from './node-service-flags';
+import { readLines } from './stdin-lines';
 
 const NODE_FLAGS: readonly FlagSpec[] = [
   {
@@ -59,6 +60,11 @@ const NODE_FLAGS: readonly FlagSpec[] = [
     help: "read the key from the first line of stdin (baton run hands its stage processes the launch's key so: never on a command line or in the environment)",
   },
   {
+    name: 'nats-stdin',
+    type: 'bool',
+    help: 'with --key-stdin: read the server URL, with its credentials, from the second line of stdin (baton run hands its stage processes their own NATS user so, never on a command line)',
+  },
+  {
     name: 'allow-files',
     type: 'list',
     metavar: 'PATH,…',
@@ -83,10 +89,11 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
     out(NODE_HELP);
     return 0;
   }
-  const { url, name } = urlAndNameFromFlags(flags);
+  const name = nameFromFlags(flags);
   const job = flags.job === undefined ? undefined : checkJobName(String(flags.job));
   const subjects = job === undefined ? STANDALONE_NODES : jobNodeSubjects(job);
-  const key = await keyFromFlags(flags);
+  const { key, url: stdinUrl } = await secretsFromFlags(flags);
+  const url = stdinUrl ?? urlFromFlags(flags);
   const measureOptions = measureOptionsOf(flags);
   const nats = await NatsBus.connect(url, { name: `baton-node-${name}` });
   const bus = new AuthBus(nats, key, `node:${name}`);
@@ -145,11 +152,16 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   return 0;
 }
 
-/** The server (--nats, else the environment) and the agent's name (--name, else node-<pid>), checked. */
-function urlAndNameFromFlags(flags: Record<string, unknown>): { url: string; name: string } {
+/** The server: --nats, else the environment. */
+function urlFromFlags(flags: Record<string, unknown>): string {
   const url = natsUrlOf(flags.nats, 'node');
   if (url === undefined)
     throw new UsageError(`node: --nats URL is required (or ${NATS_URL_ENV} or NATS_URL in the environment)`);
+  return url;
+}
+
+/** The agent's name (--name, else node-<pid>), checked. */
+function nameFromFlags(flags: Record<string, unknown>): string {
   const name = flags.name === undefined ? `node-${process.pid}` : String(flags.name);
   if (!NODE_NAME_RE.test(name))
     throw new UsageError(`node: --name must match [A-Za-z0-9_-]+, got ${JSON.stringify(name)}`);
@@ -157,44 +169,30 @@ function urlAndNameFromFlags(flags: Record<string, unknown>): { url: string; nam
     throw new UsageError(
       `node: --name is ${name.length} characters, over the ${MAX_NODE_NAME} its subject (baton._nodes.<name>) has room for`,
     );
-  return { url, name };
+  return name;
 }
 
-/** The key of --key-file, or of stdin's first line with --key-stdin: one of them is required. */
-async function keyFromFlags(flags: Record<string, unknown>): Promise<Uint8Array> {
+/**
+ * The key of --key-file, or of stdin's first line with --key-stdin (one of them is required),
+ * and with --nats-stdin the server URL (its credentials in it) of the next line.
+ */
+async function secretsFromFlags(flags: Record<string, unknown>): Promise<{ key: Uint8Array; url?: string }> {
   if (flags.keyStdin && flags.keyFile !== undefined)
     throw new UsageError('node: give --key-file or --key-stdin, not both');
-  if (flags.keyFile !== undefined) return readKeyFile(String(flags.keyFile), 'node: --key-file');
-  if (flags.keyStdin) return readKeyLine(process.stdin);
+  if (flags.natsStdin && !flags.keyStdin) throw new UsageError('node: --nats-stdin needs --key-stdin');
+  if (flags.natsStdin && flags.nats !== undefined) throw new UsageError('node: give --nats or --nats-stdin, not both');
+  if (flags.keyFile !== undefined) return { key: readKeyFile(String(flags.keyFile), 'node: --key-file') };
+  if (flags.keyStdin) {
+    const lines = await readLines(process.stdin, flags.natsStdin ? 2 : 1).catch((e: Error) => {
+      throw new UsageError(`node: --key-stdin: ${e.message}`);
+    });
+    const key = parseKey(lines[0]);
+    if (!key) throw new UsageError('node: --key-stdin: the first line of stdin is not a Baton key');
+    return { key, ...(flags.natsStdin ? { url: natsFlag(lines[1], 'node', '--nats-stdin') } : {}) };
+  }
   throw new UsageError(
     'node: --key-file FILE is required (baton auth key FILE writes one; its launchers take it with --node-key-file): an agent takes no request it cannot authenticate',
   );
-}
-
-/** The key on the first line of `input`, leaving the stream flowing (--exit-with-stdin watches its end). */
-function readKeyLine(input: NodeJS.ReadStream): Promise<Uint8Array> {
-  return new Promise((resolve, reject) => {
-    let text = '';
-    const done = () => {
-      input.off('data', onData);
-      input.off('end', onEnd);
-    };
-    const onData = (d: Buffer) => {
-      text += d.toString('utf8');
-      const nl = text.indexOf('\n');
-      if (nl < 0 && text.length < 256) return;
-      done();
-      const key = parseKey(text.slice(0, nl < 0 ? text.length : nl));
-      if (key) resolve(key);
-      else reject(new UsageError('node: --key-stdin: the first line of stdin is not a Baton key'));
-    };
-    const onEnd = () => {
-      done();
-      reject(new UsageError('node: --key-stdin: stdin ended before a key line'));
-    };
-    input.on('data', onData);
-    input.once('end', onEnd);
-  });
 }
 
 /** --allow-files as real paths: each must exist (a typo would otherwise allow nothing, or a later file). */

@@ -13,9 +13,8 @@ import { JobResult, runJob } from '../job/run-local';
 import { JobError, checkJob } from '../job/wire-stage';
 import { filesOfJob, realPath } from '../job/node-host';
 import { NatsBus } from '../transport/nats-bus';
-import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
+import { OwnServer, startOwnServer } from './own-server';
 import { endBySignal, onProcessEnd } from '../transport/process-cleanup';
-import { NATS_URL_ENV } from './nats-flag';
 import { claimJob } from '../job/job-claim';
 import { jobNodeSubjects } from '../actors/node-agent';
 import { stageNodeFlags } from './stage-node-flags';
@@ -45,8 +44,9 @@ export interface RunSetup {
   nodeKey?: Uint8Array;
   /** The key to seal the job under (--key-file) instead of one drawn for this launch; not with nodes. */
   jobKey?: Uint8Array;
-  /** Told the URL of the private nats-server a run without natsUrl starts, once it is up. */
-  onServer?: (url: string, job: string) => void;
+  /** Told about the private nats-server a run without natsUrl starts, once it is up: its URL (no
+   * credentials), the file (mode 600) holding a URL with credentials that may watch the job, its log. */
+  onServer?: (s: { url: string; job: string; tapUrlFile: string; log: () => string }) => void;
   /** Scripted swaps and the modules swaps may load (--swap-at, --swap-modules). */
   swaps?: SwapOptions;
   /** Lost stage processes this launcher started that a sync job survives by replaying the iteration (--max-restarts; 0: none). */
@@ -69,7 +69,7 @@ interface SpawnedNodes {
 }
 
 function spawnNodes(
-  url: string,
+  urls: readonly string[],
   job: string,
   names: string[],
   nodeFlags: readonly string[],
@@ -99,13 +99,15 @@ function spawnNodes(
         '--quiet',
         '--exit-with-stdin',
         '--key-stdin',
+        '--nats-stdin',
         ...(allowedFiles.length > 0 ? ['--allow-files', allowedFiles.join(',')] : []),
       ],
-      { stdio: ['pipe', 'ignore', 'pipe'], env: { ...process.env, [NATS_URL_ENV]: url, [THREADS_ENV]: threadsEach } },
+      { stdio: ['pipe', 'ignore', 'pipe'], env: { ...process.env, [THREADS_ENV]: threadsEach } },
     );
-    // The launch's key goes down the pipe only this launcher holds (not argv or env, which others can read).
+    // The launch's key and the process's NATS URL (its credentials in it) go down the pipe
+    // only this launcher holds (not argv, which ps shows to everyone, or the environment).
     child.stdin?.on('error', () => {});
-    child.stdin?.write(`${keyText(key)}\n`);
+    child.stdin?.write(`${keyText(key)}\n${urls[names.indexOf(name)]}\n`);
     child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[${name}] ${d}`));
     child.once('exit', (code, signal) => {
       if (stopping || replaced.has(child)) return;
@@ -213,14 +215,22 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     });
     return { result, transport: 'local', processes: 1, pids: [process.pid] };
   }
-  let server: NatsServerHandle | null = null;
+  let server: OwnServer | null = null;
   let nats: NatsBus | null = null;
   let nodes: SpawnedNodes | null = null;
   let interrupts: ReturnType<typeof watchInterrupts> | null = null;
   let release: (() => void) | null = null;
   try {
-    const url = setup.natsUrl ?? (server = await startNatsServer()).url;
-    if (server) setup.onServer?.(url, cfg.job);
+    // The stage processes skip the check that no other agent has their name (it would cost
+    // each of them a round of asking): a suffix of this launch's own makes a clash with an
+    // agent someone started by hand impossible in practice.
+    const suffix = randomBytes(4).toString('hex');
+    const perStage = setup.processes !== 'single' && !setup.nodes;
+    const ownNames = Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`);
+    if (!setup.natsUrl) server = await startOwnServer(cfg.job, perStage ? ownNames : []);
+    const url = server ? server.launcherUrl : (setup.natsUrl as string);
+    if (server)
+      setup.onServer?.({ url: server.server.url, job: cfg.job, tapUrlFile: server.tapUrlFile, log: server.server.log });
     nats = await NatsBus.connect(url, { name: `baton-run-${cfg.job}` });
     // Everything of the job is sealed under the launch's key (agents started by hand: the key they hold).
     const key = setup.nodes ? nodeKeyOf(setup) : (setup.jobKey ?? newJobKey());
@@ -242,22 +252,18 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
         stop: dropped,
         swaps: setup.swaps,
       });
-      return { result, transport: 'nats', processes: 1, pids: [process.pid], natsUrl: url };
+      return { result, transport: 'nats', processes: 1, pids: [process.pid], natsUrl: nats.url };
     }
-    // The stage processes skip the check that no other agent has their name (it would cost
-    // each of them a round of asking): a suffix of this launch's own makes a clash with an
-    // agent someone started by hand impossible in practice.
-    const suffix = randomBytes(4).toString('hex');
     // A placement on --nodes agents names the agent of each stage, one stage each, in stage order.
     const names =
       setup.nodes?.length === 1 && setup.nodes[0] === DISCOVER
         ? await discoveredNames(nats, cfg.stages, setup.require ?? {})
-        : ((setup.nodes && cfg.placement ? [...cfg.placement] : setup.nodes) ??
-          Array.from({ length: cfg.stages }, (_, s) => `${cfg.job}-stage${s}-${suffix}`));
+        : ((setup.nodes && cfg.placement ? [...cfg.placement] : setup.nodes) ?? ownNames);
     interrupts = watchInterrupts();
     // Agents of our own may load the files this launcher's user named, and no others.
-    if (!setup.nodes)
-      nodes = spawnNodes(url, cfg.job, names, stageNodeFlags(), allowedFilesFor(cfg), key, setup.threads);
+    const stageUrls = server ? server.stageUrls : names.map(() => url);
+    if (perStage)
+      nodes = spawnNodes(stageUrls, cfg.job, names, stageNodeFlags(), allowedFilesFor(cfg), key, setup.threads);
     // A launcher recovers the stage processes it started (job/recovery.ts); --max-restarts 0 does not.
     const recovery = nodes && (setup.maxRestarts ?? 0) > 0 ? recoveryOf(nodes, setup.maxRestarts ?? 0) : undefined;
     const stop = Promise.race([interrupts.interrupted, dropped, ...(nodes && !recovery ? [nodes.died] : [])]);
@@ -272,7 +278,7 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
       ...(recovery ? { recovery } : {}),
     });
     const pids = distinctProcesses(result.nodes).map((p) => p.pid);
-    return { result, transport: 'nats', processes: pids.length, pids, natsUrl: url };
+    return { result, transport: 'nats', processes: pids.length, pids, natsUrl: nats.url };
   } finally {
     if (nodes) await nodes.stop();
     release?.();
