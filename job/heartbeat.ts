@@ -76,7 +76,7 @@ function beatOf(data: Uint8Array): Beat | null {
 /** The launcher's view of its nodes' heartbeats. */
 export class HeartbeatMonitor {
   private readonly last = new Map<string, Beat>();
-  private readonly sub: Subscription;
+  private readonly subs: Subscription[];
   private timer: NodeJS.Timeout | undefined;
   /** Beats that were refused (malformed, or from a node the job does not use). */
   rejected = 0;
@@ -86,22 +86,24 @@ export class HeartbeatMonitor {
 
   constructor(
     private readonly bus: Bus,
-    private readonly nodes: readonly string[],
+    nodes: readonly string[],
     private readonly onBeat: (node: string) => void = () => {},
     subjects: NodeSubjects = STANDALONE_NODES,
   ) {
-    const prefix = subjects.beat('');
-    this.sub = bus.subscribe(`${prefix}*`, (subject, data) => {
-      const node = subject.slice(prefix.length);
-      const b = this.nodes.includes(node) ? beatOf(data) : null;
-      if (!b) {
-        this.rejected++;
-        return;
-      }
-      if (b.inTaskMs > 0) this.busyBeats++;
-      this.last.set(node, b);
-      this.onBeat(node);
-    });
+    // One subscription per node of the job, not a wildcard: on a shared server the launcher
+    // may read only its own agents' beats (docs/operations.md, NATS permissions).
+    this.subs = nodes.map((node) => bus.subscribe(subjects.beat(node), (_s, data) => this.onData(node, data)));
+  }
+
+  private onData(node: string, data: Uint8Array): void {
+    const b = beatOf(data);
+    if (!b) {
+      this.rejected++;
+      return;
+    }
+    if (b.inTaskMs > 0) this.busyBeats++;
+    this.last.set(node, b);
+    this.onBeat(node);
   }
 
   /** Grows while the nodes finish tasks or sit inside one: progress for a stall watchdog. */
@@ -155,6 +157,6 @@ export class HeartbeatMonitor {
 
   close(): void {
     this.stop();
-    this.sub.unsubscribe();
+    for (const s of this.subs) s.unsubscribe();
   }
 }

@@ -1,5 +1,6 @@
 import { strict as assert } from 'assert';
-import { mkdtempSync, readFileSync } from 'fs';
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'fs';
+import { spawnSync } from 'child_process';
 import * as os from 'os';
 import * as path from 'path';
 import { connect } from '@nats-io/transport-node';
@@ -12,6 +13,12 @@ import { TRAIN_DEFAULTS } from '../job/defaults';
 import { startNatsServer } from '../transport/nats-server';
 import { sharedServerUsers } from '../job/nats-users';
 import { urlWithUser } from '../cli/own-server';
+import { authInit } from '../cli/auth-init';
+import { findNatsServer } from '../transport/nats-server-binary';
+import { NatsBus } from '../transport/nats-bus';
+import { AuthBus } from '../transport/auth-bus';
+import { newJobKey } from '../transport/auth-seal';
+import { newNodeAgent } from '../job/node-host';
 
 /** What the server answered a raw nats.js client: its refusal to connect, or the errors of its publishes and subscriptions. */
 interface Intrusion {
@@ -133,35 +140,80 @@ describe('NATS-level fencing: accounts, generated credentials, per-process permi
 
   it("on a shared server configured as baton auth init writes it, another job's credentials get Permissions Violation on the job's subjects", async () => {
     const nodes = ['n0', 'n1'];
-    const mine = sharedServerUsers('tshared', nodes, 2);
-    const theirs = sharedServerUsers('other', nodes, 2);
-    const server = await startNatsServer({
-      users: [mine.launcher, ...mine.nodes, theirs.launcher, ...theirs.nodes],
-    });
+    const mine = sharedServerUsers('tshared', nodes, 3);
+    const theirs = sharedServerUsers('other', nodes, 3);
+    const server = await startNatsServer({ users: [mine.launcher, ...mine.nodes, theirs.launcher, ...theirs.nodes] });
+    const key = newJobKey();
+    // Standalone agents, each logged in as its own user (as with the .env files of baton auth init).
+    const buses = await Promise.all(mine.nodes.map((u) => NatsBus.connect(urlWithUser(server.url, u))));
+    const agents = buses.map((b, i) => newNodeAgent({ name: nodes[i], bus: new AuthBus(b, key, `node:${nodes[i]}`) }));
+    agents.forEach((a) => a.start());
     try {
-      const setup = { transport: 'nats' as const, processes: 'per-stage' as const };
-      const url = urlWithUser(server.url, mine.launcher);
-      const clean = await train(trainCfg('tshared'), { ...setup, natsUrl: url });
+      const cfg = resolveConfig({
+        job: 'tshared',
+        stages: 3,
+        microbatches: 8,
+        iterations: 3,
+        policy: 'bf',
+        profile: 'uniform',
+      });
+      const setup = {
+        transport: 'nats' as const,
+        processes: 'per-stage' as const,
+        natsUrl: urlWithUser(server.url, mine.launcher),
+        nodes,
+        nodeKey: key,
+      };
+      const clean = summarize((await runOnce(cfg, setup)).result);
       const attacks = Promise.all(
         [theirs.launcher, theirs.nodes[1]].map((u) =>
           intrude(
             urlWithUser(server.url, u),
-            ['baton.tshared.activation.1', 'baton.tshared.control.0', 'baton.tshared.claim'],
+            ['baton.tshared.activation.1', 'baton.tshared.node.reply.x', 'baton.tshared.claim'],
             ['baton.tshared.>', 'baton.tshared.report'],
           ),
         ),
       );
       const none = intrude(server.url, ['baton.tshared.report'], []);
-      const hit = await train(trainCfg('tshared'), { ...setup, natsUrl: url });
+      const hit = summarize((await runOnce(cfg, setup)).result);
       for (const i of await attacks) {
         assert.equal(i.refused, undefined);
         assert.equal(violations(i, 'Publish').length, 3, i.errors.join('\n'));
         assert.equal(violations(i, 'Subscription').length, 2, i.errors.join('\n'));
       }
       assert.match((await none).refused ?? '', /Authorization Violation/i);
-      assert.equal(hit.param_checksum, clean.param_checksum);
+      assert.equal(hit.tasks, clean.tasks);
+      assert.equal(hit.messages, clean.messages);
+      assert.equal(hit.rejected, 0);
+      // The launcher and the agents, each as its own user, stayed inside their permissions.
+      const own = server
+        .log()
+        .split('\n')
+        .filter((l) => /Violation/.test(l) && !/intruder/.test(l));
+      assert.deepEqual(own, []);
     } finally {
+      for (const a of agents) a.leave('test over');
+      await Promise.all(buses.map((b) => b.close()));
       await server.stop();
     }
+  });
+
+  it('baton auth init writes an accounts snippet nats-server takes, and credential files of mode 600', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'baton-auth-init-'));
+    const printed = JSON.parse(
+      authInit([path.join(dir, 'out'), '--job', 'aj', '--nodes', 'n0,n1', '--stages', '3', '--json']),
+    ) as { config: string; credentials: Record<string, string> };
+    assert.deepEqual(Object.keys(printed.credentials), ['aj-launcher', 'aj-n0', 'aj-n1']);
+    for (const f of [printed.config, ...Object.values(printed.credentials)])
+      assert.equal(statSync(f).mode & 0o777, 0o600, f);
+    assert.match(
+      readFileSync(printed.credentials['aj-n0'], 'utf8'),
+      /^BATON_NATS_URL=nats:\/\/aj-n0:[\w-]+@127\.0\.0\.1:4222\n$/,
+    );
+    const conf = path.join(dir, 'server.conf');
+    writeFileSync(conf, `listen: "127.0.0.1:4222"\ninclude ./out/nats-accounts.conf\n`);
+    const checked = spawnSync(findNatsServer(), ['-t', '-c', conf], { encoding: 'utf8' });
+    assert.equal(checked.status, 0, checked.stdout + checked.stderr);
+    assert.doesNotMatch(readFileSync(printed.config, 'utf8'), /^authorization/m);
   });
 });
