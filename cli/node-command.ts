@@ -92,8 +92,10 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   const name = nameFromFlags(flags);
   const job = flags.job === undefined ? undefined : checkJobName(String(flags.job));
   const subjects = job === undefined ? STANDALONE_NODES : jobNodeSubjects(job);
+  // A bad --nats is named before a missing key; with --nats-stdin the URL comes after the key.
+  const flagUrl = flags.natsStdin ? undefined : urlFromFlags(flags);
   const { key, url: stdinUrl } = await secretsFromFlags(flags);
-  const url = stdinUrl ?? urlFromFlags(flags);
+  const url = (stdinUrl ?? flagUrl) as string;
   const measureOptions = measureOptionsOf(flags);
   const nats = await NatsBus.connect(url, { name: `baton-node-${name}` });
   const bus = new AuthBus(nats, key, `node:${name}`);

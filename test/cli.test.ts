@@ -627,7 +627,7 @@ describe('the baton command', function () {
     assert.deepEqual(tapLine('baton.tt.claim', encodeValue({ reply: 'baton.tt.claim.reply.x', token: 'a' })), {
       subject: 'baton.tt.claim',
       kind: 'job-claim',
-      bytes: 41,
+      bytes: 40,
     });
     assert.equal(tapLine('baton.tt.claim.reply.x', encodeValue({ job: 'tt' })).kind, 'job-claim');
     assert.equal(tapLine('baton.tt.node.tt-stage0-ab', encodeValue({ verb: 'host' })).kind, 'host');
