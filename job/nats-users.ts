@@ -93,14 +93,26 @@ export function sharedServerUsers(
   const base = launcherUser(job, `${job}-launcher`, newPassword());
   const launcher: NatsUser = {
     ...base,
-    publish: [...(base.publish ?? []), ...nodes.map((n) => at.request(n))],
+    // $SRV.>: the NATS services API through which `--nodes discover` finds agents (job/node-service.ts).
+    publish: [
+      ...(base.publish ?? []),
+      ...nodes.map((n) => at.request(n)),
+      '$SRV.>',
+      ...nodes.map((n) => `${at.request(n)}.>`),
+    ],
     subscribe: [...(base.subscribe ?? []), at.announce, ...nodes.map((n) => at.beat(n))],
   };
   const blocks = stagesOfNodes(stages, nodes);
   return {
     launcher,
-    nodes: nodes.map((name) =>
-      nodeUser({ job, name, stages: blocks.get(name) ?? [], total: stages, at }, `${job}-${name}`, newPassword()),
-    ),
+    nodes: nodes.map((name) => {
+      const u = nodeUser(
+        { job, name, stages: blocks.get(name) ?? [], total: stages, at },
+        `${job}-${name}`,
+        newPassword(),
+      );
+      // A hand-started agent also serves the NATS services API ($SRV.…, <request subject>.hosting).
+      return { ...u, subscribe: [...(u.subscribe ?? []), '$SRV.>', `${at.request(name)}.>`] };
+    }),
   };
 }
