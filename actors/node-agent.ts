@@ -1,7 +1,8 @@
 // The node agent: one nact system in one OS process that hosts stage actors on
 // request (what hosting a job's stages means — its config, plan and wiring — is the
-// StageHost it is given: job/node-host.ts). Jobs reach it over the bus on `baton._nodes.<name>`; it announces itself
-// on `baton._nodes.announce`, answers on the reply subject a request names, and
+// StageHost it is given: job/node-host.ts). Jobs reach it over the bus on `baton._nodes.<name>`
+// (an agent started for one job: `baton.<job>.node.<name>`); it announces itself on
+// `….announce`, answers on the reply subject a request names (`baton.<job>.node.reply.<id>`), and
 // publishes the events of the stages it hosts on `baton.<job>.trace.<stage>` in
 // batches, so a watcher or the job's launcher sees every task and message.
 //
@@ -40,14 +41,15 @@ import { enterTask, leaveTask } from '../base/task-activity';
 import { HostedJob, NodeJobs, StartingJob, answerJobRequest, renewLease, wireJob } from './node-jobs';
 import { StageHost } from './stage-host';
 import {
-  ANNOUNCE_SUBJECT,
-  NODES_PREFIX,
   NodeRequestError,
+  NodeSubjects,
+  STANDALONE_NODES,
   checkLaneOfPlan,
   hostFields,
+  isReplyPrefix,
   isReplySubject,
   jobName,
-  nodeSubject,
+  jobNodeSubjects,
 } from './node-protocol';
 
 export {
@@ -58,7 +60,11 @@ export {
   MIN_LEASE_MS,
   NODES_PREFIX,
   NODE_NAME_RE,
+  NodeSubjects,
+  STANDALONE_NODES,
+  jobNodeSubjects,
   nodeSubject,
+  replyBox,
 } from './node-protocol';
 export { HostedStage, StageHost, StagePlan } from './stage-host';
 
@@ -73,6 +79,8 @@ export interface NodeAgentOptions {
   allowedFiles?: readonly string[];
   /** The machine name it reports (default os.hostname()): with its pid, what tells its process apart. */
   host?: string;
+  /** The one job it serves (`baton node --job`): it is reached on that job's subjects and hosts no other job. */
+  job?: string;
 }
 
 export class NodeAgent {
@@ -86,6 +94,9 @@ export class NodeAgent {
   private readonly allowedFiles: readonly string[];
   private readonly stageHost: StageHost;
   private readonly machine: string;
+  private readonly onlyJob: string | undefined;
+  /** Where it is reached: the shared subjects, or its one job's (node-protocol.ts). */
+  readonly subjects: NodeSubjects;
   /** The jobs as the requests about one job and the leases see them (node-jobs.ts). */
   private readonly desk: NodeJobs;
   private sub: Subscription | null = null;
@@ -100,6 +111,8 @@ export class NodeAgent {
     this.allowedFiles = o.allowedFiles ?? [];
     this.stageHost = o.stageHost;
     this.machine = o.host ?? os.hostname();
+    this.onlyJob = o.job;
+    this.subjects = o.job !== undefined ? jobNodeSubjects(o.job) : STANDALONE_NODES;
     this.desk = {
       name: this.name,
       machine: this.machine,
@@ -122,7 +135,7 @@ export class NodeAgent {
     this.log(`node ${this.name}: refused ${detail} on ${quoteValue(subj, 200)} (${reason})`);
     const job = parseSubject(subj)?.job;
     for (const [name, hosted] of this.jobs) {
-      if (job !== '_nodes' && job !== name) continue;
+      if (job !== '_nodes' && job !== name && job !== this.onlyJob) continue;
       const stage = hosted.stages.keys().next().value;
       if (stage === undefined) continue;
       hosted.trace.record({
@@ -137,7 +150,7 @@ export class NodeAgent {
   }
 
   start(): void {
-    this.sub = this.bus.subscribe(nodeSubject(this.name), (_s, data) => this.onRequest(data));
+    this.sub = this.bus.subscribe(this.subjects.request(this.name), (_s, data) => this.onRequest(data));
     this.announce();
   }
 
@@ -148,14 +161,14 @@ export class NodeAgent {
 
   announce(): void {
     this.bus.publish(
-      ANNOUNCE_SUBJECT,
+      this.subjects.announce,
       encodeValue({ verb: 'hello', name: this.name, pid: process.pid, host: this.machine }),
     );
   }
 
   /** Answer on a request's reply subject; a subject a peer got wrong is logged, never thrown. */
   private reply(to: unknown, msg: Record<string, unknown>): void {
-    if (typeof to !== 'string' || !to.startsWith(`${NODES_PREFIX}.reply.`)) return;
+    if (typeof to !== 'string' || !isReplyPrefix(to)) return;
     if (!isReplySubject(to)) {
       this.rejected++;
       this.log(`node ${this.name}: cannot answer on ${quoteValue(to)}: not a valid subject`);
@@ -245,6 +258,10 @@ export class NodeAgent {
   private async host(req: Record<string, unknown>): Promise<void> {
     const { reply, stages, lane, leaseMs, launch } = hostFields(req);
     const plan = this.stageHost(req.config, { allowedFiles: this.allowedFiles, recovery: req.recovery });
+    if (this.onlyJob !== undefined && plan.job !== this.onlyJob)
+      throw new NodeRequestError(
+        `host: this agent serves only job ${this.onlyJob} (baton node --job), not ${plan.job}`,
+      );
     if (this.jobs.has(plan.job) || this.starting.has(plan.job))
       throw new NodeRequestError(`job ${plan.job} is already hosted here`);
     for (const s of stages)

@@ -7,9 +7,43 @@ import { MAX_TIMER_MS } from '../base/clock';
 import { LAUNCH_EXPECTED, LAUNCH_RE } from '../transport/envelope';
 import { MAX_SUBJECT_BYTES, checkSubject } from '../transport/local-bus';
 
+/** The shared discovery subjects of standalone agents (started by hand, for any job of their key). */
 export const NODES_PREFIX = 'baton._nodes';
 export const ANNOUNCE_SUBJECT = `${NODES_PREFIX}.announce`;
 export const nodeSubject = (name: string) => `${NODES_PREFIX}.${name}`;
+
+/**
+ * Where a node agent is reached: its requests, its hellos and its heartbeats. A standalone
+ * agent's are the shared `baton._nodes.…`; an agent started for one job (`baton node --job J`,
+ * as a launcher starts its stage processes) has them under the job's own prefix,
+ * `baton.<job>.node.…`, so one permission rule on `baton.<job>.>` covers them.
+ */
+export interface NodeSubjects {
+  readonly prefix: string;
+  readonly announce: string;
+  request(name: string): string;
+  beat(name: string): string;
+}
+
+export function nodeSubjectsUnder(prefix: string): NodeSubjects {
+  return {
+    prefix,
+    announce: `${prefix}.announce`,
+    request: (name) => `${prefix}.${name}`,
+    beat: (name) => `${prefix}.beat.${name}`,
+  };
+}
+
+export const STANDALONE_NODES = nodeSubjectsUnder(NODES_PREFIX);
+
+/** The subjects of the agents started for `job`. */
+export const jobNodeSubjects = (job: string): NodeSubjects => nodeSubjectsUnder(`baton.${job}.node`);
+
+/** Where agents answer a launcher of `job` (standalone agents too): under the job's prefix. */
+export const replyBox = (job: string, id: string) => `baton.${job}.node.reply.${id}`;
+
+/** A reply subject under the job's prefix (a job name does not start with _). */
+const JOB_REPLY_RE = /^baton\.[A-Za-z0-9-][A-Za-z0-9_-]*\.node\.reply\./;
 
 /** Node names are one subject token. */
 export const NODE_NAME_RE = TOKEN_RE;
@@ -35,12 +69,17 @@ export class LaunchMismatchError extends NodeRequestError {
 }
 
 /** Longer reply subjects are refused: the server drops a connection whose command line
- * (the subject is in it) passes 4 KB. Launchers use 12 hex digits after the prefix. */
-const MAX_REPLY_SUBJECT = 128;
+ * (the subject is in it) passes 4 KB. Launchers use the job name and the launch id. */
+const MAX_REPLY_SUBJECT = 256;
 
-/** Where an agent may answer: a launcher's reply box (a valid subject under baton._nodes.reply.). */
+/** Under a job's reply box prefix (baton.<job>.node.reply.), or the older shared baton._nodes.reply. */
+export function isReplyPrefix(to: string): boolean {
+  return to.startsWith(`${NODES_PREFIX}.reply.`) || JOB_REPLY_RE.test(to);
+}
+
+/** Where an agent may answer: a launcher's reply box (a valid subject under baton.<job>.node.reply. or baton._nodes.reply.). */
 export function isReplySubject(to: unknown): to is string {
-  if (typeof to !== 'string' || !to.startsWith(`${NODES_PREFIX}.reply.`) || to.length > MAX_REPLY_SUBJECT) return false;
+  if (typeof to !== 'string' || !isReplyPrefix(to) || to.length > MAX_REPLY_SUBJECT) return false;
   try {
     checkSubject(to, false);
     return true;
@@ -68,7 +107,7 @@ export function hostFields(req: Record<string, unknown>): HostFields {
   // Stages no launcher can be told about could only be reached by a lease running out.
   if (!isReplySubject(req.reply))
     throw new NodeRequestError(
-      `host: reply must be a subject under ${NODES_PREFIX}.reply., got ${quoteValue(req.reply)}`,
+      `host: reply must be a subject under baton.<job>.node.reply. or ${NODES_PREFIX}.reply., got ${quoteValue(req.reply)}`,
     );
   const stages = req.stages;
   if (!Array.isArray(stages) || stages.length === 0 || !stages.every((s) => Number.isInteger(s)))

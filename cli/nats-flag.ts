@@ -116,11 +116,14 @@ export function natsAccessOf(flags: ParsedFlags, command: string, url: string | 
  */
 export function natsAccessEnv(
   env: NodeJS.ProcessEnv,
-  url: string,
+  url: string | undefined,
   access: NatsAccess,
   resolve: (p: string) => string,
 ): NodeJS.ProcessEnv {
-  const out: NodeJS.ProcessEnv = { ...env, [NATS_URL_ENV]: url };
+  const out: NodeJS.ProcessEnv = { ...env };
+  // Without a URL (it goes another way, e.g. down a stdin pipe) none is left in the environment.
+  for (const e of NATS_URL_ENVS) delete out[e];
+  if (url !== undefined) out[NATS_URL_ENV] = url;
   for (const k of ACCESS_KEYS) {
     for (const e of ACCESS_SOURCES[k].envs) delete out[e];
     const path = access[k];

@@ -1,12 +1,13 @@
 // `baton node`: a node agent process that hosts stage actors on request.
 
 import * as os from 'os';
-import { ANNOUNCE_SUBJECT, MAX_NODE_NAME, NODE_NAME_RE, nodeSubject } from '../actors/node-agent';
+import { MAX_NODE_NAME, NODE_NAME_RE, NodeSubjects, STANDALONE_NODES, jobNodeSubjects } from '../actors/node-agent';
+import { checkJobName } from '../transport/subjects';
 import { askAround } from '../transport/ask-around';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { Bus } from '../transport/bus';
 import { HELP_FLAG, FlagSpec, UsageError, helpText, parseFlags } from './args';
-import { NATS_ACCESS_FLAGS, NATS_URL_ENV, NATS_URL_FORMS, natsAccessOf, natsUrlOf } from './nats-flag';
+import { NATS_ACCESS_FLAGS, NATS_URL_ENV, NATS_URL_FORMS, natsAccessOf, natsFlag, natsUrlOf } from './nats-flag';
 import { newNodeAgent, realPath } from '../job/node-host';
 import { existsSync } from 'fs';
 import { AuthBus } from '../transport/auth-bus';
@@ -15,6 +16,7 @@ import { readKeyFile } from './key-file';
 import { startHeartbeat } from '../job/heartbeat';
 import { NODE_SERVICE_NAME } from '../actors/node-capabilities';
 import { NODE_SERVICE_FLAGS, measureOptionsOf, serveAsService } from './node-service-flags';
+import { readLines } from './stdin-lines';
 
 const NODE_FLAGS: readonly FlagSpec[] = [
   {
@@ -29,6 +31,12 @@ const NODE_FLAGS: readonly FlagSpec[] = [
     type: 'string',
     metavar: 'NAME',
     help: 'node name, unique among the nodes of a NATS system (default node-<pid>)',
+  },
+  {
+    name: 'job',
+    type: 'string',
+    metavar: 'NAME',
+    help: "serve only job NAME, reached on that job's subjects (baton.NAME.node.…) instead of the shared baton._nodes.…: baton run starts its stage processes so, and one permission on baton.NAME.> covers them (default: any job of its key)",
   },
   { name: 'quiet', type: 'bool', help: 'do not log hosting events' },
   {
@@ -51,6 +59,11 @@ const NODE_FLAGS: readonly FlagSpec[] = [
     name: 'key-stdin',
     type: 'bool',
     help: "read the key from the first line of stdin (baton run hands its stage processes the launch's key so: never on a command line or in the environment)",
+  },
+  {
+    name: 'nats-stdin',
+    type: 'bool',
+    help: 'with --key-stdin: read the server URL, with its credentials, from the second line of stdin (baton run hands its stage processes their own NATS user so, never on a command line)',
   },
   {
     name: 'allow-files',
@@ -77,9 +90,14 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
     out(NODE_HELP);
     return 0;
   }
-  const { url, name } = urlAndNameFromFlags(flags);
+  const name = nameFromFlags(flags);
+  const job = flags.job === undefined ? undefined : checkJobName(String(flags.job));
+  const subjects = job === undefined ? STANDALONE_NODES : jobNodeSubjects(job);
+  // A bad --nats is named before a missing key; with --nats-stdin the URL comes after the key.
+  const flagUrl = flags.natsStdin ? undefined : urlFromFlags(flags);
+  const { key, url: stdinUrl } = await secretsFromFlags(flags);
+  const url = (stdinUrl ?? flagUrl) as string;
   const access = natsAccessOf(flags, 'node', url);
-  const key = await keyFromFlags(flags);
   const measureOptions = measureOptionsOf(flags);
   const nats = await NatsBus.connect(url, {
     name: `baton-node-${name}`,
@@ -93,9 +111,9 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
       ? (l: string) => process.stderr.write(`${JSON.stringify({ node: name, log: l })}\n`)
       : (l: string) => process.stderr.write(`${l}\n`);
   // Stage processes a launcher starts have names of that launch's own; others ask first.
-  if (!flags.exitWithStdin) await refuseTakenName(bus, name, nats.url);
-  const agent = newNodeAgent({ name, bus, log, allowedFiles: allowedFilesOf(flags.allowFiles) });
-  const stopBeating = startHeartbeat(url, key, name, log, access.access);
+  if (!flags.exitWithStdin) await refuseTakenName(bus, name, nats.url, subjects);
+  const agent = newNodeAgent({ name, bus, log, allowedFiles: allowedFilesOf(flags.allowFiles), job });
+  const stopBeating = startHeartbeat(url, key, name, log, access.access, subjects);
   void agent.exited.then(stopBeating);
   leaveOnReconnect(nats, agent, name, log);
   agent.start();
@@ -142,11 +160,16 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   return 0;
 }
 
-/** The server (--nats, else the environment) and the agent's name (--name, else node-<pid>), checked. */
-function urlAndNameFromFlags(flags: Record<string, unknown>): { url: string; name: string } {
+/** The server: --nats, else the environment. */
+function urlFromFlags(flags: Record<string, unknown>): string {
   const url = natsUrlOf(flags.nats, 'node');
   if (url === undefined)
     throw new UsageError(`node: --nats URL is required (or ${NATS_URL_ENV} or NATS_URL in the environment)`);
+  return url;
+}
+
+/** The agent's name (--name, else node-<pid>), checked. */
+function nameFromFlags(flags: Record<string, unknown>): string {
   const name = flags.name === undefined ? `node-${process.pid}` : String(flags.name);
   if (!NODE_NAME_RE.test(name))
     throw new UsageError(`node: --name must match [A-Za-z0-9_-]+, got ${JSON.stringify(name)}`);
@@ -154,44 +177,30 @@ function urlAndNameFromFlags(flags: Record<string, unknown>): { url: string; nam
     throw new UsageError(
       `node: --name is ${name.length} characters, over the ${MAX_NODE_NAME} its subject (baton._nodes.<name>) has room for`,
     );
-  return { url, name };
+  return name;
 }
 
-/** The key of --key-file, or of stdin's first line with --key-stdin: one of them is required. */
-async function keyFromFlags(flags: Record<string, unknown>): Promise<Uint8Array> {
+/**
+ * The key of --key-file, or of stdin's first line with --key-stdin (one of them is required),
+ * and with --nats-stdin the server URL (its credentials in it) of the next line.
+ */
+async function secretsFromFlags(flags: Record<string, unknown>): Promise<{ key: Uint8Array; url?: string }> {
   if (flags.keyStdin && flags.keyFile !== undefined)
     throw new UsageError('node: give --key-file or --key-stdin, not both');
-  if (flags.keyFile !== undefined) return readKeyFile(String(flags.keyFile), 'node: --key-file');
-  if (flags.keyStdin) return readKeyLine(process.stdin);
+  if (flags.natsStdin && !flags.keyStdin) throw new UsageError('node: --nats-stdin needs --key-stdin');
+  if (flags.natsStdin && flags.nats !== undefined) throw new UsageError('node: give --nats or --nats-stdin, not both');
+  if (flags.keyFile !== undefined) return { key: readKeyFile(String(flags.keyFile), 'node: --key-file') };
+  if (flags.keyStdin) {
+    const lines = await readLines(process.stdin, flags.natsStdin ? 2 : 1).catch((e: Error) => {
+      throw new UsageError(`node: --key-stdin: ${e.message}`);
+    });
+    const key = parseKey(lines[0]);
+    if (!key) throw new UsageError('node: --key-stdin: the first line of stdin is not a Baton key');
+    return { key, ...(flags.natsStdin ? { url: natsFlag(lines[1], 'node', '--nats-stdin') } : {}) };
+  }
   throw new UsageError(
     'node: --key-file FILE is required (baton auth key FILE writes one; its launchers take it with --node-key-file): an agent takes no request it cannot authenticate',
   );
-}
-
-/** The key on the first line of `input`, leaving the stream flowing (--exit-with-stdin watches its end). */
-function readKeyLine(input: NodeJS.ReadStream): Promise<Uint8Array> {
-  return new Promise((resolve, reject) => {
-    let text = '';
-    const done = () => {
-      input.off('data', onData);
-      input.off('end', onEnd);
-    };
-    const onData = (d: Buffer) => {
-      text += d.toString('utf8');
-      const nl = text.indexOf('\n');
-      if (nl < 0 && text.length < 256) return;
-      done();
-      const key = parseKey(text.slice(0, nl < 0 ? text.length : nl));
-      if (key) resolve(key);
-      else reject(new UsageError('node: --key-stdin: the first line of stdin is not a Baton key'));
-    };
-    const onEnd = () => {
-      done();
-      reject(new UsageError('node: --key-stdin: stdin ended before a key line'));
-    };
-    input.on('data', onData);
-    input.once('end', onEnd);
-  });
 }
 
 /** --allow-files as real paths: each must exist (a typo would otherwise allow nothing, or a later file). */
@@ -257,10 +266,10 @@ function withinMs(p: Promise<unknown>, ms: number): Promise<void> {
 }
 
 /** Two agents of one name would both take the requests meant for one: the second refuses to start. */
-async function refuseTakenName(bus: Bus, name: string, url: string, waitMs = 300): Promise<void> {
+async function refuseTakenName(bus: Bus, name: string, url: string, at: NodeSubjects, waitMs = 300): Promise<void> {
   const holders = await askAround(bus, {
-    listen: ANNOUNCE_SUBJECT,
-    ask: nodeSubject(name),
+    listen: at.announce,
+    ask: at.request(name),
     question: { verb: 'ping' },
     waitMs,
     pick: (r) =>

@@ -114,9 +114,9 @@ export function runConfigFromFlags(
     ...agentSetupOf(flags, 'run', { transport, processes, natsUrl, stages: cfg.stages, jobKey: !!jobKey }),
     ...(jobKey ? { jobKey } : {}),
     swaps: swapOptionsFromFlags(flags),
-    onServer: (url, job) =>
+    onServer: ({ url, job, tapUrlFile }) =>
       process.stderr.write(
-        `run: job ${job} on a nats-server of its own at ${url}; watch it with baton tap --nats ${url} --job ${job}\n`,
+        `run: job ${job} on a nats-server of its own at ${url} (every client logs in); watch it with BATON_NATS_URL=$(cat ${tapUrlFile}) baton tap --job ${job}\n`,
       ),
   };
   if (setup.transport === 'local' && setup.natsUrl)

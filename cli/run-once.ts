@@ -13,10 +13,11 @@ import { JobResult, runJob } from '../job/run-local';
 import { JobError, checkJob } from '../job/wire-stage';
 import { filesOfJob, realPath } from '../job/node-host';
 import { NatsBus } from '../transport/nats-bus';
-import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
+import { OwnServer, startOwnServer } from './own-server';
 import { endBySignal, onProcessEnd } from '../transport/process-cleanup';
 import { ResolvedAccess, natsAccessEnv } from './nats-flag';
 import { claimJob } from '../job/job-claim';
+import { jobNodeSubjects } from '../actors/node-agent';
 import { stageNodeFlags } from './stage-node-flags';
 import { SwapOptions } from '../job/policy-control';
 import { UsageError } from './args';
@@ -48,8 +49,9 @@ export interface RunSetup {
   nodeKey?: Uint8Array;
   /** The key to seal the job under (--key-file) instead of one drawn for this launch; not with nodes. */
   jobKey?: Uint8Array;
-  /** Told the URL of the private nats-server a run without natsUrl starts, once it is up. */
-  onServer?: (url: string, job: string) => void;
+  /** Told about the private nats-server a run without natsUrl starts, once it is up: its URL (no
+   * credentials), the file (mode 600) holding a URL with credentials that may watch the job, its log. */
+  onServer?: (s: { url: string; job: string; tapUrlFile: string; log: () => string }) => void;
   /** Scripted swaps and the modules swaps may load (--swap-at, --swap-modules). */
   swaps?: SwapOptions;
   /** Lost stage processes this launcher started that a sync job survives by replaying the iteration (--max-restarts; 0: none). */
@@ -72,8 +74,8 @@ interface SpawnedNodes {
 }
 
 function spawnNodes(
-  url: string,
-  access: ResolvedAccess | undefined,
+  server: { urls: readonly string[]; access: ResolvedAccess | undefined },
+  job: string,
   names: string[],
   nodeFlags: readonly string[],
   allowedFiles: readonly string[],
@@ -97,20 +99,27 @@ function spawnNodes(
         'node',
         '--name',
         name,
+        '--job',
+        job,
         '--quiet',
         '--exit-with-stdin',
         '--key-stdin',
+        '--nats-stdin',
         ...(allowedFiles.length > 0 ? ['--allow-files', allowedFiles.join(',')] : []),
       ],
       {
         stdio: ['pipe', 'ignore', 'pipe'],
-        // The server and its access files go in the environment, not on the command line (which `ps` shows to every user).
-        env: { ...natsAccessEnv(process.env, url, access?.access ?? {}, path.resolve), [THREADS_ENV]: threadsEach },
+        // The paths of the access files go in the environment, not on the command line (which `ps` shows to every user).
+        env: {
+          ...natsAccessEnv(process.env, undefined, server.access?.access ?? {}, path.resolve),
+          [THREADS_ENV]: threadsEach,
+        },
       },
     );
-    // The launch's key goes down the pipe only this launcher holds (not argv or env, which others can read).
+    // The launch's key and the process's NATS URL (its credentials in it) go down the pipe
+    // only this launcher holds (not argv, which ps shows to everyone, or the environment).
     child.stdin?.on('error', () => {});
-    child.stdin?.write(`${keyText(key)}\n`);
+    child.stdin?.write(`${keyText(key)}\n${server.urls[names.indexOf(name)]}\n`);
     child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[${name}] ${d}`));
     child.once('exit', (code, signal) => {
       if (stopping || replaced.has(child)) return;
@@ -218,14 +227,23 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     });
     return { result, transport: 'local', processes: 1, pids: [process.pid] };
   }
-  let server: NatsServerHandle | null = null;
+  let server: OwnServer | null = null;
   let nats: NatsBus | null = null;
   let nodes: SpawnedNodes | null = null;
   let interrupts: ReturnType<typeof watchInterrupts> | null = null;
   let release: (() => void) | null = null;
   try {
-    const url = setup.natsUrl ?? (server = await startNatsServer()).url;
-    if (server) setup.onServer?.(url, cfg.job);
+    // The stage processes skip the check that no other agent has their name (it would cost
+    // each of them a round of asking): a suffix of this launch's own makes a clash with an
+    // agent someone started by hand impossible in practice.
+    const suffix = randomBytes(4).toString('hex');
+    const perStage = setup.processes !== 'single' && !setup.nodes;
+    const ownNames = stageProcessNames(cfg, suffix);
+    if (!setup.natsUrl) server = await startOwnServer(cfg, perStage ? ownNames : []);
+    const url = server ? server.launcherUrl : (setup.natsUrl as string);
+    if (server)
+      setup.onServer?.({ url: server.server.url, job: cfg.job, tapUrlFile: server.tapUrlFile, log: server.server.log });
+    // TLS and credential files are for a server given by URL; our own has generated users.
     const access = server ? undefined : setup.natsAccess;
     nats = await NatsBus.connect(url, {
       name: `baton-run-${cfg.job}`,
@@ -252,21 +270,26 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
         stop: dropped,
         swaps: setup.swaps,
       });
-      return { result, transport: 'nats', processes: 1, pids: [process.pid], natsUrl: url };
+      return { result, transport: 'nats', processes: 1, pids: [process.pid], natsUrl: nats.url };
     }
-    // The stage processes skip the check that no other agent has their name (it would cost
-    // each of them a round of asking): a suffix of this launch's own makes a clash with an
-    // agent someone started by hand impossible in practice.
-    const suffix = randomBytes(4).toString('hex');
     // A placement on --nodes agents names the agent of each stage, one stage each, in stage order.
     const names =
       setup.nodes?.length === 1 && setup.nodes[0] === DISCOVER
         ? await discoveredNames(nats, cfg.stages, setup.require ?? {})
-        : ((setup.nodes && cfg.placement ? [...cfg.placement] : setup.nodes) ?? stageProcessNames(cfg, suffix));
+        : ((setup.nodes && cfg.placement ? [...cfg.placement] : setup.nodes) ?? ownNames);
     interrupts = watchInterrupts();
     // Agents of our own may load the files this launcher's user named, and no others.
-    if (!setup.nodes)
-      nodes = spawnNodes(url, access, names, stageNodeFlags(), allowedFilesFor(cfg), key, setup.threads);
+    const stageUrls = server ? server.stageUrls : names.map(() => url);
+    if (perStage)
+      nodes = spawnNodes(
+        { urls: stageUrls, access },
+        cfg.job,
+        names,
+        stageNodeFlags(),
+        allowedFilesFor(cfg),
+        key,
+        setup.threads,
+      );
     // A launcher recovers the stage processes it started (job/recovery.ts); --max-restarts 0 does not.
     const recovery =
       nodes && (setup.maxRestarts ?? 0) > 0 && recoverable(cfg) ? recoveryOf(nodes, setup.maxRestarts ?? 0) : undefined;
@@ -274,13 +297,15 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     const result = await runDistributed(cfg, {
       bus,
       nodes: names,
+      // Agents of our own are reached on the job's subjects; agents started by hand on the shared ones.
+      nodeSubjects: setup.nodes ? undefined : jobNodeSubjects(cfg.job),
       onIteration: setup.onIteration,
       sinks: setup.sinks,
       stop,
       ...(recovery ? { recovery } : {}),
     });
     const pids = distinctProcesses(result.nodes).map((p) => p.pid);
-    return { result, transport: 'nats', processes: pids.length, pids, natsUrl: url };
+    return { result, transport: 'nats', processes: pids.length, pids, natsUrl: nats.url };
   } finally {
     if (nodes) await nodes.stop();
     release?.();

@@ -64,11 +64,14 @@ function taskOf(e: Envelope): string | undefined {
 /** Decode one bus message into a tap line; never throws. */
 export function tapLine(subject: string, data: Uint8Array, now = monotonicNow()): TapLine {
   const parts = parseSubject(subject);
-  if (parts?.kind === 'trace' || parts?.job === '_nodes' || parts?.job === '_jobs') {
+  // A node agent's subjects (baton._nodes.…, or baton.<job>.node.… for agents started for a job)
+  // and a job's name claim (baton.<job>.claim…) carry plain maps, not envelopes.
+  const nodeOrClaim = parts?.job === '_nodes' || parts?.kind === 'node' || parts?.kind === 'claim';
+  if (parts?.kind === 'trace' || nodeOrClaim) {
     try {
       const v = decodeValue(data) as { events?: BatonEvent[]; verb?: string };
       if (Array.isArray(v?.events)) return { subject, kind: 'trace', bytes: data.byteLength, events: v.events.length };
-      if (parts.kind === 'trace' && parts.job !== '_jobs' && parts.job !== '_nodes')
+      if (!nodeOrClaim)
         return {
           subject,
           kind: 'malformed',
@@ -76,7 +79,7 @@ export function tapLine(subject: string, data: Uint8Array, now = monotonicNow())
           error: 'a trace batch must be a map with an events list',
         };
       // A launcher's claim of its job name (job/job-claim.ts): a question or an answer.
-      if (parts.job === '_jobs') return { subject, kind: 'job-claim', bytes: data.byteLength };
+      if (parts.kind === 'claim') return { subject, kind: 'job-claim', bytes: data.byteLength };
       return { subject, kind: String(v?.verb ?? 'node'), bytes: data.byteLength };
     } catch (err) {
       return { subject, kind: 'malformed', bytes: data.byteLength, error: (err as Error).message };

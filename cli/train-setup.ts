@@ -12,6 +12,7 @@ import { SwapOptions } from '../job/policy-control';
 import { swapOptionsFromFlags } from './swap-flags';
 import { readKeyFile } from './key-file';
 import { ResolvedAccess, natsAccessOf, natsUrlOf } from './nats-flag';
+import type { RunSetup } from './run-once';
 import { bufferLimitFromFlag, faultsFromFlag } from './job-flags';
 import { checkLocalProcesses } from './run-flags';
 import { AgentSetup, agentSetupOf } from './agent-flags';
@@ -38,6 +39,8 @@ export interface TrainSetup extends AgentSetup {
   jobKey?: Uint8Array;
   /** Lost stage processes survived by replaying the iteration (--max-restarts). */
   maxRestarts?: number;
+  /** Told about the nats-server a run without natsUrl starts (RunSetup.onServer). */
+  onServer?: RunSetup['onServer'];
 }
 
 function positive(v: unknown, name: string): number {

@@ -134,6 +134,9 @@ export const TAP_COMMAND_DEFAULTS = {
 } as const;
 
 /** Hot swaps of a job's policy (`--swap-at`, `--swap-modules`, `baton policy`). */
+/** `baton auth init`: the server URL written into the credential files. */
+export const AUTH_INIT_DEFAULTS = { server: 'nats://127.0.0.1:4222' } as const;
+
 export const SWAP_DEFAULTS = {
   /** No scripted swaps. */
   swapAt: '',

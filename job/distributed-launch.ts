@@ -14,7 +14,7 @@ import { failureSignal } from '../base/failure-signal';
 import { JobConfig } from './config';
 import { waitWithWatchdog } from './run-local';
 import { newRejectTally, tallyReject } from '../base/reject-tally';
-import { ANNOUNCE_SUBJECT, NODES_PREFIX, nodeSubject } from '../actors/node-agent';
+import { NodeSubjects, STANDALONE_NODES, replyBox } from '../actors/node-agent';
 import { ActorRuntime } from '../actors/runtime';
 import { JobError, NodeInputError } from './wire-stage';
 import { requiredReportFields } from '../checks/report-body';
@@ -23,7 +23,7 @@ import { replyProblem } from './node-replies';
 import { TraceCollector } from './trace-collector';
 import { expectedEvents, stallErrorOf, wholeTrace } from './launch-ends';
 import { DistributedOptions, DistributedResult, NodeBlock, assignBlocks } from './distributed-options';
-import { BEAT_PREFIX, HeartbeatMonitor } from './heartbeat';
+import { HeartbeatMonitor } from './heartbeat';
 import { HEARTBEAT_DEFAULTS } from './defaults';
 import { IterationLostError } from './recovery-errors';
 import { HostRecovery, recoveryForStages } from './stage-recovery';
@@ -33,7 +33,9 @@ export class Launch {
   // This run's id: on every message of the job, so stages and the coordinator refuse what a
   // stage process of an earlier run of the same job name (its launcher killed mid-task) sends.
   readonly id = newLaunchId();
-  private readonly replySubject = `${NODES_PREFIX}.reply.${this.id}`;
+  private readonly replySubject: string;
+  /** Where its nodes are reached: the shared subjects of standalone agents, or the job's own. */
+  private readonly at: NodeSubjects;
   private readonly replies = new ReplyBox();
   private readonly hellos = new ReplyBox();
   private readonly subs: Subscription[] = [];
@@ -79,6 +81,8 @@ export class Launch {
     /** A recoverable job's stages keep sending their state; a replay's start from the states given (job/recovery.ts). */
     private readonly recovery?: HostRecovery,
   ) {
+    this.replySubject = replyBox(cfg.job, this.id);
+    this.at = o.nodeSubjects ?? STANDALONE_NODES;
     this.blocks = assignBlocks(cfg, o.nodes.length);
     this.used = o.nodes.slice(0, this.blocks.length);
     this.bus = senderChecked(o.bus, (subj, sender) => this.senderProblem(subj, sender));
@@ -90,7 +94,7 @@ export class Launch {
     o.stop?.catch((e: Error) => this.nodeFailed(e));
     this.subs.push(
       this.bus.subscribe(this.replySubject, (subj, d) => this.onReply(subj, d)),
-      this.bus.subscribe(ANNOUNCE_SUBJECT, (_s, d) => {
+      this.bus.subscribe(this.at.announce, (_s, d) => {
         const r = decodeReply(d);
         if (r && r.verb === 'hello') this.hellos.push(r);
       }),
@@ -100,16 +104,16 @@ export class Launch {
     // The launcher's own actor (the coordinator, whose onIteration writes checkpoints) failing ends the job too.
     this.runtime.onFailure = (f) =>
       this.nodeFailed(new JobError(`actor ${f.actor} failed: ${f.error.message}`, { cause: f.error }));
-    this.beats = new HeartbeatMonitor(this.bus, this.used, (n) => this.heard.set(n, Date.now()));
+    this.beats = new HeartbeatMonitor(this.bus, this.used, (n) => this.heard.set(n, Date.now()), this.at);
   }
 
   /** Only the job's agents send to the launcher, and a stage's trace comes from the agent hosting it. */
   private senderProblem(subj: string, sender: string): string | null {
     const node = sender.startsWith('node:') ? sender.slice('node:'.length) : null;
     const i = node === null ? -1 : this.o.nodes.indexOf(node);
-    if (subj === ANNOUNCE_SUBJECT && node !== null) return null; // any agent of the key may say hello
+    if (subj === this.at.announce && node !== null) return null; // any agent of the key may say hello
     if (i < 0) return `a message sealed by ${quoteValue(sender, 80)}, not by a node agent of this job`;
-    if (subj.startsWith(`${BEAT_PREFIX}.`) && subj !== `${BEAT_PREFIX}.${node}`)
+    if (subj.startsWith(this.at.beat('')) && subj !== this.at.beat(node as string))
       return `a heartbeat on ${quoteValue(subj, 200)} sealed by node ${node}, which beats only for itself`;
     const stage = parseSubject(subj);
     if (
@@ -126,7 +130,7 @@ export class Launch {
   }
 
   private request(node: string, body: Record<string, unknown>): void {
-    this.bus.publish(nodeSubject(node), encodeValue({ ...body, reply: this.replySubject }));
+    this.bus.publish(this.at.request(node), encodeValue({ ...body, reply: this.replySubject }));
   }
 
   private onReply(subj: string, d: Uint8Array): void {

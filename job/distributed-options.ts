@@ -8,7 +8,7 @@ import { IterationRecord } from '../actors/coordinator';
 import { EventSink } from '../stage/events';
 import { JobConfig } from './config';
 import { JobResult } from './run-local';
-import { MIN_LEASE_MS, NODE_NAME_RE } from '../actors/node-agent';
+import { MIN_LEASE_MS, NODE_NAME_RE, NodeSubjects } from '../actors/node-agent';
 import { JobConfigError, JobError } from './wire-stage';
 import { TOKEN_CHARS } from '../base/token';
 import { lanesOf } from '../transport/lanes';
@@ -17,6 +17,8 @@ export interface DistributedOptions {
   bus: Bus;
   /** Node agents to use, by name; stages are dealt to them in contiguous blocks. */
   nodes: string[];
+  /** Where they are reached: standalone agents' shared subjects (default), or the job's own for agents started for it. */
+  nodeSubjects?: NodeSubjects;
   /** How long to wait for nodes to announce themselves and answer, ms. */
   nodeTimeoutMs?: number;
   /** Pause between hosting and the first iteration, so subscriptions spread over a cluster (ms, default 200). */

@@ -1,4 +1,5 @@
-// Heartbeats: every node agent process beats on baton._nodes.beat.<name> from a thread of
+// Heartbeats: every node agent process beats on <its node prefix>.beat.<name>
+// (baton._nodes.beat.<name>, or baton.<job>.node.beat.<name> for an agent started for a job) from a thread of
 // its own (heartbeat-worker.ts), saying how long its main thread's loop has been still and
 // whether that thread is inside a compute task (base/task-activity.ts). A launcher
 // (HeartbeatMonitor) fails the job when a node it uses stops beating for the timeout (the
@@ -12,7 +13,7 @@ import * as path from 'path';
 import { Worker } from 'worker_threads';
 import { Bus, Subscription } from '../transport/bus';
 import { decodeValue } from '../transport/codec';
-import { NODES_PREFIX } from '../actors/node-agent';
+import { NODES_PREFIX, NodeSubjects, STANDALONE_NODES } from '../actors/node-agent';
 import { activityBuffer, tickLoop } from '../base/task-activity';
 import { HEARTBEAT_DEFAULTS } from './defaults';
 import type { NatsAccess } from '../transport/nats-access';
@@ -26,6 +27,7 @@ export function startHeartbeat(
   name: string,
   log: (l: string) => void,
   access: NatsAccess = {},
+  subjects: NodeSubjects = STANDALONE_NODES,
 ): () => void {
   const stopTicks = tickLoop(HEARTBEAT_DEFAULTS.loopTickMs);
   const worker = new Worker(path.join(__dirname, 'heartbeat-worker.js'), {
@@ -33,7 +35,7 @@ export function startHeartbeat(
       url,
       access,
       key,
-      subject: `${BEAT_PREFIX}.${name}`,
+      subject: subjects.beat(name),
       name,
       pid: process.pid,
       everyMs: HEARTBEAT_DEFAULTS.everyMs,
@@ -77,7 +79,7 @@ function beatOf(data: Uint8Array): Beat | null {
 /** The launcher's view of its nodes' heartbeats. */
 export class HeartbeatMonitor {
   private readonly last = new Map<string, Beat>();
-  private readonly sub: Subscription;
+  private readonly subs: Subscription[];
   private timer: NodeJS.Timeout | undefined;
   /** Beats that were refused (malformed, or from a node the job does not use). */
   rejected = 0;
@@ -87,20 +89,24 @@ export class HeartbeatMonitor {
 
   constructor(
     private readonly bus: Bus,
-    private readonly nodes: readonly string[],
+    nodes: readonly string[],
     private readonly onBeat: (node: string) => void = () => {},
+    subjects: NodeSubjects = STANDALONE_NODES,
   ) {
-    this.sub = bus.subscribe(`${BEAT_PREFIX}.*`, (subject, data) => {
-      const node = subject.slice(BEAT_PREFIX.length + 1);
-      const b = this.nodes.includes(node) ? beatOf(data) : null;
-      if (!b) {
-        this.rejected++;
-        return;
-      }
-      if (b.inTaskMs > 0) this.busyBeats++;
-      this.last.set(node, b);
-      this.onBeat(node);
-    });
+    // One subscription per node of the job, not a wildcard: on a shared server the launcher
+    // may read only its own agents' beats (docs/operations.md, NATS permissions).
+    this.subs = nodes.map((node) => bus.subscribe(subjects.beat(node), (_s, data) => this.onData(node, data)));
+  }
+
+  private onData(node: string, data: Uint8Array): void {
+    const b = beatOf(data);
+    if (!b) {
+      this.rejected++;
+      return;
+    }
+    if (b.inTaskMs > 0) this.busyBeats++;
+    this.last.set(node, b);
+    this.onBeat(node);
   }
 
   /** Grows while the nodes finish tasks or sit inside one: progress for a stall watchdog. */
@@ -154,6 +160,6 @@ export class HeartbeatMonitor {
 
   close(): void {
     this.stop();
-    this.sub.unsubscribe();
+    for (const s of this.subs) s.unsubscribe();
   }
 }

@@ -1,5 +1,5 @@
 // One job name per NATS system: a job's subjects (baton.<job>.…) would mix two runs that
-// share a name. A launcher claims its job by answering on baton._jobs.<job> for as long as
+// share a name. A launcher claims its job by answering on baton.<job>.claim for as long as
 // it runs, and asks there first: an answer from another launcher means the name is taken.
 // Node agents answer too for as long as they host a job's stages.
 // The answer comes from the launcher's event loop, so a launcher that computes stages in
@@ -14,10 +14,14 @@ import { peerText } from '../base/quote';
 import { EXIT_INPUT } from '../base/errors';
 import { JobError } from './wire-stage';
 
-export const JOBS_PREFIX = 'baton._jobs';
+/** A job's name claim lies under the job's own prefix, so the permission on baton.<job>.> covers it. */
+export const claimSubject = (job: string) => `baton.${job}.claim`;
 /** The only reply subject a claim is answered on: the one claimJob makes. Anything else
  * (a 5 KB subject gets the answerer's connection dropped by the server) is ignored. */
-const CLAIM_REPLY_RE = /^baton\._jobs\.reply\.[0-9a-f]{12}$/;
+function isClaimReply(job: string, reply: string): boolean {
+  const prefix = `${claimSubject(job)}.reply.`;
+  return reply.startsWith(prefix) && /^[0-9a-f]{12}$/.test(reply.slice(prefix.length));
+}
 
 export class JobNameTakenError extends JobError {
   override name = 'JobNameTakenError';
@@ -31,13 +35,13 @@ export class JobNameTakenError extends JobError {
  */
 export async function claimJob(bus: Bus, job: string, waitMs = 300): Promise<() => void> {
   const token = randomBytes(6).toString('hex');
-  const inbox = `${JOBS_PREFIX}.reply.${token}`;
+  const inbox = `${claimSubject(job)}.reply.${token}`;
   const claim = answerJobClaims(bus, job, { token, pid: process.pid, host: os.hostname() });
   let others: Record<string, unknown>[];
   try {
     others = await askAround(bus, {
       listen: inbox,
-      ask: `${JOBS_PREFIX}.${job}`,
+      ask: claimSubject(job),
       question: { reply: inbox, token },
       waitMs,
       pick: (a) => (a.token !== token ? a : null),
@@ -53,7 +57,7 @@ export async function claimJob(bus: Bus, job: string, waitMs = 300): Promise<() 
     // The answer is a peer's: none of its values is trusted to print.
     if (o.node === undefined)
       throw new JobNameTakenError(
-        `job ${job} is already running on this NATS system (launcher pid ${peerText(o.pid)} on ${peerText(o.host)}), or a peer squatting on the name answered: launchers hold no key in common to tell a genuine claim from a stranger's (server permissions on baton._jobs.> do: docs/operations.md); give this run another --job NAME`,
+        `job ${job} is already running on this NATS system (launcher pid ${peerText(o.pid)} on ${peerText(o.host)}), or a peer squatting on the name answered: launchers hold no key in common to tell a genuine claim from a stranger's (server permissions on baton.<job>.> do: docs/operations.md); give this run another --job NAME`,
       );
     const lease = Number.isSafeInteger(o.leaseMs)
       ? `; they are dropped once their launcher has not renewed them for ${o.leaseMs as number} ms`
@@ -70,14 +74,14 @@ export async function claimJob(bus: Bus, job: string, waitMs = 300): Promise<() 
  * job's stages: stages a killed launcher left behind would take a new run's messages).
  */
 export function answerJobClaims(bus: Bus, job: string, me: Record<string, unknown>): Subscription {
-  return bus.subscribe(`${JOBS_PREFIX}.${job}`, (_s, d) => {
+  return bus.subscribe(claimSubject(job), (_s, d) => {
     try {
       const q = decodeValue(d) as { reply?: unknown; token?: unknown };
       if (
         q &&
         typeof q.reply === 'string' &&
         (me.token === undefined || q.token !== me.token) &&
-        CLAIM_REPLY_RE.test(q.reply)
+        isClaimReply(job, q.reply)
       )
         bus.publish(q.reply, encodeValue(me));
     } catch {

@@ -75,7 +75,8 @@ export async function attack(url: string, job: string, attacks: readonly Attack[
     }
   });
   const seenNodes = new Set<string>();
-  bus.subscribe('baton._nodes.>', (subj, d) => {
+  // Host requests: to standalone agents on the shared subjects, to agents started for the job on its own.
+  const onRequest = (subj: string, d: Uint8Array) => {
     try {
       const req = decodeValue(d) as Record<string, unknown>;
       if (req.verb !== 'host' || seenNodes.has(subj)) return;
@@ -102,7 +103,9 @@ export async function attack(url: string, job: string, attacks: readonly Attack[
     } catch {
       /* not a request */
     }
-  });
+  };
+  bus.subscribe('baton._nodes.>', onRequest);
+  bus.subscribe(`baton.${job}.node.*`, onRequest);
   await bus.flush();
   return { sent, stop: () => bus.close() };
 }

@@ -99,7 +99,7 @@ describe('a stranger on the NATS server, without the job key', function () {
 
   it('squatting on the job name stops a launch on a shared server, with an error that names the squatting', async () => {
     const squatter = await NatsBus.connect(server().url);
-    squatter.subscribe('baton._jobs.squat', (_s, d) => {
+    squatter.subscribe('baton.squat.claim', (_s, d) => {
       const q = decodeValue(d) as { reply: string };
       squatter.publish(q.reply, encodeValue({ token: 'feed', pid: 1, host: 'nowhere' }));
     });

@@ -624,12 +624,13 @@ describe('the baton command', function () {
   });
 
   it("tap names a launcher's job-name claim as such, not as a malformed message", () => {
-    assert.deepEqual(tapLine('baton._jobs.tt', encodeValue({ reply: 'baton._jobs.reply.x', token: 'a' })), {
-      subject: 'baton._jobs.tt',
+    assert.deepEqual(tapLine('baton.tt.claim', encodeValue({ reply: 'baton.tt.claim.reply.x', token: 'a' })), {
+      subject: 'baton.tt.claim',
       kind: 'job-claim',
-      bytes: 37,
+      bytes: 40,
     });
-    assert.equal(tapLine('baton._jobs.reply.x', encodeValue({ job: 'tt' })).kind, 'job-claim');
+    assert.equal(tapLine('baton.tt.claim.reply.x', encodeValue({ job: 'tt' })).kind, 'job-claim');
+    assert.equal(tapLine('baton.tt.node.tt-stage0-ab', encodeValue({ verb: 'host' })).kind, 'host');
     assert.equal(tapLine('baton.tt.data.0', new Uint8Array([1, 2, 3])).kind, 'malformed');
   });
 
@@ -659,12 +660,13 @@ describe('the baton command', function () {
     for (const bytes of [new Uint8Array([0x05]), new Uint8Array([0xa0]), encodeValue({ verb: 'x' })])
       assert.equal(tapLine('baton.tt.trace.0', bytes).kind, 'malformed');
     assert.equal(tapLine('baton.tt.trace.0', encodeValue({ events: [] })).kind, 'trace');
-    // The claim of a job, or a request to a node, named `trace` is no trace batch.
+    // The claim of a job named `trace`, or a request to a node named `trace`, is no trace batch.
     assert.equal(
-      tapLine('baton._jobs.trace', encodeValue({ reply: 'baton._jobs.reply.x', token: 'a' })).kind,
+      tapLine('baton.trace.claim', encodeValue({ reply: 'baton.trace.claim.reply.x', token: 'a' })).kind,
       'job-claim',
     );
     assert.equal(tapLine('baton._nodes.trace', encodeValue({ verb: 'ping' })).kind, 'ping');
+    assert.equal(tapLine('baton.tt.node.trace', encodeValue({ verb: 'ping' })).kind, 'ping');
   });
 
   it('train fails (status 1) when the loss is no longer finite, after printing what it did', async () => {

@@ -1,6 +1,6 @@
 import { strict as assert } from 'assert';
 import { ChildProcess, spawn } from 'child_process';
-import { readFileSync, readdirSync } from 'fs';
+import { readFileSync, readdirSync, statSync } from 'fs';
 import * as path from 'path';
 import { JobConfig, resolveConfig } from '../job/config';
 import { runDistributed } from '../job/run-distributed';
@@ -133,8 +133,12 @@ describe('end to end over a real nats-server, one OS process per stage', functio
         let err = '';
         child.stderr!.on('data', (d: Buffer) => {
           err += d.toString();
-          const m = /watch it with baton tap --nats (nats:\/\/127\.0\.0\.1:\d+) --job private/.exec(err);
-          if (m) resolve(m[1]);
+          const m = /watch it with BATON_NATS_URL=\$\(cat (\S+)\) baton tap --job private/.exec(err);
+          if (m) {
+            // The tap's credentials are in a file only this user can read.
+            assert.equal(statSync(m[1]).mode & 0o777, 0o600);
+            resolve(readFileSync(m[1], 'utf8').trim());
+          }
         });
         child.once('exit', () => reject(new Error(`run ended without naming its server: ${err}`)));
       });
@@ -788,7 +792,7 @@ describe('baton run, when its job is cut short', function () {
     );
     const exit = new Promise<string | null>((resolve) => launcher.once('exit', (_code, signal) => resolve(signal)));
     let signalledAt = 0;
-    watcher.subscribe('baton._nodes.>', (_s, d) => {
+    watcher.subscribe(`baton.${job}.node.*`, (_s, d) => {
       try {
         if (!signalledAt && (decodeValue(d) as { verb?: string }).verb === 'finish') {
           signalledAt = Date.now();

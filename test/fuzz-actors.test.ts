@@ -10,7 +10,8 @@ import { JobConfig, resolveConfig } from '../job/config';
 import { runJob } from '../job/run-local';
 import { runDistributed } from '../job/run-distributed';
 import { ANNOUNCE_SUBJECT, NODES_PREFIX, nodeSubject } from '../actors/node-agent';
-import { JOBS_PREFIX } from '../job/job-claim';
+import { claimSubject } from '../job/job-claim';
+import { isReplyPrefix } from '../actors/node-protocol';
 import { Bus, BusHandler } from '../transport/bus';
 import { decodeEnvelope, decodeValue, encodeValue } from '../transport/codec';
 import { Envelope } from '../transport/envelope';
@@ -223,7 +224,22 @@ describe('fuzz: a launcher and its agent hearing malformed messages on every sub
           // launch id is the job's own); anything on the nodes' and claims' subjects.
           const bytes = malformed(orig.data, rng);
           const onJob = kind?.job === cfg.job;
-          if (onJob) {
+          if (orig.subject === nodeSubject('n1')) {
+            // Requests to the agent are the launcher's business; a malformed one that still
+            // names the job could abort or finish it, as a launcher may.
+            // One that does not decode goes through: the agent counts it.
+            const verb = decodedVerb(bytes);
+            if (verb !== undefined && ['exit', 'abort', 'finish', 'host'].includes(verb)) continue;
+          } else if (
+            isReplyPrefix(orig.subject) ||
+            orig.subject === ANNOUNCE_SUBJECT ||
+            orig.subject.startsWith(claimSubject(cfg.job))
+          ) {
+            // Replies: a well-formed one of another verb may be a forgery (failure, leaving); send the malformed ones.
+            // One that does not decode goes through: it is malformed.
+            const verb = decodedVerb(bytes);
+            if (verb !== undefined && ['failure', 'leaving', 'error'].includes(verb)) continue;
+          } else if (onJob) {
             let ok = true;
             try {
               if (kind?.kind === 'trace') decodeValue(bytes);
@@ -232,21 +248,6 @@ describe('fuzz: a launcher and its agent hearing malformed messages on every sub
               ok = false;
             }
             if (ok) continue;
-          } else if (orig.subject === nodeSubject('n1')) {
-            // Requests to the agent are the launcher's business; a malformed one that still
-            // names the job could abort or finish it, as a launcher may.
-            // One that does not decode goes through: the agent counts it.
-            const verb = decodedVerb(bytes);
-            if (verb !== undefined && ['exit', 'abort', 'finish', 'host'].includes(verb)) continue;
-          } else if (
-            orig.subject.startsWith(`${NODES_PREFIX}.reply.`) ||
-            orig.subject === ANNOUNCE_SUBJECT ||
-            orig.subject.startsWith(JOBS_PREFIX)
-          ) {
-            // Replies: a well-formed one of another verb may be a forgery (failure, leaving); send the malformed ones.
-            // One that does not decode goes through: it is malformed.
-            const verb = decodedVerb(bytes);
-            if (verb !== undefined && ['failure', 'leaving', 'error'].includes(verb)) continue;
           }
           injected++;
           bus.publish(orig.subject, bytes);

@@ -66,10 +66,10 @@ describe('heartbeats', function () {
       await new Promise((r) => setTimeout(r, 100));
       assert.deepEqual(stillFails, []);
       still.close();
-      // Beats of nodes the job does not use, and malformed ones, are counted and ignored.
+      // Beats of nodes the job does not use are not even heard; malformed ones are counted and ignored.
       bus.publish(`${BEAT_PREFIX}.stranger`, encodeValue({ verb: 'beat' }));
       bus.publish(`${BEAT_PREFIX}.b`, new Uint8Array([1, 2, 3]));
-      assert.ok(m.rejected >= 2);
+      assert.ok(m.rejected >= 1);
     } finally {
       clearInterval(timer);
       m.close();

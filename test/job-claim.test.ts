@@ -29,21 +29,22 @@ describe('claiming a job name on a bus', () => {
     const heard: string[] = [];
     // Watched with a wildcard: the bus itself refuses a subject of 5 KB (MAX_SUBJECT_BYTES).
     bus.subscribe('>', (subj) => {
-      if (subj !== 'baton._jobs.j') heard.push(subj);
+      if (subj !== 'baton.j.claim') heard.push(subj);
     });
     for (const reply of [
-      `baton._jobs.reply.${'a'.repeat(5000)}`,
-      'baton._jobs.reply.zz',
+      `baton.j.claim.reply.${'a'.repeat(5000)}`,
+      'baton.j.claim.reply.zz',
+      'baton.k.claim.reply.abcdefabcdef',
       'baton._nodes.reply.abcdefabcdef',
     ])
-      bus.publish('baton._jobs.j', encodeValue({ reply, token: 'other' }));
+      bus.publish('baton.j.claim', encodeValue({ reply, token: 'other' }));
     assert.deepEqual(heard, []);
     release();
   });
 
   it('refuses the name with a JobNameTakenError even when the answer holds values that cannot be printed', async () => {
     const bus = new LocalBus();
-    bus.subscribe('baton._jobs.j', (_s, d) => {
+    bus.subscribe('baton.j.claim', (_s, d) => {
       const q = decodeValue(d) as { reply: string };
       bus.publish(q.reply, encodeValue({ node: { toString: 1 }, pid: { valueOf: 2 }, host: ['x'] }));
     });

@@ -1,8 +1,13 @@
 // What a local nats-server is asked to be (nats-server.ts starts it): the options with
 // their defaults, and the config file they become: loopback only, max_payload raised for
 // tensor messages, max_pending above it, a write deadline long enough for a process busy
-// in a compute task (WRITE_DEADLINE_S), optional authorization and an optional cluster
-// block with routes so several servers form one cluster.
+// in a compute task (WRITE_DEADLINE_S), optional users with their permissions and an
+// optional cluster block with routes so several servers form one cluster.
+//
+// Users go inside an `accounts` block, never a top-level `authorization` one: with users
+// there and only $SYS in accounts, nats-server 2.9.10 (Debian's) lets a client in without
+// credentials (GHSA-fr2g-9hjm-wr23, fixed in 2.9.23). A token has no place in accounts, so
+// `auth: { token }` alone still renders an authorization block (a token and no users).
 //
 // With `tls`, clients must connect over TLS (files the caller made; tests make a CA).
 // Not modelled: TLS on routes, JetStream, leaf nodes, gateways, non-loopback client addresses.
@@ -38,6 +43,42 @@ export interface NatsServerOptions {
   auth?: { user: string; password: string } | { token: string };
   /** Require TLS of clients: PEM files of the server's certificate and key, and with `ca`, verify client certificates against it. */
   tls?: NatsServerTls;
+  /** Users (in one account) with their publish and subscribe permissions; clients without credentials are refused. Not with auth. */
+  users?: readonly NatsUser[];
+}
+
+/** One user of a server: its credentials and the subjects it may publish and subscribe to. */
+export interface NatsUser {
+  readonly user: string;
+  readonly password: string;
+  /** Subjects (wildcards allowed) it may publish on; omitted: any; empty: none. */
+  readonly publish?: readonly string[];
+  /** Subjects it may subscribe to; omitted: any. */
+  readonly subscribe?: readonly string[];
+}
+
+/** The name of the one account Baton's users are in. */
+export const BATON_ACCOUNT = 'BATON';
+
+const list = (xs: readonly string[]) => `[${xs.map((x) => JSON.stringify(x)).join(', ')}]`;
+
+/** An `accounts` block holding `users`, with their permissions (and replies to requests they get allowed). */
+export function accountsBlock(users: readonly NatsUser[], indent = ''): string[] {
+  const lines = [`${indent}accounts {`, `${indent}  ${BATON_ACCOUNT}: {`, `${indent}    users: [`];
+  for (const u of users) {
+    const perms: string[] = [];
+    // An empty allow list would be read as no restriction: nothing at all is a deny of everything.
+    if (u.publish)
+      perms.push(u.publish.length > 0 ? `publish: { allow: ${list(u.publish)} }` : 'publish: { deny: [">"] }');
+    if (u.subscribe) perms.push(`subscribe: { allow: ${list(u.subscribe)} }`);
+    if (u.publish || u.subscribe) perms.push('allow_responses: true');
+    const permissions = perms.length > 0 ? `, permissions: { ${perms.join(', ')} }` : '';
+    lines.push(
+      `${indent}      { user: ${JSON.stringify(u.user)}, password: ${JSON.stringify(u.password)}${permissions} }`,
+    );
+  }
+  lines.push(`${indent}    ]`, `${indent}  }`, `${indent}}`);
+  return lines;
 }
 
 export interface NatsServerTls {
@@ -66,9 +107,11 @@ export function renderConfig(o: {
   monitorPort?: number;
   cluster?: { port: number; name: string; routes: string[]; host?: string };
   auth?: NatsServerOptions['auth'];
+  users?: readonly NatsUser[];
   stock?: boolean;
   tls?: NatsServerTls;
 }): string {
+  if (o.auth && o.users) throw new RangeError('renderConfig: give auth or users, not both');
   if (o.stock)
     return [
       `server_name: "${o.name}"`,
@@ -84,14 +127,9 @@ export function renderConfig(o: {
     `write_deadline: "${WRITE_DEADLINE_S}s"`,
   ];
   if (o.monitorPort !== undefined) lines.push(`http: "127.0.0.1:${o.monitorPort}"`);
-  if (o.auth)
-    lines.push(
-      'authorization {',
-      ...('token' in o.auth
-        ? [`  token: ${JSON.stringify(o.auth.token)}`]
-        : [`  user: ${JSON.stringify(o.auth.user)}`, `  password: ${JSON.stringify(o.auth.password)}`]),
-      '}',
-    );
+  if (o.auth && 'token' in o.auth) lines.push('authorization {', `  token: ${JSON.stringify(o.auth.token)}`, '}');
+  else if (o.auth) lines.push(...accountsBlock([o.auth]));
+  if (o.users) lines.push(...accountsBlock(o.users));
   if (o.tls) lines.push(...tlsBlock(o.tls));
   if (o.cluster) {
     lines.push(

@@ -9,6 +9,9 @@
 // can (nats-server-binary.ts), so not even SIGKILL of the parent, during the server's
 // start or after it, leaves a server or a file behind.
 //
+// With `users`, the config is accounts-based (nats-server-config.ts): clients without
+// credentials are refused, and each user gets only its permissions.
+//
 // Not modelled: TLS on routes, JetStream, leaf nodes, gateways, non-loopback client addresses.
 
 import { ChildProcess, spawn } from 'child_process';
@@ -54,6 +57,7 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     maxPending,
     monitorPort,
     auth: opts.auth,
+    users: opts.users,
     stock: opts.stock,
     cluster:
       clusterPort !== undefined

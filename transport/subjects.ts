@@ -1,5 +1,7 @@
 // Subject naming: baton.<job>.<kind>.<stage>[.<rank>]. A wildcard subscription to
-// `baton.<job>.>` sees one whole job.
+// `baton.<job>.>` sees one whole job, and one permission rule on it fences the job: its
+// name claim (baton.<job>.claim) and the subjects of the agents started for it
+// (baton.<job>.node.…) lie under it too. Only standalone agents use baton._nodes.…
 
 import { quoteValue } from '../base/quote';
 import { MAX_JOB_NAME } from './envelope';
@@ -19,7 +21,9 @@ export type SubjectKind =
   | 'state'
   | 'stats'
   | 'policy'
-  | 'resend';
+  | 'resend'
+  | 'claim'
+  | 'node';
 
 export class SubjectError extends InputError {
   override name = 'SubjectError';
@@ -30,10 +34,10 @@ export function checkJobName(job: unknown): string {
     throw new SubjectError(
       `job name ${quoteValue(job)} must be a string matching ${TOKEN_RE} of at most ${MAX_JOB_NAME} characters (it is a NATS subject token)`,
     );
-  // baton._nodes.… and baton._jobs.… are the node agents' and the job claims' subjects.
+  // baton._nodes.… are the standalone node agents' subjects.
   if (job.startsWith('_'))
     throw new SubjectError(
-      `job name ${quoteValue(job)}: names starting with _ are reserved for Baton's own subjects (baton._nodes, baton._jobs)`,
+      `job name ${quoteValue(job)}: names starting with _ are reserved for Baton's own subjects (baton._nodes)`,
     );
   return job;
 }

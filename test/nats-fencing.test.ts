@@ -1,0 +1,219 @@
+import { strict as assert } from 'assert';
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'fs';
+import { spawnSync } from 'child_process';
+import * as os from 'os';
+import * as path from 'path';
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { resolveConfig } from '../job/config';
+import { summarize } from '../job/run-local';
+import { runOnce } from '../cli/run';
+import { train } from '../cli/train';
+import { TRAIN_DEFAULTS } from '../job/defaults';
+import { startNatsServer } from '../transport/nats-server';
+import { sharedServerUsers } from '../job/nats-users';
+import { urlWithUser } from '../cli/own-server';
+import { authInit } from '../cli/auth-init';
+import { findNatsServer } from '../transport/nats-server-binary';
+import { NatsBus } from '../transport/nats-bus';
+import { AuthBus } from '../transport/auth-bus';
+import { newJobKey } from '../transport/auth-seal';
+import { newNodeAgent } from '../job/node-host';
+
+/** What the server answered a raw nats.js client: its refusal to connect, or the errors of its publishes and subscriptions. */
+interface Intrusion {
+  refused?: string;
+  errors: string[];
+}
+
+/** A raw nats.js client at `url` (credentials in it, or none) publishing on `pub` and subscribing to `sub`. */
+async function intrude(url: string, pub: readonly string[], sub: readonly string[]): Promise<Intrusion> {
+  const u = new URL(url);
+  let nc: NatsConnection;
+  try {
+    nc = await connect({
+      servers: `${u.hostname}:${u.port}`,
+      ...(u.username ? { user: decodeURIComponent(u.username), pass: decodeURIComponent(u.password) } : {}),
+      reconnect: false,
+      name: 'intruder',
+    });
+  } catch (e) {
+    return { refused: (e as Error).message, errors: [] };
+  }
+  const errors: string[] = [];
+  void (async () => {
+    for await (const s of nc.status()) if (s.type === 'error') errors.push(String(s.error?.message ?? s.error));
+  })().catch(() => {});
+  for (const s of sub) nc.subscribe(s, { callback: () => {} });
+  for (const s of pub) nc.publish(s, new Uint8Array([0xa0]));
+  const want = pub.length + sub.length;
+  for (let i = 0; i < 100 && errors.length < want; i++) await new Promise((r) => setTimeout(r, 20));
+  await nc.close().catch(() => {});
+  return { errors };
+}
+
+const violations = (i: Intrusion, kind: 'Publish' | 'Subscription') =>
+  i.errors.filter((e) => new RegExp(`Permissions Violation for ${kind}`).test(e));
+
+const trainCfg = (job: string) =>
+  resolveConfig({
+    job,
+    stages: 2,
+    microbatches: 4,
+    iterations: 3,
+    policy: 'bf',
+    profile: 'train',
+    stallTimeoutMs: 120000,
+    train: {
+      ...TRAIN_DEFAULTS,
+      model: 'mlp' as const,
+      microbatchSize: 4,
+      seq: 8,
+      layers: 4,
+      width: 16,
+      lr: 1e-2,
+      warmup: 1,
+      totalIterations: 3,
+      valBatches: 1,
+      checkpoint: mkdtempSync(path.join(os.tmpdir(), `baton-fence-${job}-`)),
+      checkpointEvery: 0,
+    },
+  });
+
+describe('NATS-level fencing: accounts, generated credentials, per-process permissions', function () {
+  this.timeout(240_000);
+
+  it("a run on Baton's own server: no credentials is an Authorization Violation, the read-only tap user cannot publish or read other subjects, the job is unaffected", async () => {
+    const cfg = resolveConfig({
+      job: 'fenced',
+      stages: 3,
+      microbatches: 8,
+      iterations: 3,
+      policy: 'bf',
+      profile: 'uniform',
+    });
+    const clean = summarize((await runOnce(cfg, { transport: 'nats', processes: 'per-stage' })).result);
+    let attacks: Promise<Intrusion[]> | null = null;
+    let serverLog = () => '';
+    const o = await runOnce(cfg, {
+      transport: 'nats',
+      processes: 'per-stage',
+      onServer: ({ url, tapUrlFile, log }) => {
+        serverLog = log;
+        const tap = readFileSync(tapUrlFile, 'utf8').trim();
+        attacks = Promise.all([
+          intrude(url, ['baton.fenced.activation.1'], ['baton.fenced.>']),
+          intrude(tap, ['baton.fenced.activation.1', 'baton.fenced.control.0'], ['baton._nodes.>', '>']),
+        ]);
+      },
+    });
+    const [none, tap] = await (attacks as unknown as Promise<Intrusion[]>);
+    assert.match(none.refused ?? '', /Authorization Violation/i, JSON.stringify(none));
+    assert.equal(violations(tap, 'Publish').length, 2, tap.errors.join('\n'));
+    assert.equal(violations(tap, 'Subscription').length, 2, tap.errors.join('\n'));
+    // The job's own processes (launcher, stage processes, their heartbeats) stayed inside their permissions.
+    const own = serverLog()
+      .split('\n')
+      .filter((l) => /Violation/.test(l) && !/intruder/.test(l));
+    assert.deepEqual(own, []);
+    assert.ok(/Violation/.test(serverLog()), 'the server logged the intruders');
+    const hit = summarize(o.result);
+    assert.equal(hit.tasks, clean.tasks);
+    assert.equal(hit.messages, clean.messages);
+    assert.equal(hit.rejected, 0);
+    assert.equal(o.processes, 3);
+  });
+
+  it("a training job on Baton's own server gets the same param_checksum with intruders refused", async () => {
+    const setup = { transport: 'nats' as const, processes: 'per-stage' as const };
+    const clean = await train(trainCfg('tfence'), setup);
+    let attacks: Promise<Intrusion> | null = null;
+    const hit = await train(trainCfg('tfence'), {
+      ...setup,
+      onServer: ({ url }) => (attacks = intrude(url, ['baton.tfence.report'], ['baton.tfence.>'])),
+    });
+    const none = await (attacks as unknown as Promise<Intrusion>);
+    assert.match(none.refused ?? '', /Authorization Violation/i);
+    assert.equal(hit.param_checksum, clean.param_checksum);
+    assert.equal(hit.final_loss, clean.final_loss);
+  });
+
+  it("on a shared server configured as baton auth init writes it, another job's credentials get Permissions Violation on the job's subjects", async () => {
+    const nodes = ['n0', 'n1'];
+    const mine = sharedServerUsers('tshared', nodes, 3);
+    const theirs = sharedServerUsers('other', nodes, 3);
+    const server = await startNatsServer({ users: [mine.launcher, ...mine.nodes, theirs.launcher, ...theirs.nodes] });
+    const key = newJobKey();
+    // Standalone agents, each logged in as its own user (as with the .env files of baton auth init).
+    const buses = await Promise.all(mine.nodes.map((u) => NatsBus.connect(urlWithUser(server.url, u))));
+    const agents = buses.map((b, i) => newNodeAgent({ name: nodes[i], bus: new AuthBus(b, key, `node:${nodes[i]}`) }));
+    agents.forEach((a) => a.start());
+    try {
+      const cfg = resolveConfig({
+        job: 'tshared',
+        stages: 3,
+        microbatches: 8,
+        iterations: 3,
+        policy: 'bf',
+        profile: 'uniform',
+      });
+      const setup = {
+        transport: 'nats' as const,
+        processes: 'per-stage' as const,
+        natsUrl: urlWithUser(server.url, mine.launcher),
+        nodes,
+        nodeKey: key,
+      };
+      const clean = summarize((await runOnce(cfg, setup)).result);
+      const attacks = Promise.all(
+        [theirs.launcher, theirs.nodes[1]].map((u) =>
+          intrude(
+            urlWithUser(server.url, u),
+            ['baton.tshared.activation.1', 'baton.tshared.node.reply.x', 'baton.tshared.claim'],
+            ['baton.tshared.>', 'baton.tshared.report'],
+          ),
+        ),
+      );
+      const none = intrude(server.url, ['baton.tshared.report'], []);
+      const hit = summarize((await runOnce(cfg, setup)).result);
+      for (const i of await attacks) {
+        assert.equal(i.refused, undefined);
+        assert.equal(violations(i, 'Publish').length, 3, i.errors.join('\n'));
+        assert.equal(violations(i, 'Subscription').length, 2, i.errors.join('\n'));
+      }
+      assert.match((await none).refused ?? '', /Authorization Violation/i);
+      assert.equal(hit.tasks, clean.tasks);
+      assert.equal(hit.messages, clean.messages);
+      assert.equal(hit.rejected, 0);
+      // The launcher and the agents, each as its own user, stayed inside their permissions.
+      const own = server
+        .log()
+        .split('\n')
+        .filter((l) => /Violation/.test(l) && !/intruder/.test(l));
+      assert.deepEqual(own, []);
+    } finally {
+      for (const a of agents) a.leave('test over');
+      await Promise.all(buses.map((b) => b.close()));
+      await server.stop();
+    }
+  });
+
+  it('baton auth init writes an accounts snippet nats-server takes, and credential files of mode 600', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'baton-auth-init-'));
+    const printed = JSON.parse(
+      authInit([path.join(dir, 'out'), '--job', 'aj', '--nodes', 'n0,n1', '--stages', '3', '--json']),
+    ) as { config: string; credentials: Record<string, string> };
+    assert.deepEqual(Object.keys(printed.credentials), ['aj-launcher', 'aj-n0', 'aj-n1']);
+    for (const f of [printed.config, ...Object.values(printed.credentials)])
+      assert.equal(statSync(f).mode & 0o777, 0o600, f);
+    assert.match(
+      readFileSync(printed.credentials['aj-n0'], 'utf8'),
+      /^BATON_NATS_URL=nats:\/\/aj-n0:[\w-]+@127\.0\.0\.1:4222\n$/,
+    );
+    const conf = path.join(dir, 'server.conf');
+    writeFileSync(conf, `listen: "127.0.0.1:4222"\ninclude ./out/nats-accounts.conf\n`);
+    const checked = spawnSync(findNatsServer(), ['-t', '-c', conf], { encoding: 'utf8' });
+    assert.equal(checked.status, 0, checked.stdout + checked.stderr);
+    assert.doesNotMatch(readFileSync(printed.config, 'utf8'), /^authorization/m);
+  });
+});
