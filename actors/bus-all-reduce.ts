@@ -9,10 +9,10 @@
 import { AllReduce } from '../models/all-reduce';
 import { quoteValue } from '../base/quote';
 import { Bus, Subscription } from '../transport/bus';
-import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
+import { encodeEnvelope } from '../transport/codec';
 import { ENVELOPE_VERSION, Envelope, launchField } from '../transport/envelope';
 import { EventSink } from '../stage/events';
-import { afterComm } from './receiver';
+import { deliverAfterComm } from './receiver';
 import { ActorRef, ActorRuntime } from './runtime';
 
 /** Collectives a member keeps open at once: more is a peer misbehaving. */
@@ -171,21 +171,18 @@ export function spawnBusAllReduce(w: AllReduceWiring): {
       if (problem) reject(`${w.name}: ${problem}`);
       return s;
     }
-    let e: Envelope;
-    try {
-      e = decodeEnvelope(msg.data);
-    } catch (err) {
-      reject(`${msg.subject}: ${(err as Error).message}`);
-      return s;
-    }
-    const part = partOf(w, e);
-    if (typeof part === 'string') {
-      reject(`${msg.subject}: ${part}`);
-      return s;
-    }
-    // The part's data may be a view into the bus's buffer: keep a copy.
-    const held = { type: 'part' as const, key: part.key, member: part.member, data: Float32Array.from(part.data) };
-    afterComm(runtime.clock, e, runtime.clock.now(), () => runtime.send(self, held));
+    deliverAfterComm(
+      runtime,
+      self,
+      msg,
+      (e) => {
+        const part = partOf(w, e);
+        if (typeof part === 'string') return part;
+        // The part's data may be a view into the bus's buffer: keep a copy.
+        return { type: 'part' as const, key: part.key, member: part.member, data: Float32Array.from(part.data) };
+      },
+      reject,
+    );
     return s;
   });
   const subscription = w.bus.subscribe(w.subjectOf(w.member), (subject, data) =>

@@ -11,12 +11,12 @@
 import { quoteValue } from '../base/quote';
 import { PipelineShape, Task, formatTask, parseTask, taskProblem } from '../policies/task';
 import { Bus, Subscription } from '../transport/bus';
-import { decodeEnvelope, encodeEnvelope } from '../transport/codec';
+import { encodeEnvelope } from '../transport/codec';
 import { ENVELOPE_VERSION, Envelope, launchField } from '../transport/envelope';
 import { Lane, laneName, laneSubject } from '../transport/lanes';
 import { EventSink } from '../stage/events';
 import { StageMsg } from '../stage/stage-state';
-import { afterComm } from './receiver';
+import { deliverAfterComm } from './receiver';
 import { ActorRef, ActorRuntime } from './runtime';
 
 export type TpGroupMsg =
@@ -134,20 +134,16 @@ export function spawnTpGroupMember(w: TpGroupWiring): { member: ActorRef<TpGroup
       if (problem) reject(`${name}: ${problem}`);
       return s;
     }
-    let e: Envelope;
-    try {
-      e = decodeEnvelope(msg.data);
-    } catch (err) {
-      reject(`${msg.subject}: ${(err as Error).message}`);
-      return s;
-    }
-    const p = peerProposal(w, e);
-    if (typeof p === 'string') {
-      reject(`${msg.subject}: ${p}`);
-      return s;
-    }
-    const peer = { type: 'peer' as const, ...p };
-    afterComm(runtime.clock, e, runtime.clock.now(), () => runtime.send(self, peer));
+    deliverAfterComm(
+      runtime,
+      self,
+      msg,
+      (e) => {
+        const p = peerProposal(w, e);
+        return typeof p === 'string' ? p : { type: 'peer' as const, ...p };
+      },
+      reject,
+    );
     return s;
   });
   const subscription = w.bus.subscribe(laneSubject(w.job, 'tp', w.stage, w.lane), (subject, data) =>

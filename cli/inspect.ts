@@ -7,20 +7,12 @@ import { SWAP_DEFAULTS } from '../job/defaults';
 import { NatsBus } from '../transport/nats-bus';
 import { checkJobName, jobWildcard } from '../transport/subjects';
 import { FlagSpec, HELP_FLAG, UsageError, parseFlags } from './args';
-import { NATS_ACCESS_FLAGS, NATS_URL_FORMS, natsAccessOf, natsFlag } from './nats-flag';
+import { RUNNING_JOB_FLAGS, natsAccessOf, natsFlag } from './nats-flag';
 import { newInspectState, render, takeMessage } from './inspect-view';
 
 const INSPECT_FLAGS: readonly FlagSpec[] = [
   HELP_FLAG,
-  { name: 'job', type: 'string', metavar: 'J', help: 'the job to watch' },
-  {
-    name: 'nats',
-    type: 'string',
-    metavar: 'URL',
-    help: `the job's NATS server: ${NATS_URL_FORMS}`,
-    default: SWAP_DEFAULTS.natsUrl,
-  },
-  ...NATS_ACCESS_FLAGS,
+  ...RUNNING_JOB_FLAGS,
   { name: 'duration', type: 'number', metavar: 'S', help: 'stop after S seconds (0 = until Ctrl-C)', default: 0 },
   { name: 'plain', type: 'bool', help: 'print plain lines even on a terminal' },
 ];

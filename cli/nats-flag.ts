@@ -7,6 +7,7 @@
 import { natsUrlProblem } from '../transport/nats-url';
 import { AccessNames, NatsAccess, accessOptions } from '../transport/nats-access';
 import { FlagSpec, ParsedFlags, UsageError } from './args';
+import { SWAP_DEFAULTS } from '../job/defaults';
 
 /** How every command's --nats help spells the value (transport/nats-url.ts parses it). */
 export const NATS_URL_FORMS =
@@ -70,6 +71,19 @@ export const NATS_ACCESS_FLAGS: readonly FlagSpec[] = ACCESS_KEYS.map((k) => ({
   metavar: 'FILE',
   help: `${ACCESS_SOURCES[k].help}; or ${ACCESS_SOURCES[k].envs.join(', else ')} in the environment`,
 }));
+
+/** --job, --nats (default the local server) and the access files, of the commands that talk to a running job. */
+export const RUNNING_JOB_FLAGS: readonly FlagSpec[] = [
+  { name: 'job', type: 'string', metavar: 'J', help: 'the running job' },
+  {
+    name: 'nats',
+    type: 'string',
+    metavar: 'URL',
+    help: `the job's NATS server: ${NATS_URL_FORMS}`,
+    default: SWAP_DEFAULTS.natsUrl,
+  },
+  ...NATS_ACCESS_FLAGS,
+];
 
 /** The access files of a connection and what its messages call each (the flag or variable it came from). */
 export interface ResolvedAccess {

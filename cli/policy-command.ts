@@ -10,7 +10,7 @@ import { Bus } from '../transport/bus';
 import { TOOL_LABEL_PREFIX } from '../actors/policy-messages';
 import { readKeyFile } from './key-file';
 import { FlagSpec, HELP_FLAG, ParsedFlags, UsageError, parseFlags } from './args';
-import { NATS_ACCESS_FLAGS, NATS_URL_FORMS, ResolvedAccess, natsAccessOf, natsFlag } from './nats-flag';
+import { RUNNING_JOB_FLAGS, ResolvedAccess, natsAccessOf, natsFlag } from './nats-flag';
 import { formatTable } from './table';
 import { requestSwap, requestView } from './policy-client';
 
@@ -21,15 +21,7 @@ export class SwapRefusedByJobError extends InputError {
 
 const COMMON: readonly FlagSpec[] = [
   HELP_FLAG,
-  { name: 'job', type: 'string', metavar: 'J', help: 'the running job' },
-  {
-    name: 'nats',
-    type: 'string',
-    metavar: 'URL',
-    help: `the job's NATS server: ${NATS_URL_FORMS}`,
-    default: SWAP_DEFAULTS.natsUrl,
-  },
-  ...NATS_ACCESS_FLAGS,
+  ...RUNNING_JOB_FLAGS,
   {
     name: 'wait-ms',
     type: 'int',

@@ -9,6 +9,8 @@ import { buildResult } from './run-local';
 import { planJob } from './wire-stage';
 import { Launch } from './distributed-launch';
 import { Attempts, recoverable } from './recovery';
+import { IterationLostError } from './recovery-errors';
+import { JobError } from './job-errors';
 
 export { replyProblem } from './node-replies';
 
@@ -34,7 +36,8 @@ export async function runDistributed(cfg: JobConfig, o: DistributedOptions): Pro
       try {
         return await runLaunch(launch, cfg, plan, wallStart, attempts);
       } catch (err) {
-        if (!attempts) throw err;
+        // Without recovery a lost iteration is the job's failure, named as any other.
+        if (!attempts) throw err instanceof IterationLostError ? new JobError(err.message, { cause: err }) : err;
         await attempts.recover(launch, err, (n) => launch.nodesUsed().find((x) => x.name === n)?.stages ?? []);
       } finally {
         launch.close();

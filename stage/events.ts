@@ -68,14 +68,8 @@ export interface WaitEvent extends Base {
 }
 
 /** The sender published a message again, asked by its receiver, which had waited for it too long (a lost message). */
-export interface ResendEvent extends Base {
+export interface ResendEvent extends Omit<SendEvent, 'type' | 'cpuMs'> {
   readonly type: 'resend';
-  readonly kind: string;
-  readonly mb: number;
-  readonly chunk: number;
-  readonly dst: number;
-  readonly seq: number;
-  readonly bytes: number;
 }
 
 export interface RejectEvent extends Base {

@@ -743,7 +743,7 @@ describe('the baton command', function () {
       (['sim', 'run', 'train'] as const).map(async (c) => JSON.parse((await baton(c, ...flags)).out)),
     );
     const common = ['job', 'shape', 'policy', 'profile', 'swaps'];
-    const placed = ['partition', 'placement'];
+    const placed = ['inject_faults', 'partition', 'placement'];
     assert.deepEqual(Object.keys(sim), [...common, ...placed]);
     assert.deepEqual(Object.keys(run), [...common, 'transport', ...placed]);
     assert.deepEqual(Object.keys(train), [...common, 'model', 'training', 'async', 'transport', ...placed]);

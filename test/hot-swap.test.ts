@@ -21,20 +21,9 @@ import { encodeValue } from '../transport/codec';
 import { policySubject } from '../actors/policy-messages';
 import { requestView } from '../cli/policy-client';
 import { natsServerForSuite } from './nats-server-fixture';
+import { seededUniform as random } from '../base/seeded-uniform';
 
 const CLI = path.join(__dirname, '..', 'cli', 'main.js');
-
-/** A small seeded generator (mulberry32): the test's choices, the same on every run. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function cli(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {

@@ -5,6 +5,7 @@
 // `affects` selects. Delays and held-back messages run on the caller's clock, so on the
 // virtual clock of the simulator they take virtual time.
 
+import { seededUniform } from '../base/seeded-uniform';
 import type { Bus, BusHandler, Subscription } from './bus';
 import type { Clock, TimerHandle } from '../base/clock';
 import type { FaultSpec } from './fault-spec';
@@ -14,18 +15,6 @@ export interface FaultCounts {
   duplicated: number;
   delayed: number;
   reordered: number;
-}
-
-/** A small seeded generator (mulberry32): uniform draws in [0, 1). */
-export function seededUniform(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 interface Held {

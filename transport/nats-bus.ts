@@ -32,7 +32,7 @@ import type { Bus, BusHandler, Subscription } from './bus';
 import { checkSubject } from './local-bus';
 import { redactNatsUrl } from './nats-url';
 import { openConnection } from './nats-connect';
-import type { AccessNames, NatsAccess } from './nats-access';
+import type { NatsBusOptions } from './nats-bus-options';
 import { DEFAULT_MAX_MESSAGE_BYTES, joinParts } from './codec';
 import { sendParts } from './nats-publish-parts';
 import { NatsChunking } from './nats-chunks';
@@ -44,30 +44,10 @@ import { NatsBusError, PayloadTooLargeError, errorText } from './nats-bus-errors
 export { NatsBusError, PayloadTooLargeError } from './nats-bus-errors';
 export { SEAL_HEADER } from './nats-seal-header';
 export { NatsTlsError } from './nats-connect';
+export type { NatsBusOptions } from './nats-bus-options';
 
 /** How long close() waits for a server that does not answer before it drops what is unsent. */
 const CLOSE_FLUSH_MS = 5000;
-
-export interface NatsBusOptions {
-  /** Connection name shown by the server; default 'baton'. */
-  name?: string;
-  /** Called with every handler exception and transport error, after it is counted. Default: none. */
-  onError?: (err: unknown, subject: string) => void;
-  /** Connect timeout, ms; default 5000. */
-  timeoutMs?: number;
-  /** Reconnect after losing the server (nats.js's default: 10 attempts, 2 s apart); default true. */
-  reconnect?: boolean;
-  /**
-   * Called each time the client has reconnected after a drop. What was in flight then is
-   * lost, and so is what was published while it was down (nats.js clears its buffer when it
-   * dials again): this is when telling peers about the loss can work. Default: none.
-   */
-  onReconnect?: () => void;
-  /** TLS and credentials files (nats-access.ts); default none. */
-  access?: NatsAccess;
-  /** How errors name those files (the flags or environment variables they came from). */
-  accessNames?: AccessNames;
-}
 
 export class NatsBus implements Bus {
   readonly kind = 'nats';

@@ -3,6 +3,8 @@
 // contiguous memory and allocates nothing. Accumulation order is fixed, so the same
 // inputs give bitwise the same outputs.
 
+import { seededUniform } from '../../base/seeded-uniform';
+
 export type Vec = Float32Array | Float64Array;
 
 export class LinalgError extends Error {
@@ -82,13 +84,7 @@ export function frobenius(a: Vec): number {
  */
 export function pseudoRandomBlock(rows: number, cols: number, seed: number): Float64Array {
   const out = new Float64Array(rows * cols);
-  let a = seed >>> 0;
-  for (let i = 0; i < out.length; i++) {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    out[i] = (((t ^ (t >>> 14)) >>> 0) / 4294967296) * 2 - 1;
-  }
+  const uniform = seededUniform(seed);
+  for (let i = 0; i < out.length; i++) out[i] = uniform() * 2 - 1;
   return out;
 }
