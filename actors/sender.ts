@@ -126,11 +126,110 @@ function publishData(bus: Bus, to: string, data: Uint8Array | Uint8Array[]): voi
   else bus.publish(to, data as Uint8Array);
 }
 
-export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
+/** A finished output on its way: encoded, published, told as a send event, kept for resends when asked. */
+function publishOutput(
+  w: SenderWiring,
+  state: SenderState,
+  msg: Extract<SenderMsg, { type: 'output' }>,
+  now: number,
+  seq: number,
+): void {
   const { runtime, bus, job, stage, comm, sink } = w;
-  const clock = runtime.clock;
+  const launch = launchField(w.launch);
+  const t = msg.task;
+  const c0 = performance.now();
+  const tensorBytes = (msg.tensors ?? []).reduce((n, x) => n + x.data.byteLength, 0);
+  const bytes = tensorBytes > 0 ? tensorBytes : comm.messageBytes(stage, t);
+  const commMs = comm.comm(msg.iteration, stage, t);
+  const envelope: Envelope = {
+    v: ENVELOPE_VERSION,
+    job,
+    kind: msg.kind,
+    iteration: msg.iteration,
+    mb: t.mb,
+    chunk: msg.dstChunk,
+    dir: msg.kind === 'activation' ? 'forward' : 'backward',
+    src: stage,
+    dst: msg.dst,
+    seq,
+    sentAt: now,
+    ...(commMs > 0 ? { commMs } : {}),
+    bytes,
+    tensors: msg.tensors ?? [],
+    ...launch,
+  };
+  const data = bus.publishParts ? encodeEnvelopeParts(envelope) : encodeEnvelope(envelope);
+  sink({
+    type: 'send',
+    t: now,
+    stage,
+    iteration: msg.iteration,
+    kind: msg.kind,
+    mb: t.mb,
+    chunk: msg.dstChunk,
+    dst: msg.dst,
+    seq,
+    bytes,
+    ...(runtime.clock.kind === 'real' ? { cpuMs: performance.now() - c0 } : {}),
+  });
+  const to = laneSubject(job, msg.kind, msg.dst, w.lane);
+  if (w.keepForResend) {
+    const key = arrivalKey(msg.kind, stage, t.mb, msg.dstChunk);
+    keep(state, msg.iteration, {
+      dst: msg.dst,
+      key,
+      subject: to,
+      data,
+      mb: t.mb,
+      chunk: msg.dstChunk,
+      kind: msg.kind,
+      seq,
+      bytes,
+      at: now,
+    });
+  }
+  // A refused publish (e.g. a tensor over the server's max_payload) fails the job clearly.
+  try {
+    publishData(bus, to, data);
+  } catch (err) {
+    runtime.fail(`sender-${stage}`, err);
+  }
+}
+
+/** An iteration's report, and after it (when the job recovers) the stage's state, apart: the coordinator does not wait for it. */
+function publishReport(w: SenderWiring, msg: Extract<SenderMsg, { type: 'report' }>, now: number, seq: number): void {
+  const { bus, job, stage } = w;
   const launch = launchField(w.launch);
   const where = isWide(w.lane) ? { rank: w.lane.rank, replica: w.lane.replica } : {};
+  const { state: kept, ...body } = msg.body ?? {};
+  const data = encodeEnvelope({
+    v: ENVELOPE_VERSION,
+    job,
+    kind: 'report',
+    iteration: msg.iteration,
+    mb: -1,
+    chunk: -1,
+    dir: 'control',
+    src: stage,
+    dst: -1,
+    seq,
+    sentAt: now,
+    bytes: 0,
+    tensors: [],
+    body: { peakInflight: msg.peakInflight, ...body, ...where },
+    ...launch,
+  });
+  bus.publish(subject(job, 'report'), data);
+  if (kept !== undefined)
+    bus.publish(
+      subject(job, 'state', stage),
+      encodeValue({ verb: 'state', job, stage, iteration: msg.iteration, snapshot: kept, ...launch }),
+    );
+}
+
+export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
+  const { runtime, stage } = w;
+  const clock = runtime.clock;
   return runtime.spawn<SenderState, SenderMsg>(
     `sender-${laneName(stage, w.lane)}`,
     { seq: 0, kept: new Map() },
@@ -141,92 +240,8 @@ export function spawnSender(w: SenderWiring): ActorRef<SenderMsg> {
       }
       const now = clock.now();
       const seq = state.seq++;
-      if (msg.type === 'report') {
-        // A recoverable job's stage state goes apart from the report, after it: the coordinator does not wait for it.
-        const { state: kept, ...body } = msg.body ?? {};
-        const data = encodeEnvelope({
-          v: ENVELOPE_VERSION,
-          job,
-          kind: 'report',
-          iteration: msg.iteration,
-          mb: -1,
-          chunk: -1,
-          dir: 'control',
-          src: stage,
-          dst: -1,
-          seq,
-          sentAt: now,
-          bytes: 0,
-          tensors: [],
-          body: { peakInflight: msg.peakInflight, ...body, ...where },
-          ...launch,
-        });
-        bus.publish(subject(job, 'report'), data);
-        if (kept !== undefined)
-          bus.publish(
-            subject(job, 'state', stage),
-            encodeValue({ verb: 'state', job, stage, iteration: msg.iteration, snapshot: kept, ...launch }),
-          );
-        return state;
-      }
-      const t = msg.task;
-      const c0 = performance.now();
-      const tensorBytes = (msg.tensors ?? []).reduce((n, x) => n + x.data.byteLength, 0);
-      const bytes = tensorBytes > 0 ? tensorBytes : comm.messageBytes(stage, t);
-      const commMs = comm.comm(msg.iteration, stage, t);
-      const envelope: Envelope = {
-        v: ENVELOPE_VERSION,
-        job,
-        kind: msg.kind,
-        iteration: msg.iteration,
-        mb: t.mb,
-        chunk: msg.dstChunk,
-        dir: msg.kind === 'activation' ? 'forward' : 'backward',
-        src: stage,
-        dst: msg.dst,
-        seq,
-        sentAt: now,
-        ...(commMs > 0 ? { commMs } : {}),
-        bytes,
-        tensors: msg.tensors ?? [],
-        ...launch,
-      };
-      const data = bus.publishParts ? encodeEnvelopeParts(envelope) : encodeEnvelope(envelope);
-      sink({
-        type: 'send',
-        t: now,
-        stage,
-        iteration: msg.iteration,
-        kind: msg.kind,
-        mb: t.mb,
-        chunk: msg.dstChunk,
-        dst: msg.dst,
-        seq,
-        bytes,
-        ...(clock.kind === 'real' ? { cpuMs: performance.now() - c0 } : {}),
-      });
-      const to = laneSubject(job, msg.kind, msg.dst, w.lane);
-      if (w.keepForResend) {
-        const key = arrivalKey(msg.kind, stage, t.mb, msg.dstChunk);
-        keep(state, msg.iteration, {
-          dst: msg.dst,
-          key,
-          subject: to,
-          data,
-          mb: t.mb,
-          chunk: msg.dstChunk,
-          kind: msg.kind,
-          seq,
-          bytes,
-          at: now,
-        });
-      }
-      // A refused publish (e.g. a tensor over the server's max_payload) fails the job clearly.
-      try {
-        publishData(bus, to, data);
-      } catch (err) {
-        runtime.fail(`sender-${stage}`, err);
-      }
+      if (msg.type === 'report') publishReport(w, msg, now, seq);
+      else publishOutput(w, state, msg, now, seq);
       return state;
     },
   );

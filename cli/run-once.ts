@@ -2,32 +2,32 @@
 // this process, or on NATS with node agents, spawned here (one OS process per stage, stopped
 // with the job and on SIGINT or SIGTERM) or started by a user (--nodes).
 
-import { ChildProcess, spawn } from 'child_process';
 import { randomBytes } from 'crypto';
-import * as path from 'path';
 import { JobConfig } from '../job/config';
 import { IterationRecord } from '../actors/coordinator';
 import { EventSink } from '../stage/events';
 import { RecoveryOptions, runDistributed } from '../job/run-distributed';
+import { SpawnedNodes, spawnNodes } from './stage-processes';
+
+export { CLI_ENTRY } from './stage-processes';
 import { JobResult, runJob } from '../job/run-local';
 import { JobError, checkJob } from '../job/wire-stage';
 import { filesOfJob, realPath } from '../job/node-host';
 import { NatsBus } from '../transport/nats-bus';
 import { OwnServer, startOwnServer } from './own-server';
-import { endBySignal, onProcessEnd } from '../transport/process-cleanup';
-import { ResolvedAccess, natsAccessEnv } from './nats-flag';
+import { endBySignal } from '../transport/process-cleanup';
+import { ResolvedAccess } from './nats-flag';
 import { claimJob } from '../job/job-claim';
 import { jobNodeSubjects } from '../actors/node-agent';
 import { stageNodeFlags } from './stage-node-flags';
 import { SwapOptions } from '../job/policy-control';
 import { UsageError } from './args';
-import { THREADS_ENV, defaultThreads } from '../models/threads';
 import { AuthBus } from '../transport/auth-bus';
 import { NODE_SERVICE_DEFAULTS } from '../job/defaults';
 import { discoverNodes } from '../job/node-discovery';
 import { DISCOVER, pickNodes } from '../job/node-require';
 import { printable } from './table';
-import { keyText, newJobKey } from '../transport/auth-seal';
+import { newJobKey } from '../transport/auth-seal';
 import { lanesOf } from '../transport/lanes';
 import { recoverable } from '../job/recovery';
 
@@ -56,123 +56,6 @@ export interface RunSetup {
   swaps?: SwapOptions;
   /** Lost stage processes this launcher started that a sync job survives by replaying the iteration (--max-restarts; 0: none). */
   maxRestarts?: number;
-}
-
-/** The `baton` command's entry point, for starting it as a child process. */
-export const CLI_ENTRY = path.join(__dirname, 'main.js');
-
-/** Stage processes this launcher started: stopped at the end, and on exit, SIGINT or SIGTERM. */
-interface SpawnedNodes {
-  readonly children: ReadonlyMap<string, ChildProcess>;
-  /** Rejects when one of them ends before stop() was called (unless an exit listener is set). */
-  readonly died: Promise<never>;
-  /** Kills node `name`'s process if it is still there (SIGKILL: a stopped one too) and starts a new one. */
-  restart(name: string): Promise<void>;
-  /** From now on a process that ends on its own is told to `listener` instead of rejecting `died`. */
-  onExit(listener: (name: string, why: string) => void): void;
-  stop(): Promise<void>;
-}
-
-function spawnNodes(
-  server: { urls: readonly string[]; access: ResolvedAccess | undefined },
-  job: string,
-  names: string[],
-  nodeFlags: readonly string[],
-  allowedFiles: readonly string[],
-  key: Uint8Array,
-  threads?: number,
-): SpawnedNodes {
-  const threadsEach = String(threads ?? (process.env[THREADS_ENV] || defaultThreads(names.length)));
-  let stopping = false;
-  let died: (e: Error) => void = () => {};
-  let exitListener: ((name: string, why: string) => void) | null = null;
-  const diedPromise = new Promise<never>((_, reject) => (died = reject));
-  diedPromise.catch(() => {});
-  const children = new Map<string, ChildProcess>();
-  const replaced = new Set<ChildProcess>();
-  const start = (name: string): ChildProcess => {
-    const child = spawn(
-      process.execPath,
-      [
-        ...nodeFlags,
-        CLI_ENTRY,
-        'node',
-        '--name',
-        name,
-        '--job',
-        job,
-        '--quiet',
-        '--exit-with-stdin',
-        '--key-stdin',
-        '--nats-stdin',
-        ...(allowedFiles.length > 0 ? ['--allow-files', allowedFiles.join(',')] : []),
-      ],
-      {
-        stdio: ['pipe', 'ignore', 'pipe'],
-        // The paths of the access files go in the environment, not on the command line (which `ps` shows to every user).
-        env: {
-          ...natsAccessEnv(process.env, undefined, server.access?.access ?? {}, path.resolve),
-          [THREADS_ENV]: threadsEach,
-        },
-      },
-    );
-    // The launch's key and the process's NATS URL (its credentials in it) go down the pipe
-    // only this launcher holds (not argv, which ps shows to everyone, or the environment).
-    child.stdin?.on('error', () => {});
-    child.stdin?.write(`${keyText(key)}\n${server.urls[names.indexOf(name)]}\n`);
-    child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[${name}] ${d}`));
-    child.once('exit', (code, signal) => {
-      if (stopping || replaced.has(child)) return;
-      const why = signal ? `signal ${signal}` : `exit code ${code}`;
-      if (exitListener) exitListener(name, `pid ${child.pid}, ${why}`);
-      else died(new JobError(`stage process ${name} (pid ${child.pid}) ended during the job (${why})`));
-    });
-    children.set(name, child);
-    return child;
-  };
-  for (const name of names) start(name);
-  const forget = onProcessEnd(() => {
-    for (const c of children.values()) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
-  });
-  return {
-    children,
-    died: diedPromise,
-    restart: async (name) => {
-      const old = children.get(name);
-      if (old) {
-        replaced.add(old);
-        await new Promise<void>((resolve) => {
-          if (old.exitCode !== null || old.signalCode !== null) return resolve();
-          old.once('exit', () => resolve());
-          old.kill('SIGKILL');
-        });
-      }
-      start(name);
-    },
-    onExit: (listener) => (exitListener = listener),
-    stop: async () => {
-      stopping = true;
-      await stopChildren([...children.values()]);
-      forget();
-    },
-  };
-}
-
-async function stopChildren(children: ChildProcess[]): Promise<void> {
-  await Promise.all(
-    children.map(
-      (c) =>
-        new Promise<void>((resolve) => {
-          if (c.exitCode !== null || c.signalCode !== null) return resolve();
-          const t = setTimeout(() => c.kill('SIGKILL'), 3000);
-          c.once('exit', () => {
-            clearTimeout(t);
-            resolve();
-          });
-          c.kill('SIGTERM');
-        }),
-    ),
-  );
 }
 
 /**
