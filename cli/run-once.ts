@@ -101,15 +101,8 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     throw new UsageError(
       '--swap-at and --swap-modules need the stages in this process (--processes single or --transport local); a job of node agents takes no swaps',
     );
-  if (setup.transport === 'local') {
-    const result = await runJob(cfg, {
-      clock: 'real',
-      onIteration: setup.onIteration,
-      sinks: setup.sinks,
-      swaps: setup.swaps,
-    });
-    return { result, transport: 'local', processes: 1, pids: [process.pid] };
-  }
+  if (setup.transport === 'local')
+    return { result: await runInProcess(cfg, setup), transport: 'local', processes: 1, pids: [process.pid] };
   let server: OwnServer | null = null;
   let nats: NatsBus | null = null;
   let nodes: SpawnedNodes | null = null;
@@ -140,26 +133,12 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     if (!server) release = await claimJob(nats, cfg.job);
     // Core NATS keeps nothing that was in flight: once the launcher's connection drops (a
     // server of our own that died, a network cut), the job has lost messages, so it ends now.
-    const dropped = nats
-      .disconnected()
-      .then((e) => Promise.reject(new JobError(`${e.message}: messages in flight are lost, the job cannot complete`)));
-    dropped.catch(() => {});
+    const dropped = lostConnection(nats);
     if (setup.processes === 'single' && !setup.nodes) {
-      const result = await runJob(cfg, {
-        clock: 'real',
-        bus,
-        onIteration: setup.onIteration,
-        sinks: setup.sinks,
-        stop: dropped,
-        swaps: setup.swaps,
-      });
+      const result = await runInProcess(cfg, setup, { bus, stop: dropped });
       return { result, transport: 'nats', processes: 1, pids: [process.pid], natsUrl: nats.url };
     }
-    // A placement on --nodes agents names the agent of each stage, one stage each, in stage order.
-    const names =
-      setup.nodes?.length === 1 && setup.nodes[0] === DISCOVER
-        ? await discoveredNames(nats, cfg.stages, setup.require ?? {})
-        : ((setup.nodes && cfg.placement ? [...cfg.placement] : setup.nodes) ?? ownNames);
+    const names = await hostNames(cfg, setup, nats, ownNames);
     interrupts = watchInterrupts();
     // Agents of our own may load the files this launcher's user named, and no others.
     const stageUrls = server ? server.stageUrls : names.map(() => url);
@@ -198,6 +177,33 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     const sig = interrupts?.signal();
     if (sig) endBySignal(sig);
   }
+}
+
+/** The job in this process, on the in-process bus or on `over`'s. */
+function runInProcess(cfg: JobConfig, setup: RunSetup, over: { bus?: AuthBus; stop?: Promise<never> } = {}) {
+  return runJob(cfg, {
+    clock: 'real',
+    onIteration: setup.onIteration,
+    sinks: setup.sinks,
+    swaps: setup.swaps,
+    ...over,
+  });
+}
+
+/** Rejects once the launcher's connection drops: core NATS kept nothing that was in flight. */
+function lostConnection(nats: NatsBus): Promise<never> {
+  const dropped = nats
+    .disconnected()
+    .then((e) => Promise.reject(new JobError(`${e.message}: messages in flight are lost, the job cannot complete`)));
+  dropped.catch(() => {});
+  return dropped;
+}
+
+/** The node of each block of stages: discovered, the agents --nodes names (in placement order when placed), or our own. */
+async function hostNames(cfg: JobConfig, setup: RunSetup, nats: NatsBus, own: string[]): Promise<string[]> {
+  if (setup.nodes?.length === 1 && setup.nodes[0] === DISCOVER)
+    return discoveredNames(nats, cfg.stages, setup.require ?? {});
+  return (setup.nodes && cfg.placement ? [...cfg.placement] : setup.nodes) ?? own;
 }
 
 function recoveryOf(nodes: SpawnedNodes, maxRestarts: number): RecoveryOptions {

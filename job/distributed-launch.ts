@@ -4,7 +4,6 @@
 import { newLaunchId } from '../transport/envelope';
 import { AuthBus } from '../transport/auth-bus';
 import { senderChecked } from '../transport/auth-sender';
-import { parseSubject } from '../transport/subjects';
 import { Bus, Subscription } from '../transport/bus';
 import { encodeValue } from '../transport/codec';
 import { peerText, quoteValue } from '../base/quote';
@@ -16,7 +15,7 @@ import { waitWithWatchdog } from './run-local';
 import { newRejectTally, tallyReject } from '../base/reject-tally';
 import { NodeSubjects, STANDALONE_NODES, replyBox } from '../actors/node-agent';
 import { ActorRuntime } from '../actors/runtime';
-import { JobError, NodeInputError } from './wire-stage';
+import { JobError } from './wire-stage';
 import { requiredReportFields } from '../checks/report-body';
 import { Reply, ReplyBox, decodeReply, text } from './reply-box';
 import { replyProblem } from './node-replies';
@@ -27,6 +26,7 @@ import { HeartbeatMonitor } from './heartbeat';
 import { HEARTBEAT_DEFAULTS } from './defaults';
 import { IterationLostError } from './recovery-errors';
 import { HostRecovery, recoveryForStages } from './stage-recovery';
+import { hostingProblem, launchSenderProblem, replyFailure } from './launch-checks';
 
 /** One launch of a distributed job: its node replies, its trace, its renewals, its end. */
 export class Launch {
@@ -109,19 +109,7 @@ export class Launch {
 
   /** Only the job's agents send to the launcher, and a stage's trace comes from the agent hosting it. */
   private senderProblem(subj: string, sender: string): string | null {
-    const node = sender.startsWith('node:') ? sender.slice('node:'.length) : null;
-    const i = node === null ? -1 : this.o.nodes.indexOf(node);
-    if (subj === this.at.announce && node !== null) return null; // any agent of the key may say hello
-    if (i < 0) return `a message sealed by ${quoteValue(sender, 80)}, not by a node agent of this job`;
-    if (subj.startsWith(this.at.beat('')) && subj !== this.at.beat(node as string))
-      return `a heartbeat on ${quoteValue(subj, 200)} sealed by node ${node}, which beats only for itself`;
-    const stage = parseSubject(subj);
-    if (
-      (stage?.kind === 'trace' || stage?.kind === 'state') &&
-      !(this.blocks[i]?.stages ?? []).includes(Number(stage.stage))
-    )
-      return `a ${stage.kind} message of stage ${quoteValue(stage.stage, 20)} sealed by node ${node}, which does not host it`;
-    return null;
+    return launchSenderProblem({ at: this.at, nodes: this.o.nodes, blocks: this.blocks }, subj, sender);
   }
 
   /** `p`, unless the job fails first. */
@@ -145,17 +133,8 @@ export class Launch {
       return;
     }
     this.heard.set(r.name, Date.now());
-    if (r.verb === 'failure')
-      this.nodeFailed(new JobError(`on node ${r.name}, actor ${text(r.actor)} failed: ${text(r.message)}`));
-    if (r.verb === 'leaving') this.nodeFailed(new JobError(`node ${r.name} left during the job (${text(r.reason)})`));
-    // Waiting out a lease would only blame a live node for a job it no longer has.
-    if (
-      r.verb === 'error' &&
-      (r.request === 'renew' || r.request === 'status') &&
-      this.o.nodes.includes(r.name) &&
-      (r.error === 'JobNotHostedError' || r.error === 'LaunchMismatchError')
-    )
-      this.nodeFailed(new JobError(`node ${r.name} no longer hosts job ${this.cfg.job}: ${text(r.message)}`));
+    const failure = replyFailure(r, this.cfg.job, this.o.nodes);
+    if (failure) this.nodeFailed(failure);
     if (r.verb === 'renewed') return;
     this.replies.push(r);
   }
@@ -213,19 +192,10 @@ export class Launch {
         () => `nodes to host job ${cfg.job}`,
       ),
     );
-    const failed = hosted.find((r) => r.verb === 'error');
-    if (failed) {
-      const message = `node ${failed.name} refused to host: ${text(failed.message)}`;
-      throw failed.input === true ? new NodeInputError(message) : new JobError(message);
-    }
-    // An agent that did not take the launch id would send what this run's coordinator refuses.
+    const refused = hostingProblem(hosted, this.id);
+    if (refused) throw refused;
     for (const r of hosted)
       if (r.verb === 'hosting' && r.host !== undefined) this.hostOf.set(r.name, peerText(r.host, 200));
-    const unlaunched = hosted.filter((r) => r.verb === 'hosting' && r.launch !== this.id).map((r) => peerText(r.name));
-    if (unlaunched.length > 0)
-      throw new JobError(
-        `node(s) ${unlaunched.join(', ')} hosted the job without taking its launch id: an agent older than this launcher? Restart it from the same Baton`,
-      );
   }
 
   /** The iteration under way is lost (a stage process gone, messages lost): it ends this launch, to be replayed. */
