@@ -8,8 +8,6 @@ import { IterationRecord } from '../actors/coordinator';
 import { EventSink } from '../stage/events';
 import { RecoveryOptions, runDistributed } from '../job/run-distributed';
 import { SpawnedNodes, spawnNodes } from './stage-processes';
-
-export { CLI_ENTRY } from './stage-processes';
 import { JobResult, runJob } from '../job/run-local';
 import { JobError, checkJob } from '../job/wire-stage';
 import { filesOfJob, realPath } from '../job/node-host';
@@ -30,6 +28,8 @@ import { printable } from './table';
 import { newJobKey } from '../transport/auth-seal';
 import { lanesOf } from '../transport/lanes';
 import { recoverable } from '../job/recovery';
+
+export { CLI_ENTRY } from './stage-processes';
 
 export interface RunSetup {
   transport: 'nats' | 'local';
