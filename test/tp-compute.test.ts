@@ -2,7 +2,7 @@ import { strict as assert } from 'assert';
 import * as tf from '@tensorflow/tfjs';
 import { loadBackend } from '../models/backend';
 import { TrainConfig, corpusFor } from '../models/train-config';
-import { TRAIN_DEFAULTS } from '../job/defaults';
+import { tinyTrainConfig } from './helpers-train';
 import { LocalGroup } from '../models/tp/local-all-reduce';
 import { gatherRanks, shardIndex, tpModelFor } from '../models/tp/tp-layers';
 import { lrAt } from '../policies/optim/schedule';
@@ -17,22 +17,8 @@ import { ReplicaGroup } from '../compute/replica-reduce';
 
 const ITERATIONS = 3;
 
-function tiny(model: 'gpt' | 'mlp', extra: Partial<TrainConfig> = {}): TrainConfig {
-  return {
-    ...TRAIN_DEFAULTS,
-    model,
-    microbatchSize: 2,
-    seq: 8,
-    layers: 2,
-    width: 16,
-    heads: 4,
-    lr: 1e-2,
-    warmup: 1,
-    totalIterations: ITERATIONS,
-    valBatches: 1,
-    ...extra,
-  };
-}
+const tiny = (model: 'gpt' | 'mlp', extra: Partial<TrainConfig> = {}): TrainConfig =>
+  tinyTrainConfig(model, ITERATIONS, extra);
 
 /** Holds each call for a keyed number of event-loop turns, so ranks reach a collective in a seed-dependent order. */
 function shuffled(ar: AllReduce, seed: number, member: number): AllReduce {

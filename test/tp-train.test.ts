@@ -7,13 +7,13 @@ import { JobConfig, resolveConfig } from '../job/config';
 import { runJob } from '../job/run-local';
 import { train } from '../cli/train';
 import { iterationLoss, recordParams } from '../cli/train-lanes';
-import { TRAIN_DEFAULTS } from '../job/defaults';
 import { loadBackend } from '../models/backend';
 import { TrainConfig } from '../models/train-config';
 import { IterationRecord } from '../actors/coordinator';
 import { natsServerForSuite } from './nats-server-fixture';
 import { testKeyFile } from './helpers-auth';
 import { batonInProcess } from './helpers-cli';
+import { tinyTrainConfig } from './helpers-train';
 
 // `baton train --tp T --dp D`: real GPT compute split across ranks and replicas, wired as a
 // job (the compute itself is test/tp-compute.test.ts's), on the local bus and over NATS with
@@ -22,20 +22,7 @@ import { batonInProcess } from './helpers-cli';
 const CLI = path.join(__dirname, '..', 'cli', 'main.js');
 const ITERATIONS = 2;
 
-const tiny = (extra: Partial<TrainConfig> = {}): TrainConfig => ({
-  ...TRAIN_DEFAULTS,
-  model: 'gpt',
-  microbatchSize: 2,
-  seq: 8,
-  layers: 2,
-  width: 16,
-  heads: 4,
-  lr: 1e-2,
-  warmup: 1,
-  totalIterations: ITERATIONS,
-  valBatches: 1,
-  ...extra,
-});
+const tiny = (extra: Partial<TrainConfig> = {}): TrainConfig => tinyTrainConfig('gpt', ITERATIONS, extra);
 
 let jobs = 0;
 function job(o: { tp: number; dp?: number; policy: string; jitterSeed?: number; M?: number }): JobConfig {
