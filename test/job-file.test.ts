@@ -116,6 +116,16 @@ describe('job files (--config, --print-config)', function () {
       assert.match(r.err, message);
     });
 
+  it('refuses a job file that places a stage on a node it does not have, exit 2, naming the key', async () => {
+    const f = file(
+      'missing-node.yaml',
+      'shape:\n  stages: 2\nnodes:\n  speeds: [1, 1]\nplacement:\n  "0": node5\n  "1": node0\n',
+    );
+    const r = await baton('sim', '--config', f, '--print-config');
+    assert.equal(r.code, 2, r.err);
+    assert.match(r.err, /placement\.0: node "node5" is not one of the nodes \(node0, node1\)/);
+  });
+
   it('refuses a job file that is not there or not a file', async () => {
     for (const [f, why] of [
       [path.join(dir, 'none.yaml'), /does not exist/],
