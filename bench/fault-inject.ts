@@ -4,6 +4,22 @@
 
 import { readFileSync, readdirSync } from 'fs';
 import { IterationRecord } from '../actors/coordinator';
+import { JobConfig, resolveConfig } from '../job/config';
+import { TRAIN_DEFAULTS } from '../job/defaults';
+import { TrainConfig } from '../models/train-config';
+
+/** The job faults are injected into: a synchronous train of P = 4, M = 4 that only a hang would stall (10 min), `model` over the defaults. */
+export function faultedTrainJob(job: string, iterations: number, model: Partial<TrainConfig> = {}): JobConfig {
+  return resolveConfig({
+    job,
+    stages: 4,
+    microbatches: 4,
+    iterations,
+    profile: 'train',
+    stallTimeoutMs: 600_000,
+    train: { ...TRAIN_DEFAULTS, ...model, totalIterations: iterations, valBatches: 1 },
+  });
+}
 
 /** The pid of the stage process this process started for stage `s` of job `job`. */
 export function stageProcessPid(job: string, s: number): number {

@@ -9,27 +9,15 @@
 //
 // Not covered here: a lost nats-server, lost or duplicated messages, `run` (emulated).
 
-import { resolveConfig } from '../job/config';
-import { TRAIN_DEFAULTS } from '../job/defaults';
 import { TrainOutcome, train } from '../cli/train';
 import { formatTable } from '../cli/table';
 import { median } from '../checks/stats';
 import { benchMain, positiveInt } from './bench-cli';
-import { injectFault } from './fault-inject';
+import { faultedTrainJob, injectFault } from './fault-inject';
 
 const FAULTS = ['SIGKILL', 'SIGSTOP'] as const;
 
-function config(job: string, iterations: number) {
-  return resolveConfig({
-    job,
-    stages: 4,
-    microbatches: 4,
-    iterations,
-    profile: 'train',
-    stallTimeoutMs: 600_000,
-    train: { ...TRAIN_DEFAULTS, totalIterations: iterations, valBatches: 1 },
-  });
-}
+const config = (job: string, iterations: number) => faultedTrainJob(job, iterations);
 
 const setup = (maxRestarts: number) => ({
   transport: 'nats' as const,

@@ -1,33 +1,15 @@
 import { strict as assert } from 'assert';
 import { resolveConfig } from '../job/config';
-import { TRAIN_DEFAULTS } from '../job/defaults';
 import { IterationRecord } from '../actors/coordinator';
 import { train } from '../cli/train';
 import { runOnce } from '../cli/run-once';
 import { RestartsExhaustedError } from '../job/recovery-errors';
 import { DistributedResult } from '../job/run-distributed';
 import { natsServerForSuite } from './nats-server-fixture';
-import { injectFault, stageProcessPid } from '../bench/fault-inject';
+import { faultedTrainJob, injectFault, stageProcessPid } from '../bench/fault-inject';
 
 const gpt = (job: string, iterations: number) =>
-  resolveConfig({
-    job,
-    stages: 4,
-    microbatches: 4,
-    iterations,
-    profile: 'train',
-    stallTimeoutMs: 600_000,
-    train: {
-      ...TRAIN_DEFAULTS,
-      layers: 4,
-      width: 32,
-      heads: 2,
-      seq: 16,
-      microbatchSize: 4,
-      totalIterations: iterations,
-      valBatches: 1,
-    },
-  });
+  faultedTrainJob(job, iterations, { layers: 4, width: 32, heads: 2, seq: 16, microbatchSize: 4 });
 
 describe('recovery by replaying the iteration (sync, one process per stage)', function () {
   this.timeout(240_000);
