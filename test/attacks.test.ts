@@ -1,3 +1,4 @@
+import { smallMlpTrain } from './helpers-train';
 import { strict as assert } from 'assert';
 import { existsSync, mkdtempSync, writeFileSync } from 'fs';
 import * as os from 'os';
@@ -6,7 +7,6 @@ import { resolveConfig } from '../job/config';
 import { summarize } from '../job/run-local';
 import { runOnce } from '../cli/run';
 import { train } from '../cli/train';
-import { TRAIN_DEFAULTS } from '../job/defaults';
 import { readCheckpointMeta } from '../job/checkpoint';
 import { NatsBus } from '../transport/nats-bus';
 import { encodeValue, decodeValue } from '../transport/codec';
@@ -53,20 +53,7 @@ describe('a stranger on the NATS server, without the job key', function () {
   });
 
   it('changes nothing in a training job: same param_checksum, final loss and checkpoint as a clean run', async () => {
-    const t = (checkpoint: string) => ({
-      ...TRAIN_DEFAULTS,
-      model: 'mlp' as const,
-      microbatchSize: 4,
-      seq: 8,
-      layers: 4,
-      width: 16,
-      lr: 1e-2,
-      warmup: 1,
-      totalIterations: 3,
-      valBatches: 1,
-      checkpoint,
-      checkpointEvery: 1,
-    });
+    const t = (checkpoint: string) => smallMlpTrain(checkpoint, 1);
     const cfg = (job: string, dir: string) =>
       resolveConfig({
         job,

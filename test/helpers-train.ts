@@ -22,3 +22,21 @@ export function tinyTrainConfig(
     ...extra,
   };
 }
+
+/** The small MLP LM the attack and fencing tests train (4 blocks of width 16), checkpointing into `checkpoint` every `every` iterations (0: at the end). */
+export function smallMlpTrain(checkpoint: string, every: number): TrainConfig {
+  return {
+    ...TRAIN_DEFAULTS,
+    model: 'mlp',
+    microbatchSize: 4,
+    seq: 8,
+    layers: 4,
+    width: 16,
+    lr: 1e-2,
+    warmup: 1,
+    totalIterations: 3,
+    valBatches: 1,
+    checkpoint,
+    checkpointEvery: every,
+  };
+}

@@ -1,3 +1,4 @@
+import { smallMlpTrain } from './helpers-train';
 import { strict as assert } from 'assert';
 import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'fs';
 import { spawnSync } from 'child_process';
@@ -9,7 +10,6 @@ import { resolveConfig } from '../job/config';
 import { summarize } from '../job/run-local';
 import { runOnce } from '../cli/run';
 import { train } from '../cli/train';
-import { TRAIN_DEFAULTS } from '../job/defaults';
 import { startNatsServer } from '../transport/nats-server';
 import { sharedServerUsers } from '../job/nats-users';
 import { urlWithUser } from '../cli/own-server';
@@ -64,20 +64,7 @@ const trainCfg = (job: string) =>
     policy: 'bf',
     profile: 'train',
     stallTimeoutMs: 120000,
-    train: {
-      ...TRAIN_DEFAULTS,
-      model: 'mlp' as const,
-      microbatchSize: 4,
-      seq: 8,
-      layers: 4,
-      width: 16,
-      lr: 1e-2,
-      warmup: 1,
-      totalIterations: 3,
-      valBatches: 1,
-      checkpoint: mkdtempSync(path.join(os.tmpdir(), `baton-fence-${job}-`)),
-      checkpointEvery: 0,
-    },
+    train: smallMlpTrain(mkdtempSync(path.join(os.tmpdir(), `baton-fence-${job}-`)), 0),
   });
 
 describe('NATS-level fencing: accounts, generated credentials, per-process permissions', function () {
