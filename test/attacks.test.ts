@@ -1,4 +1,4 @@
-import { smallMlpTrain } from './helpers-train';
+import { smallMlpJob } from './helpers-train';
 import { strict as assert } from 'assert';
 import { existsSync, mkdtempSync, writeFileSync } from 'fs';
 import * as os from 'os';
@@ -53,18 +53,7 @@ describe('a stranger on the NATS server, without the job key', function () {
   });
 
   it('changes nothing in a training job: same param_checksum, final loss and checkpoint as a clean run', async () => {
-    const t = (checkpoint: string) => smallMlpTrain(checkpoint, 1);
-    const cfg = (job: string, dir: string) =>
-      resolveConfig({
-        job,
-        stages: 2,
-        microbatches: 4,
-        iterations: 3,
-        policy: 'bf',
-        profile: 'train',
-        train: t(dir),
-        stallTimeoutMs: 120000,
-      });
+    const cfg = (job: string, dir: string) => smallMlpJob(job, dir, 1);
     const setup = { transport: 'nats' as const, processes: 'per-stage' as const, natsUrl: server().url };
     const [cleanDir, hitDir] = ['clean', 'hit'].map((n) => mkdtempSync(path.join(os.tmpdir(), `baton-ck-${n}-`)));
     const clean = await train(cfg('tclean', cleanDir), setup);

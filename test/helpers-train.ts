@@ -1,4 +1,5 @@
 import { TRAIN_DEFAULTS } from '../job/defaults';
+import { resolveConfig } from '../job/config';
 import { TrainConfig } from '../models/train-config';
 
 /** A tiny model for the tensor-parallel tests: 2 blocks of width 16, 4 heads, short sequences, `iterations` long. */
@@ -39,4 +40,18 @@ export function smallMlpTrain(checkpoint: string, every: number): TrainConfig {
     checkpoint,
     checkpointEvery: every,
   };
+}
+
+/** The job the attack and fencing tests train over NATS: smallMlpTrain on 2 stages, 4 microbatches, 3 iterations of bf. */
+export function smallMlpJob(job: string, checkpoint: string, every: number) {
+  return resolveConfig({
+    job,
+    stages: 2,
+    microbatches: 4,
+    iterations: 3,
+    policy: 'bf',
+    profile: 'train',
+    stallTimeoutMs: 120000,
+    train: smallMlpTrain(checkpoint, every),
+  });
 }

@@ -1,4 +1,4 @@
-import { smallMlpTrain } from './helpers-train';
+import { smallMlpJob } from './helpers-train';
 import { strict as assert } from 'assert';
 import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'fs';
 import { spawnSync } from 'child_process';
@@ -55,17 +55,7 @@ async function intrude(url: string, pub: readonly string[], sub: readonly string
 const violations = (i: Intrusion, kind: 'Publish' | 'Subscription') =>
   i.errors.filter((e) => new RegExp(`Permissions Violation for ${kind}`).test(e));
 
-const trainCfg = (job: string) =>
-  resolveConfig({
-    job,
-    stages: 2,
-    microbatches: 4,
-    iterations: 3,
-    policy: 'bf',
-    profile: 'train',
-    stallTimeoutMs: 120000,
-    train: smallMlpTrain(mkdtempSync(path.join(os.tmpdir(), `baton-fence-${job}-`)), 0),
-  });
+const trainCfg = (job: string) => smallMlpJob(job, mkdtempSync(path.join(os.tmpdir(), `baton-fence-${job}-`)), 0);
 
 describe('NATS-level fencing: accounts, generated credentials, per-process permissions', function () {
   this.timeout(240_000);

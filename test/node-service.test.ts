@@ -184,6 +184,23 @@ describe('baton node agents as NATS services, on a real nats-server', function (
     );
   });
 
+  /** `baton run` on the discovered agents that meet `require`, 2 stages, with the job's node key. */
+  const discoverRun = (require: string, ...rest: string[]) =>
+    batonInProcess(
+      'run',
+      '--nats',
+      server().url,
+      '--nodes',
+      'discover',
+      '--require',
+      require,
+      '--node-key-file',
+      KEY.file,
+      '--stages',
+      '2',
+      ...rest,
+    );
+
   it('baton nodes --json lists all three with their measured capabilities and tags', async () => {
     const r = await batonInProcess('nodes', '--nats', server().url, '--json');
     assert.equal(r.code, 0, r.err);
@@ -248,18 +265,8 @@ describe('baton node agents as NATS services, on a real nats-server', function (
       assert.match(r.err, /refused a baton-node answer/);
 
       // A discovering launcher in the same company: it uses only the agents that check out and meet --require.
-      const run = await batonInProcess(
-        'run',
-        '--nats',
-        server().url,
-        '--nodes',
-        'discover',
-        '--require',
+      const run = await discoverRun(
         'gpu=none',
-        '--node-key-file',
-        KEY.file,
-        '--stages',
-        '2',
         '--microbatches',
         '4',
         '--iterations',
@@ -280,21 +287,7 @@ describe('baton node agents as NATS services, on a real nats-server', function (
   });
 
   it('a launcher whose requirement no node meets is refused with exit 2, naming what each has', async () => {
-    const run = await batonInProcess(
-      'run',
-      '--nats',
-      server().url,
-      '--nodes',
-      'discover',
-      '--require',
-      'gpu=a100',
-      '--node-key-file',
-      KEY.file,
-      '--stages',
-      '2',
-      '--job',
-      'svc-none',
-    );
+    const run = await discoverRun('gpu=a100', '--job', 'svc-none');
     assert.equal(run.code, 2);
     assert.match(run.err, /gpu=a100/);
     assert.match(run.err, /svc-b: gpu=a100 \(has h200\)/);

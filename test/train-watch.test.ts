@@ -26,20 +26,16 @@ const task = (type: 'task-start' | 'task-end', t: number, stage: number, kind: '
     : { type, t, stage, iteration: 0, kind, mb, chunk: 0 };
 
 /** Stage 0 of a stream: F0 F1 B0 F2 B1 B2 (mb 1's backward waits one update, mb 2's one too). */
-const STREAM: BatonEvent[] = [
-  task('task-start', 0, 0, 'F', 0),
-  task('task-end', 1, 0, 'F', 0),
-  task('task-start', 1, 0, 'F', 1),
-  task('task-end', 2, 0, 'F', 1),
-  task('task-start', 5, 0, 'B', 0),
-  task('task-end', 6, 0, 'B', 0),
-  task('task-start', 6, 0, 'F', 2),
-  task('task-end', 7, 0, 'F', 2),
-  task('task-start', 8, 0, 'B', 1),
-  task('task-end', 9, 0, 'B', 1),
-  task('task-start', 10, 0, 'B', 2),
-  task('task-end', 11, 0, 'B', 2),
-];
+const STREAM: BatonEvent[] = (
+  [
+    [0, 'F', 0],
+    [1, 'F', 1],
+    [5, 'B', 0],
+    [6, 'F', 2],
+    [8, 'B', 1],
+    [10, 'B', 2],
+  ] as const
+).flatMap(([t, kind, mb]) => [task('task-start', t, 0, kind, mb), task('task-end', t + 1, 0, kind, mb)]);
 
 /** A TrainProgress writing into `lines`, with the options a test sets over these. */
 function progressInto(lines: string[], opts: Partial<ConstructorParameters<typeof TrainProgress>[0]>): TrainProgress {
