@@ -184,8 +184,8 @@ describe('baton node agents as NATS services, on a real nats-server', function (
     );
   });
 
-  /** `baton run` on the discovered agents that meet `require`, 2 stages, with the job's node key. */
-  const discoverRun = (require: string, ...rest: string[]) =>
+  /** `baton run` on the discovered agents that meet `requirement`, 2 stages, with the job's node key. */
+  const discoverRun = (requirement: string, ...rest: string[]) =>
     batonInProcess(
       'run',
       '--nats',
@@ -193,7 +193,7 @@ describe('baton node agents as NATS services, on a real nats-server', function (
       '--nodes',
       'discover',
       '--require',
-      require,
+      requirement,
       '--node-key-file',
       KEY.file,
       '--stages',
