@@ -1,8 +1,11 @@
 // The runs the bus benchmark (bus-throughput.ts) times: raw nats.js, and Baton's codec +
-// NatsBus, unsealed or through an AuthBus, each on two fresh connections to one server.
+// NatsBus, unsealed or through an AuthBus, each on fresh connections to one server. The
+// receiver is in the publisher's process (`processes: 1`: each message sealed and opened on
+// one thread) or in a child process (`processes: 2`, as a job's stages are).
 
 import { connect } from '@nats-io/transport-node';
-import { decodeEnvelope, encodeEnvelopeParts } from '../transport/codec';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { encodeEnvelopeParts } from '../transport/codec';
 import { NatsBus } from '../transport/nats-bus';
 import { AuthBus } from '../transport/auth-bus';
 import { newJobKey } from '../transport/auth-seal';
@@ -10,6 +13,12 @@ import type { Bus } from '../transport/bus';
 import { CHUNK_HEADER_BYTES } from '../transport/chunking';
 import { pump } from './bus-pump';
 import { float32Activation } from './activation-envelope';
+import { BATON_SUBJECT, RAW_SUBJECT, benchTensor, openReceiver } from './bus-receiver';
+import type { BusSide, Receiver, ReceiverTally } from './bus-receiver';
+import { openRemoteReceiver } from './bus-remote-receiver';
+
+export { isViewInto } from './bus-receiver';
+export type { BusSide } from './bus-receiver';
 
 /** NATS messages a Baton message of `bytes` takes under `maxPayload`. */
 function chunksFor(bytes: number, maxPayload: number): number {
@@ -23,121 +32,95 @@ export interface ZeroCopyTally {
   chunks?: number;
 }
 
-/** True when `t` is a view into the bytes of `msg` (its buffer, within its range): no copy was made. */
-export function isViewInto(t: ArrayBufferView, msg: Uint8Array): boolean {
-  return (
-    t.buffer === msg.buffer &&
-    t.byteOffset >= msg.byteOffset &&
-    t.byteOffset + t.byteLength <= msg.byteOffset + msg.byteLength
-  );
+export interface RunSpec {
+  url: string;
+  /** Payload bytes per message. */
+  bytes: number;
+  /** Messages in the run. */
+  n: number;
+  /** Most messages published but not yet received. */
+  window: number;
+  maxPayload: number;
+  /** 1: the receiver in this process; 2: in a child process. */
+  processes: 1 | 2;
 }
 
-/** One run of raw nats.js: MB/s of payload. */
-export async function rawRun(
-  url: string,
-  bytes: number,
-  n: number,
-  window: number,
-  maxPayload: number,
-): Promise<number> {
+/** A publisher: sends message `i`; `perMessage` NATS messages (raw pieces) make one. */
+interface Publisher {
+  send(i: number): void;
+  perMessage: number;
+  close(): Promise<void>;
+}
+
+async function rawPublisher(spec: RunSpec): Promise<Publisher> {
   // Over the limit, each message goes as pieces of at most max_payload bytes, as many in flight.
-  const pieces = Math.ceil(bytes / maxPayload);
-  const pub = await connect({ servers: url });
-  const sub = await connect({ servers: url }).catch(async (e: unknown) => {
-    await pub.close();
-    throw e;
-  });
-  try {
-    let got = 0;
-    let gotBytes = 0;
-    sub.subscribe('bench.raw', {
-      callback: (e, m) => {
-        if (e) return;
-        got++;
-        gotBytes += m.data.byteLength;
-      },
-    });
-    await sub.flush();
-    const piece = Math.ceil(bytes / pieces);
-    const payloads = Array.from({ length: pieces }, (_, i) =>
-      new Uint8Array(Math.min(piece, bytes - i * piece)).fill(7),
-    );
-    const s = await pump(
-      n * pieces,
-      window * pieces,
-      () => got,
-      (i) => pub.publish('bench.raw', payloads[i % pieces]),
-    ).catch((e: Error) => {
-      throw new Error(`raw run: ${e.message}`);
-    });
-    if (gotBytes !== n * bytes) throw new Error(`raw run: received ${gotBytes} bytes, expected ${n * bytes}`);
-    return (n * bytes) / 1e6 / s;
-  } finally {
-    await Promise.all([pub.close(), sub.close()]);
-  }
+  const pieces = Math.ceil(spec.bytes / spec.maxPayload);
+  const piece = Math.ceil(spec.bytes / pieces);
+  const payloads = Array.from({ length: pieces }, (_, i) =>
+    new Uint8Array(Math.min(piece, spec.bytes - i * piece)).fill(7),
+  );
+  const nc: NatsConnection = await connect({ servers: spec.url });
+  return {
+    send: (i) => nc.publish(RAW_SUBJECT, payloads[i % pieces]),
+    perMessage: pieces,
+    close: () => nc.close(),
+  };
+}
+
+async function batonPublisher(spec: RunSpec, key: Uint8Array | undefined, zc: ZeroCopyTally): Promise<Publisher> {
+  const nats = await NatsBus.connect(spec.url);
+  const bus: Bus = key ? new AuthBus(nats, key, 'bench-pub') : nats;
+  const base = float32Activation('bench', benchTensor(spec.bytes));
+  return {
+    send: (i) => {
+      // As the sender actor does (actors/sender.ts): parts, copied once into the client.
+      const parts = encodeEnvelopeParts({ ...base, seq: i, mb: i, sentAt: Date.now() });
+      zc.chunks = chunksFor(
+        parts.reduce((n, x) => n + x.byteLength, 0),
+        nats.maxPayload,
+      );
+      bus.publishParts?.(BATON_SUBJECT, parts);
+    },
+    perMessage: 1,
+    close: () => bus.close(),
+  };
+}
+
+/** What a finished run's receiver saw that it should not have; empty when all is well. */
+function faults(side: BusSide, spec: RunSpec, t: ReceiverTally): string {
+  if (side === 'raw')
+    return t.gotBytes === spec.n * spec.bytes ? '' : `received ${t.gotBytes} bytes, expected ${spec.n * spec.bytes}`;
+  return t.badValue > 0 || t.handlerErrors > 0 || t.refusedSeals > 0
+    ? `${t.badValue} wrong tensors, ${t.handlerErrors} handler errors, ${t.refusedSeals} refused seals`
+    : '';
 }
 
 /**
- * One run of Baton's path (encode, NatsBus, decode; through an AuthBus when `sealed`): MB/s of
- * tensor payload. Counts in `zc` the decoded tensors that were views into their message.
+ * One timed run of `side`: MB/s of payload (tensor payload for Baton's sides). Counts in `zc`
+ * the decoded tensors that were views into their message.
  */
-export async function batonRun(
-  url: string,
-  bytes: number,
-  n: number,
-  window: number,
-  zc: ZeroCopyTally,
-  sealed: boolean,
-): Promise<number> {
-  const pubNats = await NatsBus.connect(url);
-  const subNats = await NatsBus.connect(url).catch(async (e: unknown) => {
-    await pubNats.close();
-    throw e;
-  });
-  const key = newJobKey();
-  const pub: Bus = sealed ? new AuthBus(pubNats, key, 'bench-pub') : pubNats;
-  const sub: Bus = sealed ? new AuthBus(subNats, key, 'bench-sub') : subNats;
+export async function sideRun(side: BusSide, spec: RunSpec, zc: ZeroCopyTally): Promise<number> {
+  const what = side === 'raw' ? 'raw run' : side === 'baton' ? 'baton run' : 'sealed run';
+  const key = side === 'sealed' ? newJobKey() : undefined;
+  const open = spec.processes === 2 ? openRemoteReceiver : openReceiver;
+  const receiver: Receiver = await open({ url: spec.url, side, bytes: spec.bytes, key });
+  let pub: Publisher | undefined;
+  let seconds: number;
   try {
-    const tensor = new Float32Array(bytes / 4).map((_, i) => i * 0.001);
-    let got = 0;
-    let badValue = 0;
-    sub.subscribe('baton.bench.activation.1', (_s, d) => {
-      // Counted as received even when decoding throws (NatsBus counts it in `errors`), so the run ends and says so.
-      try {
-        const e = decodeEnvelope(d);
-        const t = e.tensors[0].data as Float32Array;
-        zc.total++;
-        if (isViewInto(t, d)) zc.views++;
-        if (t[t.length - 1] !== tensor[tensor.length - 1]) badValue++;
-      } finally {
-        got++;
-      }
-    });
-    await sub.flush();
-    const base = float32Activation('bench', tensor);
-    const s = await pump(
-      n,
-      window,
-      () => got,
-      (i) => {
-        // As the sender actor does (actors/sender.ts): parts, copied once into the client.
-        const parts = encodeEnvelopeParts({ ...base, seq: i, mb: i, sentAt: Date.now() });
-        zc.chunks = chunksFor(
-          parts.reduce((n, x) => n + x.byteLength, 0),
-          pubNats.maxPayload,
-        );
-        pub.publishParts?.('baton.bench.activation.1', parts);
+    pub = side === 'raw' ? await rawPublisher(spec) : await batonPublisher(spec, key, zc);
+    const p = pub;
+    seconds = await pump(spec.n * p.perMessage, spec.window * p.perMessage, receiver.received, p.send).catch(
+      (e: Error) => {
+        throw new Error(`${what}: ${e.message}`);
       },
-    ).catch((e: Error) => {
-      throw new Error(`baton run: ${e.message}`);
-    });
-    const refused = sub instanceof AuthBus ? sub.rejectedCount : 0;
-    if (badValue > 0 || subNats.errors > 0 || refused > 0)
-      throw new Error(
-        `baton run: ${badValue} wrong tensors, ${subNats.errors} handler errors, ${refused} refused seals`,
-      );
-    return (n * bytes) / 1e6 / s;
+    );
   } finally {
-    await Promise.all([pub.close(), sub.close()]);
+    await Promise.all([pub?.close(), receiver.close()]);
   }
+  const t = receiver.tally();
+  zc.total += t.decoded;
+  zc.views += t.views;
+  const wrong = faults(side, spec, t);
+  if (wrong) throw new Error(`${what}: ${wrong}`);
+  return (spec.n * spec.bytes) / 1e6 / seconds;
 }

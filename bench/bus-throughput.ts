@@ -22,8 +22,8 @@ import { inTurn } from './in-turn';
 import { median } from '../checks/stats';
 import { UsageError } from '../cli/args';
 import { DEFAULT_MAX_PAYLOAD } from '../transport/nats-server-config';
-import { batonRun, rawRun } from './bus-runs';
-import type { ZeroCopyTally } from './bus-runs';
+import { sideRun } from './bus-runs';
+import type { BusSide, RunSpec, ZeroCopyTally } from './bus-runs';
 
 /** A stock nats-server's max_payload (its config has none). */
 const STOCK_MAX_PAYLOAD = 1024 * 1024;
@@ -34,6 +34,8 @@ function maxPayloadFlag(mib: number): number {
     throw new UsageError(`--max-payload must be from 0.0625 to 64 MiB, got ${mib}`);
   return bytes;
 }
+
+export type ProcessLayout = 1 | 2;
 
 export interface BusThroughputOptions {
   /** Payload bytes per message; default 4 MiB. */
@@ -46,16 +48,16 @@ export interface BusThroughputOptions {
   window?: number;
   /** The server's max_payload, bytes; default the generated server's 64 MiB (1 MiB: a stock server). */
   maxPayload?: number;
+  /**
+   * Where the receiver runs: 1, in the publisher's process (each message sealed and opened on
+   * one thread); 2, in a child process (as a job's stages). Default both, measured in turn.
+   */
+  processes?: readonly ProcessLayout[];
 }
 
-export interface BusThroughputResult {
-  messageBytes: number;
-  messages: number;
-  repeats: number;
-  maxPayload: number;
-  /** NATS messages per raw message (pieces of at most max_payload) and per Baton message (chunks). */
-  piecesPerMessage: number;
-  chunksPerMessage: number;
+/** The three sides measured with one process layout. */
+export interface BusLayoutResult {
+  processes: ProcessLayout;
   /** Median MB/s (1 MB = 1e6 bytes of payload) for raw nats.js. */
   rawMBps: number;
   /** Median MB/s of tensor payload through encode + NatsBus + decode, unsealed. */
@@ -66,20 +68,49 @@ export interface BusThroughputResult {
   ratio: number;
   /** batonMBps / rawMBps. */
   unsealedRatio: number;
-  target: number;
-  /** True when every decoded tensor was a view into the received message. */
-  zeroCopyDecode: boolean;
-  zeroCopyFraction: number;
   rawRunsMBps: number[];
   batonRunsMBps: number[];
   sealedRunsMBps: number[];
 }
 
+export interface BusThroughputResult {
+  messageBytes: number;
+  messages: number;
+  repeats: number;
+  maxPayload: number;
+  /** NATS messages per raw message (pieces of at most max_payload) and per Baton message (chunks). */
+  piecesPerMessage: number;
+  chunksPerMessage: number;
+  layouts: BusLayoutResult[];
+  target: number;
+  /** Tensors decoded in the measured runs, by either layout's receiver. */
+  decodedMessages: number;
+  /** True when every decoded tensor was a view into the received message. */
+  zeroCopyDecode: boolean;
+  zeroCopyFraction: number;
+}
+
 const round = (x: number) => Math.round(x * 10) / 10;
+const ratio = (a: number, b: number) => Math.round((a / b) * 1000) / 1000;
 
 /** The order of the sides in repeat `r`: raw first in even repeats, sealed Baton first in odd ones. */
-export function repeatOrder(r: number): readonly ('raw' | 'baton' | 'sealed')[] {
+export function repeatOrder(r: number): readonly BusSide[] {
   return inTurn(['raw', 'baton', 'sealed'] as const, r);
+}
+
+function layoutResult(processes: ProcessLayout, runs: Record<BusSide, number[]>): BusLayoutResult {
+  const [raw, baton, sealed] = [median(runs.raw), median(runs.baton), median(runs.sealed)];
+  return {
+    processes,
+    rawMBps: round(raw),
+    batonMBps: round(baton),
+    sealedMBps: round(sealed),
+    ratio: ratio(sealed, raw),
+    unsealedRatio: ratio(baton, raw),
+    rawRunsMBps: runs.raw.map(round),
+    batonRunsMBps: runs.baton.map(round),
+    sealedRunsMBps: runs.sealed.map(round),
+  };
 }
 
 export async function benchBusThroughput(opts: BusThroughputOptions = {}): Promise<BusThroughputResult> {
@@ -88,26 +119,26 @@ export async function benchBusThroughput(opts: BusThroughputOptions = {}): Promi
   const repeats = opts.repeats ?? 3;
   const window = opts.window ?? 8;
   const maxPayload = opts.maxPayload ?? DEFAULT_MAX_PAYLOAD;
+  const layouts = opts.processes ?? [1, 2];
   if (bytes % 4 !== 0) throw new RangeError(`messageBytes ${bytes} must be a multiple of 4 (float32 tensor)`);
+  if (layouts.length === 0) throw new RangeError('processes names no layout');
   const server = await startNatsServer(maxPayload === STOCK_MAX_PAYLOAD ? { stock: true } : { maxPayload });
   try {
     const zc: ZeroCopyTally = { views: 0, total: 0 };
-    await rawRun(server.url, bytes, Math.min(n, 20), window, maxPayload); // warm up both paths
-    await batonRun(server.url, bytes, Math.min(n, 20), window, { views: 0, total: 0 }, false);
-    await batonRun(server.url, bytes, Math.min(n, 20), window, { views: 0, total: 0 }, true);
-    const raw: number[] = [];
-    const baton: number[] = [];
-    const sealed: number[] = [];
-    for (let r = 0; r < repeats; r++) {
-      for (const side of repeatOrder(r)) {
-        if (side === 'raw') raw.push(await rawRun(server.url, bytes, n, window, maxPayload));
-        else if (side === 'baton') baton.push(await batonRun(server.url, bytes, n, window, zc, false));
-        else sealed.push(await batonRun(server.url, bytes, n, window, zc, true));
-      }
-    }
-    const rawMBps = median(raw);
-    const batonMBps = median(baton);
-    const sealedMBps = median(sealed);
+    const spec = (processes: ProcessLayout, messages: number): RunSpec => ({
+      url: server.url,
+      bytes,
+      n: messages,
+      window,
+      maxPayload,
+      processes,
+    });
+    for (const p of layouts)
+      for (const side of repeatOrder(0)) await sideRun(side, spec(p, Math.min(n, 20)), { views: 0, total: 0 }); // warm up
+    const runs = layouts.map(() => ({ raw: [], baton: [], sealed: [] }) as Record<BusSide, number[]>);
+    for (let r = 0; r < repeats; r++)
+      for (const [i, p] of inTurn([...layouts.entries()], r))
+        for (const side of repeatOrder(r)) runs[i][side].push(await sideRun(side, spec(p, n), zc));
     return {
       messageBytes: bytes,
       messages: n,
@@ -115,21 +146,30 @@ export async function benchBusThroughput(opts: BusThroughputOptions = {}): Promi
       maxPayload,
       piecesPerMessage: Math.ceil(bytes / maxPayload),
       chunksPerMessage: zc.chunks ?? 1,
-      rawMBps: round(rawMBps),
-      batonMBps: round(batonMBps),
-      sealedMBps: round(sealedMBps),
-      ratio: Math.round((sealedMBps / rawMBps) * 1000) / 1000,
-      unsealedRatio: Math.round((batonMBps / rawMBps) * 1000) / 1000,
+      layouts: layouts.map((p, i) => layoutResult(p, runs[i])),
       target: 0.85,
+      decodedMessages: zc.total,
       zeroCopyDecode: zc.views === zc.total,
       zeroCopyFraction: zc.total ? zc.views / zc.total : 0,
-      rawRunsMBps: raw.map(round),
-      batonRunsMBps: baton.map(round),
-      sealedRunsMBps: sealed.map(round),
     };
   } finally {
     await server.stop();
   }
+}
+
+const LAYOUT_TITLE: Record<ProcessLayout, string> = {
+  1: 'publisher and receiver in one process (each message sealed and opened on one thread)',
+  2: 'receiver in a process of its own (as the stages of a job; acks over NATS)',
+};
+
+function formatLayout(l: BusLayoutResult, target: number): string[] {
+  return [
+    `  ${LAYOUT_TITLE[l.processes]}:`,
+    `    raw nats.js              ${l.rawMBps.toFixed(1)} MB/s   runs ${l.rawRunsMBps.join(', ')}`,
+    `    Baton codec + NatsBus    ${l.batonMBps.toFixed(1)} MB/s   runs ${l.batonRunsMBps.join(', ')}   (unsealed; ratio ${l.unsealedRatio.toFixed(3)})`,
+    `    Baton, sealed (AuthBus)  ${l.sealedMBps.toFixed(1)} MB/s   runs ${l.sealedRunsMBps.join(', ')}`,
+    `    ratio sealed/raw ${l.ratio.toFixed(3)} (target >= ${target})${l.ratio >= target ? '' : '  BELOW TARGET'}`,
+  ];
 }
 
 /** The table: message size in MiB as given (not rounded to one decimal), MB/s of 1e6 bytes. */
@@ -141,12 +181,16 @@ export function formatBusThroughput(r: BusThroughputResult): string {
           `  max_payload ${+(r.maxPayload / 1048576).toPrecision(6)} MiB: Baton sends each message in ${r.chunksPerMessage} chunks, raw nats.js in ${r.piecesPerMessage} pieces`,
         ]
       : []),
-    `  raw nats.js              ${r.rawMBps.toFixed(1)} MB/s   runs ${r.rawRunsMBps.join(', ')}`,
-    `  Baton codec + NatsBus    ${r.batonMBps.toFixed(1)} MB/s   runs ${r.batonRunsMBps.join(', ')}   (unsealed; ratio ${r.unsealedRatio.toFixed(3)})`,
-    `  Baton, sealed (AuthBus)  ${r.sealedMBps.toFixed(1)} MB/s   runs ${r.sealedRunsMBps.join(', ')}`,
-    `  ratio sealed/raw ${r.ratio.toFixed(3)} (target >= ${r.target})${r.ratio >= r.target ? '' : '  BELOW TARGET'}`,
+    ...r.layouts.flatMap((l) => formatLayout(l, r.target)),
     `  zero-copy decode: ${r.zeroCopyDecode ? 'yes' : `no (${(r.zeroCopyFraction * 100).toFixed(1)}% of messages)`}`,
   ].join('\n');
+}
+
+/** `--processes`: 1, 2 or both. */
+function processesFlag(v: string): ProcessLayout[] {
+  if (v === 'both') return [1, 2];
+  if (v === '1' || v === '2') return [Number(v) as ProcessLayout];
+  throw new UsageError(`--processes must be 1, 2 or both, got ${JSON.stringify(v)}`);
 }
 
 if (require.main === module) {
@@ -163,6 +207,13 @@ if (require.main === module) {
       },
       { name: 'messages', type: 'int', metavar: 'N', help: 'messages per measured run', default: 200 },
       { name: 'repeats', type: 'int', metavar: 'R', help: 'runs per side (the median is reported)', default: 3 },
+      {
+        name: 'processes',
+        type: 'string',
+        metavar: '1|2|both',
+        help: "where the receiver runs: 1, the publisher's process; 2, a child process (as a job's stages); both in turn",
+        default: 'both',
+      },
       {
         name: 'max-payload',
         type: 'number',
@@ -183,6 +234,7 @@ if (require.main === module) {
         repeats: positiveInt(flags, 'repeats'),
         messageBytes: bytes,
         maxPayload: maxPayloadFlag(flags.maxPayload as number),
+        processes: processesFlag(flags.processes as string),
       });
       return flags.json ? r : formatBusThroughput(r);
     },

@@ -32,7 +32,7 @@ const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
   },
   bus: {
     file: 'bus-throughput.js',
-    flags: '[--mb MB] [--messages N] [--repeats R]',
+    flags: '[--mb MB] [--messages N] [--repeats R] [--max-payload MB] [--processes 1|2|both]',
     what: "tensor messages through Baton's codec + NATS bus against raw nats.js, zero-copy decode",
   },
   async: {

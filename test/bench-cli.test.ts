@@ -40,6 +40,7 @@ describe("the benchmarks' command line", () => {
       [['bus', '--messages', '0'], /--messages must be a positive integer, got 0/],
       [['bus', '--mb', 'abc'], /--mb must be a decimal number, got "abc"/],
       [['bus', '--mb', '0x10'], /--mb must be a decimal number, got "0x10"/],
+      [['bus', '--processes', '3'], /--processes must be 1, 2 or both, got "3"/],
       [['train', '--rounds', '-1'], /--rounds must be a positive integer, got -1/],
       [
         ['train', '--iterations', '1'],

@@ -63,12 +63,21 @@ describe('the bus benchmark', function () {
     for (const r of [0, 1]) assert.deepEqual([...repeatOrder(r)].sort(), ['baton', 'raw', 'sealed']);
   });
 
-  it('measures both sides each repeat and finds zero-copy decoding on loopback NATS', async () => {
+  it('measures every side each repeat, receiver in the same process and in a child, and finds zero-copy decoding on loopback NATS', async () => {
     const r = await benchBusThroughput({ messageBytes: 64 * 1024, messages: 6, repeats: 2 });
-    assert.equal(r.rawRunsMBps.length, 2);
-    assert.equal(r.batonRunsMBps.length, 2);
-    assert.equal(r.sealedRunsMBps.length, 2);
-    assert.ok(r.rawMBps > 0 && r.batonMBps > 0 && r.sealedMBps > 0);
+    assert.deepEqual(
+      r.layouts.map((l) => l.processes),
+      [1, 2],
+    );
+    for (const l of r.layouts) {
+      assert.equal(l.rawRunsMBps.length, 2);
+      assert.equal(l.batonRunsMBps.length, 2);
+      assert.equal(l.sealedRunsMBps.length, 2);
+      assert.ok(l.rawMBps > 0 && l.batonMBps > 0 && l.sealedMBps > 0);
+    }
+    // Both layouts' decodes are counted (the child's over IPC): 2 layouts x 2 Baton sides x 2 repeats x 6 messages.
+    assert.equal(r.decodedMessages, 48);
+    assert.equal(r.zeroCopyFraction, 1);
     assert.equal(r.zeroCopyDecode, true);
     assert.equal(r.zeroCopyFraction, 1);
     assert.match(formatBusThroughput(r), /^bus throughput, 6 × 0\.0625 MiB float32 messages, median of 2:/);
@@ -80,7 +89,7 @@ describe('the bus benchmark', function () {
     assert.equal(r.maxPayload, 1 << 20);
     assert.equal(r.piecesPerMessage, 4);
     assert.equal(r.chunksPerMessage, 5, 'the envelope is a little over 4 MiB: four full chunks and a short one');
-    assert.ok(r.rawMBps > 0 && r.batonMBps > 0);
+    for (const l of r.layouts) assert.ok(l.rawMBps > 0 && l.batonMBps > 0 && l.sealedMBps > 0);
     assert.equal(r.zeroCopyDecode, true, 'a reassembled message decodes without a copy');
     assert.match(
       formatBusThroughput(r),
