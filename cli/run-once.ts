@@ -152,10 +152,17 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
         key,
         setup.threads,
       );
-    // A launcher recovers the stage processes it started (job/recovery.ts); --max-restarts 0 does not.
+    // A launcher recovers the stage processes it started, and from a drop of its connection
+    // (job/recovery.ts); --max-restarts 0 does not.
     const recovery =
-      nodes && (setup.maxRestarts ?? 0) > 0 && recoverable(cfg) ? recoveryOf(nodes, setup.maxRestarts ?? 0) : undefined;
-    const stop = Promise.race([interrupts.interrupted, dropped, ...(nodes && !recovery ? [nodes.died] : [])]);
+      nodes && (setup.maxRestarts ?? 0) > 0 && recoverable(cfg)
+        ? recoveryOf(nodes, setup.maxRestarts ?? 0, server ? undefined : nats)
+        : undefined;
+    const stop = Promise.race([
+      interrupts.interrupted,
+      ...(recovery ? [] : [dropped]),
+      ...(nodes && !recovery ? [nodes.died] : []),
+    ]);
     const result = await runDistributed(cfg, {
       bus,
       nodes: names,
@@ -206,8 +213,14 @@ async function hostNames(cfg: JobConfig, setup: RunSetup, nats: NatsBus, own: st
   return (setup.nodes && cfg.placement ? [...cfg.placement] : setup.nodes) ?? own;
 }
 
-function recoveryOf(nodes: SpawnedNodes, maxRestarts: number): RecoveryOptions {
-  return { maxRestarts, restart: (name) => nodes.restart(name), onExit: (l) => nodes.onExit(l) };
+/** A server given by URL may come back after a drop (restarted, or another of its cluster); our own does not. */
+function recoveryOf(nodes: SpawnedNodes, maxRestarts: number, given: NatsBus | undefined): RecoveryOptions {
+  return {
+    maxRestarts,
+    restart: (name) => nodes.restart(name),
+    onExit: (l) => nodes.onExit(l),
+    ...(given ? { connection: { onDrop: (l) => (given.onDisconnect = l), up: (ms) => given.up(ms) } } : {}),
+  };
 }
 
 /** One stage process per stage or, in a job of T ranks × D replicas, per stage of every rank and replica (the order of assignBlocks). */

@@ -43,6 +43,15 @@ export interface RecoveryOptions {
   restart(name: string): Promise<void>;
   /** Registers the listener told when a node's process ends on its own (not by restart or the job's end). */
   onExit(listener: (name: string, why: string) => void): void;
+  /**
+   * The launcher's connection to NATS, when a drop is to be survived: a drop loses what was in
+   * flight, so the iteration is replayed once the connection is back (`up` rejects when it
+   * does not come back in time). Absent: the caller ends the job on a drop.
+   */
+  readonly connection?: {
+    onDrop(listener: (why: Error) => void): void;
+    up(timeoutMs: number): Promise<void>;
+  };
 }
 
 /** One failure a recoverable job survived: what failed, when it was known, when training resumed, what was replayed. */

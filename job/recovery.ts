@@ -4,8 +4,10 @@
 //
 // Every stage sends its state (parameters and AdamW moments) after each flush's report;
 // the launcher keeps the newest ones (job/state-keeper.ts). When the iteration under way
-// is lost (a stage process died or stopped beating, or someone called
-// Launch.replayIteration: lost messages), this launch ends: its nodes drop the job, with
+// is lost (a stage process died or stopped beating, the launcher's connection to NATS
+// dropped, or someone called Launch.replayIteration: lost messages), this launch ends
+// (after a drop, once the connection is back; the nodes' agents reconnect on their own and
+// drop what they hosted, and the next launch pings them until they answer): its nodes drop the job, with
 // every partial work of the iteration (gradient sums, buffers, kept tapes); the lost
 // process is killed if it is still there and started again; and a new launch (a new launch
 // id, so every message of the old one still in flight is refused and counted) hosts the
@@ -24,6 +26,9 @@ import { IterationLostError, RestartsExhaustedError } from './recovery-errors';
 import { HostRecovery } from './stage-recovery';
 import { StateKeeper } from './state-keeper';
 import { newRejectTally, tallyReject } from '../base/reject-tally';
+
+/** How long a launcher that lost its NATS server waits for it to come back before the job fails. */
+const RECONNECT_WAIT_MS = 60_000;
 
 /** Whether a job can be recovered by replaying an iteration. */
 export function recoverable(cfg: JobConfig): boolean {
@@ -71,6 +76,9 @@ export class Attempts {
     this.r.onExit((name, why) =>
       this.current?.replayIteration(`stage process ${name} ended during the job (${why})`, name),
     );
+    this.r.connection?.onDrop((why) =>
+      this.current?.replayIteration(`${why.message}: what was in flight is lost`, null),
+    );
   }
 
   /** A new attempt begins with `launch`. */
@@ -96,6 +104,8 @@ export class Attempts {
     }
     this.keep(launch, iteration);
     launch.close();
+    // The next launch's requests would be lost while the launcher's connection is down.
+    await this.r.connection?.up(RECONNECT_WAIT_MS);
     if (err.node !== null) await this.r.restart(err.node);
     const point = this.keeper?.resumePoint(iteration) ?? null;
     // Emulated stages: nothing to restore, the iteration under way starts again.

@@ -9,7 +9,7 @@ export interface NatsBusOptions {
   onError?: (err: unknown, subject: string) => void;
   /** Connect timeout, ms; default 5000. */
   timeoutMs?: number;
-  /** Reconnect after losing the server (nats.js's default: 10 attempts, 2 s apart); default true. */
+  /** Reconnect after losing the server (every 250 ms for a minute: nats-connect.ts RECONNECT); default true. */
   reconnect?: boolean;
   /**
    * Called each time the client has reconnected after a drop. What was in flight then is
@@ -17,6 +17,8 @@ export interface NatsBusOptions {
    * dials again): this is when telling peers about the loss can work. Default: none.
    */
   onReconnect?: () => void;
+  /** Called each time the connection drops (what is in flight is lost), with why. Default: none. */
+  onDisconnect?: (why: Error) => void;
   /** TLS and credentials files (nats-access.ts); default none. */
   access?: NatsAccess;
   /** How errors name those files (the flags or environment variables they came from). */

@@ -36,7 +36,7 @@ import type { NatsBusOptions } from './nats-bus-options';
 import { DEFAULT_MAX_MESSAGE_BYTES, joinParts } from './codec';
 import { sendParts } from './nats-publish-parts';
 import { NatsChunking } from './nats-chunks';
-import { watchStatus } from './nats-status';
+import { LinkState } from './nats-link';
 import { headerBytes, readSeal, sealHeader } from './nats-seal-header';
 import { clientSocket, socketDrained } from './nats-socket';
 import { NatsBusError, PayloadTooLargeError, errorText } from './nats-bus-errors';
@@ -65,14 +65,12 @@ export class NatsBus implements Bus {
   private readonly chunking = new NatsChunking(this.maxMessageBytes, (r) => this.report(r, r.subject));
   onError: ((err: unknown, subject: string) => void) | undefined;
   onReconnect: (() => void) | undefined;
+  onDisconnect: ((why: Error) => void) | undefined;
   /** Commands sent to the server (publishes, subscribes, unsubscribes), and how many a completed flush covers. */
   private commands = 0;
   private flushedUpTo = 0;
 
-  /** Between a disconnect and the reconnect. */
-  private down = false;
-  private dropped: Promise<Error>;
-  private drop: (e: Error) => void = () => {};
+  private readonly link: LinkState;
 
   /** The server list with credentials masked: what messages show. */
   readonly url: string;
@@ -85,27 +83,27 @@ export class NatsBus implements Bus {
     this.url = redactNatsUrl(url);
     this.onError = opts.onError;
     this.onReconnect = opts.onReconnect;
-    this.dropped = new Promise<Error>((resolve) => (this.drop = resolve));
-    void watchStatus(connection, {
-      disconnect: () => {
-        this.down = true;
+    this.onDisconnect = opts.onDisconnect;
+    this.link = new LinkState(this.url, connection, {
+      dropped: (why) => {
         this.disconnects++;
-        this.drop(new NatsBusError(`lost the connection to NATS at ${this.url}`));
+        this.onDisconnect?.(why);
       },
-      reconnect: () => {
-        this.down = false;
-        try {
-          this.onReconnect?.();
-        } catch (e) {
-          this.report(e, '');
-        }
-      },
+      back: () => this.onReconnect?.(),
       error: (e) => {
         this.transportErrors++;
         this.report(e, '');
       },
+      hookFailed: (e) => this.report(e, ''),
     });
-    void this.closed().then((e) => this.drop(e ?? new NatsBusError(`the connection to NATS at ${this.url} closed`)));
+    void this.closed().then((e) =>
+      this.link.closed(e ?? new NatsBusError(`the connection to NATS at ${this.url} closed`)),
+    );
+  }
+
+  /** Resolves once the client is connected (at once when it is); rejects once it has closed for good, or when still down after `timeoutMs`. */
+  up(timeoutMs: number): Promise<void> {
+    return this.link.up(timeoutMs);
   }
 
   /** Connects to the servers of a --nats value (see nats-url.ts), with its credentials, TLS and access files. */
@@ -265,7 +263,7 @@ export class NatsBus implements Bus {
    * messages by then. `onReconnect` hears of every recovery from a drop.
    */
   disconnected(): Promise<Error> {
-    return this.dropped;
+    return this.link.firstDrop;
   }
 
   /**
@@ -277,7 +275,7 @@ export class NatsBus implements Bus {
     this.chunking.stop();
     if (this.connection.isClosed()) return;
     // A connection that is down (reconnecting) has lost what it could not send: no wait.
-    if (this.down) return this.connection.close();
+    if (this.link.down) return this.connection.close();
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_FLUSH_MS).unref()));
     await Promise.race([this.flush().catch(() => {}), late]);

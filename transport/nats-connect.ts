@@ -29,6 +29,13 @@ export interface ConnectSettings {
   accessNames?: AccessNames;
 }
 
+/**
+ * How a dropped client dials again: every 250 ms (nats.js waits 2 s) for about a minute. A
+ * job that lost its server replays the iteration once every process is back (job/recovery.ts),
+ * so a restarted server should be found within a fraction of a second, not seconds.
+ */
+export const RECONNECT = { waitMs: 250, jitterMs: 100, attempts: 240 } as const;
+
 /** How long reading a server's greeting may take, ms. */
 const GREETING_MS = 2000;
 
@@ -82,7 +89,15 @@ export async function openConnection(url: string, s: ConnectSettings): Promise<N
   const o = accessOptions(url, s.access, s.accessNames);
   let nc: NatsConnection;
   try {
-    nc = await connect({ ...o, name: s.name, timeout: s.timeoutMs, reconnect: s.reconnect });
+    nc = await connect({
+      ...o,
+      name: s.name,
+      timeout: s.timeoutMs,
+      reconnect: s.reconnect,
+      reconnectTimeWait: RECONNECT.waitMs,
+      reconnectJitter: RECONNECT.jitterMs,
+      maxReconnectAttempts: RECONNECT.attempts,
+    });
   } catch (err) {
     if (!o.tls && (await Promise.all(o.servers.map((x) => serverRequiresTls(x)))).some(Boolean))
       throw tlsRefusal(url, o.servers);
