@@ -1,12 +1,15 @@
 // Faults injected into the stage processes a launcher in this process started: found by
 // their node name among this process's children (Linux /proc), sent a signal
-// mid-iteration. Used by the fault matrix (bench/faults.ts) and test/recovery.test.ts.
+// mid-iteration; or into a nats-server this process started: killed mid-iteration and
+// started again on the same port. Used by the fault matrix (bench/faults.ts) and
+// test/recovery.test.ts.
 
 import { readFileSync, readdirSync } from 'fs';
 import { IterationRecord } from '../actors/coordinator';
 import { JobConfig, resolveConfig } from '../job/config';
 import { TRAIN_DEFAULTS } from '../job/defaults';
 import { TrainConfig } from '../models/train-config';
+import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
 
 /** The job faults are injected into: a synchronous train of P = 4, M = 4 that only a hang would stall (10 min), `model` over the defaults. */
 export function faultedTrainJob(job: string, iterations: number, model: Partial<TrainConfig> = {}): JobConfig {
@@ -72,5 +75,45 @@ export function injectFault(job: string, stage: number, signal: NodeJS.Signals, 
           /* gone, as it should be */
         }
     },
+  };
+}
+
+/** The nats-server killed half an iteration after iteration `after` ended and started again on its port `downMs` later. */
+export interface InjectedServerRestart {
+  readonly onIteration: (rec: IterationRecord) => void;
+  /** When it was killed (Date.now()), 0 before. */
+  at(): number;
+  /** Resolves once the new server is up (at once when nothing was injected); rejects when it could not start. */
+  restarted(): Promise<void>;
+  /** The server running now (the new one once restarted). */
+  server(): NatsServerHandle;
+}
+
+export function injectServerRestart(first: NatsServerHandle, after: number, downMs = 1000): InjectedServerRestart {
+  let current = first;
+  let at = 0;
+  let restart: Promise<void> | null = null;
+  return {
+    onIteration: (rec) => {
+      if (rec.iteration !== after || restart) return;
+      restart = new Promise<void>((resolve, reject) =>
+        setTimeout(() => {
+          at = Date.now();
+          current
+            .stop()
+            .then(() => new Promise((r) => setTimeout(r, downMs)))
+            .then(() => startNatsServer({ port: first.port }))
+            .then((s) => {
+              current = s;
+              resolve();
+            }, reject);
+        }, rec.makespan / 2),
+      );
+      // Read by restarted(); a failed start must not go unhandled meanwhile.
+      restart.catch(() => {});
+    },
+    at: () => at,
+    restarted: () => restart ?? Promise.resolve(),
+    server: () => current,
   };
 }

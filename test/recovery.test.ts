@@ -6,7 +6,8 @@ import { runOnce } from '../cli/run-once';
 import { RestartsExhaustedError } from '../job/recovery-errors';
 import { DistributedResult } from '../job/run-distributed';
 import { natsServerForSuite } from './nats-server-fixture';
-import { faultedTrainJob, injectFault, stageProcessPid } from '../bench/fault-inject';
+import { startNatsServer } from '../transport/nats-server';
+import { faultedTrainJob, injectFault, injectServerRestart, stageProcessPid } from '../bench/fault-inject';
 
 const gpt = (job: string, iterations: number) =>
   faultedTrainJob(job, iterations, { layers: 4, width: 32, heads: 2, seq: 16, microbatchSize: 4 });
@@ -59,6 +60,36 @@ describe('recovery by replaying the iteration (sync, one process per stage)', fu
         f.cleanup();
       }
     });
+
+  it('the nats-server killed mid-iteration and started again 1 s later: every client reconnects and the iteration is replayed to the fault-free checksum', async () => {
+    const f = injectServerRestart(await startNatsServer(), 1);
+    try {
+      const r = await train(
+        gpt('recbroker', 4),
+        { ...setup(), natsUrl: f.server().url },
+        { onIteration: f.onIteration },
+      );
+      await f.restarted();
+      assert.ok(f.at() > 0, 'the server was killed');
+      assert.ok(faultFree, 'the fault-free run ran first');
+      assert.equal(r.param_checksum, faultFree);
+      assert.equal(r.recoveries?.length, 1, JSON.stringify(r.recoveries));
+      const rec = r.recoveries![0];
+      assert.equal(rec.failed, null);
+      assert.deepEqual(rec.stages, []);
+      assert.match(rec.reason, /lost the connection to NATS/);
+      assert.ok(rec.iterations_replayed >= 1 && rec.resumed_from <= rec.iteration, JSON.stringify(rec));
+      const detected = rec.detected_at - f.at();
+      console.log(
+        `      (nats-server restart: detected after ${detected} ms, training resumed ${rec.recovery_ms} ms later, ${rec.iterations_replayed} iteration(s) replayed)`,
+      );
+      assert.ok(detected >= 0 && detected < 1000, `detected after ${detected} ms`);
+      assert.ok(rec.recovery_ms > 0 && rec.resumed_at > rec.detected_at);
+    } finally {
+      await f.restarted().catch(() => {});
+      await f.server().stop();
+    }
+  });
 
   it('fails naming every failure once they outnumber --max-restarts (emulated stages replay as they are)', async () => {
     const cfg = resolveConfig({ job: 'recmax', stages: 4, microbatches: 4, iterations: 400 });
