@@ -222,6 +222,37 @@ describe('NatsBus over a real nats-server', function () {
     assert.ok(Date.now() - t0 < 1000, `close took ${Date.now() - t0} ms`);
   });
 
+  it('tells each drop to onDisconnect, and up() waits for the server to come back on its port (rejecting while it is gone)', async () => {
+    let own = await startNatsServer();
+    const b = await NatsBus.connect(own.url);
+    const drops: string[] = [];
+    b.onDisconnect = (why) => drops.push(why.message);
+    let back = 0;
+    b.onReconnect = () => back++;
+    try {
+      await b.up(1000);
+      await own.stop();
+      await until(() => drops.length === 1, 'the drop');
+      assert.match(drops[0], /^lost the connection to NATS at nats:\/\/127\.0\.0\.1:\d+$/);
+      await assert.rejects(b.up(300), /NATS at nats:\/\/127\.0\.0\.1:\d+ was still unreachable after 300 ms/);
+      const waiting = b.up(10_000);
+      own = await startNatsServer({ port: own.port });
+      const t0 = Date.now();
+      await waiting;
+      assert.equal(back, 1);
+      // Dialled again every 250 ms (and a jitter), not nats.js's 2 s.
+      assert.ok(Date.now() - t0 < 1500, `back after ${Date.now() - t0} ms`);
+      let got = 0;
+      b.subscribe('baton.back.x', () => got++);
+      await b.flush();
+      b.publish('baton.back.x', new Uint8Array(4));
+      await until(() => got === 1, 'a message after the reconnect');
+    } finally {
+      await b.close();
+      await own.stop();
+    }
+  });
+
   it("keeps a subscriber whose thread a long compute task holds (over the server's default 10 s write deadline), and delivers to it afterwards", async function () {
     this.timeout(60_000);
     const [pub, sub] = [await bus(), await bus()];
