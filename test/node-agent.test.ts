@@ -745,13 +745,7 @@ describe('a job its node no longer hosts', () => {
 describe("a node's refusal of the job's input", () => {
   it('fails the launcher with a NodeInputError naming the node, which baton exits 2 for, as for the same error here', async () => {
     // The profile is only checked on the nodes (with --nodes it may exist only there).
-    const cfg = resolveConfig({
-      job: 'badinput',
-      stages: 2,
-      microbatches: 2,
-      policy: 'bf',
-      profile: 'no-such-profile',
-    });
+    const cfg = bfUniform('badinput', 2, 2, { profile: 'no-such-profile' });
     await assert.rejects(
       runOnAgentN1(new LocalBus(), cfg),
       (e: Error) =>
