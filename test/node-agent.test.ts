@@ -15,6 +15,7 @@ import { newNodeAgent, realPath } from '../job/node-host';
 import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'fs';
 import * as os from 'os';
 import { bfUniform } from './helpers-job';
+import { idleStatus } from './helpers-stage';
 
 const REPLY = `${NODES_PREFIX}.reply.test`;
 
@@ -637,20 +638,14 @@ describe('a launcher that hears malformed answers to finish and status', () => {
   });
 
   it('refuses a status answer whose statuses the deadlock report could not read', () => {
-    const status = {
+    const status = idleStatus({
       stage: 0,
-      iteration: 0,
-      running: null,
       remaining: 2,
       inflight: 1,
       forwardReady: ['F1'],
-      backwardReady: [],
-      weightReady: [],
       waitingFor: ['B0 (gradient)'],
       idleSince: 3.5,
-      held: 0,
-      heldIteration: null,
-    };
+    });
     assert.equal(replyProblem({ verb: 'status', name: 'n1', statuses: [status] }), null);
     assert.equal(
       replyProblem({
