@@ -87,12 +87,23 @@ describe('an AuthBus', () => {
     this.timeout(20000);
     const server = natsServerForSuite();
 
-    it('carries the seal in a header, beside the bytes, and refuses a plain nats client', async () => {
+    /** Runs `body` on two connections to the server behind AuthBuses of one new key, and closes them after. */
+    async function sealedPair(
+      pubLabel: string,
+      subLabel: string,
+      body: (p: { key: Uint8Array; pn: NatsBus; sn: NatsBus; pub: AuthBus; sub: AuthBus }) => Promise<void>,
+    ): Promise<void> {
       const [pn, sn] = [await NatsBus.connect(server().url), await NatsBus.connect(server().url)];
       try {
         const key = newJobKey();
-        const pub = new AuthBus(pn, key, 'launcher');
-        const sub = new AuthBus(sn, key, 'node:n');
+        await body({ key, pn, sn, pub: new AuthBus(pn, key, pubLabel), sub: new AuthBus(sn, key, subLabel) });
+      } finally {
+        await Promise.all([pn.close(), sn.close()]);
+      }
+    }
+
+    it('carries the seal in a header, beside the bytes, and refuses a plain nats client', () =>
+      sealedPair('launcher', 'node:n', async ({ pn, sn, pub, sub }) => {
         const got: string[] = [];
         sub.subscribe('baton.j.report', (_s, d, m) => got.push(`${Buffer.from(d).toString()} from ${m?.sender}`));
         await sn.flush();
@@ -101,17 +112,10 @@ describe('an AuthBus', () => {
         await until(() => got.length + sub.rejectedCount >= 2, 'both messages');
         assert.deepEqual(got, ['genuine from launcher']);
         assert.equal(sub.rejected.unauthenticated, 1);
-      } finally {
-        await Promise.all([pn.close(), sn.close()]);
-      }
-    });
+      }));
 
-    it('seals a message sent as parts over every byte, so one altered byte or a plain copy is refused', async () => {
-      const [pn, sn] = [await NatsBus.connect(server().url), await NatsBus.connect(server().url)];
-      try {
-        const key = newJobKey();
-        const pub = new AuthBus(pn, key, 'node:a');
-        const sub = new AuthBus(sn, key, 'node:b');
+    it('seals a message sent as parts over every byte, so one altered byte or a plain copy is refused', () =>
+      sealedPair('node:a', 'node:b', async ({ key, pn, sn, pub, sub }) => {
         const env = {
           v: ENVELOPE_VERSION,
           job: 'j',
@@ -145,9 +149,6 @@ describe('an AuthBus', () => {
         assert.deepEqual(Buffer.from(got[0]), Buffer.from(whole));
         assert.equal(decodeEnvelope(got[0]).tensors[0].data[1023], 1023);
         assert.equal(sub.rejected.unauthenticated, 1);
-      } finally {
-        await Promise.all([pn.close(), sn.close()]);
-      }
-    });
+      }));
   });
 });

@@ -1,5 +1,5 @@
 import { strict as assert } from 'assert';
-import { coordinate } from '../actors/coordinator';
+import { CoordinatedJob, coordinate } from '../actors/coordinator';
 import { RealClock } from '../base/clock';
 import { ActorRuntime } from '../actors/runtime';
 import { decodeEnvelope } from '../transport/codec';
@@ -17,18 +17,32 @@ class WrittenLoggingBus extends LocalBus {
   }
 }
 
-/** Ends what a test started: the coordinator's subscriptions, the actors, the bus. */
-async function tearDown(c: { unsubscribe(): void }, runtime: ActorRuntime, bus: LocalBus): Promise<void> {
-  c.unsubscribe();
-  runtime.shutdown();
-  await bus.close();
+/**
+ * Begins a coordinator of `wiring.job` on `bus` (its actors in a runtime named `name`), runs `body`
+ * on it, then ends what the test started: the coordinator's subscriptions, the actors, the bus.
+ */
+async function coordinated(
+  name: string,
+  bus: LocalBus,
+  wiring: Omit<Parameters<typeof coordinate>[0], 'runtime' | 'bus'>,
+  body: (c: CoordinatedJob) => Promise<void>,
+): Promise<void> {
+  const runtime = new ActorRuntime(new RealClock(), name);
+  const c = coordinate({ runtime, bus, ...wiring });
+  try {
+    c.begin();
+    await body(c);
+  } finally {
+    c.unsubscribe();
+    runtime.shutdown();
+    await bus.close();
+  }
 }
 
 describe('coordinator', () => {
   it('sends stage 0 its start and first microbatch before encoding the rest of an iteration', async () => {
     const log: string[] = [];
     const bus = new WrittenLoggingBus(log);
-    const runtime = new ActorRuntime(new RealClock(), 'coord-test');
     const job = 'coordorder';
     const stages = 3;
     const microbatches = 4;
@@ -40,7 +54,6 @@ describe('coordinator', () => {
       const e = decodeEnvelope(d);
       log.push(`data ${e.mb} it${e.iteration}`);
     });
-    const c = coordinate({ runtime, bus, job, stages, microbatches, iterations: 2 });
     const report = (iteration: number, src: number): void =>
       bus.publish(subject(job, 'report'), reportEnvelope(job, src, { peakInflight: 0 }, { iteration }));
     const startOf = (iteration: number): string[] => [
@@ -56,8 +69,7 @@ describe('coordinator', () => {
     const settle = async (): Promise<void> => {
       for (let i = 0; i < 100; i++) await new Promise((r) => setImmediate(r));
     };
-    try {
-      c.begin();
+    await coordinated('coord-test', bus, { job, stages, microbatches, iterations: 2 }, async (c) => {
       await settle();
       assert.deepEqual(log, startOf(0));
       log.length = 0;
@@ -71,24 +83,20 @@ describe('coordinator', () => {
         [0, 1],
       );
       assert.deepEqual(c.rejects, { count: 0, first: [] });
-    } finally {
-      await tearDown(c, runtime, bus);
-    }
+    });
   });
 
   it('stamps its launch on what it sends and refuses reports of another launch or of none', async () => {
     const bus = new LocalBus();
-    const runtime = new ActorRuntime(new RealClock(), 'coord-launch');
     const job = 'coordlaunch';
     const launches: (string | undefined)[] = [];
     bus.subscribe(`baton.${job}.>`, (subj, d) => {
       if (!subj.endsWith('.report')) launches.push(decodeEnvelope(d).launch);
     });
-    const c = coordinate({ runtime, bus, job, stages: 2, microbatches: 2, iterations: 1, launch: 'abc123' });
     const report = (src: number, launch?: string): void =>
       bus.publish(subject(job, 'report'), reportEnvelope(job, src, { peakInflight: 0 }, { launch }));
-    try {
-      c.begin();
+    const wiring = { job, stages: 2, microbatches: 2, iterations: 1, launch: 'abc123' };
+    await coordinated('coord-launch', bus, wiring, async (c) => {
       report(0, 'zzz999');
       report(1);
       report(0, 'abc123');
@@ -103,24 +111,12 @@ describe('coordinator', () => {
       assert.equal(c.rejects.count, 2);
       assert.match(c.rejects.first[0], /report of launch zzz999 from stage 0, this is launch abc123/);
       assert.match(c.rejects.first[1], /report of launch \(none\) from stage 1/);
-    } finally {
-      await tearDown(c, runtime, bus);
-    }
+    });
   });
 
   it("refuses, counted, a report whose body the launcher cannot read, and still takes the stage's own after it", async () => {
     const bus = new LocalBus();
-    const runtime = new ActorRuntime(new RealClock(), 'coord-body');
     const job = 'coordbody';
-    const c = coordinate({
-      runtime,
-      bus,
-      job,
-      stages: 2,
-      microbatches: 2,
-      iterations: 1,
-      reportFields: () => ['store'],
-    });
     const report = (src: number, body: Record<string, unknown>): void =>
       bus.publish(subject(job, 'report'), reportEnvelope(job, src, body));
     const store = {
@@ -133,8 +129,8 @@ describe('coordinator', () => {
       optimizerBytes: 64,
       consistency: 'fresco',
     };
-    try {
-      c.begin();
+    const wiring = { job, stages: 2, microbatches: 2, iterations: 1, reportFields: () => ['store'] };
+    await coordinated('coord-body', bus, wiring, async (c) => {
       report(1, { peakInflight: 1, store: {} });
       report(1, { peakInflight: 1 });
       report(0, { peakInflight: -1, store });
@@ -155,8 +151,6 @@ describe('coordinator', () => {
         c.rejects.first[2],
         /report from stage 0 for iteration 0: the report's peakInflight is not a whole number ≥ 0/,
       );
-    } finally {
-      await tearDown(c, runtime, bus);
-    }
+    });
   });
 });

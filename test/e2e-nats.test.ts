@@ -19,22 +19,11 @@ import { bfUniform } from './helpers-job';
 import { activationSend } from './helpers-events';
 import { AuthBus } from '../transport/auth-bus';
 import { testKeyFile } from './helpers-auth';
+import { agentsReady, endAgents, nodeAgent } from './helpers-agents';
 
 const CLI = path.join(__dirname, '..', 'cli', 'main.js');
 /** The key file the agents this file starts by hand hold, and their launchers. */
 const KEY = testKeyFile();
-
-/** A `baton node --json` agent process on the server at `url`, its stdout (where its ready line comes) piped. */
-function nodeAgent(url: string, name: string): ChildProcess {
-  return spawn(process.execPath, [CLI, 'node', '--nats', url, '--key-file', KEY.file, '--name', name, '--json'], {
-    stdio: ['ignore', 'pipe', 'ignore'],
-  });
-}
-
-/** Resolves once every agent has printed its ready line. */
-async function agentsReady(agents: ChildProcess[]): Promise<void> {
-  await Promise.all(agents.map((a) => new Promise<void>((resolve) => a.stdout!.once('data', () => resolve()))));
-}
 
 /** A job long enough to be cut short: 1000 iterations of bf over 2 stages and 8 microbatches. */
 function longJob(job: string, extra: Partial<JobConfig> = {}): JobConfig {
@@ -353,7 +342,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   });
 
   it('refuses to start a second node agent of a name already in use', async () => {
-    const first = nodeAgent(server().url, 'dupe');
+    const first = nodeAgent(server().url, KEY.file, 'dupe');
     try {
       const ready = await new Promise<string>((resolve) =>
         first.stdout!.once('data', (d: Buffer) => resolve(d.toString())),
@@ -379,7 +368,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
 
   it('lets a node agent stopped with SIGTERM exit within seconds even while its server does not answer', async () => {
     const own = await startNatsServer();
-    const agent = nodeAgent(own.url, 'unheard');
+    const agent = nodeAgent(own.url, KEY.file, 'unheard');
     try {
       await agentsReady([agent]);
       process.kill(own.pid, 'SIGSTOP');
@@ -442,7 +431,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   it('keeps a node agent process serving through malformed variants of every message on its subjects, and a job then completes', async () => {
     // One agent process hosts both stages; a vandal hears everything and sends back
     // malformed variants (test/fuzz-gen.ts) of what it heard, on the subject it heard it on.
-    const agent = nodeAgent(server().url, 'fuzzed');
+    const agent = nodeAgent(server().url, KEY.file, 'fuzzed');
     const vandal = await NatsBus.connect(server().url);
     const rng = new Rng(FUZZ_SEED);
     const heard: { subject: string; data: Uint8Array }[] = [];
@@ -489,7 +478,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   });
 
   it('fails at once, naming it, when a node agent of a --nodes run is stopped mid-job', async () => {
-    const agents = ['left1', 'left2'].map((name) => nodeAgent(server().url, name));
+    const agents = ['left1', 'left2'].map((name) => nodeAgent(server().url, KEY.file, name));
     try {
       await agentsReady(agents);
       const cfg = longJob('left');
@@ -520,7 +509,7 @@ describe('end to end over a real nats-server, one OS process per stage', functio
   it("fails at once, naming the node, when a node agent's connection is cut (a slow consumer) and comes back: what was in flight to it is lost", async () => {
     // A server that cuts a client at 2 MB pending; a stopped agent stops reading.
     const own = await startNatsServer({ maxPayload: 1 << 20, maxPending: 2 << 20 });
-    const agents = ['cut1', 'cut2'].map((name) => nodeAgent(own.url, name));
+    const agents = ['cut1', 'cut2'].map((name) => nodeAgent(own.url, KEY.file, name));
     const vandal = await NatsBus.connect(own.url);
     try {
       await agentsReady(agents);
@@ -561,21 +550,14 @@ describe('end to end over a real nats-server, one OS process per stage', functio
         `noticed ${Date.now() - resumed} ms after the agent resumed`,
       );
     } finally {
-      for (const a of agents) {
-        try {
-          process.kill(a.pid!, 'SIGCONT');
-        } catch {
-          /* gone */
-        }
-        a.kill('SIGTERM');
-      }
+      endAgents(agents, 'SIGTERM');
       await vandal.close();
       await own.stop();
     }
   });
 
   it('fails naming the node, not as a deadlock, when a node agent of a --nodes run is killed mid-job', async () => {
-    const agents = ['gone1', 'gone2'].map((name) => nodeAgent(server().url, name));
+    const agents = ['gone1', 'gone2'].map((name) => nodeAgent(server().url, KEY.file, name));
     try {
       await agentsReady(agents);
       const cfg = longJob('gone', { stallTimeoutMs: 2000 });

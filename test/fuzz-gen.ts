@@ -8,7 +8,7 @@
 // The test files run a few thousand cases; FUZZ_SEED and FUZZ_SCALE (a multiplier of
 // the case counts) run bigger campaigns locally.
 
-import { decodeValue, encodeValue } from '../transport/codec';
+import { decodeValue, encodeValue, joinParts } from '../transport/codec';
 
 export const FUZZ_SEED = Number(process.env.FUZZ_SEED ?? 20261) >>> 0;
 export const FUZZ_SCALE = Math.max(0, Number(process.env.FUZZ_SCALE ?? 1));
@@ -261,7 +261,7 @@ const INTERESTING_BYTES = [
 ];
 
 export function mutateBytes(src: Uint8Array, rng: Rng): Uint8Array {
-  let b: Uint8Array<ArrayBuffer> = Uint8Array.from(src);
+  let b: Uint8Array = Uint8Array.from(src);
   const rounds = 1 + rng.int(rng.bool(0.8) ? 2 : 8);
   for (let r = 0; r < rounds; r++) {
     const at = rng.int(b.length + 1);
@@ -280,45 +280,35 @@ export function mutateBytes(src: Uint8Array, rng: Rng): Uint8Array {
         break; // truncation
       case 4: {
         const extra = rng.bool() ? rng.bytes(1 + rng.int(16)) : randomCbor(rng);
-        b = concat(b, extra);
+        b = joinParts([b, extra]);
         break;
       } // extension
       case 5: {
         const ins = rng.bytes(1 + rng.int(4));
-        b = concat(b.subarray(0, at), ins, b.subarray(at));
+        b = joinParts([b.subarray(0, at), ins, b.subarray(at)]);
         break;
       }
       case 6: {
         const n = 1 + rng.int(8);
-        b = concat(b.subarray(0, at), b.subarray(Math.min(b.length, at + n)));
+        b = joinParts([b.subarray(0, at), b.subarray(Math.min(b.length, at + n))]);
         break;
       } // deletion
       case 7: {
         // duplicate a chunk
         const s = rng.int(b.length + 1);
         const n = rng.int(32);
-        b = concat(b.subarray(0, at), b.subarray(s, s + n), b.subarray(at));
+        b = joinParts([b.subarray(0, at), b.subarray(s, s + n), b.subarray(at)]);
         break;
       }
       case 8: {
         const item: number[] = [];
         rawItem(item, rng, 3);
-        b = concat(b.subarray(0, at), Uint8Array.from(item), b.subarray(at));
+        b = joinParts([b.subarray(0, at), Uint8Array.from(item), b.subarray(at)]);
         break;
       }
     }
   }
   return b;
-}
-
-function concat(...parts: Uint8Array[]): Uint8Array<ArrayBuffer> {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let pos = 0;
-  for (const p of parts) {
-    out.set(p, pos);
-    pos += p.length;
-  }
-  return out;
 }
 
 // ---------- value-level mutations ----------

@@ -1,6 +1,4 @@
 import { strict as assert } from 'assert';
-import { ChildProcess, spawn } from 'child_process';
-import * as path from 'path';
 import { LocalBus } from '../transport/local-bus';
 import { NatsBus } from '../transport/nats-bus';
 import { AuthBus } from '../transport/auth-bus';
@@ -13,8 +11,8 @@ import { HEARTBEAT_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
 import { enterTask, leaveTask, readActivity, activityBuffer, tickLoop, tasksDone } from '../base/task-activity';
 import { natsServerForSuite } from './nats-server-fixture';
 import { testKeyFile } from './helpers-auth';
+import { agentsReady, endAgents, nodeAgent } from './helpers-agents';
 
-const CLI = path.join(__dirname, '..', 'cli', 'main.js');
 const KEY = testKeyFile();
 
 const beat = (bus: LocalBus, node: string, a: { loopLagMs: number; inTaskMs: number; tasksDone: number }) =>
@@ -79,18 +77,12 @@ describe('heartbeats', function () {
   describe('over a real nats-server, one process per stage', () => {
     const server = natsServerForSuite();
 
-    const agent = (name: string): ChildProcess =>
-      spawn(process.execPath, [CLI, 'node', '--nats', server().url, '--key-file', KEY.file, '--name', name, '--json'], {
-        stdio: ['ignore', 'pipe', 'ignore'],
-      });
-    const ready = (a: ChildProcess) => new Promise<void>((r) => a.stdout!.once('data', () => r()));
-
     for (const fault of ['SIGSTOP', 'SIGKILL'] as const)
       it(`detects a stage process stopped by ${fault} by its missing heartbeats (2 s)`, async () => {
         const names = [`hb${fault}1`, `hb${fault}2`];
-        const agents = names.map(agent);
+        const agents = names.map((name) => nodeAgent(server().url, KEY.file, name));
         try {
-          await Promise.all(agents.map(ready));
+          await agentsReady(agents);
           const cfg = resolveConfig({ job: `hb${fault}`, stages: 2, microbatches: 8, iterations: 100000 });
           assert.equal(HEARTBEAT_DEFAULTS.timeoutMs, 2000);
           let faultAt = 0;
@@ -142,14 +134,7 @@ describe('heartbeats', function () {
           console.log(`      (${fault}: the job failed ${after} ms after the signal)`);
           assert.ok(after < 3500, `detected ${after} ms after the ${fault} (target 2000 ms + one check)`);
         } finally {
-          for (const a of agents) {
-            try {
-              process.kill(a.pid!, 'SIGCONT');
-            } catch {
-              /* gone */
-            }
-            a.kill('SIGKILL');
-          }
+          endAgents(agents, 'SIGKILL');
         }
       });
 

@@ -1,6 +1,6 @@
 import { formatTask } from '../policies/task';
 import { stageStep } from '../stage/stage-logic';
-import { StageEffect, StageState } from '../stage/stage-state';
+import { StageEffect, StageState, StageStatus } from '../stage/stage-state';
 
 /**
  * Runs a stage on from effects `fx`: each task it starts is done at once (at time `now`) in
@@ -18,4 +18,25 @@ export function runTasks(
     fx = stageStep(s, { type: 'done', iteration, task: run.task }, now);
   }
   return { ran, fx };
+}
+
+/**
+ * The status of a stage in iteration 0 with `remaining` tasks left, `forwardReady` ready and
+ * nothing running; unless `s` says otherwise nothing in flight, waited for or held, idle since 0.
+ */
+export function idleStatus(
+  s: Pick<StageStatus, 'stage' | 'remaining' | 'forwardReady'> & Partial<StageStatus>,
+): StageStatus {
+  return {
+    iteration: 0,
+    running: null,
+    inflight: 0,
+    backwardReady: [],
+    weightReady: [],
+    waitingFor: [],
+    idleSince: 0,
+    held: 0,
+    heldIteration: null,
+    ...s,
+  };
 }

@@ -1,4 +1,5 @@
 import { smallMlpJob } from './helpers-train';
+import { bfUniform } from './helpers-job';
 import { strict as assert } from 'assert';
 import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'fs';
 import { spawnSync } from 'child_process';
@@ -6,7 +7,6 @@ import * as os from 'os';
 import * as path from 'path';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { resolveConfig } from '../job/config';
 import { summarize } from '../job/run-local';
 import { runOnce } from '../cli/run';
 import { train } from '../cli/train';
@@ -61,14 +61,7 @@ describe('NATS-level fencing: accounts, generated credentials, per-process permi
   this.timeout(240_000);
 
   it("a run on Baton's own server: no credentials is an Authorization Violation, the read-only tap user cannot publish or read other subjects, the job is unaffected", async () => {
-    const cfg = resolveConfig({
-      job: 'fenced',
-      stages: 3,
-      microbatches: 8,
-      iterations: 3,
-      policy: 'bf',
-      profile: 'uniform',
-    });
+    const cfg = bfUniform('fenced', 3, 8, { iterations: 3 });
     const clean = summarize((await runOnce(cfg, { transport: 'nats', processes: 'per-stage' })).result);
     let attacks: Promise<Intrusion[]> | null = null;
     let serverLog = () => '';
@@ -126,14 +119,7 @@ describe('NATS-level fencing: accounts, generated credentials, per-process permi
     const agents = buses.map((b, i) => newNodeAgent({ name: nodes[i], bus: new AuthBus(b, key, `node:${nodes[i]}`) }));
     agents.forEach((a) => a.start());
     try {
-      const cfg = resolveConfig({
-        job: 'tshared',
-        stages: 3,
-        microbatches: 8,
-        iterations: 3,
-        policy: 'bf',
-        profile: 'uniform',
-      });
+      const cfg = bfUniform('tshared', 3, 8, { iterations: 3 });
       const setup = {
         transport: 'nats' as const,
         processes: 'per-stage' as const,

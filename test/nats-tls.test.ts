@@ -7,6 +7,8 @@ import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
 import { NatsBus } from '../transport/nats-bus';
 
 const CLI = path.join(__dirname, '..', 'cli', 'main.js');
+/** The job both runs here are given: 2 stages, 2 microbatches, 1 iteration. */
+const TINY_RUN = ['--stages', '2', '--microbatches', '2', '--iterations', '1'];
 
 /** A CA, a server certificate for 127.0.0.1 and a client certificate, made by openssl in `dir`. */
 function makeCerts(dir: string): Record<'ca' | 'serverCert' | 'serverKey' | 'clientCert' | 'clientKey', string> {
@@ -162,12 +164,7 @@ describe('NATS over TLS with a CA made by openssl in the test', function () {
         ...tls,
         '--job',
         job,
-        '--stages',
-        '2',
-        '--microbatches',
-        '2',
-        '--iterations',
-        '1',
+        ...TINY_RUN,
         '--profile',
         'uniform',
         '--json',
@@ -193,19 +190,7 @@ describe('NATS over TLS with a CA made by openssl in the test', function () {
     assert.match(r.err, /requires TLS, and a nats:\/\/ URL is plain text: give it as tls:\/\/127\.0\.0\.1:\d+/);
     assert.doesNotMatch(r.err, /\n\s+at /, 'no stack trace');
     assert.ok(Date.now() - t0 < 15_000, 'refused at once, not after a hang');
-    const run = await baton([
-      'run',
-      '--transport',
-      'nats',
-      '--nats',
-      `127.0.0.1:${server.port}`,
-      '--stages',
-      '2',
-      '--microbatches',
-      '2',
-      '--iterations',
-      '1',
-    ]);
+    const run = await baton(['run', '--transport', 'nats', '--nats', `127.0.0.1:${server.port}`, ...TINY_RUN]);
     assert.equal(run.code, 2, run.err);
     assert.match(run.err, /NatsTlsError: the NATS server at nats:\/\/127\.0\.0\.1:\d+ requires TLS/);
   });

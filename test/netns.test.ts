@@ -12,6 +12,7 @@ import { mkdtempSync, rmSync } from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { CLI_ENTRY } from '../cli/run';
+import { childJson } from '../bench/child-json';
 
 const MACHINES = ['a', 'b', 'c'];
 const tag = `bt${process.pid}`;
@@ -119,16 +120,7 @@ function batonJson(n: string | null, args: string[]): Promise<Record<string, unk
   const [cmd, argv] = n
     ? ['ip', ['netns', 'exec', n, process.execPath, CLI_ENTRY, ...args]]
     : [process.execPath, [CLI_ENTRY, ...args]];
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    child.on('close', (code) =>
-      code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`baton ${args[0]} exited with ${code}: ${err}`)),
-    );
-  });
+  return childJson(cmd, argv, `baton ${args[0]}`) as Promise<Record<string, unknown>>;
 }
 
 const RUN = ['run', '--stages', '3', '--microbatches', '6', '--iterations', '2', '--profile', 'uniform', '--json'];

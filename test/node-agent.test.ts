@@ -15,6 +15,7 @@ import { newNodeAgent, realPath } from '../job/node-host';
 import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'fs';
 import * as os from 'os';
 import { bfUniform } from './helpers-job';
+import { idleStatus } from './helpers-stage';
 
 const REPLY = `${NODES_PREFIX}.reply.test`;
 
@@ -562,24 +563,34 @@ describe('a launcher that hears stray messages on its trace subjects', () => {
   });
 });
 
+/**
+ * An in-process bus on which node n1's finish requests are answered first with `answers`, as a
+ * node could answer; the request then goes on to the agent, unless `withhold` keeps it back.
+ */
+function finishAnsweredBus(answers: Record<string, unknown>[], withhold = false): LocalBus {
+  return new (class extends LocalBus {
+    override publish(subject: string, data: Uint8Array): void {
+      const req = subject === nodeSubject('n1') ? (decodeValue(data) as Record<string, unknown>) : null;
+      if (req?.verb === 'finish') {
+        for (const answer of answers) super.publish(String(req.reply), encodeValue(answer));
+        if (withhold) return;
+      }
+      super.publish(subject, data);
+    }
+  })();
+}
+
 describe('a launcher whose node answers finish with an error', () => {
   it('fails at once, naming the node and its message, instead of waiting out the node timeout', async () => {
     // The agent's answer to finish replaced by an error, as an agent whose job went away sends.
-    class FinishRefusingBus extends LocalBus {
-      override publish(subject: string, data: Uint8Array): void {
-        const req = subject === nodeSubject('n1') ? (decodeValue(data) as Record<string, unknown>) : null;
-        if (req?.verb === 'finish')
-          return super.publish(
-            String(req.reply),
-            encodeValue({ verb: 'error', name: 'n1', request: 'finish', message: 'Error: the dog ate it' }),
-          );
-        super.publish(subject, data);
-      }
-    }
+    const finishRefused = finishAnsweredBus(
+      [{ verb: 'error', name: 'n1', request: 'finish', message: 'Error: the dog ate it' }],
+      true,
+    );
     const cfg = resolveConfig({ job: 'unfinished', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' });
     const started = Date.now();
     await assert.rejects(
-      runOnAgentN1(new FinishRefusingBus(), cfg, { nodeTimeoutMs: 20000 }),
+      runOnAgentN1(finishRefused, cfg, { nodeTimeoutMs: 20000 }),
       (e: Error) =>
         e.name === 'JobError' && /^node n1 could not finish job unfinished: Error: the dog ate it$/.test(e.message),
     );
@@ -590,23 +601,15 @@ describe('a launcher whose node answers finish with an error', () => {
 describe('a launcher that hears malformed answers to finish and status', () => {
   it("refuses them, counted, and completes with the node's own answer instead of failing with a TypeError", async () => {
     // A malformed finished answer ahead of the agent's: no events, a number for failures, a string for lostTrace.
-    class MalformedFinishedBus extends LocalBus {
-      override publish(subject: string, data: Uint8Array): void {
-        const req = subject === nodeSubject('n1') ? (decodeValue(data) as Record<string, unknown>) : null;
-        if (req?.verb === 'finish')
-          for (const bad of [
-            {},
-            { events: 5 },
-            { events: { 0: 'a' } },
-            { events: {}, failures: 7 },
-            { events: {}, lostTrace: 'x' },
-          ])
-            super.publish(String(req.reply), encodeValue({ verb: 'finished', name: 'n1', ...bad }));
-        super.publish(subject, data);
-      }
-    }
+    const malformed = [
+      {},
+      { events: 5 },
+      { events: { 0: 'a' } },
+      { events: {}, failures: 7 },
+      { events: {}, lostTrace: 'x' },
+    ].map((bad) => ({ verb: 'finished', name: 'n1', ...bad }));
     const result = await runOnAgentN1(
-      new MalformedFinishedBus(),
+      finishAnsweredBus(malformed),
       resolveConfig({ job: 'badfinish', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' }),
     );
     const refused = result.rejects.filter((r) => / a finished reply from node n1 refused: /.test(r));
@@ -617,26 +620,16 @@ describe('a launcher that hears malformed answers to finish and status', () => {
   });
 
   it('reads a well-formed finished answer with more failures than a call takes arguments, and fails the job with them', async () => {
-    class ManyFailuresBus extends LocalBus {
-      override publish(subject: string, data: Uint8Array): void {
-        const req = subject === nodeSubject('n1') ? (decodeValue(data) as Record<string, unknown>) : null;
-        if (req?.verb === 'finish')
-          super.publish(
-            String(req.reply),
-            encodeValue({
-              verb: 'finished',
-              name: 'n1',
-              events: {},
-              failures: new Array(300_000).fill('boom'),
-              lostTrace: new Array(300_000).fill('gone'),
-            }),
-          );
-        super.publish(subject, data);
-      }
-    }
+    const manyFailures = {
+      verb: 'finished',
+      name: 'n1',
+      events: {},
+      failures: new Array(300_000).fill('boom'),
+      lostTrace: new Array(300_000).fill('gone'),
+    };
     await assert.rejects(
       runOnAgentN1(
-        new ManyFailuresBus(),
+        finishAnsweredBus([manyFailures]),
         resolveConfig({ job: 'manyfailures', stages: 2, microbatches: 2, policy: 'bf', profile: 'uniform' }),
       ),
       (e: Error) =>
@@ -645,20 +638,14 @@ describe('a launcher that hears malformed answers to finish and status', () => {
   });
 
   it('refuses a status answer whose statuses the deadlock report could not read', () => {
-    const status = {
+    const status = idleStatus({
       stage: 0,
-      iteration: 0,
-      running: null,
       remaining: 2,
       inflight: 1,
       forwardReady: ['F1'],
-      backwardReady: [],
-      weightReady: [],
       waitingFor: ['B0 (gradient)'],
       idleSince: 3.5,
-      held: 0,
-      heldIteration: null,
-    };
+    });
     assert.equal(replyProblem({ verb: 'status', name: 'n1', statuses: [status] }), null);
     assert.equal(
       replyProblem({
@@ -745,13 +732,7 @@ describe('a job its node no longer hosts', () => {
 describe("a node's refusal of the job's input", () => {
   it('fails the launcher with a NodeInputError naming the node, which baton exits 2 for, as for the same error here', async () => {
     // The profile is only checked on the nodes (with --nodes it may exist only there).
-    const cfg = resolveConfig({
-      job: 'badinput',
-      stages: 2,
-      microbatches: 2,
-      policy: 'bf',
-      profile: 'no-such-profile',
-    });
+    const cfg = bfUniform('badinput', 2, 2, { profile: 'no-such-profile' });
     await assert.rejects(
       runOnAgentN1(new LocalBus(), cfg),
       (e: Error) =>

@@ -13,6 +13,7 @@ import { policyNames } from '../policies/registry';
 import { Bus } from '../transport/bus';
 import { LocalBus } from '../transport/local-bus';
 import { subject } from '../transport/subjects';
+import { idleStatus } from './helpers-stage';
 
 const sim = (c: Partial<JobConfig>) => runJob(resolveConfig(c), { clock: 'virtual' });
 
@@ -242,20 +243,7 @@ describe('simulation on the virtual clock (the real actors)', function () {
   });
 
   it('says why a stuck stage that waits for no input is stuck', () => {
-    const status = {
-      stage: 1,
-      iteration: 0,
-      running: null,
-      remaining: 3,
-      inflight: 0,
-      forwardReady: ['F2'],
-      backwardReady: [],
-      weightReady: [],
-      waitingFor: [],
-      idleSince: 0,
-      held: 0,
-      heldIteration: null,
-    };
+    const status = idleStatus({ stage: 1, remaining: 3, forwardReady: ['F2'] });
     assert.match(
       describeDeadlock([status], 5),
       /stage 1, iteration 0: .*; waiting for no input: its policy picks none of its ready tasks/,

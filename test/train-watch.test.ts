@@ -145,38 +145,31 @@ describe('baton train: outputs you can watch', function () {
   before(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-watch-'))));
   after(() => fs.rmSync(dir, { recursive: true, force: true }));
   const f = (name: string) => path.join(dir, name);
+  /** The small model trained with `argv`, --json and --metrics to `metrics`, exiting 0: its stderr, result, metrics lines. */
+  function trainWithMetrics<Line>(argv: string[], metrics: string) {
+    const r = baton(...SMALL, ...SMALL_MODEL, ...argv, '--json', '--metrics', metrics);
+    assert.equal(r.code, 0, r.err);
+    const lines = fs
+      .readFileSync(metrics, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Line);
+    return { err: r.err, result: JSON.parse(r.out) as { losses: number[] }, lines };
+  }
 
   it('shows progress under --json, writes metrics, plot, trace and chart, and --quiet silences the progress', () => {
-    const r = baton(
-      ...SMALL,
-      ...SMALL_MODEL,
-      '--iterations',
-      '3',
-      '--json',
-      '--metrics',
+    const { err, result, lines } = trainWithMetrics<{ iteration: number; loss: number }>(
+      ['--iterations', '3', '--plot', f('p.svg'), '--trace', f('t.json'), '--gantt', f('g.svg')],
       f('m.jsonl'),
-      '--plot',
-      f('p.svg'),
-      '--trace',
-      f('t.json'),
-      '--gantt',
-      f('g.svg'),
     );
-    assert.equal(r.code, 0, r.err);
-    const result = JSON.parse(r.out) as { losses: number[]; val_loss: number };
     assert.deepEqual(
-      r.err
+      err
         .split('\n')
         .filter((l) => l.startsWith('iteration'))
         .map((l) => l.split('  ').slice(0, 2).join('  ')),
       result.losses.map((l, i) => `iteration ${i + 1}/3  loss ${l.toFixed(4)}`),
     );
-    assert.match(r.err, /tokens\/s {2}elapsed [\d.]+s {2}ETA/);
-    const lines = fs
-      .readFileSync(f('m.jsonl'), 'utf8')
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as { iteration: number; loss: number });
+    assert.match(err, /tokens\/s {2}elapsed [\d.]+s {2}ETA/);
     assert.deepEqual(
       lines.map((l) => [l.iteration, l.loss]),
       result.losses.map((l, i) => [i, l]),
@@ -192,28 +185,14 @@ describe('baton train: outputs you can watch', function () {
   });
 
   it('shows asynchronous progress (updates, staleness) and writes one metrics line per update', () => {
-    const r = baton(
-      ...SMALL,
-      ...SMALL_MODEL,
-      '--mode',
-      'async',
-      '--iterations',
-      '2',
-      '--json',
-      '--metrics',
+    const { err, result, lines } = trainWithMetrics<{ mb: number; loss: number }>(
+      ['--mode', 'async', '--iterations', '2'],
       f('am.jsonl'),
     );
-    assert.equal(r.code, 0, r.err);
-    const result = JSON.parse(r.out) as { losses: number[] };
     // The loss shown live is the latest microbatch's, as the stages report at the end (mb 3 is the last).
-    assert.ok(r.err.includes(`update 4/4  loss ${result.losses[3].toFixed(4)}  staleness at stage 0 mean`), r.err);
-    const rows = fs
-      .readFileSync(f('am.jsonl'), 'utf8')
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as { mb: number; loss: number });
-    assert.equal(rows.length, 4);
-    for (const row of rows) assert.equal(row.loss, result.losses[row.mb]);
+    assert.ok(err.includes(`update 4/4  loss ${result.losses[3].toFixed(4)}  staleness at stage 0 mean`), err);
+    assert.equal(lines.length, 4);
+    for (const line of lines) assert.equal(line.loss, result.losses[line.mb]);
   });
 
   it('refuses output paths that cannot be written, or two flags naming one file, before it trains (exit 2)', () => {

@@ -1,19 +1,12 @@
 import { strict as assert } from 'assert';
-import { resolveConfig } from '../job/config';
 import { runJob } from '../job/run-local';
 import { validateRun } from '../checks/validate';
 import type { BatonEvent, ReceiveEvent } from '../stage/events';
+import { bfUniform } from './helpers-job';
 
 describe('validating a run whose stages ran on several clocks', () => {
   it('checks each receive against its send between stages of one clock, and only there', async () => {
-    const cfg = resolveConfig({
-      job: 'clocks',
-      stages: 3,
-      microbatches: 4,
-      iterations: 1,
-      policy: 'bf',
-      profile: 'uniform',
-    });
+    const cfg = bfUniform('clocks', 3, 4, { iterations: 1 });
     const r = await runJob(cfg, { clock: 'virtual' });
     const shape = r.shape;
     const iterations = cfg.warmupIterations + cfg.iterations;
