@@ -4,7 +4,7 @@
 import { CALIBRATE_DEFAULTS } from '../job/defaults';
 import { describeBackend, loadBackend } from '../models/backend';
 import { calibrate } from '../models/calibrate';
-import { FlagSpec, HELP_FLAG, UsageError, helpText, parseFlags } from './args';
+import { FlagSpec, HELP_FLAG, helpText, msFlag, parseFlags } from './args';
 import { formatTable } from './table';
 
 const CALIBRATE_FLAGS: readonly FlagSpec[] = [
@@ -38,9 +38,7 @@ export async function calibrateCommand(argv: readonly string[], out: (s: string)
     out(CALIBRATE_HELP);
     return 0;
   }
-  const budgetMs = flags.budgetMs as number;
-  if (!(budgetMs >= 1 && budgetMs <= 60_000))
-    throw new UsageError(`calibrate: --budget-ms must be from 1 to 60000, got ${budgetMs}`);
+  const budgetMs = msFlag(flags.budgetMs, 'calibrate', 'budget-ms');
   const report = await loadBackend({ force: flags.backend as string | undefined });
   const c = calibrate({ ...CALIBRATE_DEFAULTS, budgetMs });
   if (flags.json) {
