@@ -38,6 +38,13 @@ export class UsageError extends InputError {
   override name = 'UsageError';
 }
 
+/** Whether --help was given; if so, `help` is printed (the command then exits 0). */
+export function printedHelp(flags: ParsedFlags, help: string, out: (s: string) => void): boolean {
+  if (!flags.help) return false;
+  out(help);
+  return true;
+}
+
 /** The value of `command`'s --`flag`, a time in ms, refused unless from 1 to 60000. */
 export function msFlag(value: unknown, command: string, flag: string): number {
   const ms = value as number;

@@ -6,7 +6,7 @@ import { NODE_SERVICE_DEFAULTS } from '../job/defaults';
 import { DiscoveredNode, discoverNodes } from '../job/node-discovery';
 import { unmet } from '../job/node-require';
 import { NatsBus } from '../transport/nats-bus';
-import { FlagSpec, HELP_FLAG, helpText, msFlag, parseFlags } from './args';
+import { FlagSpec, HELP_FLAG, helpText, msFlag, parseFlags, printedHelp } from './args';
 import { requirementsFlag } from './node-service-flags';
 import { NATS_URL_FORMS, natsUrlOf } from './nats-flag';
 import { formatTable, printable } from './table';
@@ -91,10 +91,7 @@ function nodesTable(nodes: readonly DiscoveredNode[], rejected: number): string 
 
 export async function nodesCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags } = parseFlags(argv, NODES_FLAGS, 'nodes');
-  if (flags.help) {
-    out(NODES_HELP);
-    return 0;
-  }
+  if (printedHelp(flags, NODES_HELP, out)) return 0;
   const waitMs = msFlag(flags.waitMs, 'nodes', 'wait-ms');
   const req = requirementsFlag(flags.require, 'nodes: --require');
   const url = natsUrlOf(flags.nats, 'nodes') ?? NODE_SERVICE_DEFAULTS.nats;

@@ -9,7 +9,7 @@ import { AuthBus } from '../transport/auth-bus';
 import { Bus } from '../transport/bus';
 import { TOOL_LABEL_PREFIX } from '../actors/policy-messages';
 import { readKeyFile } from './key-file';
-import { FlagSpec, HELP_FLAG, ParsedFlags, UsageError, parseFlags } from './args';
+import { FlagSpec, HELP_FLAG, ParsedFlags, UsageError, parseFlags, printedHelp } from './args';
 import { RUNNING_JOB_FLAGS, ResolvedAccess, natsAccessOf, natsFlag } from './nats-flag';
 import { formatTable } from './table';
 import { requestSwap, requestView } from './policy-client';
@@ -195,10 +195,7 @@ async function verbCommand(
 ): Promise<number> {
   const { specs, help, run } = VERBS[verb];
   const { flags } = parseFlags(argv, specs, `policy ${verb}`);
-  if (flags.help) {
-    out(help);
-    return 0;
-  }
+  if (printedHelp(flags, help, out)) return 0;
   return run(common(flags, verb), flags, out);
 }
 

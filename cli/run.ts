@@ -6,7 +6,7 @@ import { JobConfig } from '../job/config';
 import { summarize } from '../job/run-local';
 import { checkJob } from '../job/wire-stage';
 import { checkJobName } from '../transport/subjects';
-import { UsageError, parseFlags } from './args';
+import { UsageError, parseFlags, printedHelp } from './args';
 import { comparedPolicies, speedupOver } from './job-flags';
 import { comparedConfig, entryLabel } from './compare-entry';
 import { reportPath, writeRunReport } from './report/report-write';
@@ -33,10 +33,7 @@ function summary(o: RunOutcome) {
 
 export async function runCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags, given } = withJobFile(parseFlags(argv, RUN_FLAGS, 'run'), 'run', RUN_FLAGS);
-  if (flags.help) {
-    out(RUN_HELP);
-    return 0;
-  }
+  if (printedHelp(flags, RUN_HELP, out)) return 0;
   const { cfg, setup } = runConfigFromFlags(flags, given);
   const compare = comparedPolicies(flags, given, 'run');
   const policies = compare ?? [cfg.policy];

@@ -5,7 +5,7 @@ import { SwapOptions } from '../job/policy-control';
 import { SWAP_FLAGS, swapOptionsFromFlags } from './swap-flags';
 import { JobConfig } from '../job/config';
 import { checkJob } from '../job/wire-stage';
-import { CONFIG_FLAG, FlagSpec, PRINT_CONFIG_FLAG, helpText, parseFlags } from './args';
+import { CONFIG_FLAG, FlagSpec, PRINT_CONFIG_FLAG, helpText, parseFlags, printedHelp } from './args';
 import { JOB_FLAGS, asyncStream, comparedPolicies, jobConfigFromFlags, speedupOver } from './job-flags';
 import { TRACE_OUTPUT_FLAGS, checkTraceOutputs, writeComparedTraceFiles, writeTraceFiles } from './trace-output';
 import { jobFileText, withJobFile } from './job-file';
@@ -55,10 +55,7 @@ export function compareRows(results: JobResult[]) {
 
 export async function simCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags, given } = withJobFile(parseFlags(argv, SIM_FLAGS, 'sim'), 'sim', SIM_FLAGS);
-  if (flags.help) {
-    out(SIM_HELP);
-    return 0;
-  }
+  if (printedHelp(flags, SIM_HELP, out)) return 0;
   const cfg = withWarmup(asyncStream(jobConfigFromFlags(flags)), flags, given, 'sim');
   const compare = comparedPolicies(flags, given, 'sim');
   // Every policy's config is checked before anything runs (or is printed as runnable).

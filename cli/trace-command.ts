@@ -6,7 +6,7 @@
 import * as fs from 'fs';
 import { BatonEvent } from '../stage/events';
 import { checkOutputFile } from './output-paths';
-import { HELP_FLAG, FlagSpec, ParsedFlags, UsageError, helpText, parseFlags } from './args';
+import { HELP_FLAG, FlagSpec, ParsedFlags, UsageError, helpText, parseFlags, printedHelp } from './args';
 import { formatTable, printable } from './table';
 import { TraceContentError, batonEventsFromTrace } from './trace/chrome-read';
 import { checkChromeTrace } from './trace/chrome-check';
@@ -121,10 +121,7 @@ function onTraceFile(
 ): SubcommandRun {
   return async (argv, out) => {
     const { flags, positional } = parseFlags(argv, specs, `trace ${sub}`, Infinity);
-    if (flags.help) {
-      out(help);
-      return 0;
-    }
+    if (printedHelp(flags, help, out)) return 0;
     return run(onePositional(positional, sub), flags, out);
   };
 }
