@@ -38,6 +38,20 @@ export class UsageError extends InputError {
   override name = 'UsageError';
 }
 
+/** Whether --help was given; if so, `help` is printed (the command then exits 0). */
+export function printedHelp(flags: ParsedFlags, help: string, out: (s: string) => void): boolean {
+  if (!flags.help) return false;
+  out(help);
+  return true;
+}
+
+/** The value of `command`'s --`flag`, a time in ms, refused unless from 1 to 60000. */
+export function msFlag(value: unknown, command: string, flag: string): number {
+  const ms = value as number;
+  if (!(ms >= 1 && ms <= 60_000)) throw new UsageError(`${command}: --${flag} must be from 1 to 60000, got ${ms}`);
+  return ms;
+}
+
 export type ParsedFlags = Record<string, string | number | boolean | string[] | undefined>;
 
 const camel = (s: string) => s.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());

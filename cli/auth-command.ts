@@ -3,7 +3,7 @@
 // DIR …` a shared nats-server's accounts for one job and a credentials file per process
 // (auth-init.ts).
 
-import { HELP_FLAG, FlagSpec, UsageError, helpText, parseFlags } from './args';
+import { HELP_FLAG, FlagSpec, UsageError, helpText, parseFlags, printedHelp } from './args';
 import { writeKeyFile } from './key-file';
 import { AUTH_INIT_USAGE, authInit } from './auth-init';
 
@@ -22,10 +22,7 @@ export async function authCommand(argv: readonly string[], out: (s: string) => v
     return 0;
   }
   const { flags, positional } = parseFlags(argv, AUTH_FLAGS, 'auth', 2);
-  if (flags.help) {
-    out(AUTH_HELP);
-    return 0;
-  }
+  if (printedHelp(flags, AUTH_HELP, out)) return 0;
   const [sub, file] = positional;
   if (sub !== 'key' || file === undefined)
     throw new UsageError(`auth: usage: baton auth key FILE, or ${AUTH_INIT_USAGE}`);

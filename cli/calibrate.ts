@@ -4,7 +4,7 @@
 import { CALIBRATE_DEFAULTS } from '../job/defaults';
 import { describeBackend, loadBackend } from '../models/backend';
 import { calibrate } from '../models/calibrate';
-import { FlagSpec, HELP_FLAG, UsageError, helpText, parseFlags } from './args';
+import { FlagSpec, HELP_FLAG, helpText, msFlag, parseFlags, printedHelp } from './args';
 import { formatTable } from './table';
 
 const CALIBRATE_FLAGS: readonly FlagSpec[] = [
@@ -34,13 +34,8 @@ export const CALIBRATE_HELP = helpText(
 
 export async function calibrateCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags } = parseFlags(argv, CALIBRATE_FLAGS, 'calibrate');
-  if (flags.help) {
-    out(CALIBRATE_HELP);
-    return 0;
-  }
-  const budgetMs = flags.budgetMs as number;
-  if (!(budgetMs >= 1 && budgetMs <= 60_000))
-    throw new UsageError(`calibrate: --budget-ms must be from 1 to 60000, got ${budgetMs}`);
+  if (printedHelp(flags, CALIBRATE_HELP, out)) return 0;
+  const budgetMs = msFlag(flags.budgetMs, 'calibrate', 'budget-ms');
   const report = await loadBackend({ force: flags.backend as string | undefined });
   const c = calibrate({ ...CALIBRATE_DEFAULTS, budgetMs });
   if (flags.json) {

@@ -6,7 +6,7 @@
 import { SWAP_DEFAULTS } from '../job/defaults';
 import { NatsBus } from '../transport/nats-bus';
 import { checkJobName, jobWildcard } from '../transport/subjects';
-import { FlagSpec, HELP_FLAG, UsageError, parseFlags } from './args';
+import { FlagSpec, HELP_FLAG, UsageError, parseFlags, printedHelp } from './args';
 import { RUNNING_JOB_FLAGS, natsAccessOf, natsFlag } from './nats-flag';
 import { newInspectState, render, takeMessage } from './inspect-view';
 
@@ -32,10 +32,7 @@ ${INSPECT_FLAGS.map((f) => `  ${`--${f.name}${f.type === 'bool' ? '' : ` ${f.met
 
 export async function inspectCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags } = parseFlags(argv, INSPECT_FLAGS, 'inspect');
-  if (flags.help) {
-    out(INSPECT_HELP);
-    return 0;
-  }
+  if (printedHelp(flags, INSPECT_HELP, out)) return 0;
   if (!flags.job) throw new UsageError('inspect: --job J is required');
   const job = checkJobName(String(flags.job));
   const seconds = flags.duration as number;

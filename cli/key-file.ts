@@ -3,24 +3,14 @@
 // one key (auth-seal.ts keyText: 43 base64url characters) and must be readable by its owner
 // only, as ssh requires of a private key: anyone who reads it can act as a launcher.
 
-import { chmodSync, openSync, closeSync, writeSync, statSync, readFileSync } from 'fs';
+import { chmodSync, openSync, closeSync, writeSync } from 'fs';
 import { keyText, newJobKey, parseKey } from '../transport/auth-seal';
+import { readPrivateFile } from '../transport/nats-access';
 import { UsageError } from './args';
 
 /** The key in `file`, refused as a usage error (named by `flag`) when unreadable, malformed or open to others. */
 export function readKeyFile(file: string, flag: string): Uint8Array {
-  let text: string;
-  let mode: number;
-  try {
-    mode = statSync(file).mode;
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new UsageError(`${flag} ${JSON.stringify(file)}: cannot read it (${(err as Error).message})`);
-  }
-  if ((mode & 0o077) !== 0)
-    throw new UsageError(
-      `${flag} ${JSON.stringify(file)}: the key file is readable by others (mode ${(mode & 0o777).toString(8)}); chmod 600 it`,
-    );
+  const text = readPrivateFile(file, flag, (m) => new UsageError(m), ': the key file is readable by others');
   const key = parseKey(text);
   if (key === null)
     throw new UsageError(

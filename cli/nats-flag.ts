@@ -37,31 +37,27 @@ export function natsUrlOf(flag: unknown, command: string): string | undefined {
   return undefined;
 }
 
-/** Each access file: its flag, its environment variables (first found first), what it is. */
-const ACCESS_SOURCES: Record<keyof NatsAccess, { flag: string; envs: readonly [string, string]; help: string }> = {
-  tlsCa: {
-    flag: 'tls-ca',
-    envs: ['BATON_NATS_TLS_CA', 'NATS_CA'],
-    help: "PEM file of the CA that signed a tls:// server's certificate (default: the system's CAs)",
-  },
-  tlsCert: {
-    flag: 'tls-cert',
-    envs: ['BATON_NATS_TLS_CERT', 'NATS_CERT'],
-    help: 'PEM client certificate, for a TLS server that verifies clients (with --tls-key)',
-  },
-  tlsKey: {
-    flag: 'tls-key',
-    envs: ['BATON_NATS_TLS_KEY', 'NATS_KEY'],
-    help: "the client certificate's PEM private key (mode 600)",
-  },
-  creds: {
-    flag: 'creds',
-    envs: ['BATON_NATS_CREDS', 'NATS_CREDS'],
-    help: 'credentials file (mode 600): a NATS .creds file, an nkey seed, or one line user:password',
-  },
+/** What each access file is, for its flag's help. */
+const ACCESS_HELP: Record<keyof NatsAccess, string> = {
+  tlsCa: "PEM file of the CA that signed a tls:// server's certificate (default: the system's CAs)",
+  tlsCert: 'PEM client certificate, for a TLS server that verifies clients (with --tls-key)',
+  tlsKey: "the client certificate's PEM private key (mode 600)",
+  creds: 'credentials file (mode 600): a NATS .creds file, an nkey seed, or one line user:password',
 };
 
-const ACCESS_KEYS = Object.keys(ACCESS_SOURCES) as (keyof NatsAccess)[];
+const ACCESS_KEYS = Object.keys(ACCESS_HELP) as (keyof NatsAccess)[];
+
+/** Each access file's flag (tlsCa: tls-ca) and environment variables, first found first: BATON_NATS_
+ * and the flag (BATON_NATS_TLS_CA), else the nats CLI's name, NATS_ and the flag's last word (NATS_CA). */
+const ACCESS_SOURCES = Object.fromEntries(
+  ACCESS_KEYS.map((k) => {
+    const flag = k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+    const words = flag.toUpperCase().split('-');
+    const envs = [`BATON_NATS_${words.join('_')}`, `NATS_${words[words.length - 1]}`] as const;
+    return [k, { flag, envs, help: ACCESS_HELP[k] }];
+  }),
+) as Record<keyof NatsAccess, { flag: string; envs: readonly [string, string]; help: string }>;
+
 const camel = (flag: string) => flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 
 /** --tls-ca, --tls-cert, --tls-key and --creds, for every command that connects to NATS. */

@@ -6,7 +6,7 @@ import { checkJobName } from '../transport/subjects';
 import { askAround } from '../transport/ask-around';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { Bus } from '../transport/bus';
-import { HELP_FLAG, FlagSpec, UsageError, helpText, parseFlags } from './args';
+import { HELP_FLAG, FlagSpec, UsageError, helpText, parseFlags, printedHelp } from './args';
 import { NATS_ACCESS_FLAGS, NATS_URL_ENV, NATS_URL_FORMS, natsAccessOf, natsFlag, natsUrlOf } from './nats-flag';
 import { newNodeAgent, realPath } from '../job/node-host';
 import { existsSync } from 'fs';
@@ -86,10 +86,7 @@ export const NODE_HELP =
 
 export async function nodeCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags } = parseFlags(argv, NODE_FLAGS, 'node');
-  if (flags.help) {
-    out(NODE_HELP);
-    return 0;
-  }
+  if (printedHelp(flags, NODE_HELP, out)) return 0;
   const name = nameFromFlags(flags);
   const job = flags.job === undefined ? undefined : checkJobName(String(flags.job));
   const subjects = job === undefined ? STANDALONE_NODES : jobNodeSubjects(job);

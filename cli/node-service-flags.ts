@@ -7,7 +7,7 @@ import { NodeHosting, NodeService } from '../job/node-service';
 import { MeasureOptions, measureCapabilities } from '../job/node-measure';
 import { parseRequirements } from '../job/node-require';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { FlagSpec, UsageError } from './args';
+import { FlagSpec, UsageError, msFlag } from './args';
 
 export const NODE_SERVICE_FLAGS: readonly FlagSpec[] = [
   {
@@ -31,17 +31,19 @@ export const NODE_SERVICE_FLAGS: readonly FlagSpec[] = [
   },
 ];
 
-/** --tag, --backend and --calibrate-ms, checked before anything connects. */
-export function measureOptionsOf(flags: Record<string, unknown>): Omit<MeasureOptions, 'node'> {
-  const budgetMs = flags.calibrateMs as number;
-  if (!(budgetMs >= 1 && budgetMs <= 60_000))
-    throw new UsageError(`node: --calibrate-ms must be from 1 to 60000, got ${budgetMs}`);
-  let tags: Record<string, string>;
+/** The K=V pairs of a --tag or --require list (job/node-require.ts); a bad one is a usage error named by `what`. */
+export function requirementsFlag(value: unknown, what: string): Record<string, string> {
   try {
-    tags = parseRequirements((flags.tag as string[] | undefined) ?? [], 'node: --tag');
+    return parseRequirements((value as string[] | undefined) ?? [], what);
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
+}
+
+/** --tag, --backend and --calibrate-ms, checked before anything connects. */
+export function measureOptionsOf(flags: Record<string, unknown>): Omit<MeasureOptions, 'node'> {
+  const budgetMs = msFlag(flags.calibrateMs, 'node', 'calibrate-ms');
+  const tags = requirementsFlag(flags.tag, 'node: --tag');
   if (Object.keys(tags).length > CAPABILITY_LIMITS.tags)
     throw new UsageError(`node: --tag gives ${Object.keys(tags).length} tags; at most ${CAPABILITY_LIMITS.tags}`);
   const backend = flags.backend as string | undefined;

@@ -4,9 +4,10 @@
 
 import { NODE_SERVICE_DEFAULTS } from '../job/defaults';
 import { DiscoveredNode, discoverNodes } from '../job/node-discovery';
-import { parseRequirements, unmet } from '../job/node-require';
+import { unmet } from '../job/node-require';
 import { NatsBus } from '../transport/nats-bus';
-import { FlagSpec, HELP_FLAG, UsageError, helpText, parseFlags } from './args';
+import { FlagSpec, HELP_FLAG, helpText, msFlag, parseFlags, printedHelp } from './args';
+import { requirementsFlag } from './node-service-flags';
 import { NATS_URL_FORMS, natsUrlOf } from './nats-flag';
 import { formatTable, printable } from './table';
 
@@ -90,19 +91,9 @@ function nodesTable(nodes: readonly DiscoveredNode[], rejected: number): string 
 
 export async function nodesCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags } = parseFlags(argv, NODES_FLAGS, 'nodes');
-  if (flags.help) {
-    out(NODES_HELP);
-    return 0;
-  }
-  const waitMs = flags.waitMs as number;
-  if (!(waitMs >= 1 && waitMs <= 60_000))
-    throw new UsageError(`nodes: --wait-ms must be from 1 to 60000, got ${waitMs}`);
-  let req: Record<string, string>;
-  try {
-    req = parseRequirements((flags.require as string[] | undefined) ?? [], 'nodes: --require');
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+  if (printedHelp(flags, NODES_HELP, out)) return 0;
+  const waitMs = msFlag(flags.waitMs, 'nodes', 'wait-ms');
+  const req = requirementsFlag(flags.require, 'nodes: --require');
   const url = natsUrlOf(flags.nats, 'nodes') ?? NODE_SERVICE_DEFAULTS.nats;
   const bus = await NatsBus.connect(url, { name: 'baton-nodes' });
   try {

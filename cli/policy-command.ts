@@ -9,7 +9,7 @@ import { AuthBus } from '../transport/auth-bus';
 import { Bus } from '../transport/bus';
 import { TOOL_LABEL_PREFIX } from '../actors/policy-messages';
 import { readKeyFile } from './key-file';
-import { FlagSpec, HELP_FLAG, ParsedFlags, UsageError, parseFlags } from './args';
+import { FlagSpec, HELP_FLAG, ParsedFlags, UsageError, parseFlags, printedHelp } from './args';
 import { RUNNING_JOB_FLAGS, ResolvedAccess, natsAccessOf, natsFlag } from './nats-flag';
 import { formatTable } from './table';
 import { requestSwap, requestView } from './policy-client';
@@ -116,13 +116,7 @@ async function withBus<T>(c: Common, f: (bus: Bus) => Promise<T>): Promise<T> {
   }
 }
 
-async function setCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags } = parseFlags(argv, SET_FLAGS, 'policy set');
-  if (flags.help) {
-    out(POLICY_SET_HELP);
-    return 0;
-  }
-  const c = common(flags, 'set');
+async function setPolicy(c: Common, flags: ParsedFlags, out: (s: string) => void): Promise<number> {
   if (!flags.policy && !flags.consistency)
     throw new UsageError('policy set: --policy NAME|MODULE or --consistency NAME is required');
   const asks: [string, 'arbitration' | 'consistency'][] = [];
@@ -156,13 +150,7 @@ async function setOne(
   );
 }
 
-async function getCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags } = parseFlags(argv, GET_FLAGS, 'policy get');
-  if (flags.help) {
-    out(POLICY_GET_HELP);
-    return 0;
-  }
-  const c = common(flags, 'get');
+async function getPolicy(c: Common, flags: ParsedFlags, out: (s: string) => void): Promise<number> {
   const { job, waitMs } = c;
   const v = await withBus(c, (bus) => requestView(bus, job, waitMs));
   if (flags.json) {
@@ -194,10 +182,26 @@ function consistencyRow(c: { policy: string; swap: number | null } | null): stri
   return c ? [['consistency', c.policy, c.swap === null ? 'job start' : `swap ${c.swap}`, '', '', '']] : [];
 }
 
+const VERBS = {
+  set: { specs: SET_FLAGS, help: POLICY_SET_HELP, run: setPolicy },
+  get: { specs: GET_FLAGS, help: POLICY_GET_HELP, run: getPolicy },
+};
+
+/** `policy set` or `policy get`: --help prints its help, else it runs with the flags common() checks. */
+async function verbCommand(
+  verb: keyof typeof VERBS,
+  argv: readonly string[],
+  out: (s: string) => void,
+): Promise<number> {
+  const { specs, help, run } = VERBS[verb];
+  const { flags } = parseFlags(argv, specs, `policy ${verb}`);
+  if (printedHelp(flags, help, out)) return 0;
+  return run(common(flags, verb), flags, out);
+}
+
 export async function policyCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const [verb, ...rest] = argv;
-  if (verb === 'set') return setCommand(rest, out);
-  if (verb === 'get') return getCommand(rest, out);
+  if (verb === 'set' || verb === 'get') return verbCommand(verb, rest, out);
   if (verb === '--help' || verb === '-h' || verb === undefined) {
     out(`${POLICY_SET_HELP}\n${POLICY_GET_HELP}`);
     return verb === undefined ? 2 : 0;

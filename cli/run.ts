@@ -6,12 +6,12 @@ import { JobConfig } from '../job/config';
 import { summarize } from '../job/run-local';
 import { checkJob } from '../job/wire-stage';
 import { checkJobName } from '../transport/subjects';
-import { UsageError, parseFlags } from './args';
+import { UsageError, parseFlags, printedHelp } from './args';
 import { comparedPolicies, speedupOver } from './job-flags';
-import { formatTable } from './table';
-import { TABLE_TERMS, TERMS_BESIDE_REFERENCE, comparedConfig, entryLabel, limitCell, perStage } from './compare-entry';
+import { comparedConfig, entryLabel } from './compare-entry';
 import { reportPath, writeRunReport } from './report/report-write';
-import { RATIO_NOTE, WithReference, referenceColumns, withReference } from './reference-flag';
+import { WithReference, withReference } from './reference-flag';
+import { COLUMNS, resultsTable } from './results-table';
 import { warnRejects } from './rejects';
 import { checkTraceOutputs, writeComparedTraceFiles } from './trace-output';
 import { jobFileText, withJobFile } from './job-file';
@@ -33,10 +33,7 @@ function summary(o: RunOutcome) {
 
 export async function runCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags, given } = withJobFile(parseFlags(argv, RUN_FLAGS, 'run'), 'run', RUN_FLAGS);
-  if (flags.help) {
-    out(RUN_HELP);
-    return 0;
-  }
+  if (printedHelp(flags, RUN_HELP, out)) return 0;
   const { cfg, setup } = runConfigFromFlags(flags, given);
   const compare = comparedPolicies(flags, given, 'run');
   const policies = compare ?? [cfg.policy];
@@ -121,38 +118,23 @@ function comparisonTable(
   rows: readonly WithReference<ReturnType<typeof summary>>[],
   speedup: (ms: number) => number,
 ): string {
-  const ref = referenceColumns(rows);
-  return (
-    formatTable(
-      [
-        'policy',
-        'buffer limit',
-        'makespan ms',
-        `speedup vs ${rows[0].policy}`,
-        'peak in-flight',
-        'cap',
-        'lower bound ms',
-        'efficiency',
-        ...ref.head,
-        'bubble',
-        'messages',
-        'processes',
-      ],
-      rows.map((r) => [
-        r.policy,
-        limitCell(r.buffer_limit, r.binding),
-        r.makespan_ms.toFixed(1),
-        `${speedup(r.makespan_ms).toFixed(2)}x`,
-        perStage(r.peak_inflight),
-        perStage(r.inflight_caps),
-        r.lower_bound_ms.toFixed(1),
-        r.efficiency.toFixed(3),
-        ...ref.cells(r),
-        r.bubble_fraction.toFixed(3),
-        String(r.messages),
-        String(r.processes),
-      ]),
-      `real clock, transport=${rows[0].transport}, P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations} (after ${cfg.warmupIterations} warm-up)`,
-    ) + `\n${ref.head.length > 0 ? `${RATIO_NOTE}\n${TERMS_BESIDE_REFERENCE}` : TABLE_TERMS}`
+  return resultsTable(
+    rows,
+    [
+      COLUMNS.policy,
+      COLUMNS.limit,
+      COLUMNS.makespan(1),
+      { head: `speedup vs ${rows[0].policy}`, cell: (r) => `${speedup(r.makespan_ms).toFixed(2)}x` },
+      COLUMNS.peak,
+      COLUMNS.cap,
+      COLUMNS.lowerBound(1),
+      COLUMNS.efficiency,
+    ],
+    [
+      COLUMNS.bubble,
+      { head: 'messages', cell: (r) => String(r.messages) },
+      { head: 'processes', cell: (r) => String(r.processes) },
+    ],
+    `real clock, transport=${rows[0].transport}, P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations} (after ${cfg.warmupIterations} warm-up)`,
   );
 }

@@ -5,15 +5,15 @@ import { SwapOptions } from '../job/policy-control';
 import { SWAP_FLAGS, swapOptionsFromFlags } from './swap-flags';
 import { JobConfig } from '../job/config';
 import { checkJob } from '../job/wire-stage';
-import { CONFIG_FLAG, FlagSpec, PRINT_CONFIG_FLAG, helpText, parseFlags } from './args';
+import { CONFIG_FLAG, FlagSpec, PRINT_CONFIG_FLAG, helpText, parseFlags, printedHelp } from './args';
 import { JOB_FLAGS, asyncStream, comparedPolicies, jobConfigFromFlags, speedupOver } from './job-flags';
-import { formatTable } from './table';
 import { TRACE_OUTPUT_FLAGS, checkTraceOutputs, writeComparedTraceFiles, writeTraceFiles } from './trace-output';
 import { jobFileText, withJobFile } from './job-file';
 import { JOB_DEFAULTS } from '../job/defaults';
 import { warmupFlag, withWarmup } from './warmup-flag';
-import { TABLE_TERMS, TERMS_BESIDE_REFERENCE, comparedConfig, limitCell, perStage } from './compare-entry';
-import { RATIO_NOTE, REFERENCE_FLAG, WithReference, referenceColumns, withReference } from './reference-flag';
+import { comparedConfig } from './compare-entry';
+import { REFERENCE_FLAG, WithReference, withReference } from './reference-flag';
+import { COLUMNS, resultsTable } from './results-table';
 
 export const SIM_FLAGS: readonly FlagSpec[] = [
   ...JOB_FLAGS,
@@ -55,10 +55,7 @@ export function compareRows(results: JobResult[]) {
 
 export async function simCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags, given } = withJobFile(parseFlags(argv, SIM_FLAGS, 'sim'), 'sim', SIM_FLAGS);
-  if (flags.help) {
-    out(SIM_HELP);
-    return 0;
-  }
+  if (printedHelp(flags, SIM_HELP, out)) return 0;
   const cfg = withWarmup(asyncStream(jobConfigFromFlags(flags)), flags, given, 'sim');
   const compare = comparedPolicies(flags, given, 'sim');
   // Every policy's config is checked before anything runs (or is printed as runnable).
@@ -92,55 +89,24 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
 
 /** The table of one run (with the offline columns and the ratio note when the reference was computed). */
 function singleTable(s: WithReference<ReturnType<typeof summarize>>, cfg: JobConfig): string {
-  const ref = referenceColumns([s]);
-  return (
-    formatTable(
-      ['policy', 'makespan ms', 'peak in-flight', 'cap', 'lower bound ms', 'efficiency', ...ref.head, 'bubble'],
-      [
-        [
-          s.policy,
-          s.makespan_ms.toFixed(2),
-          perStage(s.peak_inflight),
-          perStage(s.inflight_caps),
-          s.lower_bound_ms.toFixed(2),
-          s.efficiency.toFixed(3),
-          ...ref.cells(s),
-          s.bubble_fraction.toFixed(3),
-        ],
-      ],
-      `P=${s.stages} M=${s.microbatches} V=${s.chunks} profile=${s.profile} jitter=${s.jitter} scale=${cfg.jitterScale} seed=${s.seed} buffer-limit=${s.buffer_limit} iterations=${s.iterations.length} (after ${s.warmup_iterations} warm-up); bound set by ${s.lower_bound_term}`,
-    ) + `\n${ref.head.length > 0 ? `${RATIO_NOTE}\n${TERMS_BESIDE_REFERENCE}` : TABLE_TERMS}`
+  return resultsTable(
+    [s],
+    [COLUMNS.policy, COLUMNS.makespan(2), COLUMNS.peak, COLUMNS.cap, COLUMNS.lowerBound(2), COLUMNS.efficiency],
+    [COLUMNS.bubble],
+    `P=${s.stages} M=${s.microbatches} V=${s.chunks} profile=${s.profile} jitter=${s.jitter} scale=${cfg.jitterScale} seed=${s.seed} buffer-limit=${s.buffer_limit} iterations=${s.iterations.length} (after ${s.warmup_iterations} warm-up); bound set by ${s.lower_bound_term}`,
   );
 }
 
 /** The table of --compare: one row per policy. */
 function compareTable(rows: WithReference<ReturnType<typeof compareRows>[number]>[], cfg: JobConfig): string {
-  const ref = referenceColumns(rows);
-  return (
-    formatTable(
-      [
-        'policy',
-        'buffer limit',
-        'makespan ms',
-        `speedup vs ${rows[0].policy}`,
-        'peak in-flight',
-        'cap',
-        'efficiency',
-        ...ref.head,
-        'bubble',
-      ],
-      rows.map((r) => [
-        r.policy,
-        limitCell(r.buffer_limit, r.binding),
-        r.makespan_ms.toFixed(2),
-        `${r.speedup.toFixed(3)}x`,
-        perStage(r.peak_inflight),
-        perStage(r.inflight_caps),
-        r.efficiency.toFixed(3),
-        ...ref.cells(r),
-        r.bubble_fraction.toFixed(3),
-      ]),
-      `P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations} (after ${cfg.warmupIterations} warm-up)`,
-    ) + `\n${ref.head.length > 0 ? `${RATIO_NOTE}\n${TERMS_BESIDE_REFERENCE}` : TABLE_TERMS}`
+  const speedup = {
+    head: `speedup vs ${rows[0].policy}`,
+    cell: (r: { speedup: number }) => `${r.speedup.toFixed(3)}x`,
+  };
+  return resultsTable(
+    rows,
+    [COLUMNS.policy, COLUMNS.limit, COLUMNS.makespan(2), speedup, COLUMNS.peak, COLUMNS.cap, COLUMNS.efficiency],
+    [COLUMNS.bubble],
+    `P=${cfg.stages} M=${cfg.microbatches} V=${cfg.chunks} profile=${cfg.profile} jitter=${cfg.jitter} scale=${cfg.jitterScale} seed=${cfg.seed} iterations=${cfg.iterations} (after ${cfg.warmupIterations} warm-up)`,
   );
 }

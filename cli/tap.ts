@@ -10,7 +10,7 @@ import { Envelope } from '../transport/envelope';
 import { NatsBus, NatsBusError } from '../transport/nats-bus';
 import { checkJobName, jobWildcard, parseSubject } from '../transport/subjects';
 import { formatTask } from '../policies/task';
-import { HELP_FLAG, FlagSpec, UsageError, helpText, parseFlags } from './args';
+import { HELP_FLAG, FlagSpec, UsageError, helpText, parseFlags, printedHelp } from './args';
 import { NATS_ACCESS_FLAGS, NATS_URL_FORMS, natsAccessOf, natsUrlOf } from './nats-flag';
 import { TAP_COMMAND_DEFAULTS } from '../job/defaults';
 import { printable } from './table';
@@ -148,10 +148,7 @@ export async function tapCommand(
   subscribeTimeoutMs = TAP_SUBSCRIBE_TIMEOUT_MS,
 ): Promise<number> {
   const { flags } = parseFlags(argv, TAP_FLAGS, 'tap');
-  if (flags.help) {
-    out(TAP_HELP);
-    return 0;
-  }
+  if (printedHelp(flags, TAP_HELP, out)) return 0;
   if (!flags.job && !flags.all) throw new UsageError('tap: --job J is required (or --all for every job)');
   if (flags.job && flags.all) throw new UsageError('tap: --job J watches one job, --all every job; give one of them');
   const pattern = flags.all ? 'baton.>' : jobWildcard(checkJobName(String(flags.job)));

@@ -6,7 +6,7 @@
 import * as fs from 'fs';
 import { BatonEvent } from '../stage/events';
 import { checkOutputFile } from './output-paths';
-import { HELP_FLAG, FlagSpec, UsageError, helpText, parseFlags } from './args';
+import { HELP_FLAG, FlagSpec, ParsedFlags, UsageError, helpText, parseFlags, printedHelp } from './args';
 import { formatTable, printable } from './table';
 import { TraceContentError, batonEventsFromTrace } from './trace/chrome-read';
 import { checkChromeTrace } from './trace/chrome-check';
@@ -109,13 +109,24 @@ export function summarizeStages(events: readonly BatonEvent[], stages: number): 
   return rows;
 }
 
-async function gantt(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags, positional } = parseFlags(argv, GANTT_FLAGS, 'trace gantt', Infinity);
-  if (flags.help) {
-    out(GANTT_HELP);
-    return 0;
-  }
-  const file = onePositional(positional, 'gantt');
+type Out = (s: string) => void;
+type SubcommandRun = (argv: readonly string[], out: Out) => Promise<number>;
+
+/** Subcommand `sub` of one trace file: --help prints `help`, else `run` takes the file and the flags. */
+function onTraceFile(
+  sub: string,
+  specs: readonly FlagSpec[],
+  help: string,
+  run: (file: string, flags: ParsedFlags, out: Out) => Promise<number>,
+): SubcommandRun {
+  return async (argv, out) => {
+    const { flags, positional } = parseFlags(argv, specs, `trace ${sub}`, Infinity);
+    if (printedHelp(flags, help, out)) return 0;
+    return run(onePositional(positional, sub), flags, out);
+  };
+}
+
+async function gantt(file: string, flags: ParsedFlags, out: Out): Promise<number> {
   const output = flags.output as string | undefined;
   if (!output) throw new UsageError('trace gantt: -o FILE.svg is required');
   checkOutputFile(output, 'trace gantt: -o');
@@ -143,13 +154,7 @@ async function gantt(argv: readonly string[], out: (s: string) => void): Promise
   return 0;
 }
 
-async function check(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags, positional } = parseFlags(argv, JSON_FLAGS, 'trace check', Infinity);
-  if (flags.help) {
-    out(CHECK_HELP);
-    return 0;
-  }
-  const file = onePositional(positional, 'check');
+async function check(file: string, flags: ParsedFlags, out: Out): Promise<number> {
   let json: unknown;
   let problems: string[];
   try {
@@ -176,13 +181,8 @@ async function check(argv: readonly string[], out: (s: string) => void): Promise
   return problems.length === 0 ? 0 : 1;
 }
 
-async function summary(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags, positional } = parseFlags(argv, JSON_FLAGS, 'trace summary', Infinity);
-  if (flags.help) {
-    out(SUMMARY_HELP);
-    return 0;
-  }
-  const trace = loadTrace(onePositional(positional, 'summary'));
+async function summary(file: string, flags: ParsedFlags, out: Out): Promise<number> {
+  const trace = loadTrace(file);
   const events = batonEventsFromTrace(trace);
   const rows = summarizeStages(events, stageCount(trace, events));
   if (flags.json) out(JSON.stringify(rows));
@@ -204,10 +204,10 @@ async function summary(argv: readonly string[], out: (s: string) => void): Promi
   return 0;
 }
 
-const SUBCOMMANDS: Record<string, (argv: readonly string[], out: (s: string) => void) => Promise<number>> = {
-  gantt,
-  check,
-  summary,
+const SUBCOMMANDS: Record<string, SubcommandRun> = {
+  gantt: onTraceFile('gantt', GANTT_FLAGS, GANTT_HELP, gantt),
+  check: onTraceFile('check', JSON_FLAGS, CHECK_HELP, check),
+  summary: onTraceFile('summary', JSON_FLAGS, SUMMARY_HELP, summary),
 };
 
 /** Usage errors, unreadable files, files that are not valid traces and traces whose events

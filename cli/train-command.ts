@@ -5,7 +5,7 @@ import { JobConfig } from '../job/config';
 import { JobResult } from '../job/run-local';
 import { readCheckpointMeta } from '../job/checkpoint';
 import { tokensPerMicrobatch } from '../models/train-config';
-import { ParsedFlags, UsageError, parseFlags } from './args';
+import { ParsedFlags, UsageError, parseFlags, printedHelp } from './args';
 import { jobFileText, withJobFile } from './job-file';
 import { removeMadeDirs } from './output-paths';
 import { TRAIN_FLAGS, TRAIN_HELP } from './train-flags';
@@ -26,10 +26,7 @@ function savedAt(dir: string): string {
 
 export async function trainCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags, given } = withJobFile(parseFlags(argv, TRAIN_FLAGS, 'train'), 'train', TRAIN_FLAGS);
-  if (flags.help) {
-    out(TRAIN_HELP);
-    return 0;
-  }
+  if (printedHelp(flags, TRAIN_HELP, out)) return 0;
   const asyncOnly = ['consistency', 'alpha', 'beta1', 'lrd', 'backward', 'control-stages'].filter((k) => given.has(k));
   if (flags.mode !== 'async' && asyncOnly.length > 0)
     throw new UsageError(

@@ -52,21 +52,31 @@ export interface AccessOptions {
   authenticator?: Authenticator;
 }
 
-function readFile(path: string, what: string, secret: boolean): string {
+/**
+ * The text of the file at `path`, named `what` in the errors `fail` makes: one that cannot be
+ * read, and with `openNote` (what to say after the name), one that group or others may read.
+ */
+export function readPrivateFile(
+  path: string,
+  what: string,
+  fail: (message: string) => Error,
+  openNote?: string,
+): string {
   let text: string;
   let mode: number;
   try {
     mode = statSync(path).mode;
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    throw new NatsAccessError(`${what} ${JSON.stringify(path)}: cannot read it (${(err as Error).message})`);
+    throw fail(`${what} ${JSON.stringify(path)}: cannot read it (${(err as Error).message})`);
   }
-  if (secret && (mode & 0o077) !== 0)
-    throw new NatsAccessError(
-      `${what} ${JSON.stringify(path)} is readable by others (mode ${(mode & 0o777).toString(8)}); chmod 600 it`,
-    );
+  if (openNote !== undefined && (mode & 0o077) !== 0)
+    throw fail(`${what} ${JSON.stringify(path)}${openNote} (mode ${(mode & 0o777).toString(8)}); chmod 600 it`);
   return text;
 }
+
+const readFile = (path: string, what: string, secret: boolean) =>
+  readPrivateFile(path, what, (m) => new NatsAccessError(m), secret ? ' is readable by others' : undefined);
 
 /** The authenticator a credentials file's text stands for (see the header). */
 export function credsFileAuthenticator(text: string, shown: string): Authenticator {

@@ -5,7 +5,7 @@
 import * as fs from 'fs';
 import { DEFAULTS } from '../../job/config';
 import { InputError } from '../../base/errors';
-import { HELP_FLAG, FlagSpec, helpText, parseFlags } from '../args';
+import { HELP_FLAG, FlagSpec, helpText, parseFlags, printedHelp } from '../args';
 import { checkOutputFile } from '../output-paths';
 import { TraceContentError, batonEventsFromTrace } from '../trace/chrome-read';
 import { checkChromeTrace } from '../trace/chrome-check';
@@ -96,10 +96,7 @@ function defaultTitle(rows: readonly Row[], runs: readonly ReportRun[]): string 
 
 export async function reportCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags, positional } = parseFlags(argv, REPORT_FLAGS, 'report', Infinity);
-  if (flags.help) {
-    out(REPORT_HELP);
-    return 0;
-  }
+  if (printedHelp(flags, REPORT_HELP, out)) return 0;
   if (positional.length === 0) throw new ReportInputError('report: give RUN.json (a --json result) and/or trace files');
   const output = flags.output as string | undefined;
   if (!output) throw new ReportInputError('report: -o FILE.html is required (where to write the report)');
