@@ -84,7 +84,8 @@ export async function main(
     process.stderr.write(`baton: a command is required\n\n${usage()}`);
     return 2;
   }
-  const cmd = COMMANDS[name];
+  // Own keys only: `constructor` or `__proto__` is no command.
+  const cmd = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (!cmd) {
     process.stderr.write(`baton: unknown command ${JSON.stringify(name)}\n\n${usage()}`);
     return 2;

@@ -228,7 +228,8 @@ export async function traceCommand(
     err(`baton trace: a subcommand is required\n\n${TRACE_HELP.trimEnd()}`);
     return 2;
   }
-  const run = SUBCOMMANDS[sub];
+  // Own keys only: `constructor` or `__proto__` is no subcommand.
+  const run = Object.hasOwn(SUBCOMMANDS, sub) ? SUBCOMMANDS[sub] : undefined;
   if (!run) {
     err(`baton trace: unknown subcommand ${JSON.stringify(sub)}; expected gantt, check or summary`);
     return 2;

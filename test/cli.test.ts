@@ -374,9 +374,12 @@ describe('the baton command', function () {
     const missingModule = await baton('sim', '--policy', './no-such-policy.js');
     assert.equal(missingModule.code, 2);
     assert.equal(missingModule.err.trim().split('\n').length, 1, `one line: ${missingModule.err}`);
-    const unknown = await baton('frobnicate');
-    assert.equal(unknown.code, 2);
-    assert.match(unknown.err, /unknown command "frobnicate"/);
+    // Names an object has from its prototype are no commands either.
+    for (const name of ['frobnicate', 'constructor', '__proto__', 'toString']) {
+      const unknown = await baton(name);
+      assert.equal(unknown.code, 2, unknown.err);
+      assert.match(unknown.err, new RegExp(`unknown command "${name}"`));
+    }
   });
 
   it('refuses BATON_STAGE_NODE_FLAGS that are not flags before it starts a nats-server or a stage process', async () => {

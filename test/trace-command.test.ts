@@ -345,9 +345,11 @@ describe('baton trace', () => {
       assert.equal(h.code, 0);
       assert.match(h.out, new RegExp(`^baton trace ${sub} — `));
     }
-    const bad = await call('draw', file);
-    assert.equal(bad.code, 2);
-    assert.match(bad.err, /unknown subcommand "draw"/);
+    for (const name of ['draw', 'constructor', '__proto__', 'hasOwnProperty']) {
+      const bad = await call(name, file);
+      assert.equal(bad.code, 2, bad.err);
+      assert.match(bad.err, new RegExp(`unknown subcommand "${name}"`));
+    }
     const none = await call();
     assert.equal(none.code, 2);
     // A usage error: nothing on stdout, where a script reading the answer would take the help for one.
