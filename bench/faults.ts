@@ -1,6 +1,6 @@
 // `npm run bench -- faults`: the fault matrix of recovery by replay (job/recovery.ts). A
 // sync `train` (GPT, P = 4), one process per stage, gets one fault per run, mid-iteration:
-// SIGKILL of a stage process, SIGSTOP of one (past the 2 s heartbeat timeout), the
+// SIGKILL of a stage process, SIGSTOP of one (past the 1.8 s heartbeat timeout), the
 // nats-server (one the bench started, given by URL) killed and started again 1 s later;
 // and a whole run with 1% of stage messages dropped and 1% duplicated (resent on request,
 // nothing replayed). An emulated `run` (P = 8) gets the SIGKILL. Per fault: detected after

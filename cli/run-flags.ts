@@ -8,7 +8,7 @@ import { NATS_ACCESS_FLAGS, NATS_URL_FORMS, natsAccessOf, natsUrlOf } from './na
 import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
 import { JOB_KEY_FILE_FLAG, SWAP_FLAGS, swapOptionsFromFlags } from './swap-flags';
 import { STAGE_NODE_FLAGS_HELP, stageNodeFlags } from './stage-node-flags';
-import { RUN_COMMAND_DEFAULTS } from '../job/defaults';
+import { HEARTBEAT_DEFAULTS, RUN_COMMAND_DEFAULTS } from '../job/defaults';
 import type { RunSetup } from './run-once';
 import { REFERENCE_FLAG } from './reference-flag';
 import { TRACE_OUTPUT_FLAGS } from './trace-output';
@@ -57,7 +57,7 @@ export const RUN_FLAGS: readonly FlagSpec[] = [
     name: 'stall-timeout',
     type: 'int',
     metavar: 'MS',
-    help: 'fail the job after this long without progress (at most 2147483647, the longest timer Node keeps); a stage process that sends no heartbeat for 2 s (or this, when shorter) is dead or stopped',
+    help: `fail the job after this long without progress (at most 2147483647, the longest timer Node keeps); a stage process that sends no heartbeat for ${HEARTBEAT_DEFAULTS.timeoutMs / 1000} s (or this, when shorter) is dead or stopped`,
     default: RUN_COMMAND_DEFAULTS.stallTimeoutMs,
   },
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },

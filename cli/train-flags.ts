@@ -1,7 +1,13 @@
 // The flags of `baton train` and its help text.
 
 import { BACKWARD_MODES, CONSISTENCY_POLICIES } from '../actors/param-store';
-import { ASYNC_DEFAULTS, JOB_DEFAULTS, TRAIN_COMMAND_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
+import {
+  ASYNC_DEFAULTS,
+  HEARTBEAT_DEFAULTS,
+  JOB_DEFAULTS,
+  TRAIN_COMMAND_DEFAULTS,
+  TRAIN_DEFAULTS,
+} from '../job/defaults';
 import { MAX_VAL_BATCHES } from '../models/train-config';
 import { CONFIG_FLAG, HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, helpText } from './args';
 import { NATS_ACCESS_FLAGS, NATS_URL_FORMS } from './nats-flag';
@@ -213,7 +219,7 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
     name: 'stall-timeout',
     type: 'int',
     metavar: 'MS',
-    help: 'fail the job after this long without progress; a stage process that sends no heartbeat for 2 s (or this, when shorter) is dead or stopped, one inside a long task beats as busy',
+    help: `fail the job after this long without progress; a stage process that sends no heartbeat for ${HEARTBEAT_DEFAULTS.timeoutMs / 1000} s (or this, when shorter) is dead or stopped, one inside a long task beats as busy`,
     default: TRAIN_COMMAND_DEFAULTS.stallTimeoutMs,
   },
   {

@@ -157,8 +157,12 @@ export const SWAP_DEFAULTS = {
 export const HEARTBEAT_DEFAULTS = {
   /** How often a process beats, ms. */
   everyMs: 250,
-  /** A node silent this long (or the stall timeout, when shorter) is dead or stopped, ms. */
-  timeoutMs: 2000,
+  /** A node silent this long (or the stall timeout, when shorter) is dead or stopped, ms. With a
+   * beat every 250 ms and a look every `checkMs`, a process that stops is judged within
+   * 1800 + 100 ms (and a round trip) of its last beat: under 2 s of the stop. */
+  timeoutMs: 1800,
+  /** How often the launcher looks at the beats (at most; an eighth of a shorter timeout), ms. */
+  checkMs: 100,
   /** How often the main thread marks that its loop turned, ms. */
   loopTickMs: 100,
   /** Shortest lease (the time an agent keeps the stages of a launcher gone silent), ms: the

@@ -118,7 +118,7 @@ export class HeartbeatMonitor {
 
   /** Checks every `everyMs`; calls `fail` once with what went wrong. Nodes that never beat are not judged. */
   watch(timeoutMs: number, fail: (why: string, node: string, detectedAt: number) => void): void {
-    const every = Math.max(20, Math.min(250, timeoutMs / 8));
+    const every = Math.max(20, Math.min(HEARTBEAT_DEFAULTS.checkMs, timeoutMs / 8));
     let lastLook = Date.now();
     const check = () => {
       const now = Date.now();

@@ -78,13 +78,13 @@ describe('heartbeats', function () {
     const server = natsServerForSuite();
 
     for (const fault of ['SIGSTOP', 'SIGKILL'] as const)
-      it(`detects a stage process stopped by ${fault} by its missing heartbeats (2 s)`, async () => {
+      it(`detects a stage process stopped by ${fault} by its missing heartbeats (within 2 s)`, async () => {
         const names = [`hb${fault}1`, `hb${fault}2`];
         const agents = names.map((name) => nodeAgent(server().url, KEY.file, name));
         try {
           await agentsReady(agents);
           const cfg = resolveConfig({ job: `hb${fault}`, stages: 2, microbatches: 8, iterations: 100000 });
-          assert.equal(HEARTBEAT_DEFAULTS.timeoutMs, 2000);
+          assert.equal(HEARTBEAT_DEFAULTS.timeoutMs, 1800);
           let faultAt = 0;
           // After a SIGKILL, beats for the dead node keep coming: unsealed from a stranger, and sealed
           // by the other node of the job. Neither is the dead node's own, so neither delays the verdict.
@@ -132,13 +132,16 @@ describe('heartbeats', function () {
             new RegExp(`node ${names[1]} \\(pid ${agents[1].pid}\\) sent no heartbeat for \\d+ ms`),
           );
           console.log(`      (${fault}: the job failed ${after} ms after the signal)`);
-          assert.ok(after < 3500, `detected ${after} ms after the ${fault} (target 2000 ms + one check)`);
+          assert.ok(
+            after < 3500,
+            `detected ${after} ms after the ${fault} (target 2000 ms; slack for a loaded machine)`,
+          );
         } finally {
           endAgents(agents, 'SIGKILL');
         }
       });
 
-    it('does not take a stage inside a task longer than the heartbeat timeout (2 s) for a dead or hung one', async () => {
+    it('does not take a stage inside a task longer than the heartbeat timeout (1.8 s) for a dead or hung one', async () => {
       const t = { ...TRAIN_DEFAULTS, width: 256, heads: 4, layers: 8, seq: 64, microbatchSize: 48, totalIterations: 1 };
       const timeout = HEARTBEAT_DEFAULTS.timeoutMs;
       const cfg = resolveConfig({
