@@ -39,6 +39,24 @@ export const INJECT_FAULTS_FLAG: FlagSpec = {
   default: formatFaultSpec(DEFAULTS.faults),
 };
 
+/** --max-restarts of `run` and `train` (job/recovery.ts), defaulting to `n`. */
+export function maxRestartsFlag(n: number): FlagSpec {
+  return {
+    name: 'max-restarts',
+    type: 'int',
+    metavar: 'N',
+    help: 'sync, --transport nats with its own stage processes: restart a lost stage process, or wait for a server given by --nats that went away, and replay the iteration from the last flush, up to N times (0: a loss fails the run); past N the run fails naming every failure',
+    default: n,
+  };
+}
+
+/** The --max-restarts value: an integer from 0 to 1000. */
+export function maxRestartsOf(v: unknown, command: string): number {
+  if (!Number.isInteger(v) || (v as number) < 0 || (v as number) > 1000)
+    throw new UsageError(`${command}: --max-restarts must be an integer from 0 to 1000, got ${String(v)}`);
+  return v as number;
+}
+
 /** The faults --inject-faults asks for (null: none); their seed defaults to `seed`. */
 export function faultsFromFlag(raw: unknown, seed: number): FaultSpec | null {
   return raw === undefined ? DEFAULTS.faults : parseFaultSpec(String(raw), seed);

@@ -5,7 +5,7 @@ import { MAX_TIMER_MS } from '../base/clock';
 import { JobConfig } from '../job/config';
 import { CONFIG_FLAG, HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, ParsedFlags, UsageError, helpText } from './args';
 import { NATS_ACCESS_FLAGS, NATS_URL_FORMS, natsAccessOf, natsUrlOf } from './nats-flag';
-import { JOB_FLAGS, asyncStream, jobConfigFromFlags } from './job-flags';
+import { JOB_FLAGS, asyncStream, jobConfigFromFlags, maxRestartsFlag, maxRestartsOf } from './job-flags';
 import { JOB_KEY_FILE_FLAG, SWAP_FLAGS, swapOptionsFromFlags } from './swap-flags';
 import { STAGE_NODE_FLAGS_HELP, stageNodeFlags } from './stage-node-flags';
 import { HEARTBEAT_DEFAULTS, RUN_COMMAND_DEFAULTS } from '../job/defaults';
@@ -60,6 +60,7 @@ export const RUN_FLAGS: readonly FlagSpec[] = [
     help: `fail the job after this long without progress (at most 2147483647, the longest timer Node keeps); a stage process that sends no heartbeat for ${HEARTBEAT_DEFAULTS.timeoutMs / 1000} s (or this, when shorter) is dead or stopped`,
     default: RUN_COMMAND_DEFAULTS.stallTimeoutMs,
   },
+  maxRestartsFlag(RUN_COMMAND_DEFAULTS.maxRestarts),
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },
   CONFIG_FLAG,
   PRINT_CONFIG_FLAG,
@@ -111,6 +112,7 @@ export function runConfigFromFlags(
     processes,
     natsUrl,
     natsAccess: natsAccessOf(flags, 'run', transport === 'nats' ? natsUrl : undefined),
+    maxRestarts: maxRestartsOf(flags.maxRestarts, 'run'),
     ...agentSetupOf(flags, 'run', { transport, processes, natsUrl, stages: cfg.stages, jobKey: !!jobKey }),
     ...(jobKey ? { jobKey } : {}),
     swaps: swapOptionsFromFlags(flags),

@@ -11,7 +11,7 @@ import {
 import { MAX_VAL_BATCHES } from '../models/train-config';
 import { CONFIG_FLAG, HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, helpText } from './args';
 import { NATS_ACCESS_FLAGS, NATS_URL_FORMS } from './nats-flag';
-import { BUFFER_LIMIT_FLAG, INJECT_FAULTS_FLAG } from './job-flags';
+import { BUFFER_LIMIT_FLAG, INJECT_FAULTS_FLAG, maxRestartsFlag } from './job-flags';
 import { STAGE_NODE_FLAGS_HELP } from './stage-node-flags';
 import { PLACEMENT_FLAGS } from './placement-flags';
 import { AGENT_FLAGS } from './agent-flags';
@@ -222,13 +222,7 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
     help: `fail the job after this long without progress; a stage process that sends no heartbeat for ${HEARTBEAT_DEFAULTS.timeoutMs / 1000} s (or this, when shorter) is dead or stopped, one inside a long task beats as busy`,
     default: TRAIN_COMMAND_DEFAULTS.stallTimeoutMs,
   },
-  {
-    name: 'max-restarts',
-    type: 'int',
-    metavar: 'N',
-    help: 'sync, --transport nats with its own stage processes: restart a lost stage process and replay the iteration from the last flush up to N times (0: a loss fails the run); past N the run fails naming every failure',
-    default: TRAIN_COMMAND_DEFAULTS.maxRestarts,
-  },
+  maxRestartsFlag(TRAIN_COMMAND_DEFAULTS.maxRestarts),
   { name: 'json', type: 'bool', help: 'print one JSON object (progress still goes to stderr; --quiet silences it)' },
   HELP_FLAG,
 ];

@@ -13,7 +13,7 @@ import { swapOptionsFromFlags } from './swap-flags';
 import { readKeyFile } from './key-file';
 import { ResolvedAccess, natsAccessOf, natsUrlOf } from './nats-flag';
 import type { RunSetup } from './run-once';
-import { bufferLimitFromFlag, faultsFromFlag } from './job-flags';
+import { bufferLimitFromFlag, faultsFromFlag, maxRestartsOf } from './job-flags';
 import { checkLocalProcesses } from './run-flags';
 import { AgentSetup, agentSetupOf } from './agent-flags';
 import { checkOutputDir } from './output-paths';
@@ -195,12 +195,6 @@ function modelStageWork(train: TrainConfig, flags: Record<string, unknown>): num
   return work;
 }
 
-function maxRestartsOf(v: unknown): number {
-  if (!Number.isInteger(v) || (v as number) < 0 || (v as number) > 1000)
-    throw new UsageError(`train: --max-restarts must be an integer from 0 to 1000, got ${String(v)}`);
-  return v as number;
-}
-
 function stallTimeoutOf(v: unknown): number {
   if (!(Number.isInteger(v) && (v as number) > 0 && (v as number) <= MAX_TIMER_MS))
     throw new UsageError(
@@ -242,7 +236,7 @@ function setupOf(flags: Record<string, unknown>, cfg: JobConfig): TrainSetup {
     clock: flags.clock as 'real' | 'virtual',
     threads: flags.threads === undefined ? undefined : parseThreads(flags.threads, 'train: --threads'),
     swaps: swapOptionsFromFlags(flags as ParsedFlags),
-    maxRestarts: maxRestartsOf(flags.maxRestarts),
+    maxRestarts: maxRestartsOf(flags.maxRestarts, 'train'),
     ...(flags.keyFile !== undefined ? { jobKey: readKeyFile(String(flags.keyFile), 'train: --key-file') } : {}),
   };
 }

@@ -6,6 +6,7 @@ import { runOnce } from '../cli/run-once';
 import { RestartsExhaustedError } from '../job/recovery-errors';
 import { DistributedResult } from '../job/run-distributed';
 import { natsServerForSuite } from './nats-server-fixture';
+import { batonInProcess } from './helpers-cli';
 import { startNatsServer } from '../transport/nats-server';
 import { faultedTrainJob, injectFault, injectServerRestart, stageProcessPid } from '../bench/fault-inject';
 
@@ -88,6 +89,17 @@ describe('recovery by replaying the iteration (sync, one process per stage)', fu
     } finally {
       await f.restarted().catch(() => {});
       await f.server().stop();
+    }
+  });
+
+  it('run and train take --max-restarts (default 3, in the job file too) and refuse one out of 0-1000 with exit 2', async () => {
+    for (const cmd of ['run', 'train']) {
+      const printed = await batonInProcess(cmd, '--print-config');
+      assert.equal(printed.code, 0, printed.err);
+      assert.match(printed.out, /"max_restarts": 3/);
+      const bad = await batonInProcess(cmd, '--max-restarts', '1001');
+      assert.equal(bad.code, 2);
+      assert.match(bad.err, new RegExp(`${cmd}: --max-restarts must be an integer from 0 to 1000, got 1001`));
     }
   });
 
