@@ -12,7 +12,7 @@ import { Bus, Subscription } from '../transport/bus';
 import { encodeEnvelope } from '../transport/codec';
 import { ENVELOPE_VERSION, Envelope, launchField } from '../transport/envelope';
 import { EventSink } from '../stage/events';
-import { deliverAfterComm } from './receiver';
+import { PeerBytes, peerSubscription, takePeerMessage } from './group-peer';
 import { ActorRef, ActorRuntime } from './runtime';
 
 /** Collectives a member keeps open at once: more is a peer misbehaving. */
@@ -46,7 +46,7 @@ type Msg =
       readonly resolve: (s: Float32Array) => void;
       readonly reject: (e: Error) => void;
     }
-  | { readonly type: 'bytes'; readonly subject: string; readonly data: Uint8Array }
+  | PeerBytes
   | { readonly type: 'part'; readonly key: string; readonly member: number; readonly data: Float32Array };
 
 interface Pending {
@@ -142,8 +142,7 @@ export function spawnBusAllReduce(w: AllReduceWiring): {
   subscription: Subscription;
 } {
   const { runtime } = w;
-  const reject = (detail: string) =>
-    w.sink({ type: 'reject', t: runtime.clock.now(), stage: w.stage, iteration: -1, reason: 'all-reduce', detail });
+  const member = { runtime, sink: w.sink, stage: w.stage, name: w.name, reason: 'all-reduce' } as const;
   const state = { open: new Map<string, Pending>(), seq: 0 };
   const actor: ActorRef<Msg> = runtime.spawn<typeof state, Msg>(w.name, state, (s, msg, self) => {
     if (msg.type === 'contribute') {
@@ -166,13 +165,8 @@ export function spawnBusAllReduce(w: AllReduceWiring): {
       } else Object.assign(still, { resolve: msg.resolve, reject: msg.reject });
       return s;
     }
-    if (msg.type === 'part') {
-      const problem = take(w, s.open, msg.key, msg.member, msg.data);
-      if (problem) reject(`${w.name}: ${problem}`);
-      return s;
-    }
-    deliverAfterComm(
-      runtime,
+    takePeerMessage<Extract<Msg, { type: 'part' }>>(
+      member,
       self,
       msg,
       (e) => {
@@ -181,13 +175,11 @@ export function spawnBusAllReduce(w: AllReduceWiring): {
         // The part's data may be a view into the bus's buffer: keep a copy.
         return { type: 'part' as const, key: part.key, member: part.member, data: Float32Array.from(part.data) };
       },
-      reject,
+      (p) => take(w, s.open, p.key, p.member, p.data),
     );
     return s;
   });
-  const subscription = w.bus.subscribe(w.subjectOf(w.member), (subject, data) =>
-    runtime.send(actor, { type: 'bytes', subject, data }),
-  );
+  const subscription = peerSubscription(runtime, w.bus, w.subjectOf(w.member), actor);
   // Not held as work on the virtual clock: the parts it waits for come on its timers.
   const reduce = (key: string, data: Float32Array, then: (sum: Float32Array | Error) => void) =>
     runtime.send(actor, { type: 'contribute', key, data: Float32Array.from(data), resolve: then, reject: then });

@@ -16,12 +16,12 @@ import { ENVELOPE_VERSION, Envelope, launchField } from '../transport/envelope';
 import { Lane, laneName, laneSubject } from '../transport/lanes';
 import { EventSink } from '../stage/events';
 import { StageMsg } from '../stage/stage-state';
-import { deliverAfterComm } from './receiver';
+import { PeerBytes, peerSubscription, takePeerMessage } from './group-peer';
 import { ActorRef, ActorRuntime } from './runtime';
 
 export type TpGroupMsg =
   | { readonly type: 'propose'; readonly round: number; readonly iteration: number; readonly task: Task }
-  | { readonly type: 'bytes'; readonly subject: string; readonly data: Uint8Array }
+  | PeerBytes
   | { readonly type: 'peer'; readonly round: number; readonly rank: number; readonly task: Task };
 
 export interface TpGroupWiring {
@@ -117,8 +117,7 @@ function publishProposal(w: TpGroupWiring, s: TpGroupState, msg: Extract<TpGroup
 export function spawnTpGroupMember(w: TpGroupWiring): { member: ActorRef<TpGroupMsg>; subscription: Subscription } {
   const { runtime, sink } = w;
   const name = `tp-${laneName(w.stage, w.lane)}`;
-  const reject = (detail: string) =>
-    sink({ type: 'reject', t: runtime.clock.now(), stage: w.stage, iteration: -1, reason: 'tp', detail });
+  const peers = { runtime, sink, stage: w.stage, name, reason: 'tp' } as const;
   const initial: TpGroupState = { own: 0, rounds: new Map(), answered: 0, seq: 0 };
   const member = runtime.spawn<TpGroupState, TpGroupMsg>(name, initial, (s, msg, self) => {
     if (msg.type === 'propose') {
@@ -129,25 +128,18 @@ export function spawnTpGroupMember(w: TpGroupWiring): { member: ActorRef<TpGroup
       if (problem) throw new Error(`${name}: ${problem}`);
       return s;
     }
-    if (msg.type === 'peer') {
-      const problem = record(w, s, msg.round, msg.rank, msg.task);
-      if (problem) reject(`${name}: ${problem}`);
-      return s;
-    }
-    deliverAfterComm(
-      runtime,
+    takePeerMessage<Extract<TpGroupMsg, { type: 'peer' }>>(
+      peers,
       self,
       msg,
       (e) => {
         const p = peerProposal(w, e);
         return typeof p === 'string' ? p : { type: 'peer' as const, ...p };
       },
-      reject,
+      (p) => record(w, s, p.round, p.rank, p.task),
     );
     return s;
   });
-  const subscription = w.bus.subscribe(laneSubject(w.job, 'tp', w.stage, w.lane), (subject, data) =>
-    runtime.send(member, { type: 'bytes', subject, data }),
-  );
+  const subscription = peerSubscription(runtime, w.bus, laneSubject(w.job, 'tp', w.stage, w.lane), member);
   return { member, subscription };
 }
