@@ -62,7 +62,10 @@ export function sumInOrder(parts: readonly Float32Array[]): Float32Array {
   return out;
 }
 
-function partOf(w: AllReduceWiring, e: Envelope): { key: string; member: number; data: Float32Array } | string {
+type Part = Extract<Msg, { type: 'part' }>;
+
+/** The part `e` carries, or the reason it is refused. */
+function partOf(w: AllReduceWiring, e: Envelope): Part | string {
   const { key, member } = (e.body ?? {}) as { key?: unknown; member?: unknown };
   if (e.job !== w.job || e.src !== w.stage || e.dst !== w.stage)
     return `not a part of stage ${w.stage} of job ${w.job}`;
@@ -73,7 +76,8 @@ function partOf(w: AllReduceWiring, e: Envelope): { key: string; member: number;
     return `member ${quoteValue(member)} is not a peer of member ${w.member} of ${w.members}`;
   const t = e.tensors[0];
   if (e.tensors.length !== 1 || t.dtype !== 'float32') return 'a part carries one float32 tensor';
-  return { key, member: member as number, data: t.data as Float32Array };
+  // The part's data may be a view into the bus's buffer: keep a copy.
+  return { type: 'part', key, member: member as number, data: Float32Array.from(t.data as Float32Array) };
 }
 
 function take(
@@ -165,18 +169,8 @@ export function spawnBusAllReduce(w: AllReduceWiring): {
       } else Object.assign(still, { resolve: msg.resolve, reject: msg.reject });
       return s;
     }
-    takePeerMessage<Extract<Msg, { type: 'part' }>>(
-      member,
-      self,
-      msg,
-      (e) => {
-        const part = partOf(w, e);
-        if (typeof part === 'string') return part;
-        // The part's data may be a view into the bus's buffer: keep a copy.
-        return { type: 'part' as const, key: part.key, member: part.member, data: Float32Array.from(part.data) };
-      },
-      (p) => take(w, s.open, p.key, p.member, p.data),
-    );
+    const read = (e: Envelope) => partOf(w, e);
+    takePeerMessage<Part>(member, self, msg, read, (p) => take(w, s.open, p.key, p.member, p.data));
     return s;
   });
   const subscription = peerSubscription(runtime, w.bus, w.subjectOf(w.member), actor);

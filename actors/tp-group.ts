@@ -49,8 +49,10 @@ interface TpGroupState {
   seq: number;
 }
 
+type PeerProposal = Extract<TpGroupMsg, { type: 'peer' }>;
+
 /** The peer proposal `data` carries, or the reason it is refused. */
-function peerProposal(w: TpGroupWiring, e: Envelope): { round: number; rank: number; task: Task } | string {
+function peerProposal(w: TpGroupWiring, e: Envelope): PeerProposal | string {
   const b = e.body ?? {};
   const { round, rank } = b as { round?: unknown; rank?: unknown };
   if (e.kind !== 'tp' || e.job !== w.job || e.src !== w.stage || e.dst !== w.stage)
@@ -67,7 +69,7 @@ function peerProposal(w: TpGroupWiring, e: Envelope): { round: number; rank: num
   }
   const problem = taskProblem(t, w.shape);
   if (problem !== null) return `task ${formatTask(t)} is not a task of this pipeline (${problem})`;
-  return { round: round as number, rank: rank as number, task: t };
+  return { type: 'peer', round: round as number, rank: rank as number, task: t };
 }
 
 function record(w: TpGroupWiring, s: TpGroupState, round: number, rank: number, t: Task): string | null {
@@ -128,16 +130,8 @@ export function spawnTpGroupMember(w: TpGroupWiring): { member: ActorRef<TpGroup
       if (problem) throw new Error(`${name}: ${problem}`);
       return s;
     }
-    takePeerMessage<Extract<TpGroupMsg, { type: 'peer' }>>(
-      peers,
-      self,
-      msg,
-      (e) => {
-        const p = peerProposal(w, e);
-        return typeof p === 'string' ? p : { type: 'peer' as const, ...p };
-      },
-      (p) => record(w, s, p.round, p.rank, p.task),
-    );
+    const read = (e: Envelope) => peerProposal(w, e);
+    takePeerMessage<PeerProposal>(peers, self, msg, read, (p) => record(w, s, p.round, p.rank, p.task));
     return s;
   });
   const subscription = peerSubscription(runtime, w.bus, laneSubject(w.job, 'tp', w.stage, w.lane), member);
