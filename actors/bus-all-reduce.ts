@@ -12,7 +12,7 @@ import { Bus, Subscription } from '../transport/bus';
 import { encodeEnvelope } from '../transport/codec';
 import { ENVELOPE_VERSION, Envelope, launchField } from '../transport/envelope';
 import { EventSink } from '../stage/events';
-import { deliverAfterComm } from './receiver';
+import { PeerBytes, peerSubscription, takePeerMessage } from './group-peer';
 import { ActorRef, ActorRuntime } from './runtime';
 
 /** Collectives a member keeps open at once: more is a peer misbehaving. */
@@ -46,7 +46,7 @@ type Msg =
       readonly resolve: (s: Float32Array) => void;
       readonly reject: (e: Error) => void;
     }
-  | { readonly type: 'bytes'; readonly subject: string; readonly data: Uint8Array }
+  | PeerBytes
   | { readonly type: 'part'; readonly key: string; readonly member: number; readonly data: Float32Array };
 
 interface Pending {
@@ -62,7 +62,10 @@ export function sumInOrder(parts: readonly Float32Array[]): Float32Array {
   return out;
 }
 
-function partOf(w: AllReduceWiring, e: Envelope): { key: string; member: number; data: Float32Array } | string {
+type Part = Extract<Msg, { type: 'part' }>;
+
+/** The part `e` carries, or the reason it is refused. */
+function partOf(w: AllReduceWiring, e: Envelope): Part | string {
   const { key, member } = (e.body ?? {}) as { key?: unknown; member?: unknown };
   if (e.job !== w.job || e.src !== w.stage || e.dst !== w.stage)
     return `not a part of stage ${w.stage} of job ${w.job}`;
@@ -73,7 +76,8 @@ function partOf(w: AllReduceWiring, e: Envelope): { key: string; member: number;
     return `member ${quoteValue(member)} is not a peer of member ${w.member} of ${w.members}`;
   const t = e.tensors[0];
   if (e.tensors.length !== 1 || t.dtype !== 'float32') return 'a part carries one float32 tensor';
-  return { key, member: member as number, data: t.data as Float32Array };
+  // The part's data may be a view into the bus's buffer: keep a copy.
+  return { type: 'part', key, member: member as number, data: Float32Array.from(t.data as Float32Array) };
 }
 
 function take(
@@ -142,8 +146,7 @@ export function spawnBusAllReduce(w: AllReduceWiring): {
   subscription: Subscription;
 } {
   const { runtime } = w;
-  const reject = (detail: string) =>
-    w.sink({ type: 'reject', t: runtime.clock.now(), stage: w.stage, iteration: -1, reason: 'all-reduce', detail });
+  const member = { runtime, sink: w.sink, stage: w.stage, name: w.name, reason: 'all-reduce' } as const;
   const state = { open: new Map<string, Pending>(), seq: 0 };
   const actor: ActorRef<Msg> = runtime.spawn<typeof state, Msg>(w.name, state, (s, msg, self) => {
     if (msg.type === 'contribute') {
@@ -166,28 +169,11 @@ export function spawnBusAllReduce(w: AllReduceWiring): {
       } else Object.assign(still, { resolve: msg.resolve, reject: msg.reject });
       return s;
     }
-    if (msg.type === 'part') {
-      const problem = take(w, s.open, msg.key, msg.member, msg.data);
-      if (problem) reject(`${w.name}: ${problem}`);
-      return s;
-    }
-    deliverAfterComm(
-      runtime,
-      self,
-      msg,
-      (e) => {
-        const part = partOf(w, e);
-        if (typeof part === 'string') return part;
-        // The part's data may be a view into the bus's buffer: keep a copy.
-        return { type: 'part' as const, key: part.key, member: part.member, data: Float32Array.from(part.data) };
-      },
-      reject,
-    );
+    const read = (e: Envelope) => partOf(w, e);
+    takePeerMessage<Part>(member, self, msg, read, (p) => take(w, s.open, p.key, p.member, p.data));
     return s;
   });
-  const subscription = w.bus.subscribe(w.subjectOf(w.member), (subject, data) =>
-    runtime.send(actor, { type: 'bytes', subject, data }),
-  );
+  const subscription = peerSubscription(runtime, w.bus, w.subjectOf(w.member), actor);
   // Not held as work on the virtual clock: the parts it waits for come on its timers.
   const reduce = (key: string, data: Float32Array, then: (sum: Float32Array | Error) => void) =>
     runtime.send(actor, { type: 'contribute', key, data: Float32Array.from(data), resolve: then, reject: then });

@@ -34,11 +34,11 @@ import { quoteValue } from '../base/quote';
 import { Bus, Subscription } from '../transport/bus';
 import { decodeValue, encodeValue } from '../transport/codec';
 import { launchField } from '../transport/envelope';
-import { PayloadTooLargeError } from '../transport/nats-bus';
 import { AuthBus, AuthRejectReason } from '../transport/auth-bus';
 import { parseSubject } from '../transport/subjects';
 import { enterTask, leaveTask } from '../base/task-activity';
-import { HostedJob, NodeJobs, StartingJob, answerJobRequest, renewLease, wireJob } from './node-jobs';
+import { HostedJob, NodeJobs, StartingJob, answerJobRequest, renewLease, stopJob, wireJob } from './node-jobs';
+import { answerOn } from './node-reply';
 import { StageHost } from './stage-host';
 import {
   NodeRequestError,
@@ -46,8 +46,6 @@ import {
   STANDALONE_NODES,
   checkLaneOfPlan,
   hostFields,
-  isReplyPrefix,
-  isReplySubject,
   jobName,
   jobNodeSubjects,
 } from './node-protocol';
@@ -166,34 +164,12 @@ export class NodeAgent {
     );
   }
 
-  /** Answer on a request's reply subject; a subject a peer got wrong is logged, never thrown. */
+  /** Answer on a request's reply subject (node-reply.ts); what cannot be answered is counted and logged. */
   private reply(to: unknown, msg: Record<string, unknown>): void {
-    if (typeof to !== 'string' || !isReplyPrefix(to)) return;
-    if (!isReplySubject(to)) {
+    answerOn(this.bus, this.name, to, msg, (line) => {
       this.rejected++;
-      this.log(`node ${this.name}: cannot answer on ${quoteValue(to)}: not a valid subject`);
-      return;
-    }
-    try {
-      this.bus.publish(to, encodeValue({ ...msg, name: this.name }));
-    } catch (err) {
-      this.rejected++;
-      this.log(`node ${this.name}: cannot answer on ${quoteValue(to)}: ${(err as Error).message}`);
-      // An answer too big for the server still gets a small one, so the asker knows this node lives.
-      if (err instanceof PayloadTooLargeError)
-        try {
-          this.bus.publish(
-            to,
-            encodeValue({
-              verb: 'error',
-              name: this.name,
-              message: `the ${quoteValue(msg.verb)} answer is ${err.size} bytes, over the server's max_payload of ${err.limit}`,
-            }),
-          );
-        } catch {
-          /* logged above */
-        }
-    }
+      this.log(line);
+    });
   }
 
   private onRequest(data: Uint8Array): void {
@@ -302,14 +278,7 @@ export class NodeAgent {
   }
 
   private teardown(name: string, job: HostedJob): void {
-    job.trace.stop();
-    if (job.leaseTimer) {
-      clearTimeout(job.leaseTimer as NodeJS.Timeout);
-      clearImmediate(job.leaseTimer as NodeJS.Immediate);
-    }
-    for (const s of job.subs) s.unsubscribe();
-    job.runtime.shutdown();
-    for (const c of job.computes) c.dispose?.();
+    stopJob(job);
     this.jobs.delete(name);
   }
 }

@@ -1,7 +1,7 @@
 // A node agent's jobs: what it keeps of each (hosted, or starting while its backend
-// loads), its wiring, the requests about one job (renew, status, finish, abort) and the
-// lease that drops a job whose launcher has gone quiet. The host request itself and the
-// agent's other verbs are node-agent.ts.
+// loads), its wiring and its stopping, the requests about one job (renew, status, finish,
+// abort) and the lease that drops a job whose launcher has gone quiet. The host request
+// itself and the agent's other verbs are node-agent.ts.
 
 import { quoteValue } from '../base/quote';
 import { RealClock } from '../base/clock';
@@ -167,6 +167,18 @@ export async function answerJobRequest(
       return;
     }
   }
+}
+
+/** Stops everything a job holds: its trace, its lease, its subscriptions, its actors, its computes. */
+export function stopJob(job: HostedJob): void {
+  job.trace.stop();
+  if (job.leaseTimer) {
+    clearTimeout(job.leaseTimer as NodeJS.Timeout);
+    clearImmediate(job.leaseTimer as NodeJS.Immediate);
+  }
+  for (const s of job.subs) s.unsubscribe();
+  job.runtime.shutdown();
+  for (const c of job.computes) c.dispose?.();
 }
 
 /** Restart a job's lease; a job hosted without one is kept until finished or aborted. */

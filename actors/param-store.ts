@@ -19,11 +19,12 @@ import { NAdamW } from '../policies/optim/nadamw';
 import { ParamInfo } from '../policies/optim/params';
 import { applyUpdates } from '../policies/optim/params';
 import { lrAt } from '../policies/optim/schedule';
-import { ConsistencyPolicy, LayerInput } from '../policies/consistency/policy';
+import { LayerInput } from '../policies/consistency/policy';
 import { CapturedLinearInput } from '../models/layers';
 import { ActorRef, ActorRuntime } from './runtime';
 import { dampingFactor } from '../policies/consistency/pipemare';
-import { ConsistencyEra, ConsistencySwap, adoptable, beginSwap, watchBackward, watchForward } from './consistency-swap';
+import { adoptable, beginSwap, watchBackward, watchForward } from './consistency-swap';
+import { ParamMapF, StoreState, StoreStats, storeStats } from './param-store-state';
 import {
   AsyncSettings,
   ConsistencyName,
@@ -50,7 +51,7 @@ export {
   pipemareHorizon,
 } from './param-store-policy';
 
-export type ParamMapF = Map<string, Float32Array>;
+export { ParamMapF, StoreStats } from './param-store-state';
 
 export type StoreMsg =
   | {
@@ -65,36 +66,6 @@ export type StoreMsg =
   /** Switch consistency policy at its safe point (consistency-swap.ts). */
   | { readonly type: 'swap-consistency'; readonly swap: number; readonly to: ConsistencyName }
   | { readonly type: 'params'; readonly reply: (p: ParamMapF) => void };
-
-export interface StoreStats {
-  updates: number;
-  /** The most microbatches in flight at the stage (FRESCO's τ is one less: see makePolicy). */
-  inflightBound: number;
-  /** The delay PipeMare and prediction assume, in updates. */
-  delay: number;
-  staleness: { mean: number; max: number; count: number };
-  /** Per update, in order: the staleness of the microbatch whose B made it. */
-  stalenessByUpdate: number[];
-  extraStateBytes: number;
-  optimizerBytes: number;
-  consistency: string;
-  /** The policies this store used, each from which update (1-based) on. */
-  consistencyEras: ConsistencyEra[];
-}
-
-interface StoreState {
-  params: ParamMapF | null;
-  infos: ParamInfo[];
-  optimizer: NAdamW | null;
-  policy: ConsistencyPolicy | null;
-  step: number;
-  forwardStep: Map<number, number>;
-  staleness: number[];
-  peakExtraBytes: number;
-  /** A consistency swap waiting for its safe point, and the policies so far. */
-  next: ConsistencySwap | null;
-  eras: ConsistencyEra[];
-}
 
 /** A backward's gradients, one per parameter of its size, clipped to norm `clip` (a non-finite norm throws). */
 function checkedGrads(
@@ -217,25 +188,6 @@ function backwardRan(st: StoreState, msg: MsgOf<'backward-ran'>, c: StoreSetup):
   }
   st.step++;
   adoptWhenSafe(st, c);
-}
-
-function storeStats(st: StoreState, c: StoreSetup): StoreStats {
-  const n = st.staleness.length;
-  return {
-    updates: st.step,
-    inflightBound: c.inflight,
-    delay: c.delay,
-    staleness: {
-      mean: n ? st.staleness.reduce((a, b) => a + b, 0) / n : 0,
-      max: st.staleness.reduce((a, b) => Math.max(a, b), 0),
-      count: n,
-    },
-    stalenessByUpdate: [...st.staleness],
-    extraStateBytes: st.peakExtraBytes,
-    optimizerBytes: st.optimizer?.stateBytes() ?? 0,
-    consistency: st.eras[st.eras.length - 1].policy,
-    consistencyEras: [...st.eras],
-  };
 }
 
 export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {

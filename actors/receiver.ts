@@ -91,29 +91,6 @@ export function afterComm(
   else deliver();
 }
 
-/**
- * A group peer's message (TP proposal, all-reduce part): decoded, read by `read` (a string
- * is the problem that refuses it, passed to `reject` with the subject) and sent to `self`
- * after its communication time.
- */
-export function deliverAfterComm<M extends object>(
-  runtime: ActorRuntime,
-  self: ActorRef<M>,
-  msg: { subject: string; data: Uint8Array },
-  read: (e: Envelope) => M | string,
-  reject: (why: string) => void,
-): void {
-  let e: Envelope;
-  try {
-    e = decodeEnvelope(msg.data);
-  } catch (err) {
-    return reject(`${msg.subject}: ${(err as Error).message}`);
-  }
-  const m = read(e);
-  if (typeof m === 'string') return reject(`${msg.subject}: ${m}`);
-  afterComm(runtime.clock, e, runtime.clock.now(), () => runtime.send(self, m));
-}
-
 type Reject = (now: number, reason: string, detail: string) => void;
 
 /** Decode and check a delivery: the envelope if it is for this stage of this launch, else null (rejected). */

@@ -16,12 +16,12 @@ import { ENVELOPE_VERSION, Envelope, launchField } from '../transport/envelope';
 import { Lane, laneName, laneSubject } from '../transport/lanes';
 import { EventSink } from '../stage/events';
 import { StageMsg } from '../stage/stage-state';
-import { deliverAfterComm } from './receiver';
+import { PeerBytes, peerSubscription, takePeerMessage } from './group-peer';
 import { ActorRef, ActorRuntime } from './runtime';
 
 export type TpGroupMsg =
   | { readonly type: 'propose'; readonly round: number; readonly iteration: number; readonly task: Task }
-  | { readonly type: 'bytes'; readonly subject: string; readonly data: Uint8Array }
+  | PeerBytes
   | { readonly type: 'peer'; readonly round: number; readonly rank: number; readonly task: Task };
 
 export interface TpGroupWiring {
@@ -49,8 +49,10 @@ interface TpGroupState {
   seq: number;
 }
 
+type PeerProposal = Extract<TpGroupMsg, { type: 'peer' }>;
+
 /** The peer proposal `data` carries, or the reason it is refused. */
-function peerProposal(w: TpGroupWiring, e: Envelope): { round: number; rank: number; task: Task } | string {
+function peerProposal(w: TpGroupWiring, e: Envelope): PeerProposal | string {
   const b = e.body ?? {};
   const { round, rank } = b as { round?: unknown; rank?: unknown };
   if (e.kind !== 'tp' || e.job !== w.job || e.src !== w.stage || e.dst !== w.stage)
@@ -67,7 +69,7 @@ function peerProposal(w: TpGroupWiring, e: Envelope): { round: number; rank: num
   }
   const problem = taskProblem(t, w.shape);
   if (problem !== null) return `task ${formatTask(t)} is not a task of this pipeline (${problem})`;
-  return { round: round as number, rank: rank as number, task: t };
+  return { type: 'peer', round: round as number, rank: rank as number, task: t };
 }
 
 function record(w: TpGroupWiring, s: TpGroupState, round: number, rank: number, t: Task): string | null {
@@ -117,8 +119,7 @@ function publishProposal(w: TpGroupWiring, s: TpGroupState, msg: Extract<TpGroup
 export function spawnTpGroupMember(w: TpGroupWiring): { member: ActorRef<TpGroupMsg>; subscription: Subscription } {
   const { runtime, sink } = w;
   const name = `tp-${laneName(w.stage, w.lane)}`;
-  const reject = (detail: string) =>
-    sink({ type: 'reject', t: runtime.clock.now(), stage: w.stage, iteration: -1, reason: 'tp', detail });
+  const peers = { runtime, sink, stage: w.stage, name, reason: 'tp' } as const;
   const initial: TpGroupState = { own: 0, rounds: new Map(), answered: 0, seq: 0 };
   const member = runtime.spawn<TpGroupState, TpGroupMsg>(name, initial, (s, msg, self) => {
     if (msg.type === 'propose') {
@@ -129,25 +130,10 @@ export function spawnTpGroupMember(w: TpGroupWiring): { member: ActorRef<TpGroup
       if (problem) throw new Error(`${name}: ${problem}`);
       return s;
     }
-    if (msg.type === 'peer') {
-      const problem = record(w, s, msg.round, msg.rank, msg.task);
-      if (problem) reject(`${name}: ${problem}`);
-      return s;
-    }
-    deliverAfterComm(
-      runtime,
-      self,
-      msg,
-      (e) => {
-        const p = peerProposal(w, e);
-        return typeof p === 'string' ? p : { type: 'peer' as const, ...p };
-      },
-      reject,
-    );
+    const read = (e: Envelope) => peerProposal(w, e);
+    takePeerMessage<PeerProposal>(peers, self, msg, read, (p) => record(w, s, p.round, p.rank, p.task));
     return s;
   });
-  const subscription = w.bus.subscribe(laneSubject(w.job, 'tp', w.stage, w.lane), (subject, data) =>
-    runtime.send(member, { type: 'bytes', subject, data }),
-  );
+  const subscription = peerSubscription(runtime, w.bus, laneSubject(w.job, 'tp', w.stage, w.lane), member);
   return { member, subscription };
 }

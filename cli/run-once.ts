@@ -103,6 +103,11 @@ export async function runOnce(cfg: JobConfig, setup: RunSetup): Promise<RunOutco
     );
   if (setup.transport === 'local')
     return { result: await runInProcess(cfg, setup), transport: 'local', processes: 1, pids: [process.pid] };
+  return runOverNats(cfg, setup);
+}
+
+/** The job over NATS: a server of its own or the one given, and everything started for it stopped at the end. */
+async function runOverNats(cfg: JobConfig, setup: RunSetup): Promise<RunOutcome> {
   let server: OwnServer | null = null;
   let nats: NatsBus | null = null;
   let nodes: SpawnedNodes | null = null;

@@ -1,11 +1,11 @@
 // One launch of a distributed job (job/run-distributed.ts): its requests to the node
-// agents and their replies, its lease renewals, its coordinator, its trace, its end.
+// agents and their replies (launch-link.ts), its lease renewals (lease-renewal.ts), its
+// coordinator, its trace, its end.
 
 import { newLaunchId } from '../transport/envelope';
 import { AuthBus } from '../transport/auth-bus';
 import { senderChecked } from '../transport/auth-sender';
 import { Bus, Subscription } from '../transport/bus';
-import { encodeValue } from '../transport/codec';
 import { peerText, quoteValue } from '../base/quote';
 import { RealClock } from '../base/clock';
 import { IterationRecord, coordinate } from '../actors/coordinator';
@@ -13,12 +13,11 @@ import { failureSignal } from '../base/failure-signal';
 import { JobConfig } from './config';
 import { waitWithWatchdog } from './run-local';
 import { newRejectTally, tallyReject } from '../base/reject-tally';
-import { NodeSubjects, STANDALONE_NODES, replyBox } from '../actors/node-agent';
+import { NodeSubjects, STANDALONE_NODES } from '../actors/node-agent';
 import { ActorRuntime } from '../actors/runtime';
 import { JobError } from './wire-stage';
 import { requiredReportFields } from '../checks/report-body';
-import { Reply, ReplyBox, decodeReply, text } from './reply-box';
-import { replyProblem } from './node-replies';
+import { Reply, text } from './reply-box';
 import { TraceCollector } from './trace-collector';
 import { expectedEvents, stallErrorOf, wholeTrace } from './launch-ends';
 import { DistributedOptions, DistributedResult, NodeBlock, assignBlocks } from './distributed-options';
@@ -26,24 +25,24 @@ import { HeartbeatMonitor } from './heartbeat';
 import { HEARTBEAT_DEFAULTS } from './defaults';
 import { IterationLostError } from './recovery-errors';
 import { HostRecovery, recoveryForStages } from './stage-recovery';
-import { hostingProblem, launchSenderProblem, replyFailure } from './launch-checks';
+import { finishRefusal, hostingProblem, launchSenderProblem } from './launch-checks';
+import { LaunchLink } from './launch-link';
+import { renewLeases } from './lease-renewal';
 
 /** One launch of a distributed job: its node replies, its trace, its renewals, its end. */
 export class Launch {
   // This run's id: on every message of the job, so stages and the coordinator refuse what a
   // stage process of an earlier run of the same job name (its launcher killed mid-task) sends.
   readonly id = newLaunchId();
-  private readonly replySubject: string;
   /** Where its nodes are reached: the shared subjects of standalone agents, or the job's own. */
   private readonly at: NodeSubjects;
-  private readonly replies = new ReplyBox();
-  private readonly hellos = new ReplyBox();
+  /** Its requests to the nodes, their replies and hellos. */
+  private readonly link: LaunchLink;
   private readonly subs: Subscription[] = [];
   /** What came on the job's trace subjects that is not a trace batch of this launch (one of
    * another launch of the job name, or anything a peer sent), and malformed replies: left out and counted. */
   readonly otherLaunch = newRejectTally();
   readonly trace: TraceCollector;
-  private readonly heard = new Map<string, number>();
   private readonly runtime: ActorRuntime;
   private readonly bus: Bus;
   private readonly timeout: number;
@@ -81,7 +80,6 @@ export class Launch {
     /** A recoverable job's stages keep sending their state; a replay's start from the states given (job/recovery.ts). */
     private readonly recovery?: HostRecovery,
   ) {
-    this.replySubject = replyBox(cfg.job, this.id);
     this.at = o.nodeSubjects ?? STANDALONE_NODES;
     this.blocks = assignBlocks(cfg, o.nodes.length);
     this.used = o.nodes.slice(0, this.blocks.length);
@@ -92,19 +90,14 @@ export class Launch {
     this.timeout = o.nodeTimeoutMs ?? 20000;
     this.trace = new TraceCollector(cfg.job, this.id, stages, o.sinks ?? [], this.otherLaunch);
     o.stop?.catch((e: Error) => this.nodeFailed(e));
-    this.subs.push(
-      this.bus.subscribe(this.replySubject, (subj, d) => this.onReply(subj, d)),
-      this.bus.subscribe(this.at.announce, (_s, d) => {
-        const r = decodeReply(d);
-        if (r && r.verb === 'hello') this.hellos.push(r);
-      }),
-      this.trace.subscribe(this.bus),
-    );
+    const linked = { job: cfg.job, launch: this.id, nodes: o.nodes, rejects: this.otherLaunch, fail: this.nodeFailed };
+    this.link = new LaunchLink(this.bus, this.at, linked);
+    this.subs.push(...this.link.subscribe(), this.trace.subscribe(this.bus));
     this.runtime = new ActorRuntime(new RealClock(), `launcher-${cfg.job}`);
     // The launcher's own actor (the coordinator, whose onIteration writes checkpoints) failing ends the job too.
     this.runtime.onFailure = (f) =>
       this.nodeFailed(new JobError(`actor ${f.actor} failed: ${f.error.message}`, { cause: f.error }));
-    this.beats = new HeartbeatMonitor(this.bus, this.used, (n) => this.heard.set(n, Date.now()), this.at);
+    this.beats = new HeartbeatMonitor(this.bus, this.used, (n) => this.link.heard.set(n, Date.now()), this.at);
   }
 
   /** Only the job's agents send to the launcher, and a stage's trace comes from the agent hosting it. */
@@ -117,47 +110,9 @@ export class Launch {
     return Promise.race([this.nodeFailure, p]);
   }
 
-  private request(node: string, body: Record<string, unknown>): void {
-    this.bus.publish(this.at.request(node), encodeValue({ ...body, reply: this.replySubject }));
-  }
-
-  private onReply(subj: string, d: Uint8Array): void {
-    const r = decodeReply(d);
-    if (!r) return;
-    const problem = replyProblem(r);
-    if (problem !== null) {
-      tallyReject(
-        this.otherLaunch,
-        `${quoteValue(subj, 200)}: a ${peerText(r.verb, 40)} reply from node ${peerText(r.name, 200)} refused: ${problem}`,
-      );
-      return;
-    }
-    this.heard.set(r.name, Date.now());
-    const failure = replyFailure(r, this.cfg.job, this.o.nodes);
-    if (failure) this.nodeFailed(failure);
-    if (r.verb === 'renewed') return;
-    this.replies.push(r);
-  }
-
-  /** Every node used has said hello: nodes we spawned announce themselves when they start;
-   * running ones answer a ping (over a cluster, after a delay: pinged until they answer). */
+  /** Every node used has said hello (LaunchLink.announced). */
   async announced(): Promise<void> {
-    await this.bus.flush();
-    const missing = () => this.used.filter((n) => !this.hellos.queue.some((r) => r.name === n));
-    const pinger: NodeJS.Timeout = setInterval(() => missing().forEach((n) => this.request(n, { verb: 'ping' })), 300);
-    let seen: Reply[];
-    try {
-      this.used.forEach((n) => this.request(n, { verb: 'ping' }));
-      seen = await this.unlessFailed(
-        this.hellos.waitFor(
-          (rs) => this.used.every((n) => rs.some((r) => r.name === n)),
-          this.timeout,
-          () => `node agents ${missing().join(', ')} to announce themselves`,
-        ),
-      );
-    } finally {
-      clearInterval(pinger);
-    }
+    const seen = await this.link.announced(this.used, this.timeout, (p) => this.unlessFailed(p));
     this.pidOf = new Map(seen.map((r) => [r.name, Number(r.pid)]));
     this.hostOf = new Map(seen.map((r) => [r.name, peerText(r.host, 200)]));
   }
@@ -166,7 +121,7 @@ export class Launch {
   async host(): Promise<void> {
     const { cfg, used, leaseMs } = this;
     used.forEach((n, i) =>
-      this.request(n, {
+      this.link.request(n, {
         verb: 'host',
         config: cfg,
         ...this.blocks[i],
@@ -175,17 +130,11 @@ export class Launch {
         ...(this.recovery ? { recovery: recoveryForStages(this.recovery, this.blocks[i].stages) } : {}),
       }),
     );
-    const since = Date.now();
-    // A node that answers nothing for a whole lease (its renewals included) is gone or hung;
-    // it would have dropped the job's stages by now anyway.
-    this.renewer = setInterval(() => {
-      used.forEach((n) => this.request(n, { verb: 'renew', job: cfg.job, launch: this.id }));
-      const silent = used.filter((n) => Date.now() - (this.heard.get(n) ?? since) > leaseMs);
-      if (silent.length > 0)
-        this.nodeFailed(new JobError(`node(s) ${silent.join(', ')} answered nothing for ${leaseMs} ms: gone or hung`));
-    }, leaseMs / 4);
+    const { heard } = this.link;
+    const request = (n: string, body: Record<string, unknown>) => this.link.request(n, body);
+    this.renewer = renewLeases({ used, job: cfg.job, launch: this.id, leaseMs, heard, request, fail: this.nodeFailed });
     const hosted = await this.unlessFailed(
-      this.replies.waitFor(
+      this.link.replies.waitFor(
         (rs) =>
           rs.some((r) => r.verb === 'error') || used.every((n) => rs.some((r) => r.name === n && r.verb === 'hosting')),
         this.timeout,
@@ -255,21 +204,21 @@ export class Launch {
   private async stallError(wallStart: number): Promise<Error> {
     const { cfg, used } = this;
     const asked = Date.now();
-    used.forEach((n) => this.request(n, { verb: 'status', job: cfg.job, launch: this.id }));
+    used.forEach((n) => this.link.request(n, { verb: 'status', job: cfg.job, launch: this.id }));
     const answered = (rs: Reply[]) => used.filter((n) => rs.some((r) => r.name === n && r.verb === 'status'));
-    const st = await this.replies
+    const st = await this.link.replies
       .waitFor(
         (rs) => answered(rs).length === used.length,
         5000,
         () => 'stage statuses',
       )
-      .catch(() => this.replies.queue);
+      .catch(() => this.link.replies.queue);
     const silent = used.filter((n) => !answered(st).includes(n));
     return stallErrorOf({
       answers: st,
       silent,
       // A node that said nothing at all since it was asked is the likelier cause than a deadlock.
-      gone: silent.filter((n) => (this.heard.get(n) ?? 0) < asked),
+      gone: silent.filter((n) => (this.link.heard.get(n) ?? 0) < asked),
       stallTimeoutMs: cfg.stallTimeoutMs,
       recent: this.trace.events.slice(-40),
       elapsedMs: performance.now() - wallStart,
@@ -282,17 +231,11 @@ export class Launch {
     // Renewals end here: an agent answers one that crosses finish with an error (the job is gone).
     clearInterval(this.renewer);
     this.beats.stop();
-    const finishAsked = this.replies.queue.length;
-    used.forEach((n) => this.request(n, { verb: 'finish', job: cfg.job, launch: this.id }));
-    // An error to finish (or one too big an answer left without a request) ends the wait: no finished will follow.
-    const finishError = (rs: Reply[]) =>
-      rs
-        .slice(finishAsked)
-        .find(
-          (r) => r.verb === 'error' && used.includes(r.name) && (r.request === 'finish' || r.request === undefined),
-        );
+    const finishAsked = this.link.replies.queue.length;
+    used.forEach((n) => this.link.request(n, { verb: 'finish', job: cfg.job, launch: this.id }));
+    const finishError = (rs: Reply[]) => finishRefusal(rs, finishAsked, used);
     const done = await this.unlessFailed(
-      this.replies.waitFor(
+      this.link.replies.waitFor(
         (rs) =>
           finishError(rs) !== undefined || used.every((n) => rs.some((r) => r.name === n && r.verb === 'finished')),
         this.timeout,
@@ -327,16 +270,15 @@ export class Launch {
     this.over = true;
     clearInterval(this.renewer);
     this.beats.close();
-    this.replies.close();
-    this.hellos.close();
+    this.link.close();
     // A node that refused to host (the job name is someone else's there) is left alone.
     const refused = new Set(
-      this.replies.queue.filter((r) => r.verb === 'error' && r.request === 'host').map((r) => r.name),
+      this.link.replies.queue.filter((r) => r.verb === 'error' && r.request === 'host').map((r) => r.name),
     );
     if (!this.completed)
       this.used
         .filter((n) => !refused.has(n))
-        .forEach((n) => this.request(n, { verb: 'abort', job: this.cfg.job, launch: this.id }));
+        .forEach((n) => this.link.request(n, { verb: 'abort', job: this.cfg.job, launch: this.id }));
     for (const s of this.subs) s.unsubscribe();
     this.runtime.shutdown();
   }

@@ -59,3 +59,13 @@ export function hostingProblem(hosted: readonly Reply[], launch: string): JobErr
     );
   return null;
 }
+
+/**
+ * The reply after the first `from` that ends the wait for the nodes of `used` to finish: an
+ * error to finish, or one too big an answer left without a request. No finished will follow.
+ */
+export function finishRefusal(rs: readonly Reply[], from: number, used: readonly string[]): Reply | undefined {
+  return rs
+    .slice(from)
+    .find((r) => r.verb === 'error' && used.includes(r.name) && (r.request === 'finish' || r.request === undefined));
+}

@@ -67,42 +67,50 @@ export function laneSink(sink: EventSink, lane: Lane | undefined): EventSink {
 
 /** The rank's AllReduce with its TP group and with its replicas (none for a group of one); their subscriptions go to `subs`. */
 export function laneCollectives(o: StageWiringOptions, subs: Subscription[]): LaneCollectives {
-  const { lane, runtime, bus, cfg, durations, stage } = o;
+  const { lane } = o;
   if (!isWide(lane)) return {};
-  const profile = durations.profile;
-  const emulated = cfg.train === null;
-  const common = { runtime, bus, job: cfg.job, stage, sink: o.sink, launch: o.launch };
   const out: { -readonly [K in keyof LaneCollectives]: LaneCollectives[K] } = {};
   if (lane.ranks > 1) {
-    const r = spawnBusAllReduce({
-      ...common,
-      members: lane.ranks,
-      member: lane.rank,
-      subjectOf: (m) => laneSubject(cfg.job, 'tp-reduce', stage, { ...lane, rank: m }),
-      name: `tp-reduce-${laneName(stage, lane)}`,
-      ...(emulated
-        ? {
-            costMs: (_key: string, bytes: number) => allReduceMs(profile, bytes, lane.ranks),
-            bytesOf: () => profile.communication.activationBytes,
-          }
-        : {}),
-    });
-    subs.push(r.subscription);
+    const r = spawnLaneReduce(o, lane, 'tp', subs);
     out.tp = { allReduce: r.allReduce, reduce: r.reduce, rank: lane.rank, ranks: lane.ranks };
   }
   if (lane.replicas > 1) {
-    const r = spawnBusAllReduce({
-      ...common,
-      members: lane.replicas,
-      member: lane.replica,
-      subjectOf: (m) => laneSubject(cfg.job, 'dp-reduce', stage, { ...lane, replica: m }),
-      name: `dp-reduce-${laneName(stage, lane)}`,
-      ...(emulated ? { costMs: (_key: string, bytes: number) => allReduceMs(profile, bytes, lane.replicas) } : {}),
-    });
-    subs.push(r.subscription);
+    const r = spawnLaneReduce(o, lane, 'dp', subs);
     out.dp = { allReduce: r.allReduce, reduce: r.reduce, replica: lane.replica, replicas: lane.replicas };
   }
   return out;
+}
+
+/**
+ * The rank's AllReduce across its TP group's ranks (tp) or across its stage's replicas (dp).
+ * Emulated, a part costs the profile's collective time; a TP part stands for an activation's
+ * bytes, a replica's counts its own.
+ */
+function spawnLaneReduce(o: StageWiringOptions, lane: Lane, axis: 'tp' | 'dp', subs: Subscription[]) {
+  const { runtime, bus, cfg, durations, stage } = o;
+  const profile = durations.profile;
+  const members = axis === 'tp' ? lane.ranks : lane.replicas;
+  const peer = (m: number): Lane => (axis === 'tp' ? { ...lane, rank: m } : { ...lane, replica: m });
+  const r = spawnBusAllReduce({
+    runtime,
+    bus,
+    job: cfg.job,
+    stage,
+    sink: o.sink,
+    launch: o.launch,
+    members,
+    member: axis === 'tp' ? lane.rank : lane.replica,
+    subjectOf: (m) => laneSubject(cfg.job, `${axis}-reduce`, stage, peer(m)),
+    name: `${axis}-reduce-${laneName(stage, lane)}`,
+    ...(cfg.train === null
+      ? {
+          costMs: (_key: string, bytes: number) => allReduceMs(profile, bytes, members),
+          ...(axis === 'tp' ? { bytesOf: () => profile.communication.activationBytes } : {}),
+        }
+      : {}),
+  });
+  subs.push(r.subscription);
+  return r;
 }
 
 /** The rank's member of its TP group; it tells the stage actor `forward.to` once that exists. */

@@ -22,9 +22,9 @@ import { syncTrainingCompute, tfjsModules } from './wire-training';
 import { EmulatedCompute, StageCompute } from '../stage/compute';
 import { EventSink } from '../stage/events';
 import { JobConfig, partitionWeights } from './config';
-import { spawnReceiver } from '../actors/receiver';
+import { ReceiverWiring, spawnReceiver } from '../actors/receiver';
 import { ActorRuntime, ActorRef } from '../actors/runtime';
-import { spawnSender } from '../actors/sender';
+import { SenderMsg, spawnSender } from '../actors/sender';
 import { StageActorMsg, spawnStage } from '../actors/stage';
 import { Lane, isWide, laneName, laneSubject } from '../transport/lanes';
 import { laneCollectives, laneSink, spawnLaneTp } from './wire-lane';
@@ -147,6 +147,40 @@ export function checkMessageSizes(stage: number, compute: StageCompute, bus: Bus
   }
 }
 
+/** The stage's receiver, fed from the bus on the stage's inbox subjects, and its resends when
+ * they are on; their subscriptions go to `subs`. */
+function wireReceiver(
+  o: StageWiringOptions,
+  w: {
+    sender: ActorRef<SenderMsg>;
+    stage: ActorRef<StageActorMsg>;
+    sink: EventSink;
+    swapOrder: ReceiverWiring['swapOrder'];
+    resends: ReturnType<typeof resendWiring>;
+  },
+  subs: Subscription[],
+): void {
+  const { runtime, bus, cfg, stage: s, lane } = o;
+  const receiver = spawnReceiver({
+    runtime,
+    job: cfg.job,
+    stage: s,
+    target: w.stage,
+    sink: w.sink,
+    launch: o.launch,
+    lane,
+    swapOrder: w.swapOrder,
+    ...w.resends.receiver,
+  });
+  if (w.resends.on) subs.push(wireResends(o, w.sender, w.stage, receiver, w.sink));
+  for (const kind of STAGE_INBOX_KINDS)
+    subs.push(
+      bus.subscribe(laneSubject(cfg.job, kind, s, lane), (subj, data) =>
+        runtime.send(receiver, { type: 'bytes', subject: subj, data }),
+      ),
+    );
+}
+
 export function wireStage(o: StageWiringOptions): WiredStage {
   const { runtime, bus, cfg, plan, durations, stage: s, lane } = o;
   const wide = isWide(lane);
@@ -209,24 +243,7 @@ export function wireStage(o: StageWiringOptions): WiredStage {
     target: { stage: s, shape: plan.shape, limit, allowedModules: o.swapModules ?? [] },
     store: () => store,
   });
-  const receiver = spawnReceiver({
-    runtime,
-    job: cfg.job,
-    stage: s,
-    target: stage,
-    sink,
-    launch,
-    lane,
-    swapOrder,
-    ...r.receiver,
-  });
-  if (r.on) subscriptions.push(wireResends(o, sender, stage, receiver, sink));
-  for (const kind of STAGE_INBOX_KINDS)
-    subscriptions.push(
-      bus.subscribe(laneSubject(cfg.job, kind, s, lane), (subj, data) =>
-        runtime.send(receiver, { type: 'bytes', subject: subj, data }),
-      ),
-    );
+  wireReceiver(o, { sender, stage, sink, swapOrder, resends: r }, subscriptions);
   if (watched) {
     const everyMs = SWAP_DEFAULTS.statsEveryMs;
     subscriptions.push(

@@ -6,7 +6,8 @@
 // Not modelled: dropout, weight tying, bias-free variants, flash attention.
 
 import * as tf from '@tensorflow/tfjs';
-import { causalSelfAttention, crossEntropy, gelu, layerNorm, linear } from './layers';
+import { causalSelfAttention, crossEntropy, layerNorm, linear } from './layers';
+import { residualMlp, residualMlpParams } from './residual-mlp';
 import type { LayerSpec, ModelSpec, ParamSpec } from './stage-module';
 import type { InitKind } from './seeded-init';
 import { InputError } from '../base/errors';
@@ -113,12 +114,7 @@ function gptBlock(c: GptConfig, i: number): LayerSpec {
     { name: p('attn.bv'), shape: [C], init: zeros },
     { name: p('attn.wo'), shape: [C, C], init: residual },
     { name: p('attn.bo'), shape: [C], init: zeros },
-    { name: p('ln2.g'), shape: [C], init: ones },
-    { name: p('ln2.b'), shape: [C], init: zeros },
-    { name: p('mlp.w1'), shape: [C, 4 * C], init: normal },
-    { name: p('mlp.b1'), shape: [4 * C], init: zeros },
-    { name: p('mlp.w2'), shape: [4 * C, C], init: residual },
-    { name: p('mlp.b2'), shape: [C], init: zeros },
+    ...residualMlpParams(p('ln2'), p('mlp.'), C, 4 * C, { normal, residual }),
   ];
   return {
     name: `h${i}`,
@@ -129,7 +125,7 @@ function gptBlock(c: GptConfig, i: number): LayerSpec {
     apply([g1, b1, wq, bq, wk, bk, wv, bv, wo, bo, g2, b2, w1, bb1, w2, bb2], x) {
       const attn = { wq: wq!, bq: bq!, wk: wk!, bk: bk!, wv: wv!, bv: bv!, wo: wo!, bo: bo! };
       const a = x.add(causalSelfAttention(layerNorm(x, g1!, b1!), c.heads, attn)); // (B, T, C)
-      return a.add(linear(gelu(linear(layerNorm(a, g2!, b2!), w1!, bb1!)), w2!, bb2!)); // (B, T, C)
+      return residualMlp(a, g2!, b2!, w1!, bb1!, w2!, bb2!); // (B, T, C)
     },
   };
 }

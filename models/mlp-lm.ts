@@ -6,7 +6,8 @@
 // Not modelled: attention or any context beyond the window.
 
 import * as tf from '@tensorflow/tfjs';
-import { crossEntropy, gelu, layerNorm, linear } from './layers';
+import { crossEntropy, layerNorm, linear } from './layers';
+import { residualMlp, residualMlpParams } from './residual-mlp';
 import { ModelConfigError } from './gpt';
 import type { LayerSpec, ModelSpec } from './stage-module';
 import type { InitKind } from './seeded-init';
@@ -75,17 +76,10 @@ export function mlpLmSpec(partial: Partial<MlpLmConfig> = {}): ModelSpec {
     blocks.push({
       name: `b${i}`,
       kind: 'block',
-      params: [
-        { name: p('ln.g'), shape: [D], init: ones },
-        { name: p('ln.b'), shape: [D], init: zeros },
-        { name: p('w1'), shape: [D, H], init: normal },
-        { name: p('b1'), shape: [H], init: zeros },
-        { name: p('w2'), shape: [H, D], init: residual },
-        { name: p('b2'), shape: [D], init: zeros },
-      ],
+      params: residualMlpParams(p('ln'), p(''), D, H, { normal, residual }),
       flopsPerSample: 4 * D * H,
       apply([g, b, w1, b1, w2, b2], x) {
-        return x.add(linear(gelu(linear(layerNorm(x, g!, b!), w1!, b1!)), w2!, b2!)); // (B, D)
+        return residualMlp(x, g!, b!, w1!, b1!, w2!, b2!); // (B, D)
       },
     });
   }
