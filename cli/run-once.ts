@@ -157,15 +157,11 @@ async function runOverNats(cfg: JobConfig, setup: RunSetup): Promise<RunOutcome>
         key,
         setup.threads,
       );
-    // A launcher recovers the stage processes it started, and from a drop of its connection
-    // (job/recovery.ts); --max-restarts 0 does not.
-    const recovery =
-      nodes && (setup.maxRestarts ?? 0) > 0 && recoverable(cfg)
-        ? recoveryOf(nodes, setup.maxRestarts ?? 0, server ? undefined : nats)
-        : undefined;
+    const recovery = recoveryOf(cfg, setup, nodes, server ? undefined : nats);
+    // A drop ends the job unless recovery waits it out; a stage process's end, unless recovery restarts it.
     const stop = Promise.race([
       interrupts.interrupted,
-      ...(recovery ? [] : [dropped]),
+      ...(recovery?.connection ? [] : [dropped]),
       ...(nodes && !recovery ? [nodes.died] : []),
     ]);
     const result = await runDistributed(cfg, {
@@ -218,8 +214,19 @@ async function hostNames(cfg: JobConfig, setup: RunSetup, nats: NatsBus, own: st
   return (setup.nodes && cfg.placement ? [...cfg.placement] : setup.nodes) ?? own;
 }
 
-/** A server given by URL may come back after a drop (restarted, or another of its cluster); our own does not. */
-function recoveryOf(nodes: SpawnedNodes, maxRestarts: number, given: NatsBus | undefined): RecoveryOptions {
+/**
+ * A launcher recovers the stage processes it started (job/recovery.ts), and from a drop of its
+ * connection to a server `given` by URL, which may come back (restarted, or another of its
+ * cluster; our own does not); with --max-restarts 0, or a job it cannot replay, none.
+ */
+function recoveryOf(
+  cfg: JobConfig,
+  setup: RunSetup,
+  nodes: SpawnedNodes | null,
+  given: NatsBus | undefined,
+): RecoveryOptions | undefined {
+  const maxRestarts = setup.maxRestarts ?? 0;
+  if (!nodes || maxRestarts === 0 || !recoverable(cfg)) return undefined;
   return {
     maxRestarts,
     restart: (name) => nodes.restart(name),
