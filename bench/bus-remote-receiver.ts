@@ -3,7 +3,7 @@
 // processes, as a job's sending and receiving stages do. The child's acks, one NATS message
 // per message it counts, drive the publisher's in-flight window.
 
-import { fork } from 'child_process';
+import { ChildProcess, fork } from 'child_process';
 import * as path from 'path';
 import { randomBytes } from 'crypto';
 import { connect } from '@nats-io/transport-node';
@@ -12,6 +12,63 @@ import type { Receiver, ReceiverSpec, ReceiverTally } from './bus-receiver';
 
 /** How long the child may take to connect and subscribe, or to answer `finish`. */
 const CHILD_MS = 30000;
+
+/** The receiver child and its IPC conversation: requests out, replies taken in order. */
+class ReceiverChild {
+  private readonly child: ChildProcess;
+  private readonly replies: ChildReply[] = [];
+  private waiting: (() => void) | undefined;
+  private exited: string | undefined;
+
+  constructor() {
+    this.child = fork(path.join(__dirname, 'bus-receiver-child.js'), [], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    this.child.on('message', (r: ChildReply) => {
+      this.replies.push(r);
+      this.waiting?.();
+    });
+    this.child.on('exit', (code, signal) => {
+      this.exited = `the receiver process exited (${signal ?? code})`;
+      this.waiting?.();
+    });
+  }
+
+  send(m: ChildRequest): void {
+    this.child.send(m);
+  }
+
+  /** The next reply; rejects on an error reply, the child's exit, or after CHILD_MS. */
+  next(what: string): Promise<ChildReply> {
+    return new Promise<ChildReply>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`the receiver process did not ${what} in ${CHILD_MS} ms`)),
+        CHILD_MS,
+      );
+      const check = () => {
+        const r = this.replies.shift();
+        if (r === undefined && this.exited === undefined) return;
+        clearTimeout(timer);
+        this.waiting = undefined;
+        if (r === undefined) reject(new Error(`${this.exited} before it would ${what}`));
+        else if ('error' in r) reject(new Error(`receiver process: ${r.error}`));
+        else resolve(r);
+      };
+      this.waiting = check;
+      check();
+    });
+  }
+
+  /** Waits for the child to end (it does after its tally), killing it when it does not within 2 s or `now`. */
+  async end(now = false): Promise<void> {
+    if (this.exited !== undefined) return;
+    const gone = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
+    if (now) this.child.kill();
+    const timer = setTimeout(() => this.child.kill(), 2000);
+    await gone;
+    clearTimeout(timer);
+  }
+}
 
 export async function openRemoteReceiver(spec: ReceiverSpec): Promise<Receiver> {
   const ackSubject = `bench.ack.${randomBytes(6).toString('hex')}`;
@@ -23,63 +80,14 @@ export async function openRemoteReceiver(spec: ReceiverSpec): Promise<Receiver> 
     },
   });
   await acks.flush();
-  const child = fork(path.join(__dirname, 'bus-receiver-child.js'), [], {
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  const replies: ChildReply[] = [];
-  let waiting: (() => void) | undefined;
-  let exited: string | undefined;
-  child.on('message', (r: ChildReply) => {
-    replies.push(r);
-    waiting?.();
-  });
-  child.on('exit', (code, signal) => {
-    exited = `the receiver process exited (${signal ?? code})`;
-    waiting?.();
-  });
-  const next = (what: string) =>
-    new Promise<ChildReply>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error(`the receiver process did not ${what} in ${CHILD_MS} ms`)),
-        CHILD_MS,
-      );
-      const check = () => {
-        const r = replies.shift();
-        if (r === undefined && exited === undefined) return;
-        clearTimeout(timer);
-        waiting = undefined;
-        if (r === undefined) reject(new Error(`${exited} before it would ${what}`));
-        else if ('error' in r) reject(new Error(`receiver process: ${r.error}`));
-        else resolve(r);
-      };
-      waiting = check;
-      check();
-    });
-  const send = (m: ChildRequest) => child.send(m);
-  const stop = async () => {
-    if (exited === undefined) {
-      // It closes its connections and disconnects after its tally; a stuck one is ended.
-      const gone = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-      const timer = setTimeout(() => child.kill(), 2000);
-      await gone;
-      clearTimeout(timer);
-    }
-    await acks.close();
-  };
+  const child = new ReceiverChild();
+  const keyHex = spec.key && Buffer.from(spec.key).toString('hex');
   try {
-    send({
-      start: {
-        url: spec.url,
-        side: spec.side,
-        bytes: spec.bytes,
-        keyHex: spec.key && Buffer.from(spec.key).toString('hex'),
-        ackSubject,
-      },
-    });
-    await next('subscribe');
+    child.send({ start: { url: spec.url, side: spec.side, bytes: spec.bytes, keyHex, ackSubject } });
+    await child.next('subscribe');
   } catch (e) {
-    child.kill();
-    await stop();
+    await child.end(true);
+    await acks.close();
     throw e;
   }
   let final: ReceiverTally | undefined;
@@ -91,11 +99,12 @@ export async function openRemoteReceiver(spec: ReceiverSpec): Promise<Receiver> 
     },
     close: async () => {
       try {
-        send({ finish: true });
-        const r = await next('report its tally');
+        child.send({ finish: true });
+        const r = await child.next('report its tally');
         if ('tally' in r) final = r.tally;
       } finally {
-        await stop();
+        await child.end();
+        await acks.close();
       }
     },
   };
