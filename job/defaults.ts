@@ -92,8 +92,8 @@ export const RUN_COMMAND_DEFAULTS = {
   // The first iteration on the real clock pays for JIT compilation and new connections.
   warmupIterations: 1,
   stallTimeoutMs: JOB_DEFAULTS.stallTimeoutMs,
-  // Lost stage processes a sync run over NATS survives (restarted, the iteration replayed), as train's.
-  maxRestarts: 3,
+  // None: a run measures its pipeline, and a replay would be part of what it times (--max-restarts N to have them).
+  maxRestarts: 0,
 } as const;
 
 /** `baton train`: where its defaults differ from the job's and the model's. */

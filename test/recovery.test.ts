@@ -92,11 +92,14 @@ describe('recovery by replaying the iteration (sync, one process per stage)', fu
     }
   });
 
-  it('run and train take --max-restarts (default 3, in the job file too) and refuse one out of 0-1000 with exit 2', async () => {
-    for (const cmd of ['run', 'train']) {
+  it('run and train take --max-restarts (default 0 and 3, in the job file too) and refuse one out of 0-1000 with exit 2', async () => {
+    for (const [cmd, n] of [
+      ['run', 0],
+      ['train', 3],
+    ] as const) {
       const printed = await batonInProcess(cmd, '--print-config');
       assert.equal(printed.code, 0, printed.err);
-      assert.match(printed.out, /"max_restarts": 3/);
+      assert.match(printed.out, new RegExp(`"max_restarts": ${n}\\b`));
       const bad = await batonInProcess(cmd, '--max-restarts', '1001');
       assert.equal(bad.code, 2);
       assert.match(bad.err, new RegExp(`${cmd}: --max-restarts must be an integer from 0 to 1000, got 1001`));
