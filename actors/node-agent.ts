@@ -271,6 +271,8 @@ export class NodeAgent {
 
   /** The agent is being stopped: every launcher it hosts stages for hears so at once, and the stages go. */
   leave(reason: string): void {
+    // A job still being built is not wired when its build ends.
+    for (const starting of this.starting.values()) starting.aborted = reason;
     for (const [name, job] of [...this.jobs]) {
       this.reply(job.replyTo, { verb: 'leaving', job: name, reason });
       this.teardown(name, job);

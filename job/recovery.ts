@@ -91,7 +91,10 @@ export class Attempts {
   async recover(launch: Launch, err: unknown, stagesOf: (node: string) => number[]): Promise<void> {
     this.stampResume(launch);
     if (!(err instanceof IterationLostError)) throw err;
-    const iteration = launch.nextIteration();
+    // Lost while the final reports were collected (every iteration done): the last one is
+    // replayed, so that the job ends with its reports.
+    const end = this.job.firstIteration + this.job.warmupIterations + this.job.iterations;
+    const iteration = Math.min(launch.nextIteration(), end - 1);
     if (this.recoveries.length >= this.r.maxRestarts) {
       const all = [
         ...this.recoveries.map((x) => `iteration ${x.iteration}: ${x.reason}`),
@@ -103,9 +106,10 @@ export class Attempts {
       );
     }
     this.keep(launch, iteration);
-    launch.close();
-    // The next launch's requests would be lost while the launcher's connection is down.
+    // Closing sends the nodes their aborts, which nats.js drops while the connection is down:
+    // an agent that kept its connection would otherwise hold the old job for its lease.
     await this.r.connection?.up(RECONNECT_WAIT_MS);
+    launch.close();
     if (err.node !== null) await this.r.restart(err.node);
     const point = this.keeper?.resumePoint(iteration) ?? null;
     // Emulated stages: nothing to restore, the iteration under way starts again.
