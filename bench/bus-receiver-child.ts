@@ -38,6 +38,9 @@ async function start(s: ChildStart): Promise<Receiver> {
 }
 
 if (require.main === module) {
+  let finishing = false;
+  // The benchmark is gone (killed, crashed) before it asked for the tally: so is its receiver.
+  process.on('disconnect', () => process.exit(finishing ? 0 : 1));
   let receiver: Receiver | undefined;
   process.on('message', (m: ChildRequest) => {
     if ('start' in m)
@@ -49,9 +52,13 @@ if (require.main === module) {
         (e: Error) => reply({ error: e.message }),
       );
     else if (receiver) {
+      finishing = true;
       const r = receiver;
       reply({ tally: r.tally() });
       r.close().finally(() => process.disconnect());
-    } else process.disconnect();
+    } else {
+      finishing = true;
+      process.disconnect();
+    }
   });
 }

@@ -25,6 +25,8 @@ export interface ReceiverTally {
   badValue: number;
   handlerErrors: number;
   refusedSeals: number;
+  /** Acknowledgements that could not be sent (a child's; the run then stalls and says so). */
+  ackErrors: number;
 }
 
 export interface Receiver {
@@ -59,7 +61,7 @@ export function benchTensor(bytes: number): Float32Array {
 }
 
 function emptyTally(): ReceiverTally {
-  return { got: 0, gotBytes: 0, decoded: 0, views: 0, badValue: 0, handlerErrors: 0, refusedSeals: 0 };
+  return { got: 0, gotBytes: 0, decoded: 0, views: 0, badValue: 0, handlerErrors: 0, refusedSeals: 0, ackErrors: 0 };
 }
 
 async function rawReceiver(spec: ReceiverSpec): Promise<Receiver> {
@@ -70,7 +72,12 @@ async function rawReceiver(spec: ReceiverSpec): Promise<Receiver> {
       if (e) return;
       t.got++;
       t.gotBytes += m.data.byteLength;
-      spec.onMessage?.(t.got);
+      // A throw would end nats.js's reader loop, and the run would stall.
+      try {
+        spec.onMessage?.(t.got);
+      } catch {
+        t.ackErrors++;
+      }
     },
   });
   await nc.flush();
@@ -92,7 +99,11 @@ async function batonReceiver(spec: ReceiverSpec): Promise<Receiver> {
       if (tensor[tensor.length - 1] !== last) t.badValue++;
     } finally {
       t.got++;
-      spec.onMessage?.(t.got);
+      try {
+        spec.onMessage?.(t.got);
+      } catch {
+        t.ackErrors++;
+      }
     }
   });
   await bus.flush();

@@ -9,6 +9,7 @@ import { randomBytes } from 'crypto';
 import { connect } from '@nats-io/transport-node';
 import type { ChildReply, ChildRequest } from './bus-receiver-child';
 import type { Receiver, ReceiverSpec, ReceiverTally } from './bus-receiver';
+import { onProcessEnd } from '../transport/process-cleanup';
 
 /** How long the child may take to connect and subscribe, or to answer `finish`. */
 const CHILD_MS = 30000;
@@ -19,10 +20,18 @@ class ReceiverChild {
   private readonly replies: ChildReply[] = [];
   private waiting: (() => void) | undefined;
   private exited: string | undefined;
+  /** Kills the child if this process ends first (a signal, an exit): no receiver outlives its bench. */
+  private readonly unlinkCleanup: () => void;
 
   constructor() {
     this.child = fork(path.join(__dirname, 'bus-receiver-child.js'), [], {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    this.unlinkCleanup = onProcessEnd(() => this.child.kill('SIGKILL'));
+    // A failed fork or a send to a child that is gone: told like its exit, not thrown.
+    this.child.on('error', (e) => {
+      this.exited ??= `the receiver process failed (${e.message})`;
+      this.waiting?.();
     });
     this.child.on('message', (r: ChildReply) => {
       this.replies.push(r);
@@ -35,7 +44,13 @@ class ReceiverChild {
   }
 
   send(m: ChildRequest): void {
-    this.child.send(m);
+    if (this.exited === undefined && this.child.connected)
+      this.child.send(m, (e) => {
+        if (e) {
+          this.exited ??= `the receiver process could not be sent a request (${e.message})`;
+          this.waiting?.();
+        }
+      });
   }
 
   /** The next reply; rejects on an error reply, the child's exit, or after CHILD_MS. */
@@ -61,7 +76,8 @@ class ReceiverChild {
 
   /** Waits for the child to end (it does after its tally), killing it when it does not within 2 s or `now`. */
   async end(now = false): Promise<void> {
-    if (this.exited !== undefined) return;
+    this.unlinkCleanup();
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
     const gone = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
     if (now) this.child.kill();
     const timer = setTimeout(() => this.child.kill(), 2000);

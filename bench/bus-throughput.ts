@@ -4,7 +4,10 @@
 // two connections (publisher, subscriber) to one local nats-server and the same
 // in-flight window, so the ratio b/a is the cost of Baton's codec and bus wrapper; (c) is
 // (b) through an AuthBus (transport/auth-bus.ts), every message sealed and checked, as jobs
-// over NATS run: its ratio to (a) is the target.
+// over NATS run: its ratio to (a) is the target. Each is measured with the subscriber in the
+// publisher's process and in a child process of its own (--processes), whose acks over NATS
+// hold the window; that child is started afresh for each run, raw's as Baton's (a cold start
+// that costs Baton's decoding and seal checks more than raw's counting).
 // Reports medians over repeats (raw and Baton runs interleaved, which goes first
 // alternating from one repeat to the next, so a drift does not favour one side) and
 // whether every decoded tensor was a zero-copy view into the bytes of the received message.
@@ -13,7 +16,7 @@
 // nats-server's config), so Baton's messages over it go in chunks (transport/chunking.ts)
 // and raw nats.js sends each message's bytes as pieces of at most M MiB: the same limit.
 //
-// Run: node dist/bench/bus-throughput.js [--json] [--messages N] [--repeats R] [--mb S] [--max-payload M]
+// Run: node dist/bench/bus-throughput.js [--json] [--messages N] [--repeats R] [--mb S] [--max-payload M] [--processes 1|2|both]
 // Not measured: latency, fan-out, cross-machine networks.
 
 import { startNatsServer } from '../transport/nats-server';

@@ -10,6 +10,7 @@ import { JobConfig, resolveConfig } from '../job/config';
 import { TRAIN_DEFAULTS } from '../job/defaults';
 import { TrainConfig } from '../models/train-config';
 import { NatsServerHandle, startNatsServer } from '../transport/nats-server';
+import type { NatsServerOptions } from '../transport/nats-server-config';
 
 /** The job faults are injected into: a synchronous train of P = 4, M = 4 that only a hang would stall (10 min), `model` over the defaults. */
 export function faultedTrainJob(job: string, iterations: number, model: Partial<TrainConfig> = {}): JobConfig {
@@ -89,7 +90,13 @@ export interface InjectedServerRestart {
   server(): NatsServerHandle;
 }
 
-export function injectServerRestart(first: NatsServerHandle, after: number, downMs = 1000): InjectedServerRestart {
+/** `options`: what the first server was started with, so the restarted one is the same server. */
+export function injectServerRestart(
+  first: NatsServerHandle,
+  after: number,
+  downMs = 1000,
+  options: NatsServerOptions = {},
+): InjectedServerRestart {
   let current = first;
   let at = 0;
   let restart: Promise<void> | null = null;
@@ -102,7 +109,7 @@ export function injectServerRestart(first: NatsServerHandle, after: number, down
           current
             .stop()
             .then(() => new Promise((r) => setTimeout(r, downMs)))
-            .then(() => startNatsServer({ port: first.port }))
+            .then(() => startNatsServer({ ...options, port: first.port }))
             .then((s) => {
               current = s;
               resolve();
