@@ -92,7 +92,7 @@ describe('recovery by replaying the iteration (sync, one process per stage)', fu
     }
   });
 
-  it('run and train take --max-restarts (default 0 and 3, in the job file too) and refuse one out of 0-1000 with exit 2', async () => {
+  it('run and train take --max-restarts (default 0 and 3, printed in the job-file form) and refuse one out of 0-1000 with exit 2', async () => {
     for (const [cmd, n] of [
       ['run', 0],
       ['train', 3],
