@@ -88,6 +88,7 @@ async function batonPublisher(spec: RunSpec, key: Uint8Array | undefined, zc: Ze
 
 /** What a finished run's receiver saw that it should not have; empty when all is well. */
 function faults(side: BusSide, spec: RunSpec, t: ReceiverTally): string {
+  if (t.ackErrors > 0) return `${t.ackErrors} acknowledgements could not be sent`;
   if (side === 'raw')
     return t.gotBytes === spec.n * spec.bytes ? '' : `received ${t.gotBytes} bytes, expected ${spec.n * spec.bytes}`;
   return t.badValue > 0 || t.handlerErrors > 0 || t.refusedSeals > 0
@@ -100,7 +101,7 @@ function faults(side: BusSide, spec: RunSpec, t: ReceiverTally): string {
  * the decoded tensors that were views into their message.
  */
 export async function sideRun(side: BusSide, spec: RunSpec, zc: ZeroCopyTally): Promise<number> {
-  const what = side === 'raw' ? 'raw run' : side === 'baton' ? 'baton run' : 'sealed run';
+  const what = `${side} run`;
   const key = side === 'sealed' ? newJobKey() : undefined;
   const open = spec.processes === 2 ? openRemoteReceiver : openReceiver;
   const receiver: Receiver = await open({ url: spec.url, side, bytes: spec.bytes, key });
