@@ -47,7 +47,12 @@ const NODE_FLAGS: readonly FlagSpec[] = [
   {
     name: 'exit-with-stdin',
     type: 'bool',
-    help: 'exit when stdin closes (baton run starts its stage processes so: they end with it, even if it is killed; their names, the job name with a random suffix, skip the check that no other node has the name)',
+    help: 'exit when stdin closes (baton run starts its stage processes so: they end with it, even if it is killed)',
+  },
+  {
+    name: 'private',
+    type: 'bool',
+    help: "a launch's own stage process: not registered as the NATS service baton-node (so not calibrated either), and its name, the job's with a random suffix, skips the check that no other node has it",
   },
   {
     name: 'key-file',
@@ -82,7 +87,7 @@ export const NODE_HELP =
     'baton node --nats URL --key-file FILE [--name NAME] [--tag K=V,…] [--allow-files PATH,…] [--quiet] [--json]',
     NODE_FLAGS,
   ) +
-  `\nA node agent started by hand (without --exit-with-stdin) registers as the NATS service ${NODE_SERVICE_NAME} once it has calibrated: its INFO metadata carries its capabilities (backend, GFLOP/s, cores, memory, tags), its STATS what it hosts; baton nodes lists them. With --json it then prints {node, service, id, registered: true}.\n`;
+  `\nA node agent (without --private) registers as the NATS service ${NODE_SERVICE_NAME} once it has calibrated: its INFO metadata carries its capabilities (backend, GFLOP/s, cores, memory, tags), its STATS what it hosts; baton nodes lists them. With --json it then prints {node, service, id, registered: true}.\n`;
 
 export async function nodeCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags } = parseFlags(argv, NODE_FLAGS, 'node');
@@ -108,7 +113,7 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
       ? (l: string) => process.stderr.write(`${JSON.stringify({ node: name, log: l })}\n`)
       : (l: string) => process.stderr.write(`${l}\n`);
   // Stage processes a launcher starts have names of that launch's own; others ask first.
-  if (!flags.exitWithStdin) await refuseTakenName(bus, name, nats.url, subjects);
+  if (!flags.private) await refuseTakenName(bus, name, nats.url, subjects);
   const agent = newNodeAgent({ name, bus, log, allowedFiles: allowedFilesOf(flags.allowFiles), job });
   const stopBeating = startHeartbeat(url, key, name, log, access.access, subjects);
   void agent.exited.then(stopBeating);
@@ -120,8 +125,8 @@ export async function nodeCommand(argv: readonly string[], out: (s: string) => v
   process.once('SIGINT', () => stopper.stop('SIGINT'));
   if (flags.json) out(JSON.stringify({ node: name, pid: process.pid, nats: nats.url, ready: true }));
   else log(`node ${name}: ready on ${nats.url} (pid ${process.pid})`);
-  // Stage processes of one launch stay private to it; agents started by hand can be discovered.
-  if (!flags.exitWithStdin) {
+  // Stage processes of one launch stay private to it; other agents can be discovered.
+  if (!flags.private) {
     serveAsService({
       connection: nats.connection,
       hosting: () => ({ jobs: agent.hosting() }),

@@ -35,6 +35,7 @@ function stageNodeArgs(name: string, job: string, allowedFiles: readonly string[
     job,
     '--quiet',
     '--exit-with-stdin',
+    '--private',
     '--key-stdin',
     '--nats-stdin',
     ...(allowedFiles.length > 0 ? ['--allow-files', allowedFiles.join(',')] : []),
