@@ -12,7 +12,7 @@ export const AGENT_FLAGS: readonly FlagSpec[] = [
     name: 'nodes',
     type: 'list',
     metavar: 'N1,N2,…',
-    help: `use running node agents (baton node) instead of spawning them; stages are dealt in contiguous blocks, or one per agent as --node-speeds and --placement place them. ${DISCOVER}: the agents that answer as the NATS service baton-node and meet --require (the fastest, when more than the stages)`,
+    help: `use running node agents (baton node) instead of spawning them: one stage per agent where --node-speeds and --placement place it; without them, a train with one agent per stage is placed on the speeds the agents measured, else stages are dealt in contiguous blocks. ${DISCOVER}: the agents that answer as the NATS service baton-node and meet --require (the fastest, when more than the stages)`,
   },
   {
     name: 'require',
@@ -62,7 +62,7 @@ export function agentSetupOf(
     );
   if (discover && (flags.nodeSpeeds !== undefined || (flags.placement !== undefined && flags.placement !== 'auto')))
     throw new UsageError(
-      `${command}: --nodes ${DISCOVER} picks the nodes by their measured speed and deals them stages in blocks; it takes no --node-speeds or --placement (name the agents with --nodes to place stages on them)`,
+      `${command}: --nodes ${DISCOVER} picks the nodes and places the stages by the speeds the nodes measured; it takes no --node-speeds or stage map (name the agents with --nodes to place stages on them)`,
     );
   return {
     nodes,

@@ -21,13 +21,10 @@ import { stageNodeFlags } from './stage-node-flags';
 import { SwapOptions } from '../job/policy-control';
 import { UsageError } from './args';
 import { AuthBus } from '../transport/auth-bus';
-import { NODE_SERVICE_DEFAULTS } from '../job/defaults';
-import { discoverNodes } from '../job/node-discovery';
-import { DISCOVER, pickNodes } from '../job/node-require';
-import { printable } from './table';
 import { newJobKey } from '../transport/auth-seal';
 import { lanesOf } from '../transport/lanes';
 import { recoverable } from '../job/recovery';
+import { hostsOf } from './node-hosts';
 
 export { CLI_ENTRY } from './stage-processes';
 
@@ -143,7 +140,7 @@ async function runOverNats(cfg: JobConfig, setup: RunSetup): Promise<RunOutcome>
       const result = await runInProcess(cfg, setup, { bus, stop: dropped });
       return { result, transport: 'nats', processes: 1, pids: [process.pid], natsUrl: nats.url };
     }
-    const names = await hostNames(cfg, setup, nats, ownNames);
+    const { cfg: job, names } = await hostsOf(cfg, { nodes: setup.nodes, require: setup.require, nats, own: ownNames });
     interrupts = watchInterrupts();
     // Agents of our own may load the files this launcher's user named, and no others.
     const stageUrls = server ? server.stageUrls : names.map(() => url);
@@ -157,14 +154,14 @@ async function runOverNats(cfg: JobConfig, setup: RunSetup): Promise<RunOutcome>
         key,
         setup.threads,
       );
-    const recovery = recoveryOf(cfg, setup, nodes, server ? undefined : nats);
+    const recovery = recoveryOf(job, setup, nodes, server ? undefined : nats);
     // A drop ends the job unless recovery waits it out; a stage process's end, unless recovery restarts it.
     const stop = Promise.race([
       interrupts.interrupted,
       ...(recovery?.connection ? [] : [dropped]),
       ...(nodes && !recovery ? [nodes.died] : []),
     ]);
-    const result = await runDistributed(cfg, {
+    const result = await runDistributed(job, {
       bus,
       nodes: names,
       // Agents of our own are reached on the job's subjects; agents started by hand on the shared ones.
@@ -205,13 +202,6 @@ function lostConnection(nats: NatsBus): Promise<never> {
     .then((e) => Promise.reject(new JobError(`${e.message}: messages in flight are lost, the job cannot complete`)));
   dropped.catch(() => {});
   return dropped;
-}
-
-/** The node of each block of stages: discovered, the agents --nodes names (in placement order when placed), or our own. */
-async function hostNames(cfg: JobConfig, setup: RunSetup, nats: NatsBus, own: string[]): Promise<string[]> {
-  if (setup.nodes?.length === 1 && setup.nodes[0] === DISCOVER)
-    return discoveredNames(nats, cfg.stages, setup.require ?? {});
-  return (setup.nodes && cfg.placement ? [...cfg.placement] : setup.nodes) ?? own;
 }
 
 /**
@@ -268,17 +258,4 @@ export function distinctProcesses(nodes: readonly { pid: number; host: string }[
   const seen = new Map<string, { pid: number; host: string }>();
   for (const n of nodes) seen.set(JSON.stringify([n.host, n.pid]), { pid: n.pid, host: n.host });
   return [...seen.values()];
-}
-
-/** --nodes discover: the baton-node services that answer, checked, meeting the requirements. */
-async function discoveredNames(nats: NatsBus, stages: number, req: Record<string, string>): Promise<string[]> {
-  const found = await discoverNodes(nats.connection, {
-    waitMs: NODE_SERVICE_DEFAULTS.discoverMs,
-    log: (l) => process.stderr.write(`run: ${printable(l)}\n`),
-  });
-  const picked = pickNodes(found.nodes, req, stages).map((n) => n.capabilities.node);
-  process.stderr.write(
-    `run: discovered ${found.nodes.length} node(s)${found.rejected.count ? ` (${found.rejected.count} answer(s) rejected)` : ''}; using ${picked.join(', ')}\n`,
-  );
-  return picked;
 }

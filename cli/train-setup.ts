@@ -6,7 +6,7 @@ import { resolveConfig, JobConfig } from '../job/config';
 import { CheckpointMeta, hasCheckpoint, checkResumable, readCheckpointMeta } from '../job/checkpoint';
 import { BackwardMode, ConsistencyName, pipemareHorizon } from '../actors/param-store';
 import { ASYNC_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
-import { MAX_VAL_BATCHES, TrainConfig } from '../models/train-config';
+import { MAX_VAL_BATCHES, TrainConfig, uniformStageFlops } from '../models/train-config';
 import { ParsedFlags, UsageError } from './args';
 import { SwapOptions } from '../job/policy-control';
 import { swapOptionsFromFlags } from './swap-flags';
@@ -19,8 +19,6 @@ import { AgentSetup, agentSetupOf } from './agent-flags';
 import { checkOutputDir } from './output-paths';
 import { parseThreads } from '../models/threads';
 import { placedConfig } from './placement-flags';
-import { corpusFor, modelSpecFor } from '../models/train-config';
-import { planPartition } from '../models/partition';
 import { MAX_TIMER_MS } from '../base/clock';
 
 export interface TrainSetup extends AgentSetup {
@@ -60,7 +58,9 @@ export function trainConfigsFromFlags(flags: Record<string, unknown>): {
   const mode = flags.mode as 'sync' | 'async';
   const M = positive(flags.microbatches, 'microbatches');
   checkModeFlags(flags, train, mode);
-  const cfg = placedConfig(flags, jobConfigOf(flags, train, mode, M, start, total), () => modelStageWork(train, flags));
+  const cfg = placedConfig(flags, jobConfigOf(flags, train, mode, M, start, total), () =>
+    uniformStageFlops(train, flags.stages as number, flags.chunks as number),
+  );
   if (meta)
     checkResumable(String(flags.checkpoint), meta, {
       stages: cfg.stages,
@@ -184,17 +184,6 @@ function jobConfigOf(
 }
 
 /** Each physical stage's forward FLOPs under a uniform partition of the model (real compute's work). */
-function modelStageWork(train: TrainConfig, flags: Record<string, unknown>): number[] {
-  const stages = flags.stages as number;
-  const plan = planPartition(modelSpecFor(train, corpusFor(train).vocabSize), {
-    stages,
-    chunks: flags.chunks as number,
-  });
-  const work = new Array<number>(stages).fill(0);
-  for (const v of plan.virtual) work[v.stage] += v.flopsPerSample;
-  return work;
-}
-
 function stallTimeoutOf(v: unknown): number {
   if (!(Number.isInteger(v) && (v as number) > 0 && (v as number) <= MAX_TIMER_MS))
     throw new UsageError(

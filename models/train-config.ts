@@ -7,6 +7,7 @@ import { ModelConfigError, gptSpec } from './gpt';
 import { mlpLmSpec } from './mlp-lm';
 import { ModelSpec } from './stage-module';
 import { SHAPE_LIMITS } from '../policies/task';
+import { planPartition } from './partition';
 
 export interface TrainConfig {
   /** gpt: char-level GPT; mlp: residual MLP language model. */
@@ -104,4 +105,12 @@ export function checkTrainSize(t: TrainConfig, spec: ModelSpec): void {
 
 export function tokensPerMicrobatch(t: TrainConfig): number {
   return t.model === 'gpt' ? t.microbatchSize * t.seq : t.microbatchSize;
+}
+
+/** Each physical stage's forward FLOPs per sample under the uniform partition: its work at equal speeds. */
+export function uniformStageFlops(t: TrainConfig, stages: number, chunks: number): number[] {
+  const plan = planPartition(modelSpecFor(t, corpusFor(t).vocabSize), { stages, chunks });
+  const work = new Array<number>(stages).fill(0);
+  for (const v of plan.virtual) work[v.stage] += v.flopsPerSample;
+  return work;
 }

@@ -286,6 +286,33 @@ describe('baton node agents as NATS services, on a real nats-server', function (
     }
   });
 
+  it('a train on the discovered agents is placed on their measured speeds, with the checksum of a local run', async () => {
+    const listed = JSON.parse((await batonInProcess('nodes', '--nats', server().url, '--json')).out) as {
+      nodes: NodeCapabilities[];
+    };
+    const gflops = new Map(listed.nodes.map((n) => [n.node, n.gflops_stage]));
+    const small = ['--stages', '2', '--microbatches', '2', '--iterations', '1', '--val-batches', '1', '--json'];
+    const run = await batonInProcess(
+      'train',
+      ...['--transport', 'nats', '--nats', server().url, '--nodes', 'discover', '--require', 'gpu=none'],
+      ...['--node-key-file', KEY.file, '--job', 'svc-placed', ...small],
+    );
+    assert.equal(run.code, 0, run.err);
+    const r = JSON.parse(run.out) as { placement: string[]; stage_speeds: number[]; param_checksum: string };
+    assert.deepEqual([...r.placement].sort(), ['svc-a', 'svc-c']);
+    const fastest = Math.max(gflops.get('svc-a')!, gflops.get('svc-c')!);
+    assert.deepEqual(
+      r.stage_speeds,
+      r.placement.map((n) => Number((gflops.get(n)! / fastest).toPrecision(3))),
+    );
+    // The last stage (the LM head) is the heavier one under an even split: it goes to the faster agent.
+    assert.ok(r.stage_speeds[1] >= r.stage_speeds[0], JSON.stringify(r));
+    assert.match(run.err, /placed by the agents' measured speeds: stage 0 on svc-[ac] .*layers split by speed/);
+    const local = await batonInProcess('train', '--transport', 'local', ...small);
+    assert.equal(local.code, 0, local.err);
+    assert.equal(r.param_checksum, (JSON.parse(local.out) as { param_checksum: string }).param_checksum);
+  });
+
   it('a launcher whose requirement no node meets is refused with exit 2, naming what each has', async () => {
     const run = await discoverRun('gpu=a100', '--job', 'svc-none');
     assert.equal(run.code, 2);
