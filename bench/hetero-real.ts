@@ -5,13 +5,14 @@
 // C (default 0.15). The cgroups' raised weight lets each get its quota on a machine busy
 // with other work, so the quotas, not the machine's load, make one node slower (the two
 // take at most F + C CPUs from the others). Both agents have one BLAS thread.
-// Each node's speed is measured inside its limits by `baton calibrate` (the reference
-// stage's F+B, GFLOP/s), run in that node's cgroup.
-// Then a GPT is trained on the two agents (`train --nodes fast,slow --node-speeds …
-// --placement auto`), with the layers split evenly (`--partition uniform`) and in proportion
-// to the calibrated speeds (`--partition speed`), in turn for R rounds (uniform first in
-// even rounds); each round's ratio of tokens/s (median over its iterations but the first,
-// the wasm tier-up), and the median ratio over the rounds.
+// Each agent measures its own speed inside its limits when it starts (the reference stage's
+// F+B, GFLOP/s, in its baton-node INFO; `baton nodes --json` reads them back). Then a GPT
+// is trained on the two agents (`train --nodes fast,slow`, no speeds given: the launcher
+// reads the agents' measured speeds through the services API and places the heavier stage
+// on the faster agent), with the layers split evenly (`--partition uniform`) and in
+// proportion to the measured speeds (`--partition speed`), in turn for R rounds (uniform
+// first in even rounds); each round's ratio of tokens/s (median over its iterations but
+// the first, the wasm tier-up), and the median ratio over the rounds.
 //
 // The ideal the calibrated speeds predict: a pipeline's steady rate is set by its slowest
 // stage, FLOPs / speed. Uniform: max over stages of the uniform split's FLOPs / its node's
@@ -36,7 +37,7 @@ import { childJson } from './child-json';
 import { benchMain, positiveInt } from './bench-cli';
 import { inTurn } from './in-turn';
 import { CpuQuota, makeCpuQuota } from './cpu-quota';
-import { AgentProcess, startAgent } from './agent-process';
+import { AgentProcess, measuredSpeeds, startAgent } from './agent-process';
 
 export const HETERO_REAL_DEFAULTS = {
   rounds: 3,
@@ -65,16 +66,6 @@ function benchModel(layers: number, iterations: number): TrainConfig {
 /** Wraps a command to run as a node runs: in its cgroup. */
 type Runner = (cmd: string, args: readonly string[]) => [string, string[]];
 
-/** One node's calibration: the reference stage's F+B and the matMul, GFLOP/s. */
-async function calibrated(run: Runner, budgetMs: number): Promise<{ stage: number; matmul: number }> {
-  const [cmd, args] = run(process.execPath, [CLI_ENTRY, 'calibrate', '--budget-ms', String(budgetMs), '--json']);
-  const c = (await childJson(cmd, args, 'baton calibrate')) as {
-    stage: { gflops: number };
-    matmul: { gflops: number };
-  };
-  return { stage: c.stage.gflops, matmul: c.matmul.gflops };
-}
-
 interface TrainRun {
   tokensPerS: number;
   placement: string[];
@@ -84,13 +75,13 @@ interface TrainRun {
 
 async function trainOnAgents(
   t: TrainConfig,
-  o: { url: string; keyFile: string; nodes: string[]; speeds: number[]; partition: string; microbatches: number },
+  o: { url: string; keyFile: string; nodes: string[]; partition: string; microbatches: number },
 ): Promise<TrainRun> {
   const args = [
     CLI_ENTRY,
     'train',
     ...['--transport', 'nats', '--nats', o.url, '--nodes', o.nodes.join(','), '--node-key-file', o.keyFile],
-    ...['--node-speeds', o.speeds.join(','), '--placement', 'auto', '--partition', o.partition],
+    ...['--placement', 'auto', '--partition', o.partition],
     ...['--model', 'gpt', '--stages', '2', '--microbatches', String(o.microbatches)],
     ...['--microbatch-size', String(t.microbatchSize), '--seq', String(t.seq), '--layers', String(t.layers)],
     ...['--width', String(t.width), '--heads', String(t.heads), '--iterations', String(t.totalIterations)],
@@ -99,9 +90,10 @@ async function trainOnAgents(
   const r = (await childJson(process.execPath, args, `baton train --partition ${o.partition}`)) as {
     iterations: { makespan_ms: number }[];
     placement: string[];
-    stage_speeds: number[];
+    stage_speeds: number[] | null;
     param_checksum: string;
   };
+  if (!r.stage_speeds) throw new Error("baton train did not place the stages on the agents' measured speeds");
   const tokens = o.microbatches * tokensPerMicrobatch(t);
   return {
     tokensPerS: median(r.iterations.slice(1).map((x) => tokens / (x.makespan_ms / 1000))),
@@ -173,19 +165,28 @@ export async function benchHeteroReal(o: {
     const nodes = [`hr-fast-${process.pid}`, `hr-slow-${process.pid}`];
     for (let k = 0; k < 2; k++) quotas.push(makeCpuQuota(`baton-${nodes[k]}`, cpus[k]));
     const runners: Runner[] = quotas.map((q) => (cmd, args) => q.wrap(cmd, args));
-    const cal = [];
-    for (const run of runners) cal.push(await calibrated(run, D.calibrateMs));
-    for (let k = 0; k < 2; k++) agents.push(await startAgent(runners[k], { url: server.url, keyFile, name: nodes[k] }));
+    // One at a time: each measures itself on start, and should not share the CPUs with the other's measurement.
+    for (let k = 0; k < 2; k++)
+      agents.push(
+        await startAgent(runners[k], {
+          url: server.url,
+          keyFile,
+          name: nodes[k],
+          timeoutMs: 120_000,
+          service: { calibrateMs: D.calibrateMs },
+        }),
+      );
+    const cal = await measuredSpeeds(server.url, nodes);
     const s: Setup = {
       url: server.url,
       keyFile,
       nodes,
-      speeds: cal.map((c) => Number(c.stage.toFixed(3))),
+      speeds: cal.map((c) => c.gflops_stage),
       calibration: cal.map((c, k) => ({
         node: nodes[k],
         cpus: `${cpus[k]} (${quotas[k].how})`,
-        stage_gflops: c.stage,
-        matmul_gflops: c.matmul,
+        stage_gflops: c.gflops_stage,
+        matmul_gflops: c.gflops_matmul,
       })),
     };
     const measured = await rounds(t, s, o.rounds ?? D.rounds, D.microbatches);
@@ -226,7 +227,7 @@ export function formatHeteroReal(r: Result): string {
   const cal = formatTable(
     ['node', 'CPUs', 'stage F+B GFLOP/s', 'matMul GFLOP/s'],
     r.calibration.map((c) => [c.node, c.cpus, c.stage_gflops.toFixed(2), c.matmul_gflops.toFixed(2)]),
-    `calibration inside each node's limits: fast/slow ${r.speed_ratio.toFixed(2)}x`,
+    `measured by each agent inside its limits: fast/slow ${r.speed_ratio.toFixed(2)}x`,
   );
   const runs = formatTable(
     ['round', 'uniform tok/s', 'speed-aware tok/s', 'ratio'],
@@ -242,7 +243,7 @@ export function formatHeteroReal(r: Result): string {
     cal,
     runs,
     `median ratio ${r.median_ratio.toFixed(2)}x (range ${r.ratio_range.map((x) => x.toFixed(2)).join('-')}, ${r.rounds.length} rounds)`,
-    `predicted by the calibrated speeds: ideal ${r.predicted_ideal_ratio.toFixed(2)}x, the partitioner's whole-block split ${r.predicted_split_ratio.toFixed(2)}x; measured ${(100 * r.of_ideal).toFixed(0)}% of ideal`,
+    `predicted by the measured speeds: ideal ${r.predicted_ideal_ratio.toFixed(2)}x, the partitioner's whole-block split ${r.predicted_split_ratio.toFixed(2)}x; measured ${(100 * r.of_ideal).toFixed(0)}% of ideal`,
     `load average ${r.load.before.toFixed(1)} before, ${r.load.after.toFixed(1)} after (2 cores shared)`,
   ].join('\n\n');
 }
