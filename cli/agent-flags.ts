@@ -38,7 +38,13 @@ export interface AgentSetup {
 export function agentSetupOf(
   flags: Readonly<Record<string, unknown>>,
   command: string,
-  o: { transport: string; processes: string; natsUrl: string | undefined; stages: number; jobKey: boolean },
+  o: {
+    transport: string;
+    processes: string;
+    natsUrl: string | undefined;
+    shape: { stages: number; tp: number; dp: number };
+    jobKey: boolean;
+  },
 ): AgentSetup {
   const nodes = flags.nodes as string[] | undefined;
   const nodeKey =
@@ -51,7 +57,7 @@ export function agentSetupOf(
   if (!nodes) return {};
   if (o.processes === 'single')
     throw new UsageError(`${command}: --nodes runs the stages on those nodes; it takes no --processes single`);
-  checkNodes(nodes, o.natsUrl, o.stages, command);
+  checkNodes(nodes, o.natsUrl, o.shape, command);
   if (!nodeKey)
     throw new UsageError(
       `${command}: --nodes needs --node-key-file FILE, the key file those node agents were started with (baton node --key-file)`,
@@ -74,7 +80,13 @@ export function agentSetupOf(
 }
 
 /** --nodes: valid distinct agent names on a server given with --nats, no more than the stages. */
-function checkNodes(nodes: readonly string[], natsUrl: string | undefined, stages: number, command: string): void {
+function checkNodes(
+  nodes: readonly string[],
+  natsUrl: string | undefined,
+  shape: { stages: number; tp: number; dp: number },
+  command: string,
+): void {
+  const { stages, tp, dp } = shape;
   if (nodes.includes(DISCOVER) && nodes.length > 1)
     throw new UsageError(`${command}: --nodes ${DISCOVER} finds the nodes itself; it takes no names beside it`);
   for (const n of nodes) {
@@ -93,7 +105,12 @@ function checkNodes(nodes: readonly string[], natsUrl: string | undefined, stage
     throw new UsageError(
       `${command}: --nodes needs --nats URL, the server those node agents joined (without it the run starts a private server no agent knows)`,
     );
-  if (nodes.length > stages)
+  const actors = stages * tp * dp;
+  if (actors > stages && nodes[0] !== DISCOVER && nodes.length !== actors)
+    throw new UsageError(
+      `${command}: a job of ${stages} stages × ${tp} ranks × ${dp} replicas takes one agent per stage actor, ${actors} (in replica, rank, stage order); --nodes names ${nodes.length}`,
+    );
+  if (actors === stages && nodes.length > stages)
     throw new UsageError(
       `${command}: --nodes names ${nodes.length} agents for ${stages} stages; each agent hosts at least one stage, so ${nodes.slice(stages).join(',')} would get none`,
     );

@@ -10,7 +10,8 @@ import { NatsBus } from '../transport/nats-bus';
 import { NODE_SERVICE_DEFAULTS } from '../job/defaults';
 import { DiscoveredNode, discoverNodes } from '../job/node-discovery';
 import { DISCOVER, pickNodes } from '../job/node-require';
-import { MeasuredNode, placeOnMeasured, unplacedBecause } from '../job/discovered-placement';
+import { MeasuredNode, agentsNeeded, placeOnMeasured, unplacedBecause } from '../job/discovered-placement';
+import { laneName, lanesOf } from '../transport/lanes';
 import { uniformStageFlops } from '../models/train-config';
 import { printable } from './table';
 
@@ -31,7 +32,7 @@ export async function hostsOf(
   if (!o.nodes) return { cfg, names: o.own };
   if (o.nodes.length === 1 && o.nodes[0] === DISCOVER) {
     const found = await discovered(cfg, o.nats);
-    const picked = pickNodes(found.nodes, o.require ?? {}, cfg.stages);
+    const picked = pickNodes(found.nodes, o.require ?? {}, agentsNeeded(cfg));
     say(
       cfg,
       `discovered ${found.nodes.length} node(s)${found.rejected.count ? ` (${found.rejected.count} answer(s) rejected)` : ''}; using ${picked.map((n) => n.capabilities.node).join(', ')}`,
@@ -79,12 +80,21 @@ function onMeasured(cfg: JobConfig, nodes: readonly MeasuredNode[]): Hosts {
   const placed = placeOnMeasured(cfg, nodes, uniformStageFlops(train, cfg.stages, cfg.chunks));
   const names = [...(placed.placement as readonly string[])];
   const gflops = new Map(nodes.map((n) => [n.node, n.gflops_stage]));
-  const stages = names.map(
-    (n, s) => `stage ${s} on ${n} (${gflops.get(n)} GFLOP/s, speed ${(placed.stageSpeeds as number[])[s]})`,
-  );
-  say(
-    cfg,
-    `placed by the agents' measured speeds: ${stages.join(', ')}; layers split ${cfg.partition === 'speed' ? 'by speed' : 'uniformly (--partition uniform)'}`,
-  );
+  const where = actorNames(cfg).map((actor, k) => {
+    const speed = placed.stageSpeeds ? `, speed ${placed.stageSpeeds[k]}` : '';
+    return `stage ${actor} on ${names[k]} (${gflops.get(names[k])} GFLOP/s${speed})`;
+  });
+  const split = placed.stageSpeeds
+    ? cfg.partition === 'speed'
+      ? 'by speed'
+      : 'uniformly (--partition uniform)'
+    : 'uniformly (a wide job)';
+  say(cfg, `placed by the agents' measured speeds: ${where.join(', ')}; layers split ${split}`);
   return { cfg: placed, names };
 }
+
+/** The stage actors in block order: `2`, or `2.r1.d0` in a wide job. */
+const actorNames = (cfg: JobConfig): string[] =>
+  lanesOf(cfg.tp, cfg.dp).flatMap((l) =>
+    Array.from({ length: cfg.stages }, (_, s) => laneName(s, cfg.tp > 1 || cfg.dp > 1 ? l : undefined)),
+  );

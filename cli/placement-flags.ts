@@ -94,6 +94,10 @@ export function placedConfig(
   const partition = flags.partition as 'uniform' | 'speed';
   const placement = placementFlag(String(flags.placement));
   if (!flags.nodeSpeeds && placement === 'auto') return { ...cfg, partition };
+  if (flags.nodes && (cfg.tp > 1 || cfg.dp > 1))
+    throw new UsageError(
+      `--nodes with --tp ${cfg.tp} --dp ${cfg.dp}: each agent hosts one stage actor, in the order --nodes names them (replica, rank, stage), or auto on the speeds the agents measured; no --node-speeds or stage map`,
+    );
   const { names, speeds } = placementNodes(flags, cfg.stages);
   const sameSpeeds = speeds.every((s) => s === speeds[0]);
   const placed = placeStages({

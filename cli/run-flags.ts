@@ -83,10 +83,6 @@ export const MAX_LOCAL_STAGE_PROCESSES = 64;
  * that could not start: more than MAX_LOCAL_STAGE_PROCESSES, or BATON_STAGE_NODE_FLAGS that are not flags.
  */
 export function checkLocalProcesses(cfg: JobConfig, setup: RunSetup, command: string): void {
-  if (setup.transport === 'nats' && setup.nodes && (cfg.tp > 1 || cfg.dp > 1))
-    throw new UsageError(
-      `${command}: --tp ${cfg.tp} --dp ${cfg.dp} with --nodes: node agents host whole stages of one rank; a wide job runs one stage process per rank (--processes per-stage) or all in this process (--processes single)`,
-    );
   if (setup.transport !== 'nats' || setup.processes !== 'per-stage' || setup.nodes) return;
   const processes = cfg.stages * cfg.tp * cfg.dp;
   const what = cfg.tp > 1 || cfg.dp > 1 ? `one per stage of each rank and replica, ${processes}` : `${processes}`;
@@ -113,7 +109,13 @@ export function runConfigFromFlags(
     natsUrl,
     natsAccess: natsAccessOf(flags, 'run', transport === 'nats' ? natsUrl : undefined),
     maxRestarts: maxRestartsOf(flags.maxRestarts, 'run'),
-    ...agentSetupOf(flags, 'run', { transport, processes, natsUrl, stages: cfg.stages, jobKey: !!jobKey }),
+    ...agentSetupOf(flags, 'run', {
+      transport,
+      processes,
+      natsUrl,
+      shape: { stages: cfg.stages, tp: cfg.tp, dp: cfg.dp },
+      jobKey: !!jobKey,
+    }),
     ...(jobKey ? { jobKey } : {}),
     swaps: swapOptionsFromFlags(flags),
     onServer: ({ url, job, tapUrlFile }) =>

@@ -210,7 +210,7 @@ function setupOf(flags: Record<string, unknown>, cfg: JobConfig): TrainSetup {
     transport,
     processes,
     natsUrl,
-    stages: cfg.stages,
+    shape: { stages: cfg.stages, tp: cfg.tp, dp: cfg.dp },
     jobKey: flags.keyFile !== undefined,
   });
   if (agents.nodes && flags.clock === 'virtual')

@@ -55,7 +55,7 @@ export interface JobConfig {
   partition: 'uniform' | 'speed';
   /** Relative speed of the node each stage runs on (null: all 1). Emulated compute runs 1/speed as long. */
   stageSpeeds: readonly number[] | null;
-  /** The node each stage runs on, as placed (job/placement.ts); null: not placed. With --nodes agents, the agent that hosts it; else recorded only. */
+  /** The node each stage runs on, as placed (job/placement.ts; a wide job placed on measured speeds: of every stage actor, replica, rank, stage order); null: not placed. With --nodes agents, the agent that hosts it; else recorded only. */
   placement: readonly string[] | null;
   /** Faults injected into the stages' activations and gradients (transport/fault-bus.ts); null: none. */
   faults: FaultSpec | null;

@@ -28,12 +28,14 @@ export function planJob(cfg: JobConfig): { policy: HintPolicy; shape: PipelineSh
   };
   validateShape(shape);
   policy.check(shape);
-  for (const [what, xs] of [
-    ['stage speeds', cfg.stageSpeeds],
-    ['placement', cfg.placement],
-  ] as const)
-    if (xs !== null && xs.length !== cfg.stages)
-      throw new JobConfigError(`${what}: ${xs.length} entries for ${cfg.stages} stages`);
+  if (cfg.stageSpeeds !== null && cfg.stageSpeeds.length !== cfg.stages)
+    throw new JobConfigError(`stage speeds: ${cfg.stageSpeeds.length} entries for ${cfg.stages} stages`);
+  // A wide job's placement names the node of every stage actor (replica, rank, stage order).
+  const actors = cfg.stages * cfg.tp * cfg.dp;
+  if (cfg.placement !== null && cfg.placement.length !== cfg.stages && cfg.placement.length !== actors)
+    throw new JobConfigError(
+      `placement: ${cfg.placement.length} entries for ${cfg.stages} stages${actors > cfg.stages ? ` (or ${actors} stage actors)` : ''}`,
+    );
   if (!Number.isInteger(cfg.iterations) || cfg.iterations < 1)
     throw new JobConfigError(`iterations must be a positive integer, got ${cfg.iterations}`);
   checkLanes(cfg);

@@ -313,6 +313,26 @@ describe('baton node agents as NATS services, on a real nats-server', function (
     assert.equal(r.param_checksum, (JSON.parse(local.out) as { param_checksum: string }).param_checksum);
   });
 
+  it('a wide train on discovered agents takes one per stage actor and places them by speed, split evenly', async () => {
+    const wide = ['--stages', '1', '--tp', '2', '--microbatches', '2', '--iterations', '1', '--val-batches', '1'];
+    const run = await batonInProcess(
+      'train',
+      ...['--transport', 'nats', '--nats', server().url, '--nodes', 'discover', '--require', 'gpu=none'],
+      ...['--node-key-file', KEY.file, '--job', 'svc-wide', ...wide, '--json'],
+    );
+    assert.equal(run.code, 0, run.err);
+    const r = JSON.parse(run.out) as { placement: string[]; stage_speeds: null; param_checksum: string };
+    assert.deepEqual([...r.placement].sort(), ['svc-a', 'svc-c']);
+    assert.equal(r.stage_speeds, null);
+    assert.match(
+      run.err,
+      /stage 0\.r0\.d0 on svc-[ac] .*stage 0\.r1\.d0 on svc-[ac] .*layers split uniformly \(a wide job\)/,
+    );
+    const local = await batonInProcess('train', '--transport', 'local', ...wide, '--json');
+    assert.equal(local.code, 0, local.err);
+    assert.equal(r.param_checksum, (JSON.parse(local.out) as { param_checksum: string }).param_checksum);
+  });
+
   it('a launcher whose requirement no node meets is refused with exit 2, naming what each has', async () => {
     const run = await discoverRun('gpu=a100', '--job', 'svc-none');
     assert.equal(run.code, 2);

@@ -38,7 +38,7 @@ describe('wide jobs: refusals, a rank that stops answering, AllReduce over the b
           '--node-key-file',
           testKeyFile().file,
         ],
-        /--tp 2 --dp 1 with --nodes: node agents host/,
+        /a job of 2 stages × 2 ranks × 1 replicas takes one agent per stage actor, 4 \(in replica, rank, stage order\); --nodes names 2/,
       ],
       [['train', '--tp', '3', '--iterations', '1'], /gpt: --heads 4 is not divisible by --tp 3/],
     ];
