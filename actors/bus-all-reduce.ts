@@ -2,11 +2,14 @@
 // tensor-parallel group (subject kind tp-reduce) or the replicas of a stage (dp-reduce). Each
 // member publishes its array to every peer's subject and sums the T arrays in member order
 // once it has them all, so every member gets the same bits whatever order they arrived in.
+// A group sums float32 arrays (TP activations and gradients) or, made with dtype
+// 'float64', float64 ones (the replicas' unrounded gradient sums); a part of the other
+// dtype is refused.
 // On the virtual clock a part is held for the cost the wiring draws (latency + bytes /
 // bandwidth of the collective), as activations are. One actor per member owns the pending
 // parts; a stranger's part is refused and counted.
 
-import { AllReduce } from '../models/all-reduce';
+import { AllReduce, Floats } from '../models/all-reduce';
 import { quoteValue } from '../base/quote';
 import { Bus, Subscription } from '../transport/bus';
 import { encodeEnvelope } from '../transport/codec';
@@ -34,7 +37,9 @@ export interface AllReduceWiring {
   /** Emulated ms a part of `bytes` takes (0 on the real clock: the bus's own time). */
   readonly costMs?: (key: string, bytes: number) => number;
   /** Emulated bytes a part stands for (default: its real bytes). */
-  readonly bytesOf?: (key: string, data: Float32Array) => number;
+  readonly bytesOf?: (key: string, data: Floats) => number;
+  /** The arrays the group sums (default float32): float64 for A = Float64Array. */
+  readonly dtype?: 'float32' | 'float64';
   readonly launch?: string;
 }
 
@@ -42,22 +47,22 @@ type Msg =
   | {
       readonly type: 'contribute';
       readonly key: string;
-      readonly data: Float32Array;
-      readonly resolve: (s: Float32Array) => void;
+      readonly data: Floats;
+      readonly resolve: (s: Floats) => void;
       readonly reject: (e: Error) => void;
     }
   | PeerBytes
-  | { readonly type: 'part'; readonly key: string; readonly member: number; readonly data: Float32Array };
+  | { readonly type: 'part'; readonly key: string; readonly member: number; readonly data: Floats };
 
 interface Pending {
-  parts: (Float32Array | null)[];
-  resolve?: (s: Float32Array) => void;
+  parts: (Floats | null)[];
+  resolve?: (s: Floats) => void;
   reject?: (e: Error) => void;
 }
 
-/** The member-order sum of the parts (all of one length). */
-export function sumInOrder(parts: readonly Float32Array[]): Float32Array {
-  const out = new Float32Array(parts[0].length);
+/** The member-order sum of the parts (all of one length and dtype), in their dtype. */
+export function sumInOrder<A extends Floats>(parts: readonly A[]): A {
+  const out = parts[0].slice().fill(0) as A;
   for (const p of parts) for (let i = 0; i < out.length; i++) out[i] += p[i];
   return out;
 }
@@ -75,9 +80,10 @@ function partOf(w: AllReduceWiring, e: Envelope): Part | string {
   if (!Number.isInteger(member) || (member as number) < 0 || (member as number) >= w.members || member === w.member)
     return `member ${quoteValue(member)} is not a peer of member ${w.member} of ${w.members}`;
   const t = e.tensors[0];
-  if (e.tensors.length !== 1 || t.dtype !== 'float32') return 'a part carries one float32 tensor';
+  const dtype = w.dtype ?? 'float32';
+  if (e.tensors.length !== 1 || t.dtype !== dtype) return `a part carries one ${dtype} tensor`;
   // The part's data may be a view into the bus's buffer: keep a copy.
-  return { type: 'part', key, member: member as number, data: Float32Array.from(t.data as Float32Array) };
+  return { type: 'part', key, member: member as number, data: (t.data as Floats).slice() };
 }
 
 function take(
@@ -85,12 +91,12 @@ function take(
   open: Map<string, Pending>,
   key: string,
   member: number,
-  data: Float32Array,
+  data: Floats,
 ): string | null {
   let p = open.get(key);
   if (!p) {
     if (open.size >= MAX_OPEN_COLLECTIVES) return `more than ${MAX_OPEN_COLLECTIVES} collectives open`;
-    open.set(key, (p = { parts: new Array<Float32Array | null>(w.members).fill(null) }));
+    open.set(key, (p = { parts: new Array<Floats | null>(w.members).fill(null) }));
   }
   if (p.parts[member] !== null) return `second part of member ${member} for ${quoteValue(key)}`;
   const first = p.parts.find((x) => x !== null);
@@ -99,12 +105,12 @@ function take(
   p.parts[member] = data;
   if (p.resolve && p.parts.every((x) => x !== null)) {
     open.delete(key);
-    p.resolve(sumInOrder(p.parts as Float32Array[]));
+    p.resolve(sumInOrder(p.parts as Floats[]));
   }
   return null;
 }
 
-function publishPart(w: AllReduceWiring, seq: number, key: string, data: Float32Array): void {
+function publishPart(w: AllReduceWiring, seq: number, key: string, data: Floats): void {
   const now = w.runtime.clock.now();
   const bytes = w.bytesOf ? w.bytesOf(key, data) : data.byteLength;
   const commMs = w.costMs ? w.costMs(key, bytes) : 0;
@@ -126,7 +132,7 @@ function publishPart(w: AllReduceWiring, seq: number, key: string, data: Float32
         sentAt: now,
         ...(commMs > 0 ? { commMs } : {}),
         bytes,
-        tensors: [{ dtype: 'float32', shape: [data.length], data }],
+        tensors: [{ dtype: w.dtype ?? 'float32', shape: [data.length], data }],
         body: { key, member: w.member },
         ...launchField(w.launch),
       }),
@@ -140,9 +146,11 @@ function publishPart(w: AllReduceWiring, seq: number, key: string, data: Float32
  * send something when the sum is there uses `reduce`: the clock counts its send as work
  * before it could move on, where a promise's continuation runs a few microtasks later.
  */
-export function spawnBusAllReduce(w: AllReduceWiring): {
-  allReduce: AllReduce;
-  reduce: (key: string, data: Float32Array, then: (sum: Float32Array | Error) => void) => void;
+export function spawnBusAllReduce<A extends Floats = Float32Array>(
+  w: AllReduceWiring,
+): {
+  allReduce: AllReduce<A>;
+  reduce: (key: string, data: A, then: (sum: A | Error) => void) => void;
   subscription: Subscription;
 } {
   const { runtime } = w;
@@ -165,7 +173,7 @@ export function spawnBusAllReduce(w: AllReduceWiring): {
       const still = s.open.get(msg.key)!;
       if (still.parts.every((x) => x !== null)) {
         s.open.delete(msg.key);
-        msg.resolve(sumInOrder(still.parts as Float32Array[]));
+        msg.resolve(sumInOrder(still.parts as Floats[]));
       } else Object.assign(still, { resolve: msg.resolve, reject: msg.reject });
       return s;
     }
@@ -175,10 +183,16 @@ export function spawnBusAllReduce(w: AllReduceWiring): {
   });
   const subscription = peerSubscription(runtime, w.bus, w.subjectOf(w.member), actor);
   // Not held as work on the virtual clock: the parts it waits for come on its timers.
-  const reduce = (key: string, data: Float32Array, then: (sum: Float32Array | Error) => void) =>
-    runtime.send(actor, { type: 'contribute', key, data: Float32Array.from(data), resolve: then, reject: then });
-  const allReduce: AllReduce = (key, data) =>
-    new Promise<Float32Array>((resolve, reject) =>
+  const reduce = (key: string, data: A, then: (sum: A | Error) => void) =>
+    runtime.send(actor, {
+      type: 'contribute',
+      key,
+      data: data.slice(),
+      resolve: then as (s: Floats) => void,
+      reject: then,
+    });
+  const allReduce: AllReduce<A> = (key, data) =>
+    new Promise<A>((resolve, reject) =>
       reduce(key, data, (sum) => (sum instanceof Error ? reject(sum) : resolve(sum))),
     );
   return { allReduce, reduce, subscription };

@@ -1,18 +1,22 @@
 // Data parallelism's side of a stage's compute: replica r of D trains on microbatches
 // r·M … r·M+M−1 of each iteration, scales its loss by 1/(D·M), and at the flush its
 // microbatch-ordered gradient sums are all-reduced across the replicas (summed in replica
-// order) before the optimizer step, which is then the same on every replica.
+// order) before the optimizer step, which is then the same on every replica. The sums
+// travel unrounded (float64, see policies/optim/ordered-sum.ts) and are rounded to float32
+// once, after the all-reduce, so D replicas of M give the gradients one pipeline of D·M
+// does (bitwise, unless a sum's addends are more than 2^29 apart in magnitude).
 
 import type { AllReduce } from '../models/all-reduce';
 import { OrderedSum } from '../policies/optim/ordered-sum';
 import { TrainingComputeError } from './chunk-optimizer';
+import { MESSAGE_ALLOWANCE } from './training-boundary';
 
 /** Where a stage (or TP rank) sits among the replicas of a data-parallel job. */
 export interface ReplicaGroup {
   readonly replica: number;
   readonly replicas: number;
-  /** Sums across the replicas of this stage (and rank), in replica order. */
-  readonly allReduce: AllReduce;
+  /** Sums float64 partial sums across the replicas of this stage (and rank), in replica order. */
+  readonly allReduce: AllReduce<Float64Array>;
 }
 
 export function checkReplicaGroup(g: ReplicaGroup): void {
@@ -26,6 +30,11 @@ export function checkReplicaGroup(g: ReplicaGroup): void {
     throw new TrainingComputeError(`replica ${g.replica} of ${g.replicas}: not a replica of a data-parallel job`);
 }
 
+/** The part a replica sends each peer at the flush: its float64 gradient sums, 8 bytes a parameter. */
+export function replicaReduceMessage(params: number): { what: string; bytes: number } {
+  return { what: "the replicas' gradient all-reduce (float64 sums)", bytes: 8 * params + MESSAGE_ALLOWANCE };
+}
+
 /** The iteration's microbatch whose data local microbatch `mb` of `microbatches` trains on. */
 export function dataMicrobatch(g: ReplicaGroup | undefined, microbatches: number, mb: number): number {
   return g ? g.replica * microbatches + mb : mb;
@@ -36,10 +45,10 @@ export function lossScaleFor(g: ReplicaGroup | undefined, microbatches: number):
   return 1 / ((g?.replicas ?? 1) * microbatches);
 }
 
-/** Replaces each chunk's gradient sums by their sum across the replicas (one all-reduce of them all). */
+/** Replaces each chunk's float64 gradient sums by their sum across the replicas (one all-reduce of them all). */
 export async function reduceAcrossReplicas(g: ReplicaGroup, key: string, sums: readonly OrderedSum[]): Promise<void> {
-  const parts = sums.flatMap((s) => s.result());
-  const flat = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+  const parts = sums.flatMap((s) => s.partials());
+  const flat = new Float64Array(parts.reduce((n, p) => n + p.length, 0));
   let at = 0;
   for (const p of parts) {
     flat.set(p, at);

@@ -5,14 +5,15 @@
 // contributes rank + 1 and checks the sum: a collective the group's ranks entered for
 // different tasks never completes (the deadlock the coordination prevents), and one that
 // summed anything else fails the job. At the end of an iteration of a job with D > 1
-// replicas the stage's gradients are all-reduced across replicas the same way.
+// replicas the stage's gradients are all-reduced across replicas the same way (in float64,
+// as the real compute's partial gradient sums travel).
 
 import { Task, formatTask } from '../policies/task';
 import { Clock } from '../base/clock';
-import { AllReduce } from '../models/all-reduce';
+import { AllReduce, Floats } from '../models/all-reduce';
 import { StageCompute, TaskDurations, remainingMs } from '../stage/compute';
 
-type Reduce = (key: string, data: Float32Array, then: (sum: Float32Array | Error) => void) => void;
+type Reduce<A extends Floats = Float32Array> = (key: string, data: A, then: (sum: A | Error) => void) => void;
 
 export interface LaneCollectives {
   /** The rank's tensor-parallel group (T > 1), its rank and size. */
@@ -24,8 +25,8 @@ export interface LaneCollectives {
   };
   /** The stage's replicas (D > 1), this replica and their count. */
   readonly dp?: {
-    readonly allReduce: AllReduce;
-    readonly reduce: Reduce;
+    readonly allReduce: AllReduce<Float64Array>;
+    readonly reduce: Reduce<Float64Array>;
     readonly replica: number;
     readonly replicas: number;
   };
@@ -45,7 +46,7 @@ export class CollectiveEmulatedCompute implements StageCompute {
     this.clock.setTimer(remainingMs(this.clock, this.durations.compute(iteration, this.stage, t), startedAt), () => {
       const tp = this.groups.tp;
       if (!tp || t.kind === 'W') return done();
-      this.reduceAndCheck(tp.reduce, `it${iteration}/${formatTask(t)}`, tp.rank, tp.ranks, done);
+      this.reduceAndCheck(tp.reduce, Float32Array, `it${iteration}/${formatTask(t)}`, tp.rank, tp.ranks, done);
     });
   }
 
@@ -53,11 +54,18 @@ export class CollectiveEmulatedCompute implements StageCompute {
   endIterationLater(iteration: number, then: (body: Record<string, unknown>) => void): void {
     const dp = this.groups.dp;
     if (!dp) return then({});
-    this.reduceAndCheck(dp.reduce, `it${iteration}/grads`, dp.replica, dp.replicas, () => then({}));
+    this.reduceAndCheck(dp.reduce, Float64Array, `it${iteration}/grads`, dp.replica, dp.replicas, () => then({}));
   }
 
-  private reduceAndCheck(reduce: Reduce, key: string, member: number, members: number, then: () => void): void {
-    reduce(key, Float32Array.of(member + 1), (sum) => {
+  private reduceAndCheck<A extends Floats>(
+    reduce: Reduce<A>,
+    array: { of(...n: number[]): A },
+    key: string,
+    member: number,
+    members: number,
+    then: () => void,
+  ): void {
+    reduce(key, array.of(member + 1), (sum) => {
       const want = (members * (members + 1)) / 2;
       if (sum instanceof Error) return this.fail(sum);
       if (sum.length !== 1 || sum[0] !== want)

@@ -29,7 +29,14 @@ import { TensorPayload } from '../transport/envelope';
 import { StageCompute } from '../stage/compute';
 import { ChunkState, StageSnapshot, TrainingComputeError, restoreChunks } from './chunk-optimizer';
 import { MESSAGE_ALLOWANCE, checkReceived, hiddenShapeFor, tensorMessageBytes } from './training-boundary';
-import { FlushObserver, ReplicaGroup, checkReplicaGroup, dataMicrobatch, lossScaleFor } from './replica-reduce';
+import {
+  FlushObserver,
+  ReplicaGroup,
+  checkReplicaGroup,
+  dataMicrobatch,
+  lossScaleFor,
+  replicaReduceMessage,
+} from './replica-reduce';
 import { SyncChunks, TaskTensors, chunkOfKey, chunkStateFor, taskKey as key } from './sync-chunks';
 
 /** This rank's place in its stage's TP group. */
@@ -90,7 +97,7 @@ export class TpTrainingCompute implements StageCompute {
       { what: 'an activation, gradient or TP all-reduce message', bytes: tensorMessageBytes(this.hidden) },
       { what: 'the report carrying its parameters and AdamW moments', bytes: 3 * 4 * params + MESSAGE_ALLOWANCE },
     ];
-    if (this.dp) out.push({ what: "the replicas' gradient all-reduce", bytes: 4 * params + MESSAGE_ALLOWANCE });
+    if (this.dp) out.push(replicaReduceMessage(params));
     return out;
   }
 

@@ -27,7 +27,14 @@ import {
   stageModules,
   tensorMessageBytes,
 } from './training-boundary';
-import { FlushObserver, ReplicaGroup, checkReplicaGroup, dataMicrobatch, lossScaleFor } from './replica-reduce';
+import {
+  FlushObserver,
+  ReplicaGroup,
+  checkReplicaGroup,
+  dataMicrobatch,
+  lossScaleFor,
+  replicaReduceMessage,
+} from './replica-reduce';
 import { SyncChunks, TaskTensors, chunkOfKey, chunkStateFor, taskKey as key } from './sync-chunks';
 
 export class TrainingCompute implements StageCompute {
@@ -77,6 +84,7 @@ export class TrainingCompute implements StageCompute {
         what: 'the report carrying its parameters and AdamW moments (final, and every checkpoint)',
         bytes: 3 * 4 * params + MESSAGE_ALLOWANCE,
       },
+      ...(this.opts.dp ? [replicaReduceMessage(params)] : []),
     ];
   }
 

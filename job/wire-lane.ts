@@ -6,6 +6,7 @@
 
 import { EXIT_INPUT, BatonError } from '../base/errors';
 import { spawnBusAllReduce } from '../actors/bus-all-reduce';
+import type { Floats } from '../models/all-reduce';
 import { spawnTpGroupMember, TpGroupMsg } from '../actors/tp-group';
 import { ActorRef } from '../actors/runtime';
 import { StageActorMsg } from '../actors/stage';
@@ -71,11 +72,11 @@ export function laneCollectives(o: StageWiringOptions, subs: Subscription[]): La
   if (!isWide(lane)) return {};
   const out: { -readonly [K in keyof LaneCollectives]: LaneCollectives[K] } = {};
   if (lane.ranks > 1) {
-    const r = spawnLaneReduce(o, lane, 'tp', subs);
+    const r = spawnLaneReduce<Float32Array>(o, lane, 'tp', subs);
     out.tp = { allReduce: r.allReduce, reduce: r.reduce, rank: lane.rank, ranks: lane.ranks };
   }
   if (lane.replicas > 1) {
-    const r = spawnLaneReduce(o, lane, 'dp', subs);
+    const r = spawnLaneReduce<Float64Array>(o, lane, 'dp', subs);
     out.dp = { allReduce: r.allReduce, reduce: r.reduce, replica: lane.replica, replicas: lane.replicas };
   }
   return out;
@@ -86,12 +87,12 @@ export function laneCollectives(o: StageWiringOptions, subs: Subscription[]): La
  * Emulated, a part costs the profile's collective time; a TP part stands for an activation's
  * bytes, a replica's counts its own.
  */
-function spawnLaneReduce(o: StageWiringOptions, lane: Lane, axis: 'tp' | 'dp', subs: Subscription[]) {
+function spawnLaneReduce<A extends Floats>(o: StageWiringOptions, lane: Lane, axis: 'tp' | 'dp', subs: Subscription[]) {
   const { runtime, bus, cfg, durations, stage } = o;
   const profile = durations.profile;
   const members = axis === 'tp' ? lane.ranks : lane.replicas;
   const peer = (m: number): Lane => (axis === 'tp' ? { ...lane, rank: m } : { ...lane, replica: m });
-  const r = spawnBusAllReduce({
+  const r = spawnBusAllReduce<A>({
     runtime,
     bus,
     job: cfg.job,
@@ -102,6 +103,8 @@ function spawnLaneReduce(o: StageWiringOptions, lane: Lane, axis: 'tp' | 'dp', s
     member: axis === 'tp' ? lane.rank : lane.replica,
     subjectOf: (m) => laneSubject(cfg.job, `${axis}-reduce`, stage, peer(m)),
     name: `${axis}-reduce-${laneName(stage, lane)}`,
+    // The replicas sum unrounded gradient sums (compute/replica-reduce.ts).
+    dtype: axis === 'dp' ? 'float64' : 'float32',
     ...(cfg.train === null
       ? {
           costMs: (_key: string, bytes: number) => allReduceMs(profile, bytes, members),

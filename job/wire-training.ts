@@ -5,7 +5,7 @@
 // process that hosts only emulated stages (baton run, sim) starts without loading tfjs.
 
 import { ActorRuntime } from '../actors/runtime';
-import type { AllReduce } from '../models/all-reduce';
+import type { AllReduce, Floats } from '../models/all-reduce';
 import { LaneCollectives } from '../compute/tp-emulated';
 import { ReplicaGroup } from '../compute/replica-reduce';
 import { TrainConfig } from '../models/train-config';
@@ -32,7 +32,7 @@ export async function loadTrainingBackend(t: TrainConfig): Promise<string> {
 /** Ms spent inside collectives (from contributing to holding the sum: the peers' lateness included), per iteration. */
 class CollectiveTimer {
   private readonly ms = { tp: 0, dp: 0 };
-  wrap(which: 'tp' | 'dp', ar: AllReduce): AllReduce {
+  wrap<A extends Floats>(which: 'tp' | 'dp', ar: AllReduce<A>): AllReduce<A> {
     return async (key, data) => {
       const t0 = performance.now();
       try {

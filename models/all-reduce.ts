@@ -8,4 +8,7 @@
  * `key` names this collective and is the same on every member (e.g. `it3/F5.0/attn-out`), so
  * concurrent collectives cannot be confused. `data` is not modified.
  */
-export type AllReduce = (key: string, data: Float32Array) => Promise<Float32Array>;
+export type AllReduce<A extends Floats = Float32Array> = (key: string, data: A) => Promise<A>;
+
+/** The arrays a group sums: float32 activations and gradients, float64 partial gradient sums (the replicas'). */
+export type Floats = Float32Array | Float64Array;

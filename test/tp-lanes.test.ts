@@ -94,6 +94,49 @@ describe('wide jobs: refusals, a rank that stops answering, AllReduce over the b
     runtime.shutdown();
   });
 
+  it('a float64 group sums float64 parts unrounded and refuses, counted, a float32 part', async () => {
+    const clock = new VirtualClock();
+    const runtime = new ActorRuntime(clock, 'ar64');
+    const bus = new LocalBus();
+    const events: { type: string }[] = [];
+    const members = [0, 1].map((m) =>
+      spawnBusAllReduce<Float64Array>({
+        runtime,
+        bus,
+        job: 'j',
+        stage: 0,
+        members: 2,
+        member: m,
+        subjectOf: (x) => `baton.j.dp-reduce.0.0.${x}`,
+        name: `ar64-${m}`,
+        sink: (e) => events.push(e),
+        dtype: 'float64',
+      }),
+    );
+    // 1 + 2^-40 is not a float32: a float64 sum keeps it.
+    const sums = [Float64Array.of(1), Float64Array.of(2 ** -40)].map((p, i) => members[i]!.allReduce('k', p));
+    await clock.run(() => false);
+    for (const g of await Promise.all(sums)) assert.deepEqual([...g], [1 + 2 ** -40]);
+    const stranger = spawnBusAllReduce({
+      runtime,
+      bus,
+      job: 'j',
+      stage: 0,
+      members: 2,
+      member: 1,
+      subjectOf: (x) => `baton.j.dp-reduce.0.0.${x}`,
+      name: 'ar32',
+      sink: () => {},
+    });
+    void stranger.allReduce('k2', Float32Array.of(1)).catch(() => {});
+    await clock.run(() => false);
+    assert.ok(
+      events.some((e) => e.type === 'reject' && /one float64 tensor/.test(JSON.stringify(e))),
+      JSON.stringify(events),
+    );
+    runtime.shutdown();
+  });
+
   describe('over a real nats-server (one process)', () => {
     let server: NatsServerHandle;
     before(async () => {

@@ -1,0 +1,62 @@
+import { strict as assert } from 'assert';
+import { OrderedSum, OrderedSumError } from '../policies/optim/ordered-sum';
+
+const f32 = (...xs: number[]) => Float32Array.from(xs);
+/** A quarter of float32's unit in the last place at 1: float32 loses it when added to 1 alone. */
+const QUARTER_ULP = 2 ** -25;
+
+describe('OrderedSum', () => {
+  it('adds microbatches in microbatch order whatever order they arrive in', () => {
+    const a = new OrderedSum([2], 3);
+    a.add(2, [f32(4, 5)]);
+    assert.equal(a.added, 0);
+    a.add(0, [f32(1, 2)]);
+    assert.equal(a.added, 1);
+    a.add(1, [f32(0.5, 0.25)]);
+    assert.ok(a.complete);
+    assert.deepEqual(a.result(), [f32(5.5, 7.25)]);
+  });
+
+  it('rounds to float32 once, at the end: three quarter-ulps added to 1 move it, where float32 sums would not', () => {
+    const s = new OrderedSum([1], 4);
+    [1, QUARTER_ULP, QUARTER_ULP, QUARTER_ULP].forEach((x, mb) => s.add(mb, [f32(x)]));
+    let float32 = Math.fround(1);
+    for (let i = 0; i < 3; i++) float32 = Math.fround(float32 + QUARTER_ULP);
+    assert.equal(float32, 1);
+    assert.deepEqual(s.result(), [f32(1 + 2 ** -23)]);
+  });
+
+  it("gives the same float32 sums when two groups' float64 partials are added as when one sum takes every microbatch", () => {
+    const xs = [1, QUARTER_ULP, QUARTER_ULP, QUARTER_ULP];
+    const one = new OrderedSum([1], 4);
+    xs.forEach((x, mb) => one.add(mb, [f32(x)]));
+    const halves = [0, 1].map((h) => {
+      const s = new OrderedSum([1], 2);
+      xs.slice(2 * h, 2 * h + 2).forEach((x, mb) => s.add(mb, [f32(x)]));
+      return s;
+    });
+    const [p0, p1] = halves.map((s) => s.partials()[0]!);
+    p0![0]! += p1![0]!;
+    assert.deepEqual(halves[0]!.result(), one.result());
+  });
+
+  it('rounds again after partials() were changed, and returns the same arrays until then', () => {
+    const s = new OrderedSum([1], 1);
+    s.add(0, [f32(1)]);
+    const r = s.result();
+    assert.equal(s.result(), r);
+    s.partials()[0]![0] = 3;
+    assert.deepEqual(s.result(), [f32(3)]);
+  });
+
+  it('refuses a microbatch twice, one outside the range, wrong sizes, and results before every microbatch came', () => {
+    const s = new OrderedSum([2], 2);
+    assert.throws(() => s.add(2, [f32(1, 2)]), /microbatch 2 is outside 0\.\.1/);
+    assert.throws(() => s.add(0, [f32(1)]), /parameter 0: 1 values, expected 2/);
+    assert.throws(() => s.add(0, []), /0 gradients for 1 parameters/);
+    s.add(0, [f32(1, 2)]);
+    assert.throws(() => s.add(0, [f32(1, 2)]), OrderedSumError);
+    assert.throws(() => s.result(), /only 1 of 2 microbatches were added/);
+    assert.throws(() => s.partials(), /only 1 of 2/);
+  });
+});
