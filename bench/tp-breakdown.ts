@@ -1,5 +1,7 @@
 // Benchmark of tensor-parallel groups on the virtual clock (run: npm run bench -- tp).
-// Measured in one run, side by side, with the paper's jitter drawn per rank:
+// Measured in one run, side by side, with the paper's jitter and --rank-jitter's model of
+// the ranks' message delays (shared by default: a group shares each message's network
+// delay, plus a small per-rank part; independent: each rank draws it whole):
 // RQ2 (RRFP Table 3): multimodal, PP = 16, M = 32, TP ∈ {1, 2, 4}: per policy (binding
 // 1f1b, bf) the seconds per iteration and the shares of compute, blocking and TP
 // coordination of the mean stage actor (rank); RQ1 (Table 1's grid): TP ∈ {1, 2} ×
@@ -13,6 +15,9 @@ import { runJob, summarize } from '../job/run-local';
 import { formatTable } from '../cli/table';
 import { benchMain } from './bench-cli';
 import { BufferLimit } from '../policies/backpressure';
+import { RANK_JITTER_MODES, RankJitter } from '../models/lane-durations';
+
+type Opts = { iterations: number; seed: number; rankJitter: RankJitter };
 
 async function sim(c: Partial<JobConfig>) {
   return summarize(await runJob(resolveConfig({ jitter: 'paper', ...c }), { clock: 'virtual' }));
@@ -21,7 +26,7 @@ async function sim(c: Partial<JobConfig>) {
 const pct = (x: number) => `${(100 * x).toFixed(2)}%`;
 const sec = (ms: number) => (ms / 1000).toFixed(3);
 
-export async function rq2(o: { iterations: number; seed: number }) {
+export async function rq2(o: Opts) {
   const rows: Record<string, unknown>[] = [];
   for (const tp of [1, 2, 4])
     for (const policy of ['1f1b', 'bf']) {
@@ -48,7 +53,7 @@ export async function rq2(o: { iterations: number; seed: number }) {
   return rows;
 }
 
-export async function rq1(o: { iterations: number; seed: number }) {
+export async function rq1(o: Opts) {
   const rows: Record<string, unknown>[] = [];
   for (const [profile, M] of [
     ['llm', 64],
@@ -84,14 +89,25 @@ if (require.main === module)
     [
       { name: 'iterations', type: 'int', metavar: 'I', help: 'iterations per run', default: 2 },
       { name: 'seed', type: 'int', metavar: 'S', help: 'seed of the realized durations', default: 0 },
+      {
+        name: 'rank-jitter',
+        type: 'string',
+        help: "the ranks' message delays: shared (a group shares each message's delay) or independent",
+        choices: RANK_JITTER_MODES,
+        default: 'shared',
+      },
     ],
     async (flags) => {
-      const o = { iterations: flags.iterations as number, seed: flags.seed as number };
+      const o = {
+        iterations: flags.iterations as number,
+        seed: flags.seed as number,
+        rankJitter: flags.rankJitter as RankJitter,
+      };
       const t0 = performance.now();
       const breakdown = await rq2(o);
       const grid = await rq1(o);
       const wall_s = (performance.now() - t0) / 1000;
-      if (flags.json) return { rq2: breakdown, rq1: grid, wall_s };
+      if (flags.json) return { rank_jitter: o.rankJitter, rq2: breakdown, rq1: grid, wall_s };
       const t2 = formatTable(
         [
           'TP',
@@ -133,6 +149,7 @@ if (require.main === module)
           pct(r.tp_coordination_share as number),
         ]),
       );
-      return `RQ2 breakdown (multimodal, PP=16, M=32, paper jitter per rank; mean stage actor per iteration)\n${t2}\n\nRQ1 grid (paper jitter per rank; speedup over binding 1f1b)\n${t1}\n\nwall ${wall_s.toFixed(1)} s (virtual clock)`;
+      const jitter = `paper jitter, rank jitter ${o.rankJitter}`;
+      return `RQ2 breakdown (multimodal, PP=16, M=32, ${jitter}; mean stage actor per iteration)\n${t2}\n\nRQ1 grid (${jitter}; speedup over binding 1f1b)\n${t1}\n\nwall ${wall_s.toFixed(1)} s (virtual clock)`;
     },
   );

@@ -10,6 +10,7 @@
 
 import * as v from 'valibot';
 import { JITTER_MODES } from '../models/jitter';
+import { RANK_JITTER_MODES } from '../models/lane-durations';
 import { BACKWARD_MODES, CONSISTENCY_POLICIES } from '../actors/param-store';
 
 export type JobCommand = 'sim' | 'run' | 'train';
@@ -104,6 +105,7 @@ export const JOB_FILE_KEYS = {
     name: key('profile', text),
     jitter: key('jitter', oneOf(JITTER_MODES)),
     jitter_scale: key('jitter-scale', num(0)),
+    rank_jitter: key('rank-jitter', oneOf(RANK_JITTER_MODES)),
     // The seed of the realized durations and delays: --seed of sim and run, --jitter-seed of train.
     seed: key('seed', int(0), { flagOf: { train: 'jitter-seed' } }),
   },

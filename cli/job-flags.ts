@@ -2,6 +2,7 @@
 
 import { DEFAULTS, JobConfig, resolveConfig } from '../job/config';
 import { JITTER_MODES, JitterMode } from '../models/jitter';
+import { RANK_JITTER_MODES, RankJitter } from '../models/lane-durations';
 import { BufferLimit } from '../policies/backpressure';
 import { quoteValue } from '../base/quote';
 import { FlagSpec, ParsedFlags, UsageError } from './args';
@@ -12,6 +13,15 @@ import { PLACEMENT_FLAGS, emulatedStageWork, placedConfig } from './placement-fl
 const MAX_JITTER_SCALE = 100;
 
 /** --buffer-limit, for every job command: N for every stage, or depth (P − s at stage s). */
+/** How the ranks of a TP group draw their message delays (models/lane-durations.ts). */
+export const RANK_JITTER_FLAG: FlagSpec = {
+  name: 'rank-jitter',
+  type: 'string',
+  help: "TP > 1: shared = a group's ranks share each message's network delay, times a small per-rank part (the compute jitter's spread); independent = each rank draws its whole delay",
+  choices: RANK_JITTER_MODES,
+  default: DEFAULTS.rankJitter,
+};
+
 export const BUFFER_LIMIT_FLAG: FlagSpec = {
   name: 'buffer-limit',
   type: 'string',
@@ -114,6 +124,7 @@ export const JOB_FLAGS: readonly FlagSpec[] = [
     help: 'data-parallel replicas of the pipeline (gradients all-reduced at the flush; sync mode only)',
     default: DEFAULTS.dp,
   },
+  RANK_JITTER_FLAG,
   BUFFER_LIMIT_FLAG,
   { name: 'seed', type: 'int', metavar: 'S', help: 'seed of the realized durations', default: DEFAULTS.seed },
   {
@@ -169,6 +180,7 @@ export function jobConfigFromFlags(flags: ParsedFlags): JobConfig {
     profile: flags.profile as string,
     jitter: flags.jitter as JitterMode,
     jitterScale: scale,
+    rankJitter: flags.rankJitter as RankJitter,
     bufferLimit: bufferLimitFromFlag(flags.bufferLimit),
     seed,
     iterations: positiveInt(flags, 'iterations', 'iterations'),

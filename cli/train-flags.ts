@@ -11,7 +11,7 @@ import {
 import { MAX_VAL_BATCHES } from '../models/train-config';
 import { CONFIG_FLAG, HELP_FLAG, PRINT_CONFIG_FLAG, FlagSpec, helpText } from './args';
 import { NATS_ACCESS_FLAGS, NATS_URL_FORMS } from './nats-flag';
-import { BUFFER_LIMIT_FLAG, INJECT_FAULTS_FLAG, maxRestartsFlag } from './job-flags';
+import { BUFFER_LIMIT_FLAG, INJECT_FAULTS_FLAG, RANK_JITTER_FLAG, maxRestartsFlag } from './job-flags';
 import { STAGE_NODE_FLAGS_HELP } from './stage-node-flags';
 import { PLACEMENT_FLAGS } from './placement-flags';
 import { AGENT_FLAGS } from './agent-flags';
@@ -107,6 +107,7 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
     choices: ['none', 'paper'],
     default: TRAIN_COMMAND_DEFAULTS.jitter,
   },
+  RANK_JITTER_FLAG,
   {
     name: 'jitter-seed',
     type: 'int',

@@ -7,6 +7,7 @@ import { CheckpointMeta, hasCheckpoint, checkResumable, readCheckpointMeta } fro
 import { BackwardMode, ConsistencyName, pipemareHorizon } from '../actors/param-store';
 import { ASYNC_DEFAULTS, TRAIN_DEFAULTS } from '../job/defaults';
 import { MAX_VAL_BATCHES, TrainConfig, uniformStageFlops } from '../models/train-config';
+import type { RankJitter } from '../models/lane-durations';
 import { ParsedFlags, UsageError } from './args';
 import { SwapOptions } from '../job/policy-control';
 import { swapOptionsFromFlags } from './swap-flags';
@@ -156,6 +157,7 @@ function jobConfigOf(
     policy: String(flags.policy),
     profile: String(flags.profile),
     jitter: flags.jitter as 'none' | 'paper',
+    rankJitter: flags.rankJitter as RankJitter,
     seed: flags.jitterSeed as number,
     iterations: mode === 'async' ? 1 : total - start,
     bufferLimit: bufferLimitFromFlag(flags.bufferLimit),

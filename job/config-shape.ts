@@ -7,6 +7,7 @@ import { Check, finite, isMap } from '../base/checks';
 import { quoteValue } from '../base/quote';
 import { checkJobName } from '../transport/subjects';
 import { JITTER_MODES } from '../models/jitter';
+import { RANK_JITTER_MODES } from '../models/lane-durations';
 import { faultSpecProblem } from '../transport/fault-spec';
 import { TrainConfig } from '../models/train-config';
 import { MAX_TIMER_MS } from '../base/clock';
@@ -74,6 +75,7 @@ const JOB_FIELDS: Record<keyof JobConfig, Check | { nested: Record<string, Check
   policy: text,
   profile: text,
   jitter: oneOf(JITTER_MODES),
+  rankJitter: oneOf(RANK_JITTER_MODES),
   jitterScale: (v) => (typeof v === 'number' && v >= 0 && Number.isFinite(v) ? null : 'a finite number >= 0'),
   bufferLimit: (v) =>
     v === 'depth' || (Number.isSafeInteger(v) && (v as number) >= 1) ? null : 'an integer >= 1 or "depth"',

@@ -3,6 +3,7 @@
 // resolved config.
 
 import { JitterMode } from '../models/jitter';
+import type { RankJitter } from '../models/lane-durations';
 import { BufferLimit } from '../policies/backpressure';
 import { FaultSpec } from '../transport/fault-spec';
 import { TrainConfig } from '../models/train-config';
@@ -31,6 +32,9 @@ export interface JobConfig {
   jitter: JitterMode;
   /** Multiplies the jitter spreads (0 = none, 1 = the paper's). */
   jitterScale: number;
+  /** TP > 1: a group's ranks share each message's network delay and add a small per-rank part
+   * (shared), or each rank draws its whole delay (independent); models/lane-durations.ts. */
+  rankJitter: RankJitter;
   /** Forwards a stage may hold before it drains backward-only (RRFP appendix C.2): one
    * count for every stage, or `depth` (P − s at stage s). */
   bufferLimit: BufferLimit;

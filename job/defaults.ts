@@ -36,6 +36,8 @@ export const JOB_DEFAULTS: JobConfig = {
   profile: 'uniform',
   jitter: 'none',
   jitterScale: 1,
+  // The ranks of a TP group sit on one node: their messages between stages share the link's delay.
+  rankJitter: 'shared',
   // RRFP's Figure 5: iteration time stops improving from a limit of 16; the paper uses 32,
   // a conservative value inside that range, for all its experiments.
   bufferLimit: 32,

@@ -93,6 +93,7 @@ export function laneDurationsFor(cfg: JobConfig, shape: PipelineShape, lane: Lan
     jitterScale: cfg.jitterScale,
     seed: cfg.seed,
     lane,
+    rankJitter: cfg.rankJitter,
   });
 }
 

@@ -98,6 +98,7 @@ export function laneSummary(r: JobResult) {
   return {
     tp: r.config.tp,
     dp: r.config.dp,
+    ...(r.config.tp > 1 ? { rank_jitter: r.config.rankJitter } : {}),
     breakdown: {
       compute_ms: compute,
       blocking_ms: blocking,

@@ -8,9 +8,25 @@
 
 import { xorShiftMultiply } from './seeded-init';
 
-export type DrawEvent = 'F' | 'B' | 'W' | 'send-activation' | 'send-gradient';
+/** A task, a message, or (rank-send-*) a TP rank's own part of a message delay its group shares. */
+export type DrawEvent =
+  | 'F'
+  | 'B'
+  | 'W'
+  | 'send-activation'
+  | 'send-gradient'
+  | 'rank-send-activation'
+  | 'rank-send-gradient';
 
-const EVENT_CODE: Record<DrawEvent, number> = { F: 1, B: 2, W: 3, 'send-activation': 4, 'send-gradient': 5 };
+const EVENT_CODE: Record<DrawEvent, number> = {
+  F: 1,
+  B: 2,
+  W: 3,
+  'send-activation': 4,
+  'send-gradient': 5,
+  'rank-send-activation': 6,
+  'rank-send-gradient': 7,
+};
 
 export interface DrawKey {
   readonly seed: number;
