@@ -4,6 +4,8 @@
 // replica 0's TP ranks into the TP = 1 layout (replicas hold the same parameters).
 
 import { IterationRecord } from '../actors/coordinator';
+import { laneStageStats } from '../checks/lanes';
+import { BatonEvent } from '../stage/events';
 import { StageSnapshot } from '../compute/chunk-optimizer';
 import { JobConfig } from '../job/config';
 import { gatherRanks, tpModelFor } from '../models/tp/tp-layers';
@@ -56,27 +58,65 @@ export function plainSnapshots(cfg: JobConfig, rec: IterationRecord): StageSnaps
   return replicaSnapshots(cfg, rec)?.map((r) => r[0]!) ?? null;
 }
 
-/** A wide job's mean time per stage actor and iteration inside the TP group's and the replicas' all-reduces, and its share of the iteration's makespan. */
-export function allReduceSummary(cfg: JobConfig, records: readonly IterationRecord[]) {
-  let tp = 0;
-  let dp = 0;
-  let n = 0;
+/** A wide job's time per iteration inside the TP group's and the replicas' all-reduces (from contributing to
+ * holding the sum: a late peer's lateness included): the mean stage actor's, its share of the iteration's
+ * makespan, each stage actor's (stage, rank, replica), and each iteration's (see perIteration). */
+export function allReduceSummary(cfg: JobConfig, records: readonly IterationRecord[], events: readonly BatonEvent[]) {
+  const actors = Array.from({ length: cfg.stages * cfg.tp * cfg.dp }, (_, i) => {
+    const lane = Math.floor(i / cfg.stages);
+    return { stage: i % cfg.stages, rank: lane % cfg.tp, replica: Math.floor(lane / cfg.tp), tp: 0, dp: 0, n: 0 };
+  });
   for (const rec of records)
-    for (const r of rec.reports) {
+    rec.reports.forEach((r, i) => {
       const ms = r?.all_reduce_ms as { tp?: unknown; dp?: unknown } | undefined;
-      if (!ms || typeof ms.tp !== 'number' || typeof ms.dp !== 'number') continue;
-      tp += ms.tp;
-      dp += ms.dp;
-      n++;
-    }
+      const a = actors[i];
+      if (!a || !ms || typeof ms.tp !== 'number' || typeof ms.dp !== 'number') return;
+      a.tp += ms.tp;
+      a.dp += ms.dp;
+      a.n++;
+    });
   const makespan = records.reduce((a, r) => a + r.makespan, 0) / Math.max(1, records.length);
-  const mean = (x: number) => x / Math.max(1, n);
-  const share = (x: number) => (makespan > 0 ? mean(x) / makespan : 0);
+  const n = actors.reduce((x, a) => x + a.n, 0);
+  const mean = (f: (a: (typeof actors)[number]) => number) => actors.reduce((x, a) => x + f(a), 0) / Math.max(1, n);
+  const share = (ms: number) => (makespan > 0 ? ms / makespan : 0);
+  const tp = mean((a) => a.tp);
+  const dp = mean((a) => a.dp);
   return {
-    tp_all_reduce_ms: mean(tp),
+    tp_all_reduce_ms: tp,
     tp_all_reduce_share: share(tp),
-    dp_all_reduce_ms: mean(dp),
+    dp_all_reduce_ms: dp,
     dp_all_reduce_share: share(dp),
-    stage_actors: cfg.stages * cfg.tp * cfg.dp,
+    stage_actors: actors.length,
+    per_stage_actor: actors.map((a) => ({
+      stage: a.stage,
+      rank: a.rank,
+      replica: a.replica,
+      tp_all_reduce_ms: a.tp / Math.max(1, a.n),
+      dp_all_reduce_ms: a.dp / Math.max(1, a.n),
+    })),
+    per_iteration: perIteration(records, events),
   };
+}
+
+/** The mean stage actor's ms in TP coordination (open rounds, from the events) and in the all-reduces, per iteration,
+ * with the iteration's makespan: the first iteration pays for compilation, so a reader can leave it out. */
+function perIteration(records: readonly IterationRecord[], events: readonly BatonEvent[]) {
+  const byIteration = new Map<number, BatonEvent[]>();
+  for (const e of events) {
+    const list = byIteration.get(e.iteration);
+    if (list) list.push(e);
+    else byIteration.set(e.iteration, [e]);
+  }
+  return records.map((rec) => {
+    const lanes = laneStageStats(byIteration.get(rec.iteration) ?? [], () => true);
+    const reported = rec.reports.map((r) => r?.all_reduce_ms as { tp?: number; dp?: number } | undefined);
+    const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+    return {
+      iteration: rec.iteration,
+      makespan_ms: rec.makespan,
+      tp_coordination_ms: mean(lanes.map((l) => l.tp_coordination_ms)),
+      tp_all_reduce_ms: mean(reported.map((r) => (typeof r?.tp === 'number' ? r.tp : 0))),
+      dp_all_reduce_ms: mean(reported.map((r) => (typeof r?.dp === 'number' ? r.dp : 0))),
+    };
+  });
 }

@@ -209,7 +209,7 @@ function outcomeOf(
     start_iteration: t.startIteration,
     summary: { ...summarize(o.result), transport: o.transport, processes: o.processes, pids: o.pids },
     ...recoveriesOf(o.result),
-    ...(cfg.tp > 1 || cfg.dp > 1 ? { all_reduce: allReduceSummary(cfg, records) } : {}),
+    ...(cfg.tp > 1 || cfg.dp > 1 ? { all_reduce: allReduceSummary(cfg, records, o.result.events) } : {}),
   };
 }
 
