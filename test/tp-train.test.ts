@@ -95,6 +95,27 @@ describe('baton train --tp/--dp with real GPT compute', function () {
       assert.equal(r.losses.length, ITERATIONS);
       assert.equal(r.summary.tp, 2);
       sums.add(r.param_checksum);
+      // Each stage actor's all-reduce time, and each iteration's: their means are the summary's.
+      const a = r.all_reduce!;
+      assert.deepEqual(
+        a.per_stage_actor.map((x) => [x.stage, x.rank, x.replica]),
+        [
+          [0, 0, 0],
+          [1, 0, 0],
+          [0, 1, 0],
+          [1, 1, 0],
+        ],
+      );
+      assert.ok(a.per_stage_actor.every((x) => x.tp_all_reduce_ms > 0 && x.dp_all_reduce_ms === 0));
+      assert.deepEqual(
+        a.per_iteration.map((x) => x.iteration),
+        [...Array(ITERATIONS).keys()],
+      );
+      const mean = (xs: number[]) => xs.reduce((x, y) => x + y, 0) / xs.length;
+      const close = (x: number, y: number) => Math.abs(x - y) <= 1e-9 * Math.max(1, Math.abs(y));
+      assert.ok(close(mean(a.per_iteration.map((x) => x.tp_all_reduce_ms)), a.tp_all_reduce_ms));
+      const coord = r.summary.breakdown!.tp_coordination_ms;
+      assert.ok(close(mean(a.per_iteration.map((x) => x.tp_coordination_ms)), coord), `${coord}`);
     }
     assert.equal(sums.size, 1, [...sums].join(' '));
     checksums.set('tp2', [...sums][0]!);
