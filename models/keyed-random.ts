@@ -10,13 +10,7 @@ import { xorShiftMultiply } from './seeded-init';
 
 /** A task, a message, or (rank-send-*) a TP rank's own part of a message delay its group shares. */
 export type DrawEvent =
-  | 'F'
-  | 'B'
-  | 'W'
-  | 'send-activation'
-  | 'send-gradient'
-  | 'rank-send-activation'
-  | 'rank-send-gradient';
+  'F' | 'B' | 'W' | 'send-activation' | 'send-gradient' | 'rank-send-activation' | 'rank-send-gradient';
 
 const EVENT_CODE: Record<DrawEvent, number> = {
   F: 1,

@@ -84,6 +84,8 @@ function sharedComm(o: LaneDurationOptions): DurationModel['comm'] {
     const ms = group.comm(iteration, stage, t);
     if (ms === 0 || sigma.communication === 0) return ms;
     const event = t.kind === 'F' ? 'rank-send-activation' : 'rank-send-gradient';
-    return ms * lognormalMultiplier(sigma.compute, keyedNormal({ seed, iteration, stage, event, mb: t.mb, chunk: t.chunk }));
+    return (
+      ms * lognormalMultiplier(sigma.compute, keyedNormal({ seed, iteration, stage, event, mb: t.mb, chunk: t.chunk }))
+    );
   };
 }
