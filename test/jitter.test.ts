@@ -130,7 +130,7 @@ describe('keyed draws', () => {
     assert.throws(() => keyedNormal(key({ event: 'toString' as never })), /draw key event must be one of/);
     assert.throws(
       () => keyedNormal(key({ event: 'X' as never })),
-      /draw key event must be one of F, B, W, send-activation, send-gradient, got "X"/,
+      /draw key event must be one of F, B, W, send-activation, send-gradient, rank-send-activation, rank-send-gradient, got "X"/,
     );
   });
 });
