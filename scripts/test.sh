@@ -29,4 +29,4 @@ if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
   fi
 fi
 npm run -s lint
-npx mocha
+npx mocha 'dist/test/**/*.test.js'
