@@ -25,6 +25,7 @@ import { ActorRef, ActorRuntime } from './runtime';
 import { dampingFactor } from '../policies/consistency/pipemare';
 import { adoptable, beginSwap, watchBackward, watchForward } from './consistency-swap';
 import { ParamMapF, StoreState, StoreStats, storeStats } from './param-store-state';
+import { AsyncSnapshot, restoreStore, takeSnapshot } from './param-store-snapshot';
 import {
   AsyncSettings,
   ConsistencyName,
@@ -102,6 +103,10 @@ export interface ParamStoreWiring {
   controlTaus?: ReadonlyMap<string, number>;
   /** Told when a consistency swap takes effect: its number, the policies, the updates made before it. */
   onConsistencySwap?: (swap: number, from: string, to: string, updates: number) => void;
+  /** Snapshots for recovery (job/async-recovery.ts): every `every` updates one goes to `send` (real compute only). */
+  snapshots?: { readonly every: number; readonly send: (snap: AsyncSnapshot, copyMs: number) => void };
+  /** The snapshot a replacement starts from; the stream resumes at settings.firstMicrobatch. */
+  resume?: AsyncSnapshot;
 }
 
 /** What every handler of one store needs besides its state: fixed when the store is spawned. */
@@ -114,6 +119,7 @@ interface StoreSetup {
   readonly lrOf: (step: number) => number;
   readonly controlTaus?: ReadonlyMap<string, number>;
   readonly onConsistencySwap?: ParamStoreWiring['onConsistencySwap'];
+  readonly snapshots?: ParamStoreWiring['snapshots'];
 }
 
 type MsgOf<T extends StoreMsg['type']> = Extract<StoreMsg, { type: T }>;
@@ -164,6 +170,12 @@ function backwardRan(st: StoreState, msg: MsgOf<'backward-ran'>, c: StoreSetup):
   const at = st.forwardStep.get(msg.mb);
   if (at === undefined)
     throw new ParamStoreError(`stage ${c.stage}: backward of microbatch ${msg.mb} without its forward`);
+  // Below the floor of a resumed store: applied before the recovery, or counted lost; not applied (again).
+  if (c.settings.firstMicrobatch + msg.mb < st.floor) {
+    st.forwardStep.delete(msg.mb);
+    st.policy?.backward(msg.mb);
+    return;
+  }
   // Checked (and clipped) before anything changes: a refused gradient leaves the store as it was.
   const update =
     st.params && st.optimizer && st.policy
@@ -187,6 +199,13 @@ function backwardRan(st: StoreState, msg: MsgOf<'backward-ran'>, c: StoreSetup):
     st.peakExtraBytes = Math.max(st.peakExtraBytes, policy.extraStateBytes());
   }
   st.step++;
+  st.high = Math.max(st.high, c.settings.firstMicrobatch + msg.mb + 1);
+  const snaps = c.snapshots;
+  if (snaps && st.params && snaps.every > 0 && st.step % snaps.every === 0) {
+    const t0 = performance.now();
+    const snap = takeSnapshot(st);
+    snaps.send(snap, performance.now() - t0);
+  }
   adoptWhenSafe(st, c);
 }
 
@@ -213,7 +232,12 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
     peakExtraBytes: 0,
     next: null,
     eras: [{ policy: s.consistency, fromUpdate: 1, swap: null }],
+    // A stage resumed without a snapshot starts from the seed: every microbatch before the stream's resumption is skipped.
+    high: s.firstMicrobatch,
+    skipped: s.firstMicrobatch,
+    floor: s.firstMicrobatch,
   };
+  if (w.resume) restoreStore(stage, initial, w.resume, s.firstMicrobatch);
   // With LRD the stage's delay damps the lr (Adam-family updates are linear in it, weight decay included).
   const lrd = lrdOn(s);
   const setup: StoreSetup = {
@@ -227,6 +251,7 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
       (lrd ? dampingFactor(Math.max(1, delay), step, s.pipemareSteps) : 1),
     controlTaus: w.controlTaus,
     onConsistencySwap: w.onConsistencySwap,
+    snapshots: w.snapshots,
   };
   return w.runtime.spawn<StoreState, StoreMsg>(`param-store-${stage}`, initial, (st, msg) => {
     switch (msg.type) {
