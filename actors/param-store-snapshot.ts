@@ -1,15 +1,16 @@
 // An asynchronous stage's state as its parameter store (param-store.ts) snapshots it every
 // N updates, for a replacement to start from when the stage's process is lost
 // (job/async-recovery.ts): the parameters, the NAdamW moments and step, the update count,
-// the stream bookkeeping that decides which updates a recovery loses, and the staleness
-// of each update so far. Nothing of the consistency policy's per-microbatch state (stash's
-// copies, FRESCO's bases) is kept: a recovery drops every microbatch in flight, so nothing
-// would read it; the policy's own running state (SpecTrain's and LWP's step averages,
-// PipeMare's) starts afresh.
+// the stream bookkeeping that decides which updates a recovery loses, the staleness of
+// each update so far, and the consistency policy's running state (SpecTrain's and LWP's
+// steps, PipeMare's update average: policies/consistency/running-state.ts). Nothing of the
+// policy's per-microbatch state (stash's copies, FRESCO's bases) is kept: a recovery drops
+// every microbatch in flight, so nothing would read it.
 
 import type { OptimizerState } from '../policies/optim/optimizer';
 import { snapshotProblem } from '../checks/report-body';
 import { quoteValue } from '../base/quote';
+import { RunningState, runningStateProblem } from '../policies/consistency/running-state';
 import { NAdamW } from '../policies/optim/nadamw';
 import { ParamStoreError } from './param-store-policy';
 import { StoreState } from './param-store-state';
@@ -27,6 +28,8 @@ export interface AsyncSnapshot {
   readonly skipped: number;
   /** The staleness of each update, in order (what the report's statistics are over). */
   readonly staleness: number[];
+  /** The consistency policy's running state, when it has one. */
+  readonly policy?: RunningState;
 }
 
 /** The stream bookkeeping a recovery reads of a snapshot (job/async-resume.ts). */
@@ -43,6 +46,7 @@ export function takeSnapshot(st: StoreState): AsyncSnapshot {
     next: st.high,
     skipped: st.skipped,
     staleness: [...st.staleness],
+    ...(st.policy?.runningState ? { policy: st.policy.runningState() } : {}),
   };
 }
 
@@ -60,6 +64,8 @@ export function asyncSnapshotProblem(v: unknown): string | null {
   if (!Array.isArray(s.staleness) || s.staleness.length !== s.updates || !s.staleness.every(count))
     return 'its staleness is not one count per update';
   if ((s.optimizer as unknown[]).length !== 1) return 'it has not exactly one optimizer state';
+  const policy = s.policy === undefined ? null : runningStateProblem(s.policy);
+  if (policy) return `its policy state is ${policy}`;
   return null;
 }
 
@@ -84,10 +90,23 @@ export function restoreStore(stage: number, st: StoreState, snap: AsyncSnapshot,
   if (Object.keys(snap.params).length !== st.params.size)
     throw new ParamStoreError(`stage ${stage}: the snapshot has parameters this stage does not`);
   (st.optimizer as NAdamW).load(snap.optimizer[0]);
+  restorePolicy(stage, st, snap.policy);
   for (const [n, p] of st.params) p.set(snap.params[n]);
   st.step = snap.updates;
   st.staleness = [...snap.staleness];
   st.high = Math.max(resumeAt, snap.next);
   st.floor = st.high;
   st.skipped = st.high - snap.updates;
+}
+
+/** The policy's running state, into the same policy (one swapped in since starts afresh); arrays only of the stage's parameters, of their sizes. */
+function restorePolicy(stage: number, st: StoreState, r: RunningState | undefined): void {
+  if (!r || !st.policy?.loadRunningState || st.policy.name !== r.policy) return;
+  for (const [what, group] of Object.entries(r.arrays))
+    for (const [n, a] of Object.entries(group))
+      if (a.length !== st.params?.get(n)?.length)
+        throw new ParamStoreError(
+          `stage ${stage}: the snapshot's ${r.policy} ${what} of ${n} fits no parameter of the stage`,
+        );
+  st.policy.loadRunningState(r);
 }
