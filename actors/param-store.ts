@@ -66,7 +66,9 @@ export type StoreMsg =
   | { readonly type: 'stats'; readonly reply: (s: StoreStats) => void }
   /** Switch consistency policy at its safe point (consistency-swap.ts). */
   | { readonly type: 'swap-consistency'; readonly swap: number; readonly to: ConsistencyName }
-  | { readonly type: 'params'; readonly reply: (p: ParamMapF) => void };
+  | { readonly type: 'params'; readonly reply: (p: ParamMapF) => void }
+  /** Send a snapshot of the state as it is now (when the store keeps snapshots), then reply. */
+  | { readonly type: 'snapshot'; readonly reply: () => void };
 
 /** A backward's gradients, one per parameter of its size, clipped to norm `clip` (a non-finite norm throws). */
 function checkedGrads(
@@ -104,7 +106,7 @@ export interface ParamStoreWiring {
   /** Told when a consistency swap takes effect: its number, the policies, the updates made before it. */
   onConsistencySwap?: (swap: number, from: string, to: string, updates: number) => void;
   /** Snapshots for recovery (job/async-recovery.ts): every `every` updates one goes to `send` (real compute only). */
-  snapshots?: { readonly every: number; readonly send: (snap: AsyncSnapshot, copyMs: number) => void };
+  snapshots?: { readonly every: number; readonly send: (snap: AsyncSnapshot, copyMs: number, last?: boolean) => void };
   /** The snapshot a replacement starts from; the stream resumes at settings.firstMicrobatch. */
   resume?: AsyncSnapshot;
 }
@@ -201,12 +203,16 @@ function backwardRan(st: StoreState, msg: MsgOf<'backward-ran'>, c: StoreSetup):
   st.step++;
   st.high = Math.max(st.high, c.settings.firstMicrobatch + msg.mb + 1);
   const snaps = c.snapshots;
-  if (snaps && st.params && snaps.every > 0 && st.step % snaps.every === 0) {
-    const t0 = performance.now();
-    const snap = takeSnapshot(st);
-    snaps.send(snap, performance.now() - t0);
-  }
+  if (snaps && snaps.every > 0 && st.step % snaps.every === 0) sendSnapshot(st, c, false);
   adoptWhenSafe(st, c);
+}
+
+/** A snapshot of the state to the launcher, with what copying it took; `last`: the job is being dropped. */
+function sendSnapshot(st: StoreState, c: StoreSetup, last: boolean): void {
+  if (!c.snapshots || !st.params) return;
+  const t0 = performance.now();
+  const snap = takeSnapshot(st);
+  c.snapshots.send(snap, performance.now() - t0, last);
 }
 
 export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
@@ -271,6 +277,10 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
         return st;
       case 'stats':
         msg.reply(storeStats(st, setup));
+        return st;
+      case 'snapshot':
+        sendSnapshot(st, setup, true);
+        msg.reply();
         return st;
       case 'swap-consistency':
         // A later swap replaces one still waiting (the waiting one is never in force).

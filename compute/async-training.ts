@@ -245,6 +245,10 @@ export class AsyncTrainingCompute implements StageCompute {
     return body;
   }
 
+  async snapshotNow(): Promise<void> {
+    await this.runtime.ask<StoreMsg, void>(this.store, (reply) => ({ type: 'snapshot', reply: () => reply() }), 2000);
+  }
+
   dispose(): void {
     for (const m of [this.received, this.grads, this.saved]) for (const t of m.values()) t.dispose();
     for (const k of this.kept.values()) this.module.releaseKept(k.detached.forward);

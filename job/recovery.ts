@@ -32,6 +32,8 @@ import { newRejectTally, tallyReject } from '../base/reject-tally';
 
 /** How long a launcher that lost its NATS server waits for it to come back before the job fails. */
 const RECONNECT_WAIT_MS = 60_000;
+/** How long the launcher waits for the surviving stages of an asynchronous job to send their state as the job is dropped. */
+const LAST_SNAPSHOTS_MS = 3000;
 
 /** Whether a job can be recovered by replaying an iteration. */
 export function recoverable(cfg: JobConfig): boolean {
@@ -154,14 +156,18 @@ export class Attempts {
     stagesOf: (node: string) => number[],
   ): Promise<void> {
     const keeper = this.snapshots!;
-    // What the failed launch sends from now on is not taken: the plan is over the snapshots kept so far.
-    keeper.follow(undefined);
     this.keep(launch, this.job.firstIteration);
     await this.r.connection?.up(RECONNECT_WAIT_MS);
     launch.close();
+    // The surviving stages send their state as it is as their job is dropped: they resume from it.
+    const lost = err.node !== null ? stagesOf(err.node) : [];
+    const survivors = Array.from({ length: this.job.stages }, (_, s) => s).filter((s) => !lost.includes(s));
+    await keeper.lastOf(survivors, LAST_SNAPSHOTS_MS);
+    // What the failed launch sends from now on is not taken: the plan is over the snapshots kept so far.
+    keeper.follow(undefined);
     if (err.node !== null) await this.r.restart(err.node);
     const seen = backwardsPerStage(launch.trace.events, this.job.stages);
-    const r = asyncRecovery(this.job, keeper, err, err.node !== null ? stagesOf(err.node) : [], seen);
+    const r = asyncRecovery(this.job, keeper, err, lost, seen);
     this.cfg = r.cfg;
     this.hostRecovery = r.hostRecovery;
     this.recoveries.push(r.record);

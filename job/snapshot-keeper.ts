@@ -25,6 +25,8 @@ export class SnapshotKeeper {
   taken = 0;
   bytes = 0;
   readonly copyMs: number[] = [];
+  /** Stages whose last snapshot (sent as their job was dropped) came in the launch followed. */
+  private readonly last = new Set<number>();
 
   constructor(
     bus: Bus,
@@ -41,6 +43,13 @@ export class SnapshotKeeper {
   /** From now on, snapshots of this launch are taken, and only those (none: undefined). */
   follow(launch: string | undefined): void {
     this.launch = launch;
+    this.last.clear();
+  }
+
+  /** Resolves once each of `stages` has sent its last snapshot of the launch followed, or after `ms`. */
+  async lastOf(stages: readonly number[], ms: number): Promise<void> {
+    const until = Date.now() + ms;
+    while (Date.now() < until && !stages.every((s) => this.last.has(s))) await new Promise((r) => setTimeout(r, 20));
   }
 
   private onState(subj: string, data: Uint8Array): void {
@@ -66,6 +75,8 @@ export class SnapshotKeeper {
     const copyMs = v.copyMs;
     if (typeof copyMs !== 'number' || !(copyMs >= 0) || !Number.isFinite(copyMs))
       return refuse(`copyMs ${quoteValue(copyMs, 20)}`);
+    if (v.last !== undefined && typeof v.last !== 'boolean') return refuse(`last ${quoteValue(v.last, 20)}`);
+    if (v.last === true) this.last.add(stage);
     this.taken++;
     this.bytes += data.byteLength;
     this.copyMs.push(copyMs);

@@ -10,14 +10,15 @@ import { encodeValue } from '../transport/codec';
 import { launchField } from '../transport/envelope';
 import { subject } from '../transport/subjects';
 
-/** The store's `send` for stage `stage` of `job` in launch `launch`; `copyMs` (the store's copy) rides along. */
+/** The store's `send` for stage `stage` of `job` in launch `launch`; `copyMs` (the store's copy) rides along,
+ * and `last`: the state as the stage stood when its job was dropped. */
 export function snapshotSender(
   bus: Bus,
   job: string,
   stage: number,
   launch: string | undefined,
-): (snap: AsyncSnapshot, copyMs: number) => void {
-  return (snap, copyMs) =>
+): (snap: AsyncSnapshot, copyMs: number, last?: boolean) => void {
+  return (snap, copyMs, last = false) =>
     setImmediate(() => {
       try {
         bus.publish(
@@ -28,6 +29,7 @@ export function snapshotSender(
             stage,
             updates: snap.updates,
             copyMs,
+            last,
             snapshot: snap,
             ...launchField(launch),
           }),

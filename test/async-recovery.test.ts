@@ -56,15 +56,15 @@ describe('recovery of an asynchronous train from its snapshots (one process per 
     );
     // The killed stage lost what it did since its snapshot: at least the backwards its trace
     // showed past it, at most N - 1 (2N - 1 had its newest snapshot been on its way).
+    assert.equal(rec.snapshot_updates![0] % N, 0);
     assert.ok(lost[0] > 0 && lost[0] <= 2 * N - 1, `stage 0 lost ${lost[0]}`);
-    assert.ok(lost[1] >= 0 && lost[1] <= 2 * N - 1, `stage 1 lost ${lost[1]}`);
-    // Microbatches skipped for good: those stage 1's newer snapshot has and stage 0's not, at
-    // most those past stage 0's snapshot (N - 1, or 2N - 1) plus its in-flight bound (2 at P = 2).
-    assert.ok(
-      skipped.every((k) => k >= 0 && k <= 2 * N + 1),
-      `skipped ${JSON.stringify(skipped)}`,
-    );
-    assert.ok(rec.snapshot_updates!.every((u) => u % N === 0));
+    // The survivor resumed from its state as it stood when its job was dropped: nothing lost.
+    assert.equal(lost[1], 0);
+    // Microbatches skipped for good: at stage 0 those the survivor had applied past its snapshot —
+    // every update it lost (stage 1 applies a microbatch before stage 0 does) and those in flight
+    // there, at most 2N - 1 + 2 at P = 2; at stage 1 at most its own in flight (1).
+    assert.ok(skipped[0] >= lost[0] && skipped[0] <= 2 * N + 1, `skipped ${JSON.stringify(skipped)}`);
+    assert.ok(skipped[1] >= 0 && skipped[1] <= 1, `skipped ${JSON.stringify(skipped)}`);
     // The stream went on to its end: every microbatch from n on was trained, and each stage's updates and losses add up.
     const reports = result!.records[0].reports as { store: { updates: number } }[];
     reports.forEach((rep, s) => assert.equal(rep.store.updates + skipped[s], total, `stage ${s}`));
