@@ -17,7 +17,7 @@ import { JobNotHostedError, LaunchMismatchError } from './node-protocol';
 
 export interface HostedJob {
   runtime: ActorRuntime;
-  computes: { dispose?(): void }[];
+  computes: { dispose?(): void; snapshotNow?(): Promise<void> }[];
   stages: Map<number, ActorRef<StageActorMsg>>;
   subs: Subscription[];
   trace: TraceBatcher;
@@ -159,7 +159,8 @@ export async function answerJobRequest(
       // A job still loading its backend is refused when the load ends.
       const starting = agent.starting.get(name);
       if (starting) starting.aborted = 'aborted';
-      if (job) agent.teardown(name, job);
+      if (job) await lastSnapshots(job);
+      if (job && agent.jobs.get(name) === job) agent.teardown(name, job);
       agent.log(
         `node ${agent.name}: job ${name} aborted${job ? '; its stages are stopped' : starting ? ' while it was starting; it will not be hosted' : ' (not hosted here)'}`,
       );
@@ -167,6 +168,19 @@ export async function answerJobRequest(
       return;
     }
   }
+}
+
+/** How long an aborted job's asynchronous stages may take to send their state as it is (after a task under way). */
+const LAST_SNAPSHOT_MS = 2000;
+
+/** Asynchronous stages that keep snapshots send their state as it is before the job goes (a survivor of a loss resumes from it). */
+async function lastSnapshots(job: HostedJob): Promise<void> {
+  const sent = job.computes.map((c) => c.snapshotNow?.()).filter((p) => p !== undefined);
+  if (sent.length === 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((r) => (timer = setTimeout(r, LAST_SNAPSHOT_MS)));
+  await Promise.race([Promise.all(sent).catch(() => {}), late]);
+  clearTimeout(timer);
 }
 
 /** Stops everything a job holds: its trace, its lease, its subscriptions, its actors, its computes. */

@@ -74,6 +74,10 @@ export interface AsyncSettings {
   backward: BackwardMode;
   /** projection-control: the depth whose FRESCO τ each layer's projection copies (≥ 1). */
   controlStages: number;
+  /** A stage's state is snapshotted for recovery every this many updates (0: never; job/async-recovery.ts). */
+  snapshotEvery: number;
+  /** The microbatch of the job's stream this launch's microbatch 0 is (0 unless a recovery resumed the stream). */
+  firstMicrobatch: number;
 }
 
 /** LRD is on for a run: asked for, or the old PipeMare flag with PipeMare's method. */

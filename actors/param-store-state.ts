@@ -37,6 +37,12 @@ export interface StoreState {
   /** A consistency swap waiting for its safe point, and the policies so far. */
   next: ConsistencySwap | null;
   eras: ConsistencyEra[];
+  /** The stream (job-wide microbatch numbers): one past the highest microbatch applied, or
+   * where the stage resumed; and the microbatches before it recoveries made it skip (param-store-snapshot.ts). */
+  high: number;
+  skipped: number;
+  /** The first microbatch this store applies: those before it were applied before a recovery, or lost. */
+  floor: number;
 }
 
 /** What the store reports (a stats message) of its state and its in-flight bound and delay. */

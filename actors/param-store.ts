@@ -25,6 +25,7 @@ import { ActorRef, ActorRuntime } from './runtime';
 import { dampingFactor } from '../policies/consistency/pipemare';
 import { adoptable, beginSwap, watchBackward, watchForward } from './consistency-swap';
 import { ParamMapF, StoreState, StoreStats, storeStats } from './param-store-state';
+import { AsyncSnapshot, restoreStore, takeSnapshot } from './param-store-snapshot';
 import {
   AsyncSettings,
   ConsistencyName,
@@ -65,7 +66,9 @@ export type StoreMsg =
   | { readonly type: 'stats'; readonly reply: (s: StoreStats) => void }
   /** Switch consistency policy at its safe point (consistency-swap.ts). */
   | { readonly type: 'swap-consistency'; readonly swap: number; readonly to: ConsistencyName }
-  | { readonly type: 'params'; readonly reply: (p: ParamMapF) => void };
+  | { readonly type: 'params'; readonly reply: (p: ParamMapF) => void }
+  /** Send a snapshot of the state as it is now (when the store keeps snapshots), then reply. */
+  | { readonly type: 'snapshot'; readonly reply: () => void };
 
 /** A backward's gradients, one per parameter of its size, clipped to norm `clip` (a non-finite norm throws). */
 function checkedGrads(
@@ -102,6 +105,10 @@ export interface ParamStoreWiring {
   controlTaus?: ReadonlyMap<string, number>;
   /** Told when a consistency swap takes effect: its number, the policies, the updates made before it. */
   onConsistencySwap?: (swap: number, from: string, to: string, updates: number) => void;
+  /** Snapshots for recovery (job/async-recovery.ts): every `every` updates one goes to `send` (real compute only). */
+  snapshots?: { readonly every: number; readonly send: (snap: AsyncSnapshot, copyMs: number, last?: boolean) => void };
+  /** The snapshot a replacement starts from; the stream resumes at settings.firstMicrobatch. */
+  resume?: AsyncSnapshot;
 }
 
 /** What every handler of one store needs besides its state: fixed when the store is spawned. */
@@ -114,6 +121,7 @@ interface StoreSetup {
   readonly lrOf: (step: number) => number;
   readonly controlTaus?: ReadonlyMap<string, number>;
   readonly onConsistencySwap?: ParamStoreWiring['onConsistencySwap'];
+  readonly snapshots?: ParamStoreWiring['snapshots'];
 }
 
 type MsgOf<T extends StoreMsg['type']> = Extract<StoreMsg, { type: T }>;
@@ -164,6 +172,12 @@ function backwardRan(st: StoreState, msg: MsgOf<'backward-ran'>, c: StoreSetup):
   const at = st.forwardStep.get(msg.mb);
   if (at === undefined)
     throw new ParamStoreError(`stage ${c.stage}: backward of microbatch ${msg.mb} without its forward`);
+  // Below the floor of a resumed store: applied before the recovery, or counted lost; not applied (again).
+  if (c.settings.firstMicrobatch + msg.mb < st.floor) {
+    st.forwardStep.delete(msg.mb);
+    st.policy?.backward(msg.mb);
+    return;
+  }
   // Checked (and clipped) before anything changes: a refused gradient leaves the store as it was.
   const update =
     st.params && st.optimizer && st.policy
@@ -187,7 +201,18 @@ function backwardRan(st: StoreState, msg: MsgOf<'backward-ran'>, c: StoreSetup):
     st.peakExtraBytes = Math.max(st.peakExtraBytes, policy.extraStateBytes());
   }
   st.step++;
+  st.high = Math.max(st.high, c.settings.firstMicrobatch + msg.mb + 1);
+  const snaps = c.snapshots;
+  if (snaps && snaps.every > 0 && st.step % snaps.every === 0) sendSnapshot(st, c, false);
   adoptWhenSafe(st, c);
+}
+
+/** A snapshot of the state to the launcher, with what copying it took; `last`: the job is being dropped. */
+function sendSnapshot(st: StoreState, c: StoreSetup, last: boolean): void {
+  if (!c.snapshots || !st.params) return;
+  const t0 = performance.now();
+  const snap = takeSnapshot(st);
+  c.snapshots.send(snap, performance.now() - t0, last);
 }
 
 export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
@@ -213,7 +238,12 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
     peakExtraBytes: 0,
     next: null,
     eras: [{ policy: s.consistency, fromUpdate: 1, swap: null }],
+    // A stage resumed without a snapshot starts from the seed: every microbatch before the stream's resumption is skipped.
+    high: s.firstMicrobatch,
+    skipped: s.firstMicrobatch,
+    floor: s.firstMicrobatch,
   };
+  if (w.resume) restoreStore(stage, initial, w.resume, s.firstMicrobatch);
   // With LRD the stage's delay damps the lr (Adam-family updates are linear in it, weight decay included).
   const lrd = lrdOn(s);
   const setup: StoreSetup = {
@@ -227,6 +257,7 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
       (lrd ? dampingFactor(Math.max(1, delay), step, s.pipemareSteps) : 1),
     controlTaus: w.controlTaus,
     onConsistencySwap: w.onConsistencySwap,
+    snapshots: w.snapshots,
   };
   return w.runtime.spawn<StoreState, StoreMsg>(`param-store-${stage}`, initial, (st, msg) => {
     switch (msg.type) {
@@ -246,6 +277,10 @@ export function spawnParamStore(w: ParamStoreWiring): ActorRef<StoreMsg> {
         return st;
       case 'stats':
         msg.reply(storeStats(st, setup));
+        return st;
+      case 'snapshot':
+        sendSnapshot(st, setup, true);
+        msg.reply();
         return st;
       case 'swap-consistency':
         // A later swap replaces one still waiting (the waiting one is never in force).

@@ -11,7 +11,7 @@ import { StageActorMsg } from './stage';
 export interface HostedStage {
   readonly stage: ActorRef<StageActorMsg>;
   readonly subscriptions: Subscription[];
-  readonly compute: { dispose?(): void };
+  readonly compute: { dispose?(): void; snapshotNow?(): Promise<void> };
 }
 
 /** What a host request's config means on this agent, checked as far as it can be without

@@ -153,6 +153,7 @@ export const JOB_FILE_KEYS = {
     pipemare_damping: key('pipemare-damping', flag),
     backward: key('backward', oneOf(BACKWARD_MODES)),
     control_stages: key('control-stages', int(1)),
+    snapshot_every: key('snapshot-every', int(0)),
   },
   transport: {
     name: key('transport', oneOf(['nats', 'local'])),

@@ -27,7 +27,9 @@ function savedAt(dir: string): string {
 export async function trainCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags, given } = withJobFile(parseFlags(argv, TRAIN_FLAGS, 'train'), 'train', TRAIN_FLAGS);
   if (printedHelp(flags, TRAIN_HELP, out)) return 0;
-  const asyncOnly = ['consistency', 'alpha', 'beta1', 'lrd', 'backward', 'control-stages'].filter((k) => given.has(k));
+  const asyncOnly = ['consistency', 'alpha', 'beta1', 'lrd', 'backward', 'control-stages', 'snapshot-every'].filter(
+    (k) => given.has(k),
+  );
   if (flags.mode !== 'async' && asyncOnly.length > 0)
     throw new UsageError(
       `train: ${asyncOnly.map((k) => `--${k}`).join(', ')} set${asyncOnly.length === 1 ? 's' : ''} the asynchronous parameter stores; add --mode async`,

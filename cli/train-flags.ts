@@ -197,6 +197,13 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
   },
   { name: 'beta1', type: 'number', metavar: 'B1', help: 'async: NAdamW beta1', default: ASYNC_DEFAULTS.beta1 },
   {
+    name: 'snapshot-every',
+    type: 'int',
+    metavar: 'N',
+    help: 'async over NATS with --max-restarts: each stage sends the launcher its state every N updates (12 bytes a parameter), and a lost stage resumes from it, losing the updates since (0: no snapshots, a loss ends the job)',
+    default: ASYNC_DEFAULTS.snapshotEvery,
+  },
+  {
     name: 'clock',
     type: 'string',
     help: "real: wall clock; virtual: real compute, but each task holds its stage for the profile's duration on a virtual clock (deterministic order)",

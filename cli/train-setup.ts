@@ -42,6 +42,12 @@ export interface TrainSetup extends AgentSetup {
   onServer?: RunSetup['onServer'];
 }
 
+function countOf(v: unknown, name: string): number {
+  if (!Number.isInteger(v) || (v as number) < 0)
+    throw new UsageError(`train: --${name} must be an integer >= 0, got ${v}`);
+  return v as number;
+}
+
 function positive(v: unknown, name: string): number {
   if (!Number.isInteger(v) || (v as number) < 1)
     throw new UsageError(`train: --${name} must be a positive integer, got ${v}`);
@@ -181,6 +187,7 @@ function jobConfigOf(
       lrd: flags.lrd === true,
       backward: flags.backward as BackwardMode,
       controlStages: positive(flags.controlStages, 'control-stages'),
+      snapshotEvery: countOf(flags.snapshotEvery, 'snapshot-every'),
     },
   });
 }

@@ -68,6 +68,8 @@ export class AsyncTrainingCompute implements StageCompute {
     private readonly module: StageModule,
     private readonly store: ActorRef<StoreMsg>,
     private readonly backwardMode: BackwardMode = 'kept',
+    /** The job's microbatch this launch's microbatch 0 is (its data): not 0 after a recovery resumed the stream. */
+    private readonly firstMicrobatch = 0,
   ) {
     this.corpus = corpusFor(train);
     this.hidden = boundary.hiddenShapeFor(train, this.corpus.vocabSize);
@@ -127,7 +129,7 @@ export class AsyncTrainingCompute implements StageCompute {
     const x =
       this.stage === 0
         ? tf.tensor(
-            batchFor(this.train, this.corpus, 'train', iteration, t.mb).inputs,
+            batchFor(this.train, this.corpus, 'train', iteration, this.firstMicrobatch + t.mb).inputs,
             [this.train.microbatchSize, this.train.seq],
             'int32',
           )
@@ -157,7 +159,7 @@ export class AsyncTrainingCompute implements StageCompute {
         `stage ${this.stage}: module ${this.module.name} cannot keep its tape at given weights; use backward 'recompute'`,
       );
     const last = isLossStage(this.stage, t.chunk, this.shape);
-    const b = last ? batchFor(this.train, this.corpus, 'train', iteration, t.mb) : null;
+    const b = last ? batchFor(this.train, this.corpus, 'train', iteration, this.firstMicrobatch + t.mb) : null;
     const targets = b ? tf.tensor(b.targets, [...b.targetShape], 'int32') : undefined;
     let run: { result: KeptForward; inputs: ReturnType<typeof captureLinearInputs>['inputs'] };
     try {
@@ -214,7 +216,7 @@ export class AsyncTrainingCompute implements StageCompute {
     const x = this.take(this.saved, t.mb, 'forward input');
     const last = isLossStage(this.stage, t.chunk, this.shape);
     const dy = last ? null : this.take(this.grads, t.mb, 'output gradient');
-    const b = last ? batchFor(this.train, this.corpus, 'train', iteration, t.mb) : null;
+    const b = last ? batchFor(this.train, this.corpus, 'train', iteration, this.firstMicrobatch + t.mb) : null;
     const targets = b ? tf.tensor(b.targets, [...b.targetShape], 'int32') : undefined;
     const w = await this.weights('backward', t.mb);
     const res = this.module.backward(x, dy, { targets, lossScale: 1, params: w });
@@ -241,6 +243,10 @@ export class AsyncTrainingCompute implements StageCompute {
     };
     if (this.losses.length > 0) body.losses = this.losses;
     return body;
+  }
+
+  async snapshotNow(): Promise<void> {
+    await this.runtime.ask<StoreMsg, void>(this.store, (reply) => ({ type: 'snapshot', reply: () => reply() }), 2000);
   }
 
   dispose(): void {

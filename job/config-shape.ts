@@ -62,6 +62,8 @@ const ASYNC_FIELDS: Record<keyof AsyncSettings, Check> = {
   lrd: flag,
   backward: oneOf(BACKWARD_MODES),
   controlStages: integer(1),
+  snapshotEvery: integer(0),
+  firstMicrobatch: integer(0),
 };
 
 const JOB_FIELDS: Record<keyof JobConfig, Check | { nested: Record<string, Check>; nullable: boolean }> = {

@@ -22,6 +22,8 @@ export const ASYNC_DEFAULTS: AsyncSettings = {
   lrd: false,
   backward: 'kept',
   controlStages: 1,
+  snapshotEvery: 16,
+  firstMicrobatch: 0,
 };
 
 export const JOB_DEFAULTS: JobConfig = {

@@ -69,6 +69,14 @@ export interface RecoveryRecord {
   resumed_at: number;
   /** resumed_at - detected_at. */
   recovery_ms: number;
+  /** Asynchronous mode (job/async-recovery.ts), per stage: the updates of the snapshot it resumed
+   * from (0: the seed's parameters); the updates it had made since and lost (at least: counted
+   * from the trace; their microbatches from resumed_at_microbatch on are fed again); and the
+   * microbatches before resumed_at_microbatch it will never update with (skipped for good). */
+  snapshot_updates?: number[];
+  lost_updates?: number[];
+  skipped_updates?: number[];
+  resumed_at_microbatch?: number;
 }
 
 export interface DistributedResult extends JobResult {
@@ -77,7 +85,7 @@ export interface DistributedResult extends JobResult {
   /** The failures survived by replaying (a recoverable job; empty when none came). */
   recoveries?: RecoveryRecord[];
   /** What keeping every stage's state as of the last flush cost: state messages and their bytes. */
-  kept_state?: { messages: number; bytes: number };
+  kept_state?: { messages: number; bytes: number; copy_ms?: { median: number; min: number; max: number } };
 }
 
 /** Contiguous blocks of stages per node: P=8 over 3 nodes gives 0-2, 3-5, 6-7. */

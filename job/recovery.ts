@@ -14,8 +14,9 @@
 // stages again from the kept states, the coordinator beginning at the first iteration not
 // flushed by every stage. Past maxRestarts the job fails naming every failure.
 //
-// Not handled: asynchronous mode, tensor- or data-parallel jobs, and node agents this
-// launcher did not start (--nodes): a loss fails those as before.
+// Asynchronous mode has no flush to roll back to: its stages resume from their snapshots
+// (job/async-recovery.ts), losing updates. Not handled: tensor- or data-parallel jobs, and
+// node agents this launcher did not start (--nodes): a loss fails those as before.
 
 import { IterationRecord } from '../actors/coordinator';
 import { BatonEvent } from '../stage/events';
@@ -25,14 +26,20 @@ import { DistributedOptions, RecoveryOptions, RecoveryRecord } from './distribut
 import { IterationLostError, RestartsExhaustedError } from './recovery-errors';
 import { HostRecovery } from './stage-recovery';
 import { StateKeeper } from './state-keeper';
+import { SnapshotKeeper } from './snapshot-keeper';
+import { asyncRecovery, backwardsPerStage } from './async-recovery';
 import { newRejectTally, tallyReject } from '../base/reject-tally';
 
 /** How long a launcher that lost its NATS server waits for it to come back before the job fails. */
 const RECONNECT_WAIT_MS = 60_000;
+/** How long the launcher waits for the surviving stages of an asynchronous job to send their state as the job is dropped. */
+const LAST_SNAPSHOTS_MS = 3000;
 
 /** Whether a job can be recovered by replaying an iteration. */
 export function recoverable(cfg: JobConfig): boolean {
-  return cfg.mode === 'sync' && (cfg.tp ?? 1) === 1 && (cfg.dp ?? 1) === 1;
+  // Asynchronous: real compute with snapshots (emulated stages have no state, and their runs time the pipeline).
+  const mode = cfg.mode === 'sync' || (cfg.train !== null && cfg.async.snapshotEvery > 0);
+  return mode && (cfg.tp ?? 1) === 1 && (cfg.dp ?? 1) === 1;
 }
 
 /** The job from iteration `next` on (the same end); the job itself when `next` is its start. */
@@ -61,6 +68,8 @@ export class Attempts {
   /** State messages refused (not this launch's, not a snapshot), and the rejects of the attempts that failed. */
   readonly rejects = newRejectTally();
   readonly keeper: StateKeeper | null;
+  /** Asynchronous mode: each stage's newest snapshot. */
+  readonly snapshots: SnapshotKeeper | null;
   private readonly r: RecoveryOptions;
   private current: Launch | null = null;
 
@@ -72,7 +81,9 @@ export class Attempts {
     this.r = o.recovery;
     this.hostRecovery = { keepState: job.train !== null };
     // Emulated stages hold no state: the iteration under way is replayed as is.
-    this.keeper = job.train ? new StateKeeper(o.bus, job.job, job.stages, this.rejects) : null;
+    const sync = job.mode === 'sync';
+    this.keeper = job.train && sync ? new StateKeeper(o.bus, job.job, job.stages, this.rejects) : null;
+    this.snapshots = job.train && !sync ? new SnapshotKeeper(o.bus, job.job, job.stages, this.rejects) : null;
     this.r.onExit((name, why) =>
       this.current?.replayIteration(`stage process ${name} ended during the job (${why})`, name),
     );
@@ -85,6 +96,7 @@ export class Attempts {
   follow(launch: Launch): void {
     this.current = launch;
     this.keeper?.follow(launch.id);
+    this.snapshots?.follow(launch.id);
   }
 
   /** The attempt that ended with `err`: recover (restart, roll back) or rethrow when it is not a loss or too many came. */
@@ -105,6 +117,7 @@ export class Attempts {
         { cause: err },
       );
     }
+    if (this.snapshots) return this.recoverAsync(launch, err, stagesOf);
     this.keep(launch, iteration);
     // Closing sends the nodes their aborts, which nats.js drops while the connection is down:
     // an agent that kept its connection would otherwise hold the old job for its lease.
@@ -136,6 +149,30 @@ export class Attempts {
     });
   }
 
+  /** Asynchronous mode: every stage resumes from its newest snapshot (job/async-recovery.ts). */
+  private async recoverAsync(
+    launch: Launch,
+    err: IterationLostError,
+    stagesOf: (node: string) => number[],
+  ): Promise<void> {
+    const keeper = this.snapshots!;
+    this.keep(launch, this.job.firstIteration);
+    await this.r.connection?.up(RECONNECT_WAIT_MS);
+    launch.close();
+    // The surviving stages send their state as it is as their job is dropped: they resume from it.
+    const lost = err.node !== null ? stagesOf(err.node) : [];
+    const survivors = Array.from({ length: this.job.stages }, (_, s) => s).filter((s) => !lost.includes(s));
+    await keeper.lastOf(survivors, LAST_SNAPSHOTS_MS);
+    // What the failed launch sends from now on is not taken: the plan is over the snapshots kept so far.
+    keeper.follow(undefined);
+    if (err.node !== null) await this.r.restart(err.node);
+    const seen = backwardsPerStage(launch.trace.events, this.job.stages);
+    const r = asyncRecovery(this.job, keeper, err, lost, seen);
+    this.cfg = r.cfg;
+    this.hostRecovery = r.hostRecovery;
+    this.recoveries.push(r.record);
+  }
+
   /** The attempt's flushed iterations and their events join the job's. */
   keep(launch: Launch, before: number): void {
     for (const d of launch.otherLaunch.first) tallyReject(this.rejects, d);
@@ -162,7 +199,26 @@ export class Attempts {
     }
   }
 
+  /** What keeping the stages' state cost: the messages, their bytes, and (asynchronous) each snapshot's copy. */
+  keptState(): { messages: number; bytes: number; copy_ms?: { median: number; min: number; max: number } } | undefined {
+    if (this.keeper) return { messages: this.keeper.taken, bytes: this.keeper.bytes };
+    if (!this.snapshots) return undefined;
+    const { taken, bytes, copyMs } = this.snapshots;
+    const sorted = [...copyMs].sort((a, b) => a - b);
+    const round = (x: number) => Math.round(x * 1000) / 1000;
+    const spread =
+      sorted.length > 0
+        ? {
+            median: round(sorted[Math.floor(sorted.length / 2)]),
+            min: round(sorted[0]),
+            max: round(sorted[sorted.length - 1]),
+          }
+        : undefined;
+    return { messages: taken, bytes, ...(spread ? { copy_ms: spread } : {}) };
+  }
+
   close(): void {
     this.keeper?.close();
+    this.snapshots?.close();
   }
 }

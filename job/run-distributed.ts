@@ -70,7 +70,8 @@ async function runLaunch(
   if (attempts) launch.otherLaunch.count += attempts.rejects.count;
   const result = buildResult({
     cfg,
-    shape: plan.shape,
+    // A recovered asynchronous job's last attempt trains fewer microbatches (the rest of the stream).
+    shape: launch.config === cfg ? plan.shape : planJob(launch.config).shape,
     policy: plan.policy,
     records: [...(attempts?.records ?? []), ...records],
     events,
@@ -93,7 +94,7 @@ async function runLaunch(
     ...(attempts
       ? {
           recoveries: attempts.recoveries,
-          ...(attempts.keeper ? { kept_state: { messages: attempts.keeper.taken, bytes: attempts.keeper.bytes } } : {}),
+          ...(attempts.keptState() ? { kept_state: attempts.keptState() } : {}),
         }
       : {}),
   };

@@ -16,7 +16,9 @@ import { SubjectKind } from '../transport/subjects';
 import { Clock } from '../base/clock';
 import { AsyncEmulatedCompute, TimedCompute } from '../compute/emulated';
 import { CollectiveEmulatedCompute } from '../compute/tp-emulated';
-import { StoreMsg, canonicalConsistency, spawnParamStore } from '../actors/param-store';
+import { ParamStoreWiring, StoreMsg, canonicalConsistency, spawnParamStore } from '../actors/param-store';
+import type { AsyncSnapshot } from '../actors/param-store-snapshot';
+import { snapshotSender } from './snapshot-send';
 import type { StageRecovery } from './stage-recovery';
 import { syncTrainingCompute, tfjsModules } from './wire-training';
 import { EmulatedCompute, StageCompute } from '../stage/compute';
@@ -70,6 +72,7 @@ function computeFor(
       params: init?.params ?? null,
       infos: init?.infos ?? [],
       controlTaus,
+      ...asyncRecoveryOf(o),
       onConsistencySwap: (swap, from, to, updates) =>
         sink({
           type: 'policy-swap',
@@ -85,7 +88,8 @@ function computeFor(
     });
     onStore(store);
     if (!tfjs || !module || !cfg.train) return new AsyncEmulatedCompute(runtime, s, durations, store);
-    real = new tfjs.AsyncTrainingCompute(runtime, s, plan.shape, cfg.train, module, store, cfg.async.backward);
+    const { backward, firstMicrobatch } = cfg.async;
+    real = new tfjs.AsyncTrainingCompute(runtime, s, plan.shape, cfg.train, module, store, backward, firstMicrobatch);
   } else if (cfg.train) {
     real = syncTrainingCompute({
       runtime,
@@ -103,6 +107,17 @@ function computeFor(
       : new EmulatedCompute(clock, s, durations);
   // On the virtual clock real compute holds its stage for the profile's duration.
   return clock.kind === 'virtual' ? new TimedCompute(real, clock, s, durations) : real;
+}
+
+/** A recoverable asynchronous stage's snapshots (sent every snapshotEvery updates) and the one it resumes from. */
+function asyncRecoveryOf(o: StageWiringOptions): Pick<ParamStoreWiring, 'snapshots' | 'resume'> {
+  const r = o.recovery;
+  if (!r?.keepState || !o.cfg.train) return {};
+  const send = snapshotSender(o.bus, o.cfg.job, o.stage, o.launch);
+  return {
+    snapshots: { every: o.cfg.async.snapshotEvery, send },
+    ...(r.resume ? { resume: r.resume as AsyncSnapshot } : {}),
+  };
 }
 
 export interface WiredStage {

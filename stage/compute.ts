@@ -55,6 +55,8 @@ export interface StageCompute {
    * report's fields when done.
    */
   endIterationLater?(iteration: number, then: (body: Record<string, unknown>) => void): void;
+  /** An asynchronous stage that keeps snapshots: send one of its state as it is now (the job is being dropped). */
+  snapshotNow?(): Promise<void>;
   dispose?(): void;
 }
 

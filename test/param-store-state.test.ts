@@ -12,6 +12,9 @@ function state(staleness: number[]): StoreState {
     staleness,
     peakExtraBytes: 12,
     next: null,
+    high: 0,
+    skipped: 0,
+    floor: 0,
     eras: [
       { policy: 'stash', fromUpdate: 1, swap: null },
       { policy: 'fresco', fromUpdate: 3, swap: 1 },

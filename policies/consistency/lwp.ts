@@ -15,6 +15,7 @@
 // Not modelled: spike compensation, the other half of Kosson et al.'s method.
 
 import { ParamMap } from '../optim/params';
+import { RunningState, copyArrays, loadArrays } from './running-state';
 import { Extrapolation } from './extrapolate';
 import { DelayOptions, Predictor } from './current-weights';
 import { UpdateContext, WeightsContext } from './policy';
@@ -43,6 +44,14 @@ export class LinearWeightPrediction extends Predictor<LwpOptions> {
       if (v === undefined) this.v.set(name, (v = new Float32Array(u.length)));
       for (let i = 0; i < u.length; i++) v[i] = -u[i] / ctx.lr;
     }
+  }
+
+  runningState(): RunningState {
+    return { policy: this.name, counts: {}, arrays: { v: copyArrays(this.v) } };
+  }
+
+  loadRunningState(s: RunningState): void {
+    loadArrays(this.name, s, 'v', this.v);
   }
 
   override extraStateBytes(): number {

@@ -10,6 +10,7 @@
 // Either part can be turned off. The reconstruction buffers are reused between calls.
 
 import { ParamMap } from '../optim/params';
+import { RunningState, copyArrays, countOf, loadArrays } from './running-state';
 import { ConsistencyError, ConsistencyPolicy, FlightLog, LayerInput, UpdateContext, WeightsContext } from './policy';
 
 export interface PipeMareOptions {
@@ -84,6 +85,15 @@ export class PipeMare implements ConsistencyPolicy {
       for (let i = 0; i < u.length; i++) d[i] = g * d[i] + (1 - g) * u[i];
     }
     this.updates += 1;
+  }
+
+  runningState(): RunningState {
+    return { policy: this.name, counts: { updates: this.updates }, arrays: { ema: copyArrays(this.ema) } };
+  }
+
+  loadRunningState(s: RunningState): void {
+    loadArrays(this.name, s, 'ema', this.ema);
+    this.updates = countOf(s, 'updates');
   }
 
   extraStateBytes(): number {

@@ -19,6 +19,7 @@
 // (stash snapshots stay valid until backward(mb)).
 
 import { ParamMap } from '../optim/params';
+import type { RunningState } from './running-state';
 
 export interface WeightsContext {
   /** The stage's current parameters. */
@@ -54,6 +55,9 @@ export interface ConsistencyPolicy {
   transformUpdate(updates: Map<string, Float32Array>, ctx: UpdateContext): void;
   /** Bytes the policy holds beyond the parameters and optimizer state. */
   extraStateBytes(): number;
+  /** What it carries from update to update (running-state.ts), for a snapshot; absent: nothing. */
+  runningState?(): RunningState;
+  loadRunningState?(s: RunningState): void;
 }
 
 export class ConsistencyError extends Error {

@@ -18,6 +18,7 @@
 // Does not model: per-microbatch horizons (s is the stage's nominal delay).
 
 import { ParamMap } from '../optim/params';
+import { RunningState, copyArrays, countOf, loadArrays } from './running-state';
 import { Extrapolation } from './extrapolate';
 import { DelayOptions, Predictor } from './current-weights';
 import { ConsistencyError, UpdateContext, WeightsContext } from './policy';
@@ -67,6 +68,15 @@ export class SpecTrain extends Predictor<SpecTrainOptions> {
       for (let i = 0; i < u.length; i++) v[i] = g * v[i] + (1 - g) * (-u[i] / ctx.lr);
     }
     this.updates += 1;
+  }
+
+  runningState(): RunningState {
+    return { policy: this.name, counts: { updates: this.updates }, arrays: { v: copyArrays(this.v) } };
+  }
+
+  loadRunningState(s: RunningState): void {
+    loadArrays(this.name, s, 'v', this.v);
+    this.updates = countOf(s, 'updates');
   }
 
   override extraStateBytes(): number {

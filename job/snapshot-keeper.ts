@@ -1,0 +1,112 @@
+// The launcher's copy of each asynchronous stage's newest snapshot (job/async-recovery.ts),
+// sent by its parameter store every --snapshot-every updates on baton.<job>.state.<stage>
+// (job/snapshot-send.ts). A recovery restores every stage from the newest one it keeps. A
+// state message that is not one of the current launch's, not from the stage its subject
+// names, or not an asynchronous snapshot is refused and counted; one older than the kept
+// one is dropped.
+
+import { AsyncSnapshot, SnapshotCounts, asyncSnapshotProblem } from '../actors/param-store-snapshot';
+import { Bus, Subscription } from '../transport/bus';
+import { decodeValue } from '../transport/codec';
+import { subject } from '../transport/subjects';
+import { quoteValue } from '../base/quote';
+import { RejectTally, tallyReject } from '../base/reject-tally';
+
+export class SnapshotKeeper {
+  /** The newest snapshot of each stage, to restore from. */
+  private readonly snaps: (AsyncSnapshot | undefined)[];
+  /** The counts of the state each stage would resume from: its newest snapshot's, or those it resumed with since. */
+  private readonly counts: SnapshotCounts[];
+  private launch: string | undefined;
+  /** The updates each stage's state had when the current attempt began. */
+  private start: number[];
+  private readonly sub: Subscription;
+  /** Snapshots taken, their bytes on the wire, and the stages' time copying each (ms). */
+  taken = 0;
+  bytes = 0;
+  readonly copyMs: number[] = [];
+  /** Stages whose last snapshot (sent as their job was dropped) came in the launch followed. */
+  private readonly last = new Set<number>();
+
+  constructor(
+    bus: Bus,
+    private readonly job: string,
+    private readonly stages: number,
+    private readonly rejects: RejectTally,
+  ) {
+    this.snaps = new Array<AsyncSnapshot | undefined>(stages).fill(undefined);
+    this.counts = Array.from({ length: stages }, () => ({ updates: 0, next: 0, skipped: 0 }));
+    this.start = new Array<number>(stages).fill(0);
+    this.sub = bus.subscribe(subject(job, 'state', '*'), (subj, data) => this.onState(subj, data));
+  }
+
+  /** From now on, snapshots of this launch are taken, and only those (none: undefined). */
+  follow(launch: string | undefined): void {
+    this.launch = launch;
+    this.last.clear();
+  }
+
+  /** Resolves once each of `stages` has sent its last snapshot of the launch followed, or after `ms`. */
+  async lastOf(stages: readonly number[], ms: number): Promise<void> {
+    const until = Date.now() + ms;
+    while (Date.now() < until && !stages.every((s) => this.last.has(s))) await new Promise((r) => setTimeout(r, 20));
+  }
+
+  private onState(subj: string, data: Uint8Array): void {
+    const refuse = (why: string) => tallyReject(this.rejects, `${quoteValue(subj, 200)}: snapshot refused: ${why}`);
+    let v: Record<string, unknown>;
+    try {
+      v = decodeValue(data) as Record<string, unknown>;
+    } catch (err) {
+      return refuse((err as Error).message);
+    }
+    if (typeof v !== 'object' || v === null || v.verb !== 'state' || v.job !== this.job)
+      return refuse('not a state message of this job');
+    if (this.launch === undefined || v.launch !== this.launch)
+      return refuse(`of launch ${quoteValue(v.launch, 40)}, not ${this.launch ?? 'one taking snapshots'}`);
+    const stage = v.stage as number;
+    if (!Number.isInteger(stage) || stage < 0 || stage >= this.stages || subj !== subject(this.job, 'state', stage))
+      return refuse(`stage ${quoteValue(v.stage, 20)} on ${quoteValue(subj, 200)}`);
+    const problem = asyncSnapshotProblem(v.snapshot);
+    if (problem) return refuse(`not an asynchronous snapshot (${problem})`);
+    const snap = v.snapshot as AsyncSnapshot;
+    if (v.updates !== snap.updates)
+      return refuse(`it says ${quoteValue(v.updates, 20)} updates, its snapshot ${snap.updates}`);
+    const copyMs = v.copyMs;
+    if (typeof copyMs !== 'number' || !(copyMs >= 0) || !Number.isFinite(copyMs))
+      return refuse(`copyMs ${quoteValue(copyMs, 20)}`);
+    if (v.last !== undefined && typeof v.last !== 'boolean') return refuse(`last ${quoteValue(v.last, 20)}`);
+    if (v.last === true) this.last.add(stage);
+    this.taken++;
+    this.bytes += data.byteLength;
+    this.copyMs.push(copyMs);
+    if (snap.updates <= this.counts[stage].updates) return;
+    this.snaps[stage] = snap;
+    this.counts[stage] = { updates: snap.updates, next: snap.next, skipped: snap.skipped };
+  }
+
+  /** The counts each stage would resume from now. */
+  resumeCounts(): SnapshotCounts[] {
+    return this.counts.map((c) => ({ ...c }));
+  }
+
+  /** The snapshot each stage resumes from (undefined: the seed's parameters). */
+  snapshots(): (AsyncSnapshot | undefined)[] {
+    return [...this.snaps];
+  }
+
+  /** The stages resume with these counts (a recovery's plan): they hold until a newer snapshot comes. */
+  resumed(counts: readonly SnapshotCounts[]): void {
+    counts.forEach((c, s) => (this.counts[s] = { ...c }));
+    this.start = counts.map((c) => c.updates);
+  }
+
+  /** The updates each stage's state had when the current attempt began. */
+  startUpdates(): number[] {
+    return [...this.start];
+  }
+
+  close(): void {
+    this.sub.unsubscribe();
+  }
+}
