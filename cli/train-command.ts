@@ -24,16 +24,21 @@ function savedAt(dir: string): string {
   }
 }
 
-export async function trainCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { flags, given } = withJobFile(parseFlags(argv, TRAIN_FLAGS, 'train'), 'train', TRAIN_FLAGS);
-  if (printedHelp(flags, TRAIN_HELP, out)) return 0;
+/** The flags that set the asynchronous parameter stores mean nothing without --mode async: refused. */
+function refuseAsyncFlagsInSync(mode: unknown, given: ReadonlySet<string>): void {
   const asyncOnly = ['consistency', 'alpha', 'beta1', 'lrd', 'backward', 'control-stages', 'snapshot-every'].filter(
     (k) => given.has(k),
   );
-  if (flags.mode !== 'async' && asyncOnly.length > 0)
+  if (mode !== 'async' && asyncOnly.length > 0)
     throw new UsageError(
       `train: ${asyncOnly.map((k) => `--${k}`).join(', ')} set${asyncOnly.length === 1 ? 's' : ''} the asynchronous parameter stores; add --mode async`,
     );
+}
+
+export async function trainCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
+  const { flags, given } = withJobFile(parseFlags(argv, TRAIN_FLAGS, 'train'), 'train', TRAIN_FLAGS);
+  if (printedHelp(flags, TRAIN_HELP, out)) return 0;
+  refuseAsyncFlagsInSync(flags.mode, given);
   // As in `baton run`: without NATS every stage runs in this process, whatever --processes asks.
   if (flags.transport !== 'nats' && given.has('processes'))
     throw new UsageError(
