@@ -2,7 +2,8 @@
 // LayerNorm and its two gradients, GELU and its gradient, the causal softmax and its
 // gradient, each one call into native/fused.c on the memory tfjs holds (wasm heap views,
 // or the cpu backend's arrays), and UnsortedSegmentSum (the embedding gradient) as a C
-// segment sum, falling back to the kernel it replaced for what it does not handle.
+// segment sum and GatherV2 along axis 0 (the embedding lookup) as a C row copy, falling
+// back to the kernels they replaced for what they do not handle.
 // Outputs are allocated before any view is taken (the wasm heap can grow on allocation).
 
 import * as tf from '@tensorflow/tfjs';
@@ -143,5 +144,32 @@ export function nativeSegmentSum(native: Addon, backendName: string, fallback: t
     }
     native.segmentSum(vx, vids, out.data(), size(ids!.shape), size(rowShape), numSegments);
     return out.info;
+  };
+}
+
+/** GatherV2 of float32 rows (axis 0, no batch dims) by int32 ids; anything else, or an id out of range, goes to `fallback`. */
+export function nativeGather(native: Addon, backendName: string, fallback: tf.KernelConfig): tf.KernelFunc {
+  return (args: KernelArgs) => {
+    const [x, ids] = inputs(args, ['x', 'indices']);
+    const { axis, batchDims } = args.attrs as { axis: number | number[]; batchDims?: number };
+    const ax = Array.isArray(axis) ? axis[0] : axis;
+    const handled =
+      x!.dtype === 'float32' &&
+      ids!.dtype === 'int32' &&
+      ax === 0 &&
+      !batchDims &&
+      x!.shape.length >= 1 &&
+      size(x!.shape) > 0;
+    if (!handled) return fallback.kernelFunc(args);
+    const rowShape = x!.shape.slice(1);
+    const mem = memoryOf(backendName, args.backend);
+    const out = mem.output([...ids!.shape, ...rowShape]);
+    const vx = mem.view(x!);
+    const vids = mem.viewInt32(ids!);
+    const done =
+      !!vx && !!vids && native.gatherRows(vx, vids, out.data(), size(ids!.shape), size(rowShape), x!.shape[0]!);
+    if (done) return out.info;
+    (args.backend as unknown as { disposeData(id: tf.DataId): void }).disposeData(out.info.dataId);
+    return fallback.kernelFunc(args);
   };
 }

@@ -58,6 +58,7 @@ export interface Addon {
   causalSoftmax(s: Float32Array, y: Float32Array, batch: number, t: number, scale: number): void;
   causalSoftmaxGrad(dy: Float32Array, y: Float32Array, ds: Float32Array, batch: number, t: number, scale: number): void;
   segmentSum(x: Float32Array, ids: Int32Array, out: Float32Array, rows: number, width: number, segments: number): void;
+  gatherRows(x: Float32Array, ids: Int32Array, out: Float32Array, n: number, width: number, rows: number): boolean;
   setThreads(n: number): void;
   threads(): number;
   config(): string;

@@ -6,7 +6,7 @@
 // built at install (scripts/build-native.js) when the Node-API headers, a compiler
 // and OpenBLAS are there; without it the tfjs kernels stay, and the report says why.
 // With them, the fused LayerNorm, GELU and causal softmax kernels (models/fused-ops.ts)
-// and UnsortedSegmentSum (the embedding gradient) as a C segment sum.
+// and the embedding's GatherV2 and UnsortedSegmentSum (its gradient) in C.
 // Env BATON_KERNELS: 'tfjs' keeps tfjs's kernels; 'native' refuses to run without the
 // addon; unset or 'auto' uses it when it loads; 'sgemm' uses only its matrix kernels
 // and Sum (the kernel set before the fused ops, to compare). Env BATON_THREADS: the BLAS threads
@@ -21,7 +21,7 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { cores, threadsFromEnv } from './threads';
 import { Addon, nativeMatMul, nativeSum } from './native-kernel-funcs';
-import { nativeSegmentSum } from './fused-kernel-funcs';
+import { nativeGather, nativeSegmentSum } from './fused-kernel-funcs';
 import { registerFusedKernels, removeFusedKernels } from './fused-ops';
 
 export { sgemmPlan } from './native-kernel-funcs';
@@ -172,7 +172,7 @@ export function installNativeKernels(
 function registerOurs(native: Addon, backendName: string, fused: boolean): string | null {
   const before = new Map<string, tf.KernelConfig>();
   const registered = new Map<string, tf.KernelFunc>();
-  for (const name of fused ? [...NATIVE_KERNELS, 'UnsortedSegmentSum'] : NATIVE_KERNELS) {
+  for (const name of fused ? [...NATIVE_KERNELS, 'UnsortedSegmentSum', 'GatherV2'] : NATIVE_KERNELS) {
     const k = tf.getKernel(name, backendName);
     if (!k) return name;
     before.set(name, k);
@@ -184,7 +184,9 @@ function registerOurs(native: Addon, backendName: string, fused: boolean): strin
         ? nativeSum(native, backendName, k)
         : name === 'UnsortedSegmentSum'
           ? nativeSegmentSum(native, backendName, k)
-          : nativeMatMul(native, backendName, k, name === '_FusedMatMul');
+          : name === 'GatherV2'
+            ? nativeGather(native, backendName, k)
+            : nativeMatMul(native, backendName, k, name === '_FusedMatMul');
     tf.registerKernel({ kernelName: name, backendName, kernelFunc });
     registered.set(name, kernelFunc);
   }

@@ -12,6 +12,7 @@
 //   causalSoftmax(s, y, batch, t, scale)          y = softmax over j ≤ i of scale·s[i, j], 0 for j > i
 //   causalSoftmaxGrad(dy, y, ds, batch, t, scale) ds = scale·y·(dy − Σ_j dy·y)
 //   segmentSum(x, ids, out, rows, width, segments) out[ids[r]] += x[r] (rows in order; ids outside dropped)
+//   gatherRows(x, ids, out, n, width, rows)       out[i] = x[ids[i]]; false (nothing written) if an id is outside [0, rows)
 //
 // Row statistics are accumulated in double. exp is exp_approx below (a few ulp of
 // expf, in straight-line code the compiler vectorizes; glibc's expf is a call per value);
@@ -315,6 +316,30 @@ static napi_value segment_sum(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+static napi_value gather_rows(napi_env env, napi_callback_info info) {
+  const char *usage = "baton_native.gatherRows(x, ids, out, n, width, rows): arrays too short or arguments wrong";
+  napi_value argv[6];
+  if (!args(env, info, 6, argv, usage)) return NULL;
+  float *x, *out;
+  int32_t *ids;
+  size_t lx, lids, lout;
+  int64_t n, width, rows;
+  if (!baton_float_array(env, argv[0], "x", &x, &lx) || !baton_int32_array(env, argv[1], "ids", &ids, &lids) ||
+      !baton_float_array(env, argv[2], "out", &out, &lout) || !baton_int_arg(env, argv[3], "n", &n) ||
+      !baton_int_arg(env, argv[4], "width", &width) || !baton_int_arg(env, argv[5], "rows", &rows))
+    return NULL;
+  if ((uint64_t)lx < (uint64_t)rows * (uint64_t)width || (int64_t)lids < n || (uint64_t)lout < (uint64_t)n * (uint64_t)width)
+    return baton_fail(env, usage);
+  bool ok = true;
+  for (int64_t i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= rows) ok = false;
+  if (ok)
+    for (int64_t i = 0; i < n; i++) memcpy(out + i * width, x + (int64_t)ids[i] * width, (size_t)width * sizeof(float));
+  napi_value result;
+  CHECK(napi_get_boolean(env, ok, &result));
+  return result;
+}
+
 napi_value baton_fused_init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     {"layerNorm", NULL, layer_norm, NULL, NULL, NULL, napi_default, NULL},
@@ -325,6 +350,7 @@ napi_value baton_fused_init(napi_env env, napi_value exports) {
     {"causalSoftmax", NULL, causal_softmax, NULL, NULL, NULL, napi_default, NULL},
     {"causalSoftmaxGrad", NULL, causal_softmax_grad, NULL, NULL, NULL, napi_default, NULL},
     {"segmentSum", NULL, segment_sum, NULL, NULL, NULL, napi_default, NULL},
+    {"gatherRows", NULL, gather_rows, NULL, NULL, NULL, napi_default, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

@@ -119,6 +119,33 @@ describe('fused ops', function () {
     assert.deepStrictEqual(got, [10, 20, 0, 0, 101, 202]);
   });
 
+  for (const backend of ['wasm', 'cpu'] as const) {
+    it(`${backend}: the embedding lookup (GatherV2 on axis 0) copies rows natively and equals tfjs's kernel, ids out of range included`, async () => {
+      await loadBackend({ force: backend });
+      const table = Float32Array.from({ length: 5 * 3 }, (_, i) => i * 0.5 - 2);
+      const lookup = (ids: number[]) =>
+        tf.tidy(() => {
+          try {
+            return Array.from(
+              tf.gather(tf.tensor2d(table, [5, 3]), tf.tensor2d(ids, [2, ids.length / 2], 'int32')).dataSync(),
+            );
+          } catch (e) {
+            return (e as Error).message;
+          }
+        });
+      for (const ids of [
+        [4, 0, 4, 2],
+        [1, 7, 0, 0],
+      ]) {
+        installNativeKernels(backend, { choice: 'tfjs' });
+        const ref = lookup(ids);
+        installNativeKernels(backend, { choice: 'native', threads: 1 });
+        assert.ok(nativeKernelReport().kernels.includes('GatherV2'));
+        assert.deepStrictEqual(lookup(ids), ref, `ids ${ids}`);
+      }
+    });
+  }
+
   it('with the tfjs or sgemm kernel set the ops decline and layers compose tfjs kernels', async () => {
     await loadBackend({ force: 'wasm' });
     for (const choice of ['tfjs', 'sgemm'] as const) {

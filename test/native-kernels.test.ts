@@ -26,6 +26,7 @@ const ALL_NATIVE = [
   '_FusedMatMul',
   'Sum',
   'UnsortedSegmentSum',
+  'GatherV2',
   'BatonLayerNorm',
   'BatonLayerNormGradX',
   'BatonLayerNormGradParams',
