@@ -246,5 +246,5 @@ export const TRAIN_HELP =
     TRAIN_FLAGS,
   ) +
   STAGE_NODE_FLAGS_HELP +
-  "  BATON_KERNELS                auto (default): native kernels when the addon is built; native: refuse to run without them; tfjs: tfjs's own kernels\n" +
+  "  BATON_KERNELS                auto (default): native kernels when the addon is built; native: refuse to run without them; sgemm: only the matrix kernels and sums (no fused ops); tfjs: tfjs's own kernels\n" +
   '  BATON_THREADS                native-kernel threads of a compute process (what --threads sets for the processes it starts)\n';

@@ -2,9 +2,13 @@
 // as explicit tensors, so a stage can run with its current variables or with stashed or
 // predicted weights, and gradients can be taken with respect to any of them.
 //
-// Not modelled: dropout (training here is deterministic) and fused kernels.
+// LayerNorm, GELU and the causal softmax run as one fused kernel each when the backend
+// has them (models/fused-ops.ts, native kernels); otherwise the same math from tfjs ops.
+//
+// Not modelled: dropout (training here is deterministic).
 
 import * as tf from '@tensorflow/tfjs';
+import { fusedCausalSoftmax, fusedGelu, fusedLayerNorm } from './fused-ops';
 
 /** What a linear layer saw in a captured forward: its input rows and its weight's names. */
 export interface CapturedLinearInput {
@@ -64,6 +68,8 @@ export const LAYER_NORM_EPS = 1e-5;
 
 /** Layer normalisation over the last axis with gain g and bias b. */
 export function layerNorm(x: tf.Tensor, g: tf.Tensor, b: tf.Tensor): tf.Tensor {
+  const fused = fusedLayerNorm(x, g, b, LAYER_NORM_EPS);
+  if (fused) return fused;
   const { mean, variance } = tf.moments(x, -1, true);
   return x
     .sub(mean)
@@ -80,6 +86,8 @@ const GELU_C = Math.sqrt(2 / Math.PI);
  * sigmoid is about 15x faster than its tanh.
  */
 export function gelu(x: tf.Tensor): tf.Tensor {
+  const fused = fusedGelu(x);
+  if (fused) return fused;
   const z2 = x.add(x.mul(x).mul(x).mul(0.044715)).mul(2 * GELU_C);
   return x.mul(tf.sigmoid(z2));
 }
@@ -129,15 +137,19 @@ export function attentionHeads(
   const q = split(linear(x, w.wq, w.bq));
   const k = split(linear(x, w.wk, w.bk));
   const v = split(linear(x, w.wv, w.bv));
-  const scores = tf
-    .matMul(q, k, false, true)
-    .mul(1 / Math.sqrt(hd))
-    .add(causalMask(T)); // (B, H, T, T)
-  const att = tf.softmax(scores, -1);
+  const att = causalSoftmax(tf.matMul(q, k, false, true), 1 / Math.sqrt(hd)); // (B, H, T, T)
   return tf
     .matMul(att, v)
     .transpose([0, 2, 1, 3])
     .reshape([B, T, heads * hd]); // (B, T, H·hd)
+}
+
+/** softmax(scale·scores + causal mask) over the last axis of scores (..., T, T). */
+export function causalSoftmax(scores: tf.Tensor, scale: number): tf.Tensor {
+  const fused = fusedCausalSoftmax(scores, scale);
+  if (fused) return fused;
+  const t = scores.shape[scores.rank - 1]!;
+  return tf.softmax(scores.mul(scale).add(causalMask(t)), -1);
 }
 
 /** Mean cross-entropy of logits (..., V) against int32 targets (...). */

@@ -26,29 +26,72 @@ export interface Addon {
     relu: boolean,
   ): void;
   colSum(x: Float32Array, out: Float32Array, rows: number, cols: number): void;
+  layerNorm(
+    x: Float32Array,
+    g: Float32Array,
+    b: Float32Array,
+    y: Float32Array,
+    rows: number,
+    cols: number,
+    eps: number,
+  ): void;
+  layerNormGradX(
+    dy: Float32Array,
+    x: Float32Array,
+    g: Float32Array,
+    dx: Float32Array,
+    rows: number,
+    cols: number,
+    eps: number,
+  ): void;
+  layerNormGradParams(
+    dy: Float32Array,
+    x: Float32Array,
+    dg: Float32Array,
+    db: Float32Array,
+    rows: number,
+    cols: number,
+    eps: number,
+  ): void;
+  gelu(x: Float32Array, y: Float32Array, n: number): void;
+  geluGrad(dy: Float32Array, x: Float32Array, dx: Float32Array, n: number): void;
+  causalSoftmax(s: Float32Array, y: Float32Array, batch: number, t: number, scale: number): void;
+  causalSoftmaxGrad(dy: Float32Array, y: Float32Array, ds: Float32Array, batch: number, t: number, scale: number): void;
+  segmentSum(x: Float32Array, ids: Int32Array, out: Float32Array, rows: number, width: number, segments: number): void;
+  gatherRows(x: Float32Array, ids: Int32Array, out: Float32Array, n: number, width: number, rows: number): boolean;
   setThreads(n: number): void;
   threads(): number;
   config(): string;
 }
 
 /** Float32 data of a tensor and a way to make the output, on the two backends whose memory JS can see. */
-interface Memory {
+export interface Memory {
   view(x: tf.TensorInfo): Float32Array | null;
+  /** The int32 data of an int32 tensor, or null. */
+  viewInt32(x: tf.TensorInfo): Int32Array | null;
   /** Allocates the output; views taken before it may be stale on wasm (the heap can grow), so take them after. */
   output(shape: number[]): { info: tf.TensorInfo; data: () => Float32Array };
 }
 
-function memoryOf(backendName: string, backend: unknown): Memory {
+export function memoryOf(backendName: string, backend: unknown): Memory {
   if (backendName === 'wasm') {
     const b = backend as {
-      typedArrayFromHeap(x: tf.TensorInfo): Float32Array;
+      typedArrayFromHeap(x: tf.TensorInfo): Float32Array | Int32Array | Uint8Array;
       makeOutput(shape: number[], dtype: tf.DataType): tf.TensorInfo;
     };
+    const raw = (x: tf.TensorInfo) => b.typedArrayFromHeap(x);
     return {
-      view: (x) => b.typedArrayFromHeap(x),
+      view: (x) => {
+        const v = raw(x);
+        return v instanceof Float32Array ? v : null;
+      },
+      viewInt32: (x) => {
+        const v = raw(x);
+        return v instanceof Int32Array ? v : null;
+      },
       output: (shape) => {
         const info = b.makeOutput(shape, 'float32');
-        return { info, data: () => b.typedArrayFromHeap(info) };
+        return { info, data: () => b.typedArrayFromHeap(info) as Float32Array };
       },
     };
   }
@@ -60,6 +103,10 @@ function memoryOf(backendName: string, backend: unknown): Memory {
     view: (x) => {
       const v = b.data.get(x.dataId)?.values;
       return v instanceof Float32Array ? v : null;
+    },
+    viewInt32: (x) => {
+      const v = b.data.get(x.dataId)?.values;
+      return v instanceof Int32Array ? v : null;
     },
     output: (shape) => {
       const values = new Float32Array(size(shape));

@@ -5,8 +5,11 @@
 // arrays. No copies; transposes are BLAS flags, not Transpose kernels. The addon is
 // built at install (scripts/build-native.js) when the Node-API headers, a compiler
 // and OpenBLAS are there; without it the tfjs kernels stay, and the report says why.
+// With them, the fused LayerNorm, GELU and causal softmax kernels (models/fused-ops.ts)
+// and the embedding's GatherV2 and UnsortedSegmentSum (its gradient) in C.
 // Env BATON_KERNELS: 'tfjs' keeps tfjs's kernels; 'native' refuses to run without the
-// addon; unset or 'auto' uses it when it loads. Env BATON_THREADS: the BLAS threads
+// addon; unset or 'auto' uses it when it loads; 'sgemm' uses only its matrix kernels
+// and Sum (the kernel set before the fused ops, to compare). Env BATON_THREADS: the BLAS threads
 // (models/threads.ts; default: all cores, a launcher gives its stage processes a share).
 //
 // Not handled natively (they fall through to the kernel registered before): dtypes
@@ -18,11 +21,14 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { cores, threadsFromEnv } from './threads';
 import { Addon, nativeMatMul, nativeSum } from './native-kernel-funcs';
+import { nativeGather, nativeSegmentSum } from './fused-kernel-funcs';
+import { registerFusedKernels, removeFusedKernels } from './fused-ops';
 
 export { sgemmPlan } from './native-kernel-funcs';
 
+/** tfjs kernels replaced by native ones with the 'sgemm' set; the full set adds UnsortedSegmentSum and the fused kernels. */
 export const NATIVE_KERNELS = ['BatchMatMul', '_FusedMatMul', 'Sum'] as const;
-export type KernelsChoice = 'auto' | 'native' | 'tfjs';
+export type KernelsChoice = 'auto' | 'native' | 'sgemm' | 'tfjs';
 
 export interface NativeKernelReport {
   /** The backend the kernels are registered for, or null before any install. */
@@ -74,8 +80,10 @@ function loadAddon(): Addon | null {
 }
 
 export function parseKernelsChoice(value: string, source: string): KernelsChoice {
-  if (value === 'auto' || value === 'native' || value === 'tfjs') return value;
-  throw new NativeKernelError(`${source}: unknown kernel set ${JSON.stringify(value)}; choices are auto, native, tfjs`);
+  if (value === 'auto' || value === 'native' || value === 'sgemm' || value === 'tfjs') return value;
+  throw new NativeKernelError(
+    `${source}: unknown kernel set ${JSON.stringify(value)}; choices are auto, native, sgemm, tfjs`,
+  );
 }
 
 let report: NativeKernelReport = {
@@ -89,6 +97,8 @@ let report: NativeKernelReport = {
 const replaced = new Map<string, Map<string, tf.KernelConfig>>();
 /** The kernel functions this module registered, per backend, to tell when they were replaced. */
 const ours = new Map<string, Map<string, tf.KernelFunc>>();
+/** Whether the fused kernels are registered, per backend ('sgemm' leaves them out). */
+const fusedOn = new Map<string, boolean>();
 
 /** Sets the BLAS threads of this process (no-op without the addon). */
 export function setNativeThreads(n: number): void {
@@ -140,14 +150,17 @@ export function installNativeKernels(
   if (mine && [...mine].some(([name, f]) => tf.getKernel(name, backendName)?.kernelFunc !== f)) {
     replaced.delete(backendName);
     ours.delete(backendName);
+    fusedOn.delete(backendName);
   }
+  const fused = choice !== 'sgemm';
+  if (fusedOn.get(backendName) !== fused) removeNativeKernels(backendName);
   if (!replaced.has(backendName)) {
-    const missing = registerOurs(native, backendName);
+    const missing = registerOurs(native, backendName, fused);
     if (missing) return refuse(`the ${backendName} backend has no ${missing} kernel to fall back to`);
   }
   report = {
     backend: backendName,
-    kernels: [...NATIVE_KERNELS],
+    kernels: [...replaced.get(backendName)!.keys(), ...(fused ? registerFusedKernels(native, backendName) : [])],
     library: native.config(),
     threads: native.threads(),
     reason: null,
@@ -156,10 +169,10 @@ export function installNativeKernels(
 }
 
 /** Registers the native kernels over `backendName`'s own; returns the name of one it lacks (then registers none). */
-function registerOurs(native: Addon, backendName: string): string | null {
+function registerOurs(native: Addon, backendName: string, fused: boolean): string | null {
   const before = new Map<string, tf.KernelConfig>();
   const registered = new Map<string, tf.KernelFunc>();
-  for (const name of NATIVE_KERNELS) {
+  for (const name of fused ? [...NATIVE_KERNELS, 'UnsortedSegmentSum', 'GatherV2'] : NATIVE_KERNELS) {
     const k = tf.getKernel(name, backendName);
     if (!k) return name;
     before.set(name, k);
@@ -169,12 +182,17 @@ function registerOurs(native: Addon, backendName: string): string | null {
     const kernelFunc =
       name === 'Sum'
         ? nativeSum(native, backendName, k)
-        : nativeMatMul(native, backendName, k, name === '_FusedMatMul');
+        : name === 'UnsortedSegmentSum'
+          ? nativeSegmentSum(native, backendName, k)
+          : name === 'GatherV2'
+            ? nativeGather(native, backendName, k)
+            : nativeMatMul(native, backendName, k, name === '_FusedMatMul');
     tf.registerKernel({ kernelName: name, backendName, kernelFunc });
     registered.set(name, kernelFunc);
   }
   replaced.set(backendName, before);
   ours.set(backendName, registered);
+  fusedOn.set(backendName, fused);
   return null;
 }
 
@@ -182,6 +200,8 @@ function registerOurs(native: Addon, backendName: string): string | null {
 export function removeNativeKernels(backendName: string): void {
   const before = replaced.get(backendName);
   ours.delete(backendName);
+  fusedOn.delete(backendName);
+  removeFusedKernels(backendName);
   if (!before) return;
   for (const [name, k] of before) {
     tf.unregisterKernel(name, backendName);

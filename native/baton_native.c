@@ -10,61 +10,24 @@
 //   colSum(x, out, rows, cols)
 //     out[j] = Σ_i x[i·cols + j], rows in order (a bias gradient: the sum over leading axes).
 //   setThreads(n), threads(), config(): the BLAS library's thread count and build.
+//   The fused elementwise kernels (LayerNorm, GELU, causal softmax, segment sums) are in fused.c.
 //
 // Every length is checked against the typed arrays before a byte is written: a wrong
 // call throws a RangeError naming the argument, never writes past an array.
 
 #include <cblas.h>
-#include <node_api.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-#define CHECK(call)                                                   \
-  do {                                                                \
-    if ((call) != napi_ok) {                                          \
-      napi_throw_error(env, NULL, "baton_native: Node-API call failed: " #call); \
-      return NULL;                                                    \
-    }                                                                 \
-  } while (0)
+#include "napi_args.h"
 
-static napi_value fail(napi_env env, const char *msg) {
-  napi_throw_range_error(env, NULL, msg);
-  return NULL;
-}
+#define fail baton_fail
+#define float_array baton_float_array
+#define int_arg baton_int_arg
 
-// The float32 data of argument `i`, and its length in floats; false (with a JS error) if not a Float32Array.
-static bool float_array(napi_env env, napi_value v, const char *name, float **data, size_t *len) {
-  bool is_ta = false;
-  char msg[160];
-  if (napi_is_typedarray(env, v, &is_ta) != napi_ok || !is_ta) {
-    snprintf(msg, sizeof msg, "baton_native: argument %s must be a Float32Array", name);
-    napi_throw_type_error(env, NULL, msg);
-    return false;
-  }
-  napi_typedarray_type type;
-  void *p = NULL;
-  napi_value buffer;
-  size_t offset = 0;
-  if (napi_get_typedarray_info(env, v, &type, len, &p, &buffer, &offset) != napi_ok || type != napi_float32_array) {
-    snprintf(msg, sizeof msg, "baton_native: argument %s must be a Float32Array", name);
-    napi_throw_type_error(env, NULL, msg);
-    return false;
-  }
-  *data = (float *)p;
-  return true;
-}
-
-static bool int_arg(napi_env env, napi_value v, const char *name, int64_t *out) {
-  if (napi_get_value_int64(env, v, out) != napi_ok || *out < 0 || *out > INT32_MAX) {
-    char msg[160];
-    snprintf(msg, sizeof msg, "baton_native: argument %s must be an integer in [0, 2^31)", name);
-    napi_throw_range_error(env, NULL, msg);
-    return false;
-  }
-  return true;
-}
+napi_value baton_fused_init(napi_env env, napi_value exports);
 
 static bool bool_arg(napi_env env, napi_value v, bool *out) {
   return napi_get_value_bool(env, v, out) == napi_ok;
@@ -171,7 +134,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"config", NULL, config, NULL, NULL, NULL, napi_default, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
-  return exports;
+  return baton_fused_init(env, exports);
 }
 
 NAPI_MODULE(NODE_GYP_MODULE_NAME, init)

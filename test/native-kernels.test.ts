@@ -20,6 +20,22 @@ import { valuesOfShape } from './helpers-values';
 
 const built = fs.existsSync(ADDON_PATH);
 
+/** The full native kernel set: the sgemm set, the embedding gradient and the fused kernels. */
+const ALL_NATIVE = [
+  'BatchMatMul',
+  '_FusedMatMul',
+  'Sum',
+  'UnsortedSegmentSum',
+  'GatherV2',
+  'BatonLayerNorm',
+  'BatonLayerNormGradX',
+  'BatonLayerNormGradParams',
+  'BatonGelu',
+  'BatonGeluGrad',
+  'BatonCausalSoftmax',
+  'BatonCausalSoftmaxGrad',
+];
+
 /**
  * Runs `f` on the cpu backend with tfjs's own kernels (the reference), then on `backend`
  * with the native ones. Not wasm's own kernels as the reference: its matMul caches an
@@ -126,7 +142,7 @@ describe('native kernels: plans and names', () => {
       () => parseKernelsChoice('fast', 'BATON_KERNELS'),
       (e: Error) =>
         e instanceof NativeKernelError &&
-        /BATON_KERNELS: unknown kernel set "fast"; choices are auto, native, tfjs/.test(e.message),
+        /BATON_KERNELS: unknown kernel set "fast"; choices are auto, native, sgemm, tfjs/.test(e.message),
     );
     assert.throws(
       () => parseThreads('0', '--threads'),
@@ -201,7 +217,12 @@ describe('native kernels on the backends', function () {
   it('reports which kernels run natively, with the BLAS library and its threads, and restores tfjs kernels when asked', async () => {
     const report = await loadBackend({ force: 'wasm' });
     const r = installNativeKernels('wasm', { choice: 'native' });
-    assert.deepStrictEqual(r.kernels, ['BatchMatMul', '_FusedMatMul', 'Sum']);
+    assert.deepStrictEqual(r.kernels, ALL_NATIVE);
+    assert.deepStrictEqual(installNativeKernels('wasm', { choice: 'sgemm' }).kernels, [
+      'BatchMatMul',
+      '_FusedMatMul',
+      'Sum',
+    ]);
     assert.match(r.library ?? '', /OpenBLAS/);
     setNativeThreads(1);
     assert.strictEqual(nativeKernelReport().threads, 1);
@@ -236,7 +257,7 @@ describe('native kernels without the addon', () => {
   it('the wasm backend loads either way and the loader says which kernels are native, or why none are', async () => {
     const report = await loadBackend({ force: 'wasm' });
     if (process.env['BATON_KERNELS'] === 'tfjs') assert.match(report.kernels.reason ?? '', /BATON_KERNELS=tfjs/);
-    else if (built) assert.deepStrictEqual(report.kernels.kernels, ['BatchMatMul', '_FusedMatMul', 'Sum']);
+    else if (built) assert.deepStrictEqual(report.kernels.kernels, ALL_NATIVE);
     else assert.match(report.kernels.reason ?? '', /native addon is not built/);
   });
 

@@ -1,0 +1,174 @@
+import * as assert from 'assert';
+import * as fs from 'fs';
+import * as tf from '@tensorflow/tfjs';
+import { loadBackend } from '../models/backend';
+import { ADDON_PATH, installNativeKernels, nativeKernelReport, removeNativeKernels } from '../models/native-kernels';
+import { FUSED_KERNELS, fusedCausalSoftmax, fusedGelu, fusedLayerNorm } from '../models/fused-ops';
+import { LAYER_NORM_EPS, causalSoftmax, gelu, layerNorm } from '../models/layers';
+import { SeededRandom } from '../models/seeded-init';
+import { valuesOfShape } from './helpers-values';
+
+const built = fs.existsSync(ADDON_PATH);
+
+type Case = { name: string; shapes: number[][]; f: (...xs: tf.Tensor[]) => tf.Tensor };
+
+/** Each fused op on inputs of these shapes (the first is the activation; the rest, LayerNorm's g and b). */
+const CASES: Case[] = [
+  { name: 'layerNorm', shapes: [[3, 5, 8], [8], [8]], f: (x, g, b) => layerNorm(x!, g!, b!) },
+  { name: 'layerNorm of one row', shapes: [[1, 16], [16], [16]], f: (x, g, b) => layerNorm(x!, g!, b!) },
+  { name: 'gelu', shapes: [[4, 6, 10]], f: (x) => gelu(x!) },
+  { name: 'causalSoftmax', shapes: [[2, 3, 7, 7]], f: (x) => causalSoftmax(x!, 0.35) },
+];
+
+/** The op's value and its gradients for every input under the weights `w` of the output (sum(w·f)). */
+function valueAndGrads(c: Case, data: Float32Array[], w: Float32Array): Float32Array[] {
+  return tf.tidy(() => {
+    const xs = c.shapes.map((s, i) => tf.tensor(data[i]!, s));
+    const weights = (y: tf.Tensor) => tf.tensor(w, y.shape);
+    const { value, grads } = tf.valueAndGrads((...ys: tf.Tensor[]) => {
+      const y = c.f(...ys);
+      return y.mul(weights(y)).sum();
+    })(xs);
+    return [c.f(...xs), value, ...grads].map((t) => t.dataSync() as Float32Array).map((a) => a.slice());
+  });
+}
+
+function inputsOf(c: Case, seed: number): { data: Float32Array[]; w: Float32Array } {
+  const rng = new SeededRandom(seed);
+  const data = c.shapes.map((s) => Float32Array.from(valuesOfShape(rng, s, false), (v) => 2 * v));
+  const w = Float32Array.from(valuesOfShape(rng, c.shapes[0]!, false));
+  return { data, w };
+}
+
+function maxRelErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let peak = 1e-6;
+  for (let i = 0; i < b.length; i++) peak = Math.max(peak, Math.abs(b[i]!));
+  let worst = 0;
+  for (let i = 0; i < b.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!) / peak);
+  return worst;
+}
+
+describe('fused ops', function () {
+  before(function () {
+    if (!built) this.skip(); // the build is optional; without it the ops compose tfjs kernels
+  });
+  after(async () => {
+    for (const b of ['cpu', 'wasm']) {
+      removeNativeKernels(b);
+      installNativeKernels(b);
+    }
+    await loadBackend({ force: 'wasm' });
+  });
+
+  for (const backend of ['wasm', 'cpu'] as const) {
+    it(`${backend}: each fused op and its gradients equal the tfjs composition of the same math`, async () => {
+      await loadBackend({ force: backend });
+      for (const [i, c] of CASES.entries()) {
+        const { data, w } = inputsOf(c, 10 + i);
+        installNativeKernels(backend, { choice: 'tfjs' });
+        const ref = valueAndGrads(c, data, w);
+        installNativeKernels(backend, { choice: 'native', threads: 1 });
+        assert.ok(nativeKernelReport().kernels.includes('BatonLayerNorm'), 'fused kernels registered');
+        const fused = valueAndGrads(c, data, w);
+        const what = ['value', 'weighted sum', ...c.shapes.map((_, k) => `gradient ${k}`)];
+        ref.forEach((r, k) => {
+          const err = maxRelErr(fused[k]!, r);
+          assert.ok(err < 2e-5, `${backend} ${c.name} ${what[k]}: relative error ${err}`);
+        });
+      }
+    });
+  }
+
+  it('the fused gradients match central finite differences of the fused forward', async () => {
+    await loadBackend({ force: 'cpu' });
+    installNativeKernels('cpu', { choice: 'native', threads: 1 });
+    for (const [i, c] of CASES.entries()) {
+      const { data, w } = inputsOf(c, 30 + i);
+      const [, , ...grads] = valueAndGrads(c, data, w);
+      const h = 1e-2;
+      for (const [k, x] of data.entries()) {
+        for (const j of [0, Math.floor(x.length / 2), x.length - 1]) {
+          const at = (d: number) => {
+            const moved = data.map((a) => a.slice());
+            moved[k]![j]! += d;
+            return valueAndGrads(c, moved, w)[1]![0]!;
+          };
+          const fd = (at(h) - at(-h)) / (2 * h);
+          const g = grads[k]![j]!;
+          assert.ok(Math.abs(fd - g) <= 2e-2 * Math.max(1, Math.abs(g)), `${c.name} input ${k}[${j}]: ${g} vs ${fd}`);
+        }
+      }
+    }
+  });
+
+  it('wasm: the embedding gradient (UnsortedSegmentSum) sums rows by id natively, dropping ids out of range', async () => {
+    await loadBackend({ force: 'wasm' });
+    installNativeKernels('wasm', { choice: 'native', threads: 1 });
+    assert.ok(nativeKernelReport().kernels.includes('UnsortedSegmentSum'));
+    const got = tf.tidy(() =>
+      Array.from(
+        tf
+          .unsortedSegmentSum(
+            tf.tensor2d([1, 2, 10, 20, 100, 200, 7, 7], [4, 2]),
+            tf.tensor1d([2, 0, 2, 5], 'int32'),
+            3,
+          )
+          .dataSync(),
+      ),
+    );
+    assert.deepStrictEqual(got, [10, 20, 0, 0, 101, 202]);
+  });
+
+  for (const backend of ['wasm', 'cpu'] as const) {
+    it(`${backend}: the embedding lookup (GatherV2 on axis 0) copies rows natively and equals tfjs's kernel, ids out of range included`, async () => {
+      await loadBackend({ force: backend });
+      const table = Float32Array.from({ length: 5 * 3 }, (_, i) => i * 0.5 - 2);
+      const lookup = (ids: number[]) =>
+        tf.tidy(() => {
+          try {
+            return Array.from(
+              tf.gather(tf.tensor2d(table, [5, 3]), tf.tensor2d(ids, [2, ids.length / 2], 'int32')).dataSync(),
+            );
+          } catch (e) {
+            return (e as Error).message;
+          }
+        });
+      for (const ids of [
+        [4, 0, 4, 2],
+        [1, 7, 0, 0],
+      ]) {
+        installNativeKernels(backend, { choice: 'tfjs' });
+        const ref = lookup(ids);
+        installNativeKernels(backend, { choice: 'native', threads: 1 });
+        assert.ok(nativeKernelReport().kernels.includes('GatherV2'));
+        assert.deepStrictEqual(lookup(ids), ref, `ids ${ids}`);
+      }
+    });
+  }
+
+  it('with the tfjs or sgemm kernel set the ops decline and layers compose tfjs kernels', async () => {
+    await loadBackend({ force: 'wasm' });
+    for (const choice of ['tfjs', 'sgemm'] as const) {
+      installNativeKernels('wasm', { choice });
+      assert.ok(!nativeKernelReport().kernels.some((k) => (FUSED_KERNELS as string[]).includes(k)), choice);
+      tf.tidy(() => {
+        const x = tf.ones([2, 4, 4]);
+        assert.strictEqual(fusedLayerNorm(x, tf.ones([4]), tf.zeros([4]), LAYER_NORM_EPS), null);
+        assert.strictEqual(fusedGelu(x), null);
+        assert.strictEqual(fusedCausalSoftmax(x, 1), null);
+        assert.deepStrictEqual(causalSoftmax(x, 1).shape, [2, 4, 4]);
+      });
+    }
+  });
+
+  it('the fused ops decline inputs they do not handle (non-float, non-square scores, broadcast gains)', async () => {
+    await loadBackend({ force: 'wasm' });
+    installNativeKernels('wasm', { choice: 'native', threads: 1 });
+    tf.tidy(() => {
+      assert.strictEqual(fusedCausalSoftmax(tf.ones([2, 3, 4]), 1), null);
+      assert.strictEqual(fusedGelu(tf.ones([3], 'int32')), null);
+      assert.strictEqual(fusedLayerNorm(tf.ones([2, 4]), tf.ones([1]), tf.zeros([4]), 1e-5), null);
+      assert.notStrictEqual(fusedGelu(tf.ones([3])), null);
+    });
+  });
+});
