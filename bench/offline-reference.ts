@@ -50,6 +50,8 @@ export async function benchOfflineReference(o: ReferenceBenchOptions = {}) {
   const seeds = o.seeds ?? 10;
   const M = o.microbatches ?? 64;
   const columns: readonly Column[] = o.relax ? [...COLUMNS, ...RELAX_COLUMNS] : COLUMNS;
+  // Checked before any run: the freed stages of each pipeline size.
+  const free = new Map(stagesList.map((P) => [P, o.relax ? parseStages(o.relax, P) : undefined]));
   const runs: Record<string, unknown>[] = [];
   const cells: {
     profile: string;
@@ -67,7 +69,7 @@ export async function benchOfflineReference(o: ReferenceBenchOptions = {}) {
         const terms: Record<string, number> = {};
         for (let seed = 0; seed < seeds; seed++) {
           const base = { stages: P, microbatches: M, profile, jitter: 'paper' as const, bufferLimit: limit, seed };
-          const m = await measureSeed(base, o.relax);
+          const m = await measureSeed(base, free.get(P));
           offlineMs += m.offlineMs;
           for (const c of columns) values[c].push(m.row[c] ?? NaN);
           // The term kind (critical-path, stage, slot), not which stage.
@@ -113,7 +115,7 @@ export async function benchOfflineReference(o: ReferenceBenchOptions = {}) {
 }
 
 /** One seed of one cell: bf, its bound and offline reference, bfw and binding 1f1b, and the relaxation if asked. */
-async function measureSeed(base: Partial<JobConfig> & { stages: number }, relax: string | undefined) {
+async function measureSeed(base: Partial<JobConfig>, free: number[] | undefined) {
   const bf = await run({ ...base, policy: 'bf' });
   const t0 = performance.now();
   const ref = runReference(bf, true);
@@ -130,8 +132,8 @@ async function measureSeed(base: Partial<JobConfig> & { stages: number }, relax:
     'bf/offline': s.makespan_ms / ref.offline_ms,
     'offline/bound': ref.offline_ms / s.lower_bound_ms,
   };
-  if (relax) {
-    const x = relaxedOffline(bf, parseStages(relax, base.stages));
+  if (free) {
+    const x = relaxedOffline(bf, free);
     Object.assign(row, { relaxed: x.relaxed, 'relaxed/bound': x.relaxed / x.bound });
   }
   return { row, term: s.lower_bound_term, evaluations: ref.offline_evaluations, offlineMs };
@@ -176,6 +178,17 @@ export function formatOfflineReferenceBench(r: Awaited<ReturnType<typeof benchOf
   return `${table}\n\nwall ${(r.wall_ms / 1000).toFixed(0)} s, of which the offline searches ${(r.offline_ms_total / 1000).toFixed(0)} s`;
 }
 
+/** --relax, checked against every pipeline size before anything runs. */
+function relaxFlag(v: unknown, stages: number[]): string | undefined {
+  if (v === undefined) return undefined;
+  try {
+    for (const P of stages) parseStages(v as string, P);
+  } catch (e) {
+    throw new UsageError(`--relax: ${(e as Error).message}`);
+  }
+  return v as string;
+}
+
 function limitsFlag(v: unknown): BufferLimit[] | undefined {
   if (v === undefined) return undefined;
   return (v as string[]).map((x) => {
@@ -216,7 +229,7 @@ if (require.main === module) {
         seeds: positiveInt(flags, 'seeds'),
         stages,
         limits: limitsFlag(flags.limits),
-        relax: flags.relax as string | undefined,
+        relax: relaxFlag(flags.relax, stages ?? [8, 16]),
       });
       return flags.json ? r : formatOfflineReferenceBench(r);
     },
