@@ -6,11 +6,20 @@
 // range over seeds of each, and of bf/offline and offline/bound. bfw runs the split
 // backward (its own durations: B less its weight-gradient part, then W) and binding 1f1b
 // keeps its own in-flight counts (P - s), so both are compared by makespan only.
+// With --relax S (a stage list such as 1-7), each run's offline search also runs on the same
+// instance with those stages made free (checks/offline-relax.ts), in two more columns: how
+// far the search lands from the relaxed instance's bound once those stages' queueing is gone.
 
 import { JobConfig, resolveConfig } from '../job/config';
 import { JobResult, runJob, summarize } from '../job/run-local';
 import { runReference } from '../job/run-reference';
-import { median } from '../checks/stats';
+import { offlineReference } from '../checks/offline-reference';
+import { freeStages, parseStages } from '../checks/offline-relax';
+import { measuredDurations } from '../checks/measured';
+import { DurationModel } from '../models/durations';
+import { lowerBound } from '../checks/lower-bound';
+import { inflightCaps } from '../checks/slot-bound';
+import { mean, median } from '../checks/stats';
 import { BufferLimit } from '../policies/backpressure';
 import { formatTable } from '../cli/table';
 import { UsageError } from '../cli/args';
@@ -22,10 +31,13 @@ export interface ReferenceBenchOptions {
   limits?: BufferLimit[];
   seeds?: number;
   microbatches?: number;
+  /** Stages to free in a second offline search per run (checks/offline-relax.ts), as a list like "1-7". */
+  relax?: string;
 }
 
 const COLUMNS = ['bound', 'offline', 'bf', 'bfw', '1f1b', 'bf/offline', 'offline/bound'] as const;
-type Column = (typeof COLUMNS)[number];
+const RELAX_COLUMNS = ['relaxed', 'relaxed/bound'] as const;
+type Column = (typeof COLUMNS)[number] | (typeof RELAX_COLUMNS)[number];
 
 async function run(c: Partial<JobConfig>): Promise<JobResult> {
   return runJob(resolveConfig(c), { clock: 'virtual' });
@@ -37,6 +49,9 @@ export async function benchOfflineReference(o: ReferenceBenchOptions = {}) {
   const limits = o.limits ?? [8, 32, 'depth'];
   const seeds = o.seeds ?? 10;
   const M = o.microbatches ?? 64;
+  const columns: readonly Column[] = o.relax ? [...COLUMNS, ...RELAX_COLUMNS] : COLUMNS;
+  // Checked before any run: the freed stages of each pipeline size.
+  const free = new Map(stagesList.map((P) => [P, o.relax ? parseStages(o.relax, P) : undefined]));
   const runs: Record<string, unknown>[] = [];
   const cells: {
     profile: string;
@@ -50,38 +65,24 @@ export async function benchOfflineReference(o: ReferenceBenchOptions = {}) {
   for (const profile of profiles)
     for (const P of stagesList)
       for (const limit of limits) {
-        const values = Object.fromEntries(COLUMNS.map((c) => [c, [] as number[]])) as Record<Column, number[]>;
+        const values = Object.fromEntries(columns.map((c) => [c, [] as number[]])) as Record<Column, number[]>;
         const terms: Record<string, number> = {};
         for (let seed = 0; seed < seeds; seed++) {
           const base = { stages: P, microbatches: M, profile, jitter: 'paper' as const, bufferLimit: limit, seed };
-          const bf = await run({ ...base, policy: 'bf' });
-          const t0 = performance.now();
-          const ref = runReference(bf, true);
-          offlineMs += performance.now() - t0;
-          const s = summarize(bf);
-          const bfw = summarize(await run({ ...base, policy: 'bfw' }));
-          const oneF = summarize(await run({ ...base, policy: '1f1b' }));
-          const row: Record<Column, number> = {
-            bound: s.lower_bound_ms,
-            offline: ref.offline_ms,
-            bf: s.makespan_ms,
-            bfw: bfw.makespan_ms,
-            '1f1b': oneF.makespan_ms,
-            'bf/offline': s.makespan_ms / ref.offline_ms,
-            'offline/bound': ref.offline_ms / s.lower_bound_ms,
-          };
-          for (const c of COLUMNS) values[c].push(row[c]);
+          const m = await measureSeed(base, free.get(P));
+          offlineMs += m.offlineMs;
+          for (const c of columns) values[c].push(m.row[c] ?? NaN);
           // The term kind (critical-path, stage, slot), not which stage.
-          const kind = s.lower_bound_term.split(' ')[0];
+          const kind = m.term.split(' ')[0];
           terms[kind] = (terms[kind] ?? 0) + 1;
           runs.push({
             profile,
             stages: P,
             limit,
             seed,
-            ...row,
-            lower_bound_term: s.lower_bound_term,
-            offline_evaluations: ref.offline_evaluations,
+            ...m.row,
+            lower_bound_term: m.term,
+            offline_evaluations: m.evaluations,
           });
         }
         cells.push({ profile, stages: P, limit, values, terms });
@@ -92,7 +93,7 @@ export async function benchOfflineReference(o: ReferenceBenchOptions = {}) {
     limit: c.limit,
     bound_terms: c.terms,
     ...Object.fromEntries(
-      COLUMNS.map((k) => [
+      columns.map((k) => [
         k,
         { median: median(c.values[k]), min: Math.min(...c.values[k]), max: Math.max(...c.values[k]) },
       ]),
@@ -101,7 +102,55 @@ export async function benchOfflineReference(o: ReferenceBenchOptions = {}) {
     Column,
     { median: number; min: number; max: number }
   >)[];
-  return { summary, runs, seeds, microbatches: M, wall_ms: performance.now() - wall0, offline_ms_total: offlineMs };
+  return {
+    summary,
+    runs,
+    seeds,
+    microbatches: M,
+    columns,
+    relax: o.relax,
+    wall_ms: performance.now() - wall0,
+    offline_ms_total: offlineMs,
+  };
+}
+
+/** One seed of one cell: bf, its bound and offline reference, bfw and binding 1f1b, and the relaxation if asked. */
+async function measureSeed(base: Partial<JobConfig>, free: number[] | undefined) {
+  const bf = await run({ ...base, policy: 'bf' });
+  const t0 = performance.now();
+  const ref = runReference(bf, true);
+  const offlineMs = performance.now() - t0;
+  const s = summarize(bf);
+  const bfw = summarize(await run({ ...base, policy: 'bfw' }));
+  const oneF = summarize(await run({ ...base, policy: '1f1b' }));
+  const row: Partial<Record<Column, number>> = {
+    bound: s.lower_bound_ms,
+    offline: ref.offline_ms,
+    bf: s.makespan_ms,
+    bfw: bfw.makespan_ms,
+    '1f1b': oneF.makespan_ms,
+    'bf/offline': s.makespan_ms / ref.offline_ms,
+    'offline/bound': ref.offline_ms / s.lower_bound_ms,
+  };
+  if (free) {
+    const x = relaxedOffline(bf, free);
+    Object.assign(row, { relaxed: x.relaxed, 'relaxed/bound': x.relaxed / x.bound });
+  }
+  return { row, term: s.lower_bound_term, evaluations: ref.offline_evaluations, offlineMs };
+}
+
+/**
+ * The offline search's makespan with `free` made free and the lower bound of that relaxed
+ * instance (the same caps), each averaged over the run's measured iterations (as offline_ms).
+ */
+function relaxedOffline(r: JobResult, free: number[]): { relaxed: number; bound: number } {
+  const relaxed = freeStages(r.shape, measuredDurations(r.events, r.shape, true) as unknown as DurationModel, free);
+  const caps = inflightCaps(r.policy, r.shape, r.config.bufferLimit);
+  const runs = r.iterations.map((i) => ({
+    relaxed: offlineReference(r.shape, i.iteration, relaxed, r.config.bufferLimit, { seed: r.config.seed }).makespan,
+    bound: lowerBound(r.shape, i.iteration, relaxed, caps).bound,
+  }));
+  return { relaxed: mean(runs.map((x) => x.relaxed)), bound: mean(runs.map((x) => x.bound)) };
 }
 
 export function formatOfflineReferenceBench(r: Awaited<ReturnType<typeof benchOfflineReference>>): string {
@@ -110,20 +159,34 @@ export function formatOfflineReferenceBench(r: Awaited<ReturnType<typeof benchOf
   const ratio = (x: { median: number; min: number; max: number }) =>
     `${x.median.toFixed(3)} [${x.min.toFixed(3)}-${x.max.toFixed(3)}]`;
   const table = formatTable(
-    ['profile', 'P', 'limit', ...COLUMNS.map((c) => (c.includes('/') ? c : `${c} ms`)), 'bound set by'],
+    ['profile', 'P', 'limit', ...r.columns.map((c) => (c.includes('/') ? c : `${c} ms`)), 'bound set by'],
     r.summary.map((x) => [
       x.profile,
       String(x.stages),
       String(x.limit),
-      ...COLUMNS.map((c) => (c.includes('/') ? ratio(x[c]) : ms(x[c]))),
+      ...r.columns.map((c) => (c.includes('/') ? ratio(x[c]) : ms(x[c]))),
       Object.entries(x.bound_terms)
         .map(([k, n]) => `${k} ${n}`)
         .join(', '),
     ]),
     `paper jitter, M=${r.microbatches}, seeds 0-${r.seeds - 1}: median [min-max] over seeds. bound and offline on bf's realized durations under the limit's caps; ` +
-      'bf/offline = how far bf is from the clairvoyant reference; offline/bound = what the bound leaves unexplained (the reference is a heuristic, so at most this far from optimal)',
+      'bf/offline = how far bf is from the clairvoyant reference; offline/bound = what the bound leaves unexplained (the reference is a heuristic, so at most this far from optimal)' +
+      (r.relax
+        ? `; relaxed = the same search with stages ${r.relax} made free (no queueing there; checks/offline-relax.ts), relaxed/bound its distance to the relaxed instance's own bound (the same but for the freed stages' one-machine terms)`
+        : ''),
   );
   return `${table}\n\nwall ${(r.wall_ms / 1000).toFixed(0)} s, of which the offline searches ${(r.offline_ms_total / 1000).toFixed(0)} s`;
+}
+
+/** --relax, checked against every pipeline size before anything runs. */
+function relaxFlag(v: unknown, stages: number[]): string | undefined {
+  if (v === undefined) return undefined;
+  try {
+    for (const P of stages) parseStages(v as string, P);
+  } catch (e) {
+    throw new UsageError(`--relax: ${(e as Error).message}`);
+  }
+  return v as string;
 }
 
 function limitsFlag(v: unknown): BufferLimit[] | undefined {
@@ -145,6 +208,12 @@ if (require.main === module) {
       { name: 'seeds', type: 'int', metavar: 'N', help: 'seeds 0..N-1 per cell (default 10)' },
       { name: 'stages', type: 'list', metavar: 'P1,P2', help: 'pipeline sizes (default 8,16)' },
       { name: 'limits', type: 'list', metavar: 'L1,L2', help: 'buffer limits: integers or depth (default 8,32,depth)' },
+      {
+        name: 'relax',
+        type: 'string',
+        metavar: 'S',
+        help: 'also search each instance with stages S (e.g. 1-7) made free: columns relaxed and relaxed/bound',
+      },
     ],
     async (flags) => {
       const stages =
@@ -160,6 +229,7 @@ if (require.main === module) {
         seeds: positiveInt(flags, 'seeds'),
         stages,
         limits: limitsFlag(flags.limits),
+        relax: relaxFlag(flags.relax, stages ?? [8, 16]),
       });
       return flags.json ? r : formatOfflineReferenceBench(r);
     },

@@ -27,7 +27,7 @@ const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
   },
   reference: {
     file: 'offline-reference.js',
-    flags: '[--seeds N] [--stages 8,16] [--limits 8,32,depth]',
+    flags: '[--seeds N] [--stages 8,16] [--limits 8,32,depth] [--relax 1-7]',
     what: 'lower bound and clairvoyant offline reference against bf, bfw and binding 1f1b (llm, multimodal; P 8, 16; limits 8, 32, depth; 10 seeds): medians and ranges',
   },
   bus: {

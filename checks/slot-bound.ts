@@ -36,7 +36,9 @@
 // with their own caps, the 'depth' limit (cap P - s), async mode (one stream, same count)
 // and the real clock (measured durations, message times 0 across clocks: still a path).
 // Not captured: queues at the other stages inside a round trip (the slots are timed as if
-// the rest of the pipeline were idle), so with a heavy stage downstream it is loose.
+// the rest of the pipeline were idle), so with a heavy stage downstream it is loose: at P = 8,
+// limit 8 the offline search lands within 1.8% of it with stages 1..7 made free and up to 6%
+// above it with only stages 1..6 free (bench/README.md, `bench -- reference --relax`).
 
 import { HintPolicy } from '../policies/hint';
 import { BufferLimit, inflightBound, stageBufferLimit } from '../policies/backpressure';
