@@ -1,8 +1,11 @@
 // The tensor-parallel group, one member actor per rank: the scalar all-gather of RRFP's
 // coordination round (§4.2, appendix D). The rank's stage actor hands it a proposal; the
 // member publishes it to every peer's tp subject and collects the peers' proposals of the
-// same round; once it has all T it tells the stage every candidate, in rank order, and the
-// stage decides (stage/tp-coordination.ts). A peer's proposal for a round this rank has not
+// same round; once it has all T it tells the stage every candidate, in rank order, and when
+// the last peer's proposal came in (its bytes, on this member's clock: on the virtual clock
+// and in one process that is when the peer sent it; over NATS it includes the transit, which
+// cannot be told apart without comparing two machines' clocks), and the stage decides
+// (stage/tp-coordination.ts). A peer's proposal for a round this rank has not
 // opened yet is told to the stage too (a deferred rank then retries). Proposals are held
 // for their drawn message time, as activations are (receiver.ts commHoldMs), so on the
 // virtual clock a round costs what its messages cost. A stranger's message is refused and
@@ -22,7 +25,14 @@ import { ActorRef, ActorRuntime } from './runtime';
 export type TpGroupMsg =
   | { readonly type: 'propose'; readonly round: number; readonly iteration: number; readonly task: Task }
   | PeerBytes
-  | { readonly type: 'peer'; readonly round: number; readonly rank: number; readonly task: Task };
+  | {
+      readonly type: 'peer';
+      readonly round: number;
+      readonly rank: number;
+      readonly task: Task;
+      /** When its bytes reached this member, before their emulated message time (this member's clock). */
+      readonly at: number;
+    };
 
 export interface TpGroupWiring {
   readonly runtime: ActorRuntime;
@@ -42,8 +52,8 @@ export interface TpGroupWiring {
 interface TpGroupState {
   /** Rounds this rank has proposed in (its next is `own`). */
   own: number;
-  /** Candidates of the rounds not yet complete, by round, in rank order. */
-  rounds: Map<number, (Task | null)[]>;
+  /** Candidates of the rounds not yet complete, by round, in rank order, and when the last peer's came in. */
+  rounds: Map<number, { slots: (Task | null)[]; peersIn: number }>;
   /** The lowest round not yet answered. */
   answered: number;
   seq: number;
@@ -69,22 +79,26 @@ function peerProposal(w: TpGroupWiring, e: Envelope): PeerProposal | string {
   }
   const problem = taskProblem(t, w.shape);
   if (problem !== null) return `task ${formatTask(t)} is not a task of this pipeline (${problem})`;
-  return { type: 'peer', round: round as number, rank: rank as number, task: t };
+  return { type: 'peer', round: round as number, rank: rank as number, task: t, at: w.runtime.clock.now() };
 }
 
-function record(w: TpGroupWiring, s: TpGroupState, round: number, rank: number, t: Task): string | null {
+function record(w: TpGroupWiring, s: TpGroupState, round: number, rank: number, t: Task, at: number): string | null {
   // A peer can be at most one round ahead of this rank: its next round needs this rank's proposal.
   if (round < s.answered || round > s.own)
     return `round ${round} is not open (answered up to ${s.answered - 1}, own ${s.own})`;
-  let slots = s.rounds.get(round);
-  if (!slots) s.rounds.set(round, (slots = new Array<Task | null>(w.lane.ranks).fill(null)));
+  let r = s.rounds.get(round);
+  if (!r) s.rounds.set(round, (r = { slots: new Array<Task | null>(w.lane.ranks).fill(null), peersIn: -Infinity }));
+  const { slots } = r;
   if (slots[rank] !== null) return `second proposal of rank ${rank} in round ${round}`;
   slots[rank] = t;
-  if (rank !== w.lane.rank && round >= s.own) w.tell({ type: 'tp-peer', round });
+  if (rank !== w.lane.rank) {
+    r.peersIn = Math.max(r.peersIn, at);
+    if (round >= s.own) w.tell({ type: 'tp-peer', round });
+  }
   if (slots.every((x) => x !== null)) {
     s.rounds.delete(round);
     s.answered = round + 1;
-    w.tell({ type: 'tp-result', round, candidates: slots as Task[] });
+    w.tell({ type: 'tp-result', round, candidates: slots as Task[], peersIn: r.peersIn });
   }
   return null;
 }
@@ -126,12 +140,12 @@ export function spawnTpGroupMember(w: TpGroupWiring): { member: ActorRef<TpGroup
       if (msg.round !== s.own) throw new Error(`${name}: stage proposed in round ${msg.round}, expected ${s.own}`);
       publishProposal(w, s, msg);
       s.own++;
-      const problem = record(w, s, msg.round, w.lane.rank, msg.task);
+      const problem = record(w, s, msg.round, w.lane.rank, msg.task, runtime.clock.now());
       if (problem) throw new Error(`${name}: ${problem}`);
       return s;
     }
     const read = (e: Envelope) => peerProposal(w, e);
-    takePeerMessage<PeerProposal>(peers, self, msg, read, (p) => record(w, s, p.round, p.rank, p.task));
+    takePeerMessage<PeerProposal>(peers, self, msg, read, (p) => record(w, s, p.round, p.rank, p.task, p.at));
     return s;
   });
   const subscription = peerSubscription(runtime, w.bus, laneSubject(w.job, 'tp', w.stage, w.lane), member);

@@ -22,8 +22,8 @@ const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
   },
   tp: {
     file: 'tp-breakdown.js',
-    flags: '[--iterations I] [--seed S]',
-    what: 'tensor-parallel groups on the virtual clock: RQ2 breakdown (multimodal, PP=16, TP 1/2/4: compute, blocking, TP coordination) and the RQ1 grid (TP 1/2 x PP 8/16 x llm/multimodal: bf, bfw over binding 1f1b, limit 32 and depth, peak in-flight)',
+    flags: '[--iterations I] [--seed S] [--seeds N] [--rank-jitter shared|independent] [--part both|rq2|rq1]',
+    what: 'tensor-parallel groups on the virtual clock, median [min-max] over seeds: RQ2 breakdown (multimodal, PP=16, TP 1/2/4: compute, blocking, TP peer wait, TP coordination) and the RQ1 grid (TP 1/2 x PP 8/16 x llm/multimodal: bf, bfw over binding 1f1b, limit 32 and depth, peak in-flight)',
   },
   reference: {
     file: 'offline-reference.js',

@@ -3,8 +3,9 @@
 // validation checks on its own; on top, RRFP's appendix D.1 invariant: every rank of a
 // tensor-parallel group ran the same sequence of collective-relevant tasks (F and B), and a
 // violation names the group, the ranks and the first position where they differ. Per rank:
-// compute, blocking (idle with work left, no round open), TP coordination (a round open)
-// and deferrals (rounds without agreement).
+// compute, blocking (idle with work left, no round open), TP peer wait (a round open, a peer
+// not yet at it), TP coordination (the rest of an open round: the all-gather's own time) and
+// deferrals (rounds without agreement).
 
 import { formatTask, task } from '../policies/task';
 import { BatonEvent } from '../stage/events';
@@ -67,11 +68,14 @@ export interface LaneStageStats {
   replica: number;
   compute_ms: number;
   blocking_ms: number;
+  /** Open rounds' time after the last peer proposal reached the rank: the all-gather's own (RRFP's TP Coord). */
   tp_coordination_ms: number;
+  /** Open rounds' time until the last peer proposal reached the rank: a peer not yet at the round. */
+  tp_peer_wait_ms: number;
   deferrals: number;
 }
 
-/** Per stage actor, over the iterations `measured` keeps: ms computing, blocked, coordinating, and deferrals. */
+/** Per stage actor, over the iterations `measured` keeps: ms computing, blocked, waiting for a peer's proposal, coordinating, and deferrals. */
 export function laneStageStats(
   events: readonly BatonEvent[],
   measured: (iteration: number) => boolean,
@@ -82,7 +86,15 @@ export function laneStageStats(
     const k = `${e.replica ?? 0}|${e.stage}|${e.rank ?? 0}`;
     let st = out.get(k);
     if (!st) {
-      st = { stage: e.stage, ...laneOfEvent(e), compute_ms: 0, blocking_ms: 0, tp_coordination_ms: 0, deferrals: 0 };
+      st = {
+        stage: e.stage,
+        ...laneOfEvent(e),
+        compute_ms: 0,
+        blocking_ms: 0,
+        tp_coordination_ms: 0,
+        tp_peer_wait_ms: 0,
+        deferrals: 0,
+      };
       out.set(k, st);
     }
     return st;
@@ -98,6 +110,7 @@ export function laneStageStats(
     } else if (e.type === 'wait') {
       const st = of(e);
       if (e.reason === 'tp-coord') st.tp_coordination_ms += e.ms;
+      else if (e.reason === 'tp-peer') st.tp_peer_wait_ms += e.ms;
       else st.blocking_ms += e.ms;
       if (e.reason === 'tp-defer') st.deferrals++;
     }

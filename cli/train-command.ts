@@ -95,14 +95,14 @@ export async function trainCommand(argv: readonly string[], out: (s: string) => 
     const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
     const b = r.summary.breakdown;
     out(
-      `per stage actor and iteration: TP coordination ${b.tp_coordination_ms.toFixed(1)} ms (${pct(b.tp_coordination_share)}), TP all-reduce ${r.all_reduce.tp_all_reduce_ms.toFixed(1)} ms (${pct(r.all_reduce.tp_all_reduce_share)}), replicas' all-reduce ${r.all_reduce.dp_all_reduce_ms.toFixed(1)} ms (${pct(r.all_reduce.dp_all_reduce_share)}) of the iteration`,
+      `per stage actor and iteration: TP coordination ${b.tp_coordination_ms.toFixed(1)} ms (${pct(b.tp_coordination_share)}) and TP peer wait ${b.tp_peer_wait_ms.toFixed(1)} ms (${pct(b.tp_peer_wait_share)}), TP all-reduce ${r.all_reduce.tp_all_reduce_ms.toFixed(1)} ms (${pct(r.all_reduce.tp_all_reduce_share)}), replicas' all-reduce ${r.all_reduce.dp_all_reduce_ms.toFixed(1)} ms (${pct(r.all_reduce.dp_all_reduce_share)}) of the iteration`,
     );
     const later = r.all_reduce.per_iteration.slice(1);
     if (later.length > 0) {
       const sum = (f: (x: (typeof later)[number]) => number) => later.reduce((a, x) => a + f(x), 0);
       const span = sum((x) => x.makespan_ms);
       out(
-        `after the first iteration (${later.length}): TP coordination ${pct(sum((x) => x.tp_coordination_ms) / span)}, TP all-reduce ${pct(sum((x) => x.tp_all_reduce_ms) / span)}, replicas' all-reduce ${pct(sum((x) => x.dp_all_reduce_ms) / span)} of the iteration`,
+        `after the first iteration (${later.length}): TP coordination ${pct(sum((x) => x.tp_coordination_ms) / span)}, TP peer wait ${pct(sum((x) => x.tp_peer_wait_ms) / span)}, TP all-reduce ${pct(sum((x) => x.tp_all_reduce_ms) / span)}, replicas' all-reduce ${pct(sum((x) => x.dp_all_reduce_ms) / span)} of the iteration`,
       );
     }
   }

@@ -98,7 +98,7 @@ export function allReduceSummary(cfg: JobConfig, records: readonly IterationReco
   };
 }
 
-/** The mean stage actor's ms in TP coordination (open rounds, from the events) and in the all-reduces, per iteration,
+/** The mean stage actor's ms in TP coordination and TP peer wait (open rounds, from the events) and in the all-reduces, per iteration,
  * with the iteration's makespan: the first iteration pays for compilation, so a reader can leave it out. */
 function perIteration(records: readonly IterationRecord[], events: readonly BatonEvent[]) {
   const byIteration = new Map<number, BatonEvent[]>();
@@ -115,6 +115,7 @@ function perIteration(records: readonly IterationRecord[], events: readonly Bato
       iteration: rec.iteration,
       makespan_ms: rec.makespan,
       tp_coordination_ms: mean(lanes.map((l) => l.tp_coordination_ms)),
+      tp_peer_wait_ms: mean(lanes.map((l) => l.tp_peer_wait_ms)),
       tp_all_reduce_ms: mean(reported.map((r) => (typeof r?.tp === 'number' ? r.tp : 0))),
       dp_all_reduce_ms: mean(reported.map((r) => (typeof r?.dp === 'number' ? r.dp : 0))),
     };

@@ -31,7 +31,7 @@ export interface JobResult {
   wallMs: number;
   /** What was rejected (bad messages from peers), first ones first; `totals.rejected` counts them all. */
   rejects: string[];
-  /** A job with T > 1 or D > 1: per stage actor, compute, blocking, TP coordination and deferrals (the rest is lane 0's). */
+  /** A job with T > 1 or D > 1: per stage actor, compute, blocking, TP peer wait, TP coordination and deferrals (the rest is lane 0's). */
   lanes?: LaneStageStats[];
   /** The policy swaps of the run, each with where every stage adopted it (job/swap-records.ts). */
   swaps: SwapRecord[];
@@ -95,6 +95,7 @@ export function laneSummary(r: JobResult) {
   const compute = sum((l) => l.compute_ms);
   const blocking = sum((l) => l.blocking_ms);
   const coord = sum((l) => l.tp_coordination_ms);
+  const peer = sum((l) => l.tp_peer_wait_ms);
   return {
     tp: r.config.tp,
     dp: r.config.dp,
@@ -103,9 +104,11 @@ export function laneSummary(r: JobResult) {
       compute_ms: compute,
       blocking_ms: blocking,
       tp_coordination_ms: coord,
+      tp_peer_wait_ms: peer,
       compute_share: share(compute),
       blocking_share: share(blocking),
       tp_coordination_share: share(coord),
+      tp_peer_wait_share: share(peer),
     },
     deferrals: lanes.reduce((a, l) => a + l.deferrals, 0),
     lanes,

@@ -63,8 +63,13 @@ export interface WaitEvent extends Base {
   readonly type: 'wait';
   /** How long the stage sat idle with work left before this task could start. */
   readonly ms: number;
-  /** tp-coord: a tensor-parallel round was open (proposal to answer); tp-defer: after a round without agreement. */
-  readonly reason: 'nothing-ready' | 'binding' | 'backpressure' | 'tp-defer' | 'tp-coord';
+  /**
+   * A tensor-parallel round open (proposal to answer) is two waits: tp-peer, until the group's
+   * last peer proposal of the round reached this rank (a peer had not reached the round yet:
+   * a readiness wait), then tp-coord, the all-gather's own message time and the decision.
+   * tp-defer: after a round without agreement.
+   */
+  readonly reason: 'nothing-ready' | 'binding' | 'backpressure' | 'tp-defer' | 'tp-peer' | 'tp-coord';
 }
 
 /** The sender published a message again, asked by its receiver, which had waited for it too long (a lost message). */
@@ -108,7 +113,7 @@ export type BatonEvent =
 export type EventSink = (e: BatonEvent) => void;
 
 const TASK_KINDS = new Set(['F', 'B', 'W']);
-const WAIT_REASONS = new Set(['nothing-ready', 'binding', 'backpressure', 'tp-defer', 'tp-coord']);
+const WAIT_REASONS = new Set(['nothing-ready', 'binding', 'backpressure', 'tp-defer', 'tp-peer', 'tp-coord']);
 const isInt =
   (min: number, max = Number.MAX_SAFE_INTEGER) =>
   (x: unknown) =>

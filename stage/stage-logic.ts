@@ -119,7 +119,11 @@ function dispatch(s: StageState, pick: Task, backpressure: boolean, now: number,
   fx.push({ type: 'run', iteration: it.iteration, task: pick });
 }
 
-/** The group answered the open round: run the agreed task, or wait deferred (the round's time is TP coordination). */
+/**
+ * The group answered the open round: run the agreed task, or wait deferred. The round's time
+ * is two waits: tp-peer until the last peer proposal reached this rank (`peersIn`; none when
+ * the peers had proposed first), then tp-coord, the all-gather's own time (RRFP §7.4's TP Coord).
+ */
 function onTpResult(s: StageState, msg: MsgOf<'tp-result'>, now: number, fx: StageEffect[]): void {
   const tp = s.tp;
   const open = tp?.proposing;
@@ -129,17 +133,11 @@ function onTpResult(s: StageState, msg: MsgOf<'tp-result'>, now: number, fx: Sta
     );
   const it = s.current;
   const agreed = closeRound(tp, msg.round, msg.candidates);
-  fx.push({
-    type: 'event',
-    event: {
-      type: 'wait',
-      t: open.at,
-      stage: s.setup.stage,
-      iteration: it.iteration,
-      ms: now - open.at,
-      reason: 'tp-coord',
-    },
-  });
+  const peersIn = Math.min(now, Math.max(open.at, msg.peersIn));
+  const wait = (t: number, ms: number, reason: 'tp-peer' | 'tp-coord') =>
+    fx.push({ type: 'event', event: { type: 'wait', t, stage: s.setup.stage, iteration: it.iteration, ms, reason } });
+  if (peersIn > open.at) wait(open.at, peersIn - open.at, 'tp-peer');
+  wait(peersIn, now - peersIn, 'tp-coord');
   if (agreed) {
     dispatch(s, agreed, open.backpressure, now, fx);
   } else {

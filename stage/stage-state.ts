@@ -51,8 +51,17 @@ export type StageMsg =
     }
   /** Arbitrate now (with settleBeforeArbitration, after an 'arbitrate-later'). */
   | { readonly type: 'arbitrate' }
-  /** The group's answer to a round: every rank's candidate, in rank order (stage/tp-coordination.ts). */
-  | { readonly type: 'tp-result'; readonly round: number; readonly candidates: readonly Task[] }
+  /**
+   * The group's answer to a round: every rank's candidate, in rank order (stage/tp-coordination.ts),
+   * and `peersIn`, when the round's last peer proposal reached this rank's group member (its
+   * bytes, before their emulated message time; this rank's own clock).
+   */
+  | {
+      readonly type: 'tp-result';
+      readonly round: number;
+      readonly candidates: readonly Task[];
+      readonly peersIn: number;
+    }
   /** A peer of the group proposed in `round`. */
   | { readonly type: 'tp-peer'; readonly round: number }
   /** Swap the arbitration policy at its safe point (policy-swap.ts). */

@@ -13,6 +13,7 @@ import { arbiterFor } from '../policies/arbiter';
 import { resolvePolicy } from '../policies/registry';
 import { stageStep } from '../stage/stage-logic';
 import { StageEffect, initialStageState } from '../stage/stage-state';
+import { laneStageStats } from '../checks/lanes';
 
 const t = parseTask;
 
@@ -87,13 +88,13 @@ describe('tensor-parallel coordination (RRFP appendix D), without actors', () =>
     assert.ok(s.current!.ready.has(t('F1')), 'the candidate stays ready while the round is open');
     fx = stageStep(s, { type: 'input', iteration: 0, mb: 0, chunk: 0 }, 2);
     assert.ok(!kinds(fx).includes('propose'), 'no second proposal while a round is open');
-    fx = stageStep(s, { type: 'tp-result', round: 0, candidates: [t('F1'), t('F0')] }, 3);
+    fx = stageStep(s, { type: 'tp-result', round: 0, candidates: [t('F1'), t('F0')], peersIn: 1 }, 3);
     assert.ok(!kinds(fx).includes('run'), 'no rank enters a task the group did not agree on');
     assert.equal(s.current!.memo, memo, 'the arbitration state did not advance');
     // The ready set changed (F0 arrived) during the round: the retry comes at once, from the same hint order.
     const retry = fx.find((f) => f.type === 'propose');
     assert.ok(retry && retry.type === 'propose' && retry.round === 1 && retry.task.mb === 0, JSON.stringify(fx));
-    fx = stageStep(s, { type: 'tp-result', round: 1, candidates: [t('F0'), t('F0')] }, 4);
+    fx = stageStep(s, { type: 'tp-result', round: 1, candidates: [t('F0'), t('F0')], peersIn: 3 }, 4);
     assert.deepEqual(
       kinds(fx).filter((k) => k === 'run'),
       ['run'],
@@ -101,5 +102,38 @@ describe('tensor-parallel coordination (RRFP appendix D), without actors', () =>
     const waits = fx.flatMap((f) => (f.type === 'event' && f.event.type === 'wait' ? [f.event.reason] : []));
     assert.deepEqual(waits, ['tp-coord']);
     assert.equal(s.tp!.deferrals, 1);
+  });
+
+  it("splits an open round into the wait for a peer's proposal and the all-gather's own time: proposed at 0, the peer's in at 5, answered at 6 gives peer wait 5 and coordination 1", () => {
+    const shape = { stages: 1, chunks: 1, microbatches: 2, splitBackward: false };
+    const arbiter = arbiterFor(resolvePolicy('bf'), 32);
+    const s = initialStageState({ stage: 0, shape, arbiter, tp: { ranks: 2, rank: 1 } });
+    stageStep(s, { type: 'start', iteration: 0 }, 0);
+    const proposed = stageStep(s, { type: 'input', iteration: 0, mb: 0, chunk: 0 }, 0);
+    assert.ok(proposed.some((f) => f.type === 'propose'));
+    const fx = stageStep(s, { type: 'tp-result', round: 0, candidates: [t('F0'), t('F0')], peersIn: 5 }, 6);
+    const events = fx.flatMap((f) => (f.type === 'event' ? [{ ...f.event, rank: 1, replica: 0 }] : []));
+    const waits = events.flatMap((e) => (e.type === 'wait' ? [[e.reason, e.t, e.ms]] : []));
+    assert.deepEqual(waits, [
+      ['tp-peer', 0, 5],
+      ['tp-coord', 5, 1],
+    ]);
+    const [stats] = laneStageStats(events, () => true);
+    assert.equal(stats.tp_peer_wait_ms, 5);
+    assert.equal(stats.tp_coordination_ms, 1);
+    assert.equal(stats.blocking_ms, 0, 'neither part is blocking');
+  });
+
+  it('has no peer wait when the peers proposed before this rank: the whole round is coordination', () => {
+    const shape = { stages: 1, chunks: 1, microbatches: 2, splitBackward: false };
+    const arbiter = arbiterFor(resolvePolicy('bf'), 32);
+    const s = initialStageState({ stage: 0, shape, arbiter, tp: { ranks: 2, rank: 0 } });
+    stageStep(s, { type: 'start', iteration: 0 }, 0);
+    stageStep(s, { type: 'input', iteration: 0, mb: 0, chunk: 0 }, 4);
+    const fx = stageStep(s, { type: 'tp-result', round: 0, candidates: [t('F0'), t('F0')], peersIn: 2 }, 7);
+    const waits = fx.flatMap((f) =>
+      f.type === 'event' && f.event.type === 'wait' ? [[f.event.reason, f.event.t, f.event.ms]] : [],
+    );
+    assert.deepEqual(waits, [['tp-coord', 4, 3]]);
   });
 });

@@ -98,6 +98,37 @@ describe('tensor-parallel groups and data-parallel replicas on the virtual clock
     assert.equal(r.records[0].reports.length, 8, 'every stage actor of every lane reported');
   });
 
+  it("splits each round on the virtual clock at its last proposal: a rank's peer wait is how much later than its own the group's last proposal opened, and the rest is the proposal's message time", async () => {
+    const r = await sim({ stages: 4, microbatches: 8, tp: 2, profile: 'multimodal', jitter: 'paper', seed: 3 });
+    // Per group and rank, the rounds in order: [opened at, peer wait, coordination].
+    const rounds = new Map<string, [number, number, number][]>();
+    let pending: BatonEvent | null = null;
+    for (const e of r.events) {
+      if (e.type !== 'wait' || (e.reason !== 'tp-peer' && e.reason !== 'tp-coord')) continue;
+      const k = `${e.stage}|${e.rank ?? 0}`;
+      if (!rounds.has(k)) rounds.set(k, []);
+      if (e.reason === 'tp-peer') pending = e;
+      else {
+        const peer = pending && pending.stage === e.stage && pending.rank === e.rank ? pending : null;
+        rounds.get(k)!.push([peer ? peer.t : e.t, peer ? (peer as { ms: number }).ms : 0, e.ms]);
+        pending = null;
+      }
+    }
+    let waited = 0;
+    for (let stage = 0; stage < 4; stage++) {
+      const [a, b] = [rounds.get(`${stage}|0`)!, rounds.get(`${stage}|1`)!];
+      assert.equal(a.length, b.length, `stage ${stage}: both ranks took part in every round`);
+      a.forEach((x, i) => {
+        const last = Math.max(x[0], b[i][0]);
+        for (const y of [x, b[i]]) assert.ok(Math.abs(y[1] - (last - y[0])) < 1e-9, `stage ${stage} round ${i}`);
+        waited += x[1] + b[i][1];
+      });
+    }
+    assert.ok(waited > 0, 'some rank waited for its peer');
+    const s = summarize(r).breakdown!;
+    assert.ok(s.tp_peer_wait_ms > 0 && s.tp_coordination_ms > 0);
+  });
+
   it('names the group, the ranks and the first differing position when ranks ran different collective sequences', () => {
     const start = (rank: number, mb: number, t: number): BatonEvent => ({
       type: 'task-start',

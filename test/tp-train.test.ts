@@ -116,6 +116,8 @@ describe('baton train --tp/--dp with real GPT compute', function () {
       assert.ok(close(mean(a.per_iteration.map((x) => x.tp_all_reduce_ms)), a.tp_all_reduce_ms));
       const coord = r.summary.breakdown!.tp_coordination_ms;
       assert.ok(close(mean(a.per_iteration.map((x) => x.tp_coordination_ms)), coord), `${coord}`);
+      const peer = r.summary.breakdown!.tp_peer_wait_ms;
+      assert.ok(close(mean(a.per_iteration.map((x) => x.tp_peer_wait_ms)), peer), `${peer}`);
     }
     assert.equal(sums.size, 1, [...sums].join(' '));
     checksums.set('tp2', [...sums][0]!);
