@@ -7,16 +7,34 @@ with biases) and a 4x MLP with tanh-GELU, a final LayerNorm, an untied LM head w
 bias; no dropout. Synchronous training as Baton's: M microbatches' gradients accumulate
 (loss scaled by 1/M), then one AdamW step. Tokens are random ids (throughput only).
 
-Prints one JSON object: {"threads", "torch", "tokens_per_iteration", "iteration_s": [...]}.
+Threads: --threads sets PyTorch's own (OpenMP) threads; --blas-threads the OpenBLAS threads its
+matrix products use (default: as many as --threads). torch.set_num_threads does not reach
+Debian's OpenBLAS, which otherwise starts a thread per core: "1 thread" would use every core
+for the products, and 2 OpenMP threads beside 2 spinning BLAS threads fight over 2 cores.
+
+Prints one JSON object: {"threads", "blas_threads", "torch", "tokens_per_iteration", "iteration_s": [...]}.
 Run with Debian's /usr/bin/python3 and python3-torch (scripts/install-torch-peer.sh).
 Not modelled: data loading, evaluation, mixed precision, torch.compile (not in 1.13).
 """
 import argparse
 import json
 import math
+import os
+import sys
 import time
 
-import torch
+
+def blas_threads_arg():
+    """--blas-threads (or --threads) from argv, read before torch loads OpenBLAS."""
+    for flag in ("--blas-threads", "--threads"):
+        if flag in sys.argv[:-1]:
+            return sys.argv[sys.argv.index(flag) + 1]
+    return "1"
+
+
+os.environ["OPENBLAS_NUM_THREADS"] = blas_threads_arg()
+
+import torch  # noqa: E402  (after OPENBLAS_NUM_THREADS: OpenBLAS reads it when it loads)
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -69,7 +87,8 @@ class CharGPT(nn.Module):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1, help="PyTorch's (OpenMP) threads")
+    p.add_argument("--blas-threads", type=int, default=None, help="OpenBLAS threads (default: --threads)")
     p.add_argument("--iterations", type=int, default=5, help="iterations timed (one more runs first, untimed)")
     p.add_argument("--microbatches", type=int, default=8)
     p.add_argument("--microbatch-size", type=int, default=16)
@@ -94,7 +113,8 @@ def main():
         opt.step()
         if it > 0:
             times.append(time.perf_counter() - t0)
-    print(json.dumps({"threads": torch.get_num_threads(), "torch": torch.__version__,
+    print(json.dumps({"threads": torch.get_num_threads(), "blas_threads": int(os.environ["OPENBLAS_NUM_THREADS"]),
+                      "torch": torch.__version__,
                       "tokens_per_iteration": a.microbatches * a.microbatch_size * a.seq, "iteration_s": times}))
 
 
