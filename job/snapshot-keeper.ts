@@ -20,6 +20,8 @@ export class SnapshotKeeper {
   private launch: string | undefined;
   /** The updates each stage's state had when the current attempt began. */
   private start: number[];
+  /** Per stage, the microbatches the current attempt feeds it below its floor (backwards without an update). */
+  private below: number[];
   private readonly sub: Subscription;
   /** Snapshots taken, their bytes on the wire, and the stages' time copying each (ms). */
   taken = 0;
@@ -37,6 +39,7 @@ export class SnapshotKeeper {
     this.snaps = new Array<AsyncSnapshot | undefined>(stages).fill(undefined);
     this.counts = Array.from({ length: stages }, () => ({ updates: 0, next: 0, skipped: 0 }));
     this.start = new Array<number>(stages).fill(0);
+    this.below = new Array<number>(stages).fill(0);
     this.sub = bus.subscribe(subject(job, 'state', '*'), (subj, data) => this.onState(subj, data));
   }
 
@@ -95,15 +98,21 @@ export class SnapshotKeeper {
     return [...this.snaps];
   }
 
-  /** The stages resume with these counts (a recovery's plan): they hold until a newer snapshot comes. */
-  resumed(counts: readonly SnapshotCounts[]): void {
+  /** The stages resume with these counts (a recovery's plan; `below`: its belowFloor): they hold until a newer snapshot comes. */
+  resumed(counts: readonly SnapshotCounts[], below: readonly number[]): void {
     counts.forEach((c, s) => (this.counts[s] = { ...c }));
     this.start = counts.map((c) => c.updates);
+    this.below = [...below];
   }
 
   /** The updates each stage's state had when the current attempt began. */
   startUpdates(): number[] {
     return [...this.start];
+  }
+
+  /** Per stage, the current attempt's microbatches below the stage's floor (job/async-resume.ts's belowFloor). */
+  belowFloorAtStart(): number[] {
+    return [...this.below];
   }
 
   close(): void {
