@@ -66,6 +66,8 @@ describe('asynchronous snapshots of a parameter store', () => {
       assert.deepEqual(resumed.forwardWeights, whole.forwardWeights.slice(4));
       assert.equal(resumed.stats.updates, 8);
       assert.equal(resumed.stats.staleness.count, 8);
+      // The configured policy, in force from the update after the snapshot's.
+      assert.deepEqual(resumed.stats.consistencyEras, [{ policy: consistency, fromUpdate: 5, swap: null }]);
     });
 
   it('skips the microbatches before the stream resumes that the snapshot had not applied, and counts them', async () => {
