@@ -29,6 +29,8 @@ export class SnapshotKeeper {
   readonly copyMs: number[] = [];
   /** Stages whose last snapshot (sent as their job was dropped) came in the launch followed. */
   private readonly last = new Set<number>();
+  /** lastOf's waiters, told when a last snapshot comes. */
+  private readonly waiters = new Set<() => void>();
 
   constructor(
     bus: Bus,
@@ -51,8 +53,19 @@ export class SnapshotKeeper {
 
   /** Resolves once each of `stages` has sent its last snapshot of the launch followed, or after `ms`. */
   async lastOf(stages: readonly number[], ms: number): Promise<void> {
-    const until = Date.now() + ms;
-    while (Date.now() < until && !stages.every((s) => this.last.has(s))) await new Promise((r) => setTimeout(r, 20));
+    const done = () => stages.every((s) => this.last.has(s));
+    if (done()) return;
+    let finish = () => {};
+    const waiter = () => void (done() && finish());
+    this.waiters.add(waiter);
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      finish = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.waiters.delete(waiter);
   }
 
   private onState(subj: string, data: Uint8Array): void {
@@ -79,7 +92,10 @@ export class SnapshotKeeper {
     if (typeof copyMs !== 'number' || !(copyMs >= 0) || !Number.isFinite(copyMs))
       return refuse(`copyMs ${quoteValue(copyMs, 20)}`);
     if (v.last !== undefined && typeof v.last !== 'boolean') return refuse(`last ${quoteValue(v.last, 20)}`);
-    if (v.last === true) this.last.add(stage);
+    if (v.last === true) {
+      this.last.add(stage);
+      for (const w of this.waiters) w();
+    }
     this.taken++;
     this.bytes += data.byteLength;
     this.copyMs.push(copyMs);
