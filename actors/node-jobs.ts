@@ -170,17 +170,10 @@ export async function answerJobRequest(
   }
 }
 
-/** How long an aborted job's asynchronous stages may take to send their state as it is (after a task under way). */
-const LAST_SNAPSHOT_MS = 2000;
-
-/** Asynchronous stages that keep snapshots send their state as it is before the job goes (a survivor of a loss resumes from it). */
+/** Asynchronous stages that keep snapshots send their state as it is before the job goes (a survivor of a loss resumes from it); each compute bounds its own wait (compute/async-training.ts). */
 async function lastSnapshots(job: HostedJob): Promise<void> {
   const sent = job.computes.map((c) => c.snapshotNow?.()).filter((p) => p !== undefined);
-  if (sent.length === 0) return;
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<void>((r) => (timer = setTimeout(r, LAST_SNAPSHOT_MS)));
-  await Promise.race([Promise.all(sent).catch(() => {}), late]);
-  clearTimeout(timer);
+  if (sent.length > 0) await Promise.allSettled(sent);
 }
 
 /** Stops everything a job holds: its trace, its lease, its subscriptions, its actors, its computes. */

@@ -93,6 +93,8 @@ export function restoreStore(stage: number, st: StoreState, snap: AsyncSnapshot,
   restorePolicy(stage, st, snap.policy);
   for (const [n, p] of st.params) p.set(snap.params[n]);
   st.step = snap.updates;
+  // The configured policy is in force from the next update on (a swap before the snapshot is not carried over).
+  st.eras = [{ policy: st.eras[0].policy, fromUpdate: snap.updates + 1, swap: null }];
   st.staleness = [...snap.staleness];
   st.high = Math.max(resumeAt, snap.next);
   st.floor = st.high;

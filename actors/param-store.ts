@@ -176,6 +176,8 @@ function backwardRan(st: StoreState, msg: MsgOf<'backward-ran'>, c: StoreSetup):
   if (c.settings.firstMicrobatch + msg.mb < st.floor) {
     st.forwardStep.delete(msg.mb);
     st.policy?.backward(msg.mb);
+    if (st.next) watchBackward(st.next, msg.mb);
+    adoptWhenSafe(st, c);
     return;
   }
   // Checked (and clipped) before anything changes: a refused gradient leaves the store as it was.

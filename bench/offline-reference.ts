@@ -19,7 +19,7 @@ import { measuredDurations } from '../checks/measured';
 import { DurationModel } from '../models/durations';
 import { lowerBound } from '../checks/lower-bound';
 import { inflightCaps } from '../checks/slot-bound';
-import { mean, median } from '../checks/stats';
+import { Spread, mean, spread } from '../checks/stats';
 import { BufferLimit } from '../policies/backpressure';
 import { formatTable } from '../cli/table';
 import { UsageError } from '../cli/args';
@@ -92,15 +92,10 @@ export async function benchOfflineReference(o: ReferenceBenchOptions = {}) {
     stages: c.stages,
     limit: c.limit,
     bound_terms: c.terms,
-    ...Object.fromEntries(
-      columns.map((k) => [
-        k,
-        { median: median(c.values[k]), min: Math.min(...c.values[k]), max: Math.max(...c.values[k]) },
-      ]),
-    ),
+    ...Object.fromEntries(columns.map((k) => [k, spread(c.values[k])])),
   })) as ({ profile: string; stages: number; limit: BufferLimit; bound_terms: Record<string, number> } & Record<
     Column,
-    { median: number; min: number; max: number }
+    Spread
   >)[];
   return {
     summary,
@@ -154,10 +149,8 @@ function relaxedOffline(r: JobResult, free: number[]): { relaxed: number; bound:
 }
 
 export function formatOfflineReferenceBench(r: Awaited<ReturnType<typeof benchOfflineReference>>): string {
-  const ms = (x: { median: number; min: number; max: number }) =>
-    `${x.median.toFixed(0)} [${x.min.toFixed(0)}-${x.max.toFixed(0)}]`;
-  const ratio = (x: { median: number; min: number; max: number }) =>
-    `${x.median.toFixed(3)} [${x.min.toFixed(3)}-${x.max.toFixed(3)}]`;
+  const ms = (x: Spread) => `${x.median.toFixed(0)} [${x.min.toFixed(0)}-${x.max.toFixed(0)}]`;
+  const ratio = (x: Spread) => `${x.median.toFixed(3)} [${x.min.toFixed(3)}-${x.max.toFixed(3)}]`;
   const table = formatTable(
     ['profile', 'P', 'limit', ...r.columns.map((c) => (c.includes('/') ? c : `${c} ms`)), 'bound set by'],
     r.summary.map((x) => [

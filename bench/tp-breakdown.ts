@@ -14,7 +14,7 @@
 
 import { resolveConfig, JobConfig } from '../job/config';
 import { runJob, summarize } from '../job/run-local';
-import { median } from '../checks/stats';
+import { Spread, spread } from '../checks/stats';
 import { benchMain, positiveInt } from './bench-cli';
 import { BufferLimit } from '../policies/backpressure';
 import { RANK_JITTER_MODES, RankJitter } from '../models/lane-durations';
@@ -23,19 +23,11 @@ import { rq1Table, rq2Table } from './tp-tables';
 export type Opts = { iterations: number; seed: number; seeds: number; rankJitter: RankJitter };
 
 /** A measure over the seeds: its median, range and every seed's value (in seed order). */
-export interface Spread {
-  median: number;
-  min: number;
-  max: number;
+interface SeedSpread extends Spread {
   values: number[];
 }
 
-export const spread = (values: number[]): Spread => ({
-  median: median(values),
-  min: Math.min(...values),
-  max: Math.max(...values),
-  values,
-});
+const seedSpread = (values: number[]): SeedSpread => ({ ...spread(values), values });
 
 async function sim(o: Opts, seed: number, c: Partial<JobConfig>) {
   const cfg = { jitter: 'paper' as const, iterations: o.iterations, rankJitter: o.rankJitter, seed, ...c };
@@ -69,7 +61,10 @@ async function rq2Run(o: Opts, seed: number, tp: number, policy: string) {
 type Run = Record<string, number>;
 /** Per measure, its spread over the runs (one per seed). */
 const spreads = (runs: Run[]) =>
-  Object.fromEntries(Object.keys(runs[0]).map((k) => [k, spread(runs.map((r) => r[k]))])) as Record<string, Spread>;
+  Object.fromEntries(Object.keys(runs[0]).map((k) => [k, seedSpread(runs.map((r) => r[k]))])) as Record<
+    string,
+    SeedSpread
+  >;
 
 export async function rq2(o: Opts) {
   const rows: Record<string, unknown>[] = [];

@@ -2,7 +2,7 @@
 // when the seeds differ, its [min-max].
 
 import { formatTable } from '../cli/table';
-import type { Spread } from './tp-breakdown';
+import type { Spread } from '../checks/stats';
 
 type Row = Record<string, unknown>;
 

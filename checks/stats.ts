@@ -116,3 +116,16 @@ export function median(xs: readonly number[]): number {
   const m = s.length >> 1;
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
+
+/** A measure's median and range. */
+export interface Spread {
+  median: number;
+  min: number;
+  max: number;
+}
+
+/** The median and range of `xs` (zeros when there are none). */
+export function spread(xs: readonly number[]): Spread {
+  if (xs.length === 0) return { median: 0, min: 0, max: 0 };
+  return { median: median(xs), min: Math.min(...xs), max: Math.max(...xs) };
+}

@@ -12,7 +12,6 @@ import { PLACEMENT_FLAGS, emulatedStageWork, placedConfig } from './placement-fl
 /** Beyond this the drawn durations overflow (lognormal spreads are exponentiated). */
 const MAX_JITTER_SCALE = 100;
 
-/** --buffer-limit, for every job command: N for every stage, or depth (P − s at stage s). */
 /** How the ranks of a TP group draw their message delays (models/lane-durations.ts). */
 export const RANK_JITTER_FLAG: FlagSpec = {
   name: 'rank-jitter',
@@ -22,6 +21,7 @@ export const RANK_JITTER_FLAG: FlagSpec = {
   default: DEFAULTS.rankJitter,
 };
 
+/** --buffer-limit, for every job command: N for every stage, or depth (P − s at stage s). */
 export const BUFFER_LIMIT_FLAG: FlagSpec = {
   name: 'buffer-limit',
   type: 'string',

@@ -5,6 +5,7 @@
 
 import { IterationRecord } from '../actors/coordinator';
 import { laneStageStats } from '../checks/lanes';
+import { eventsByIteration, mean } from '../checks/stats';
 import { BatonEvent } from '../stage/events';
 import { StageSnapshot } from '../compute/chunk-optimizer';
 import { JobConfig } from '../job/config';
@@ -101,16 +102,11 @@ export function allReduceSummary(cfg: JobConfig, records: readonly IterationReco
 /** The mean stage actor's ms in TP coordination and TP peer wait (open rounds, from the events) and in the all-reduces, per iteration,
  * with the iteration's makespan: the first iteration pays for compilation, so a reader can leave it out. */
 function perIteration(records: readonly IterationRecord[], events: readonly BatonEvent[]) {
-  const byIteration = new Map<number, BatonEvent[]>();
-  for (const e of events) {
-    const list = byIteration.get(e.iteration);
-    if (list) list.push(e);
-    else byIteration.set(e.iteration, [e]);
-  }
+  // Grouped once (filtering the whole trace per iteration would read it once per iteration).
+  const byIteration = eventsByIteration(events);
   return records.map((rec) => {
     const lanes = laneStageStats(byIteration.get(rec.iteration) ?? [], () => true);
     const reported = rec.reports.map((r) => r?.all_reduce_ms as { tp?: number; dp?: number } | undefined);
-    const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
     return {
       iteration: rec.iteration,
       makespan_ms: rec.makespan,

@@ -42,12 +42,6 @@ export interface TrainSetup extends AgentSetup {
   onServer?: RunSetup['onServer'];
 }
 
-function countOf(v: unknown, name: string): number {
-  if (!Number.isInteger(v) || (v as number) < 0)
-    throw new UsageError(`train: --${name} must be an integer >= 0, got ${v}`);
-  return v as number;
-}
-
 function positive(v: unknown, name: string): number {
   if (!Number.isInteger(v) || (v as number) < 1)
     throw new UsageError(`train: --${name} must be a positive integer, got ${v}`);
@@ -122,6 +116,7 @@ function trainConfigOf(flags: Record<string, unknown>, start: number, total: num
     ['seed', train.seed],
     ['jitter-seed', flags.jitterSeed],
     ['checkpoint-every', train.checkpointEvery],
+    ['snapshot-every', flags.snapshotEvery],
   ] as const)
     if (!Number.isInteger(v) || (v as number) < 0)
       throw new UsageError(`train: --${name} must be an integer >= 0, got ${v}`);
@@ -187,7 +182,7 @@ function jobConfigOf(
       lrd: flags.lrd === true,
       backward: flags.backward as BackwardMode,
       controlStages: positive(flags.controlStages, 'control-stages'),
-      snapshotEvery: countOf(flags.snapshotEvery, 'snapshot-every'),
+      snapshotEvery: flags.snapshotEvery as number,
     },
   });
 }

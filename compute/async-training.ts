@@ -47,6 +47,17 @@ export function asyncStageModule(
   return boundary.stageModules(stage, { ...shape, chunks: 1 }, train, true, weights)[0];
 }
 
+/** How long an aborted job's stage may take to send its state as it is (after a task under way). */
+const LAST_SNAPSHOT_MS = 2000;
+
+export interface AsyncTrainingOptions {
+  readonly backwardMode?: BackwardMode;
+  /** The job's microbatch this launch's microbatch 0 is (its data): not 0 after a recovery resumed the stream. */
+  readonly firstMicrobatch?: number;
+  /** The stage's parameter store keeps snapshots (then snapshotNow is defined). */
+  readonly keepsSnapshots?: boolean;
+}
+
 /** Real compute in asynchronous mode (V = 1): weights come from the store for every task. */
 export class AsyncTrainingCompute implements StageCompute {
   readonly kind = 'tfjs-async';
@@ -59,6 +70,11 @@ export class AsyncTrainingCompute implements StageCompute {
   private readonly losses: number[] = [];
   /** Backward 'kept': each in-flight microbatch's tape, and the (freed) weight tensors it was recorded with. */
   private readonly kept = new Map<string, { detached: DetachedWeights; weights: tf.Tensor[] }>();
+  private readonly backwardMode: BackwardMode;
+  /** The job's microbatch this launch's microbatch 0 is (its data): not 0 after a recovery resumed the stream. */
+  private readonly firstMicrobatch: number;
+  /** Defined when the stage's store keeps snapshots: send one of its state as it is now (stage/compute.ts). */
+  readonly snapshotNow?: () => Promise<void>;
 
   constructor(
     private readonly runtime: ActorRuntime,
@@ -67,10 +83,12 @@ export class AsyncTrainingCompute implements StageCompute {
     private readonly train: TrainConfig,
     private readonly module: StageModule,
     private readonly store: ActorRef<StoreMsg>,
-    private readonly backwardMode: BackwardMode = 'kept',
-    /** The job's microbatch this launch's microbatch 0 is (its data): not 0 after a recovery resumed the stream. */
-    private readonly firstMicrobatch = 0,
+    o: AsyncTrainingOptions = {},
   ) {
+    this.backwardMode = o.backwardMode ?? 'kept';
+    this.firstMicrobatch = o.firstMicrobatch ?? 0;
+    // Only a store that keeps snapshots has one to send as the job is dropped.
+    if (o.keepsSnapshots) this.snapshotNow = () => this.lastSnapshot();
     this.corpus = corpusFor(train);
     this.hidden = boundary.hiddenShapeFor(train, this.corpus.vocabSize);
     this.names = module.paramNames();
@@ -245,8 +263,13 @@ export class AsyncTrainingCompute implements StageCompute {
     return body;
   }
 
-  async snapshotNow(): Promise<void> {
-    await this.runtime.ask<StoreMsg, void>(this.store, (reply) => ({ type: 'snapshot', reply: () => reply() }), 2000);
+  /** The store's last snapshot, waited for up to LAST_SNAPSHOT_MS (the only bound on the abort's wait for it). */
+  private async lastSnapshot(): Promise<void> {
+    await this.runtime.ask<StoreMsg, void>(
+      this.store,
+      (reply) => ({ type: 'snapshot', reply: () => reply() }),
+      LAST_SNAPSHOT_MS,
+    );
   }
 
   dispose(): void {

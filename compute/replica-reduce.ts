@@ -58,10 +58,13 @@ export async function reduceAcrossReplicas(g: ReplicaGroup, key: string, sums: r
   if (total.length !== flat.length)
     throw new TrainingComputeError(`${key}: the replicas' all-reduce gave ${total.length} values for ${flat.length}`);
   at = 0;
-  for (const p of parts) {
-    p.set(total.subarray(at, at + p.length));
-    at += p.length;
-  }
+  for (const s of sums)
+    s.setSums(
+      s.partials().map((p) => {
+        at += p.length;
+        return total.subarray(at - p.length, at);
+      }),
+    );
 }
 
 /** Told, at each flush, the gradient sums the optimizer steps with (after the replicas' all-reduce), by parameter name. */

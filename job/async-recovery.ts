@@ -12,7 +12,7 @@ import { BatonEvent } from '../stage/events';
 import { RecoveryRecord } from './distributed-options';
 import { HostRecovery } from './stage-recovery';
 import { SnapshotKeeper } from './snapshot-keeper';
-import { asyncResumePlan, lostUpdates } from './async-resume';
+import { asyncResumePlan, belowFloor, lostUpdates } from './async-resume';
 import { IterationLostError } from './recovery-errors';
 
 /** The job from microbatch `next` of its stream on (the same end). */
@@ -35,10 +35,11 @@ export function asyncRecovery(
   stages: number[],
   backwardsSeen: readonly number[],
 ): AsyncRecovery {
-  const plan = asyncResumePlan(keeper.resumeCounts(), job.microbatches);
-  const from = keeper.resumeCounts().map((c) => c.updates);
-  const lost = lostUpdates(keeper.startUpdates(), backwardsSeen, from);
-  keeper.resumed(plan.resumed);
+  const counts = keeper.resumeCounts();
+  const plan = asyncResumePlan(counts, job.microbatches);
+  const from = counts.map((c) => c.updates);
+  const lost = lostUpdates(keeper.startUpdates(), backwardsSeen, keeper.belowFloorAtStart(), from);
+  keeper.resumed(plan.resumed, belowFloor(plan));
   const snaps = keeper.snapshots();
   const resume = Object.fromEntries(snaps.flatMap((s, i) => (s ? [[String(i), s]] : [])));
   return {

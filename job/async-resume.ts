@@ -13,7 +13,8 @@
 //
 // The updates a stage made after the snapshot it resumes from are lost: those of its
 // microbatches from n on are made again (at other weights), those before n are skipped. The launcher counts them from the backwards in the failed attempt's trace
-// (at least that many: a killed process's last trace batch dies with it).
+// (at least that many: a killed process's last trace batch dies with it), less the backwards
+// of microbatches below the stage's floor, which a resumed store runs without updating.
 
 import type { SnapshotCounts } from '../actors/param-store-snapshot';
 
@@ -42,15 +43,25 @@ export function asyncResumePlan(states: readonly SnapshotCounts[], total: number
   return { next, skipped: resumed.map((r, s) => r.skipped - states[s].skipped), resumed };
 }
 
+/** Per stage: the microbatches from the stream's resumption up to its floor, fed to it again but not applied (their backwards make no update). */
+export function belowFloor(plan: AsyncResumePlan): number[] {
+  return plan.resumed.map((r) => r.next - plan.next);
+}
+
 /**
  * Per stage: updates made after the state it resumes from, lost, at least: the
- * updates it started the failed attempt with plus the backwards the trace showed, less the
- * resumed state's updates (never below 0).
+ * updates it started the failed attempt with plus the backwards the trace showed, less
+ * those of the attempt's below-floor microbatches (`belowFloorAtStart`: belowFloor of the
+ * plan it started from, which ran backwards without updating), less the resumed state's
+ * updates (never below 0).
  */
 export function lostUpdates(
   startUpdates: readonly number[],
   backwardsSeen: readonly number[],
+  belowFloorAtStart: readonly number[],
   resumedFrom: readonly number[],
 ): number[] {
-  return resumedFrom.map((u, s) => Math.max(0, startUpdates[s] + backwardsSeen[s] - u));
+  return resumedFrom.map((u, s) =>
+    Math.max(0, startUpdates[s] + Math.max(0, backwardsSeen[s] - belowFloorAtStart[s]) - u),
+  );
 }

@@ -83,7 +83,7 @@ export const jobStageHost: StageHost = (config, o) => {
   const cfg: JobConfig = resolveConfig(checkConfigShape(config));
   refuseFiles(cfg, o.allowedFiles);
   const plan = planJob(cfg);
-  const recovery = checkHostRecovery(o.recovery, plan.shape.stages);
+  const recovery = checkHostRecovery(o.recovery, plan.shape.stages, cfg.mode === 'async');
   let durations: DurationModel | null = null;
   const durationsOf = () => (durations ??= durationModelFor(cfg, plan.shape));
   return {

@@ -29,6 +29,7 @@ import { StateKeeper } from './state-keeper';
 import { SnapshotKeeper } from './snapshot-keeper';
 import { asyncRecovery, backwardsPerStage } from './async-recovery';
 import { newRejectTally, tallyReject } from '../base/reject-tally';
+import { Spread, spread } from '../checks/stats';
 
 /** How long a launcher that lost its NATS server waits for it to come back before the job fails. */
 const RECONNECT_WAIT_MS = 60_000;
@@ -200,21 +201,14 @@ export class Attempts {
   }
 
   /** What keeping the stages' state cost: the messages, their bytes, and (asynchronous) each snapshot's copy. */
-  keptState(): { messages: number; bytes: number; copy_ms?: { median: number; min: number; max: number } } | undefined {
+  keptState(): { messages: number; bytes: number; copy_ms?: Spread } | undefined {
     if (this.keeper) return { messages: this.keeper.taken, bytes: this.keeper.bytes };
     if (!this.snapshots) return undefined;
     const { taken, bytes, copyMs } = this.snapshots;
-    const sorted = [...copyMs].sort((a, b) => a - b);
+    if (copyMs.length === 0) return { messages: taken, bytes };
     const round = (x: number) => Math.round(x * 1000) / 1000;
-    const spread =
-      sorted.length > 0
-        ? {
-            median: round(sorted[Math.floor(sorted.length / 2)]),
-            min: round(sorted[0]),
-            max: round(sorted[sorted.length - 1]),
-          }
-        : undefined;
-    return { messages: taken, bytes, ...(spread ? { copy_ms: spread } : {}) };
+    const s = spread(copyMs);
+    return { messages: taken, bytes, copy_ms: { median: round(s.median), min: round(s.min), max: round(s.max) } };
   }
 
   close(): void {

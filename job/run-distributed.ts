@@ -88,14 +88,10 @@ async function runLaunch(
     launcherRejects: launch.otherLaunch,
   });
   launch.completed = true;
+  const kept = attempts?.keptState();
   return {
     ...result,
     nodes: launch.nodesUsed(),
-    ...(attempts
-      ? {
-          recoveries: attempts.recoveries,
-          ...(attempts.keptState() ? { kept_state: attempts.keptState() } : {}),
-        }
-      : {}),
+    ...(attempts ? { recoveries: attempts.recoveries, ...(kept ? { kept_state: kept } : {}) } : {}),
   };
 }

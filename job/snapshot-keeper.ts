@@ -20,6 +20,8 @@ export class SnapshotKeeper {
   private launch: string | undefined;
   /** The updates each stage's state had when the current attempt began. */
   private start: number[];
+  /** Per stage, the microbatches the current attempt feeds it below its floor (backwards without an update). */
+  private below: number[];
   private readonly sub: Subscription;
   /** Snapshots taken, their bytes on the wire, and the stages' time copying each (ms). */
   taken = 0;
@@ -27,6 +29,8 @@ export class SnapshotKeeper {
   readonly copyMs: number[] = [];
   /** Stages whose last snapshot (sent as their job was dropped) came in the launch followed. */
   private readonly last = new Set<number>();
+  /** lastOf's waiters, told when a last snapshot comes. */
+  private readonly waiters = new Set<() => void>();
 
   constructor(
     bus: Bus,
@@ -37,6 +41,7 @@ export class SnapshotKeeper {
     this.snaps = new Array<AsyncSnapshot | undefined>(stages).fill(undefined);
     this.counts = Array.from({ length: stages }, () => ({ updates: 0, next: 0, skipped: 0 }));
     this.start = new Array<number>(stages).fill(0);
+    this.below = new Array<number>(stages).fill(0);
     this.sub = bus.subscribe(subject(job, 'state', '*'), (subj, data) => this.onState(subj, data));
   }
 
@@ -48,8 +53,19 @@ export class SnapshotKeeper {
 
   /** Resolves once each of `stages` has sent its last snapshot of the launch followed, or after `ms`. */
   async lastOf(stages: readonly number[], ms: number): Promise<void> {
-    const until = Date.now() + ms;
-    while (Date.now() < until && !stages.every((s) => this.last.has(s))) await new Promise((r) => setTimeout(r, 20));
+    const done = () => stages.every((s) => this.last.has(s));
+    if (done()) return;
+    let finish = () => {};
+    const waiter = () => void (done() && finish());
+    this.waiters.add(waiter);
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      finish = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.waiters.delete(waiter);
   }
 
   private onState(subj: string, data: Uint8Array): void {
@@ -76,7 +92,10 @@ export class SnapshotKeeper {
     if (typeof copyMs !== 'number' || !(copyMs >= 0) || !Number.isFinite(copyMs))
       return refuse(`copyMs ${quoteValue(copyMs, 20)}`);
     if (v.last !== undefined && typeof v.last !== 'boolean') return refuse(`last ${quoteValue(v.last, 20)}`);
-    if (v.last === true) this.last.add(stage);
+    if (v.last === true) {
+      this.last.add(stage);
+      for (const w of this.waiters) w();
+    }
     this.taken++;
     this.bytes += data.byteLength;
     this.copyMs.push(copyMs);
@@ -95,15 +114,21 @@ export class SnapshotKeeper {
     return [...this.snaps];
   }
 
-  /** The stages resume with these counts (a recovery's plan): they hold until a newer snapshot comes. */
-  resumed(counts: readonly SnapshotCounts[]): void {
+  /** The stages resume with these counts (a recovery's plan; `below`: its belowFloor): they hold until a newer snapshot comes. */
+  resumed(counts: readonly SnapshotCounts[], below: readonly number[]): void {
     counts.forEach((c, s) => (this.counts[s] = { ...c }));
     this.start = counts.map((c) => c.updates);
+    this.below = [...below];
   }
 
   /** The updates each stage's state had when the current attempt began. */
   startUpdates(): number[] {
     return [...this.start];
+  }
+
+  /** Per stage, the current attempt's microbatches below the stage's floor (job/async-resume.ts's belowFloor). */
+  belowFloorAtStart(): number[] {
+    return [...this.below];
   }
 
   close(): void {

@@ -5,6 +5,7 @@
 
 import type { StageSnapshot } from '../compute/chunk-optimizer';
 import { snapshotProblem } from '../checks/report-body';
+import { asyncSnapshotProblem } from '../actors/param-store-snapshot';
 import { quoteValue } from '../base/quote';
 import { JobConfigError } from './wire-stage';
 
@@ -20,8 +21,8 @@ export interface HostRecovery {
   readonly resume?: Readonly<Record<string, StageSnapshot>>;
 }
 
-/** The host request's recovery field, checked; undefined when absent (a job that does not recover). */
-export function checkHostRecovery(v: unknown, stages: number): HostRecovery | undefined {
+/** The host request's recovery field, checked (an asynchronous job's resume entries as asynchronous snapshots, before any stage is built); undefined when absent (a job that does not recover). */
+export function checkHostRecovery(v: unknown, stages: number, async: boolean): HostRecovery | undefined {
   if (v === undefined) return undefined;
   const bad = (what: string) => new JobConfigError(`host: recovery ${what}`);
   if (typeof v !== 'object' || v === null || Array.isArray(v)) throw bad(`must be a map, got ${quoteValue(v, 60)}`);
@@ -35,8 +36,9 @@ export function checkHostRecovery(v: unknown, stages: number): HostRecovery | un
   for (const [s, snap] of Object.entries(resume)) {
     if (!/^\d+$/.test(s) || Number(s) >= stages)
       throw bad(`resume names stage ${quoteValue(s, 20)}, not one of this job's`);
-    const problem = snapshotProblem(snap);
-    if (problem) throw bad(`resume for stage ${s} is not a stage snapshot (${problem})`);
+    const problem = async ? asyncSnapshotProblem(snap) : snapshotProblem(snap);
+    if (problem)
+      throw bad(`resume for stage ${s} is not ${async ? 'an asynchronous' : 'a stage'} snapshot (${problem})`);
   }
   return { keepState, resume: resume as Record<string, StageSnapshot> };
 }

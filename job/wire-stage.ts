@@ -63,6 +63,7 @@ function computeFor(
     const delay = Math.min(inflight, plan.shape.stages - s) - 1;
     const control = tfjs && cfg.train && canonicalConsistency(cfg.async.consistency) === 'projection-control';
     const controlTaus = control ? tfjs.controlTaus(cfg.train!, cfg.async.controlStages) : undefined;
+    const recovery = asyncRecoveryOf(o);
     const store = spawnParamStore({
       runtime,
       stage: s,
@@ -72,7 +73,7 @@ function computeFor(
       params: init?.params ?? null,
       infos: init?.infos ?? [],
       controlTaus,
-      ...asyncRecoveryOf(o),
+      ...recovery,
       onConsistencySwap: (swap, from, to, updates) =>
         sink({
           type: 'policy-swap',
@@ -89,7 +90,11 @@ function computeFor(
     onStore(store);
     if (!tfjs || !module || !cfg.train) return new AsyncEmulatedCompute(runtime, s, durations, store);
     const { backward, firstMicrobatch } = cfg.async;
-    real = new tfjs.AsyncTrainingCompute(runtime, s, plan.shape, cfg.train, module, store, backward, firstMicrobatch);
+    real = new tfjs.AsyncTrainingCompute(runtime, s, plan.shape, cfg.train, module, store, {
+      backwardMode: backward,
+      firstMicrobatch,
+      keepsSnapshots: recovery.snapshots !== undefined,
+    });
   } else if (cfg.train) {
     real = syncTrainingCompute({
       runtime,

@@ -1,5 +1,5 @@
 import { strict as assert } from 'assert';
-import { asyncResumePlan, lostUpdates } from '../job/async-resume';
+import { asyncResumePlan, belowFloor, lostUpdates } from '../job/async-resume';
 
 describe('asyncResumePlan and lostUpdates (which updates a recovery of an asynchronous job loses)', () => {
   it('resumes the stream one past the highest microbatch any kept state has applied, each stage skipping what it has not', () => {
@@ -64,6 +64,29 @@ describe('asyncResumePlan and lostUpdates (which updates a recovery of an asynch
 
   it('counts as lost the updates a stage made past the state it resumes from, by the backwards its trace showed', () => {
     // Stage 0 began the attempt at 4 updates, showed 9 more backwards, resumes from its snapshot at 8.
-    assert.deepEqual(lostUpdates([4, 4], [9, 3], [8, 8]), [5, 0]);
+    assert.deepEqual(lostUpdates([4, 4], [9, 3], [0, 0], [8, 8]), [5, 0]);
+  });
+
+  it('does not count as lost the backwards a resumed stage ran below its floor, over two successive recoveries', () => {
+    // Stage 1's state has the whole stream: the first recovery resumes at microbatch 15, above stage 1's floor of 16.
+    const first = asyncResumePlan(
+      [
+        { updates: 12, next: 13, skipped: 0 },
+        { updates: 16, next: 16, skipped: 0 },
+      ],
+      16,
+    );
+    assert.equal(first.next, 15);
+    assert.deepEqual(belowFloor(first), [0, 1]);
+    assert.deepEqual(lostUpdates([0, 0], [14, 16], [0, 0], [12, 16]), [2, 0]);
+    // The second attempt feeds microbatch 15 to both: stage 0 applies it (its last snapshot has it), stage 1's
+    // backward of it makes no update, yet shows in the trace.
+    const second = asyncResumePlan([{ updates: 13, next: 16, skipped: 3 }, first.resumed[1]], 16);
+    const start = first.resumed.map((c) => c.updates);
+    const from = [13, 16];
+    assert.deepEqual(lostUpdates(start, [1, 1], belowFloor(first), from), [0, 0]);
+    // Counting every backward as an update would have lost one of stage 1's.
+    assert.deepEqual(lostUpdates(start, [1, 1], [0, 0], from), [0, 1]);
+    assert.deepEqual(belowFloor(second), [1, 1]);
   });
 });

@@ -151,6 +151,7 @@ describe('the baton command', function () {
       [['train', '--model', 'rnn'], /--model must be one of gpt, mlp/],
       [['train', '--warmup', '-5'], /--warmup must be an integer >= 0, got -5/],
       [['train', '--seed', '-1'], /--seed must be an integer >= 0, got -1/],
+      [['train', '--mode', 'async', '--snapshot-every', '-1'], /--snapshot-every must be an integer >= 0, got -1/],
       [['train', '--model', 'mlp', '--data', tiny], /the train split has \d+ characters, a sample needs 65/],
       [['run', '--transport', 'local', '--nodes', 'a'], /need --transport nats/],
       [

@@ -36,17 +36,35 @@ describe('OrderedSum', () => {
       return s;
     });
     const [p0, p1] = halves.map((s) => s.partials()[0]!);
-    p0![0]! += p1![0]!;
+    halves[0]!.setSums([Float64Array.of(p0![0]! + p1![0]!)]);
     assert.deepEqual(halves[0]!.result(), one.result());
   });
 
-  it('rounds again after partials() were changed, and returns the same arrays until then', () => {
+  it('rounds again after setSums, and returns the same arrays until then', () => {
     const s = new OrderedSum([1], 1);
     s.add(0, [f32(1)]);
     const r = s.result();
     assert.equal(s.result(), r);
-    s.partials()[0]![0] = 3;
+    s.setSums([[3]]);
     assert.deepEqual(s.result(), [f32(3)]);
+  });
+
+  it('does not keep a rounding taken between reading the sums and setting them (a result() during the all-reduce)', () => {
+    const s = new OrderedSum([1], 1);
+    s.add(0, [f32(1)]);
+    const sent = s.partials();
+    assert.deepEqual(s.result(), [f32(1)]);
+    s.setSums([[sent[0]![0]! + 2]]);
+    assert.deepEqual(s.result(), [f32(3)]);
+  });
+
+  it('refuses sums of other sizes, and before every microbatch came', () => {
+    const s = new OrderedSum([2], 2);
+    assert.throws(() => s.setSums([[1, 2]]), /only 0 of 2/);
+    s.add(0, [f32(1, 2)]);
+    s.add(1, [f32(1, 2)]);
+    assert.throws(() => s.setSums([[1]]), /parameter 0: 1 values, expected 2/);
+    assert.throws(() => s.setSums([]), /0 sums for 1 parameters/);
   });
 
   it('refuses a microbatch twice, one outside the range, wrong sizes, and results before every microbatch came', () => {

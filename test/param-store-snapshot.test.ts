@@ -66,6 +66,8 @@ describe('asynchronous snapshots of a parameter store', () => {
       assert.deepEqual(resumed.forwardWeights, whole.forwardWeights.slice(4));
       assert.equal(resumed.stats.updates, 8);
       assert.equal(resumed.stats.staleness.count, 8);
+      // The configured policy, in force from the update after the snapshot's.
+      assert.deepEqual(resumed.stats.consistencyEras, [{ policy: consistency, fromUpdate: 5, swap: null }]);
     });
 
   it('skips the microbatches before the stream resumes that the snapshot had not applied, and counts them', async () => {
@@ -84,6 +86,45 @@ describe('asynchronous snapshots of a parameter store', () => {
     const resumed = await runStore('inconsistent', 7, 8, whole.snaps[3]);
     assert.deepEqual(resumed.params, whole.params);
     assert.equal(resumed.stats.updates, 8);
+  });
+
+  it('adopts a waiting consistency swap when the last backward it waits for is one below the floor, which makes no update', async () => {
+    const whole = await runStore('inconsistent', 0, 8);
+    const runtime = new ActorRuntime(new VirtualClock());
+    const swaps: [number, string, string, number][] = [];
+    // The stream resumes at 6, the snapshot has all 8: microbatches 0 and 1 here (6 and 7) are below the floor.
+    const store = spawnParamStore({
+      runtime,
+      stage: 0,
+      inflightBound: 2,
+      delay: 1,
+      settings: {
+        ...ASYNC_DEFAULTS,
+        consistency: 'inconsistent',
+        lr: 0.1,
+        warmup: 0,
+        totalUpdates: 20,
+        firstMicrobatch: 6,
+      },
+      params: new Map([['w', Float32Array.from([1, 2, 3])]]),
+      infos,
+      resume: whole.snaps[3],
+      onConsistencySwap: (...a) => swaps.push(a),
+    });
+    const ask = <T>(make: (reply: (v: T) => void) => StoreMsg) => runtime.ask<StoreMsg, T>(store, make);
+    const weights = (mb: number) =>
+      ask<ReadonlyMap<string, Float32Array> | null>((reply) => ({ type: 'weights', purpose: 'forward', mb, reply }));
+    await weights(0);
+    runtime.send(store, { type: 'forward-ran', mb: 0 });
+    runtime.send(store, { type: 'swap-consistency', swap: 1, to: 'spectrain' });
+    await weights(1);
+    runtime.send(store, { type: 'forward-ran', mb: 1 });
+    runtime.send(store, { type: 'backward-ran', mb: 0, grads: grad(6) });
+    const stats = await ask<StoreStats>((reply) => ({ type: 'stats', reply }));
+    runtime.shutdown();
+    assert.deepEqual(swaps, [[1, 'inconsistent', 'spectrain', 8]]);
+    assert.equal(stats.consistency, 'spectrain');
+    assert.equal(stats.updates, 8);
   });
 
   it('refuses a snapshot of other parameters, or whose counts do not add up, naming the stage', async () => {

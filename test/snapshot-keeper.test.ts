@@ -83,12 +83,16 @@ describe("the launcher's keeper of asynchronous snapshots", () => {
     await keeper.lastOf([0], 100);
     assert.ok(Date.now() - t1 >= 100);
     // Resumed counts hold until a newer snapshot comes.
-    keeper.resumed([
-      { updates: 0, next: 5, skipped: 5 },
-      { updates: 5, next: 5, skipped: 0 },
-    ]);
+    keeper.resumed(
+      [
+        { updates: 0, next: 5, skipped: 5 },
+        { updates: 5, next: 5, skipped: 0 },
+      ],
+      [0, 0],
+    );
     assert.deepEqual(keeper.resumeCounts()[0], { updates: 0, next: 5, skipped: 5 });
     assert.deepEqual(keeper.startUpdates(), [0, 5]);
+    assert.deepEqual(keeper.belowFloorAtStart(), [0, 0]);
     keeper.close();
   });
 });

@@ -57,13 +57,28 @@ export class OrderedSum {
   }
 
   /**
-   * The float64 sums themselves, once every microbatch was added, for a caller that adds
-   * other partial sums to them in place (the replicas' all-reduce) before result() rounds.
+   * The float64 sums, once every microbatch was added, to read (the replicas' all-reduce
+   * sends them); not to write: setSums replaces them.
    */
-  partials(): Float64Array[] {
+  partials(): readonly Float64Array[] {
     this.checkComplete();
-    this.rounded = null;
     return this.sums;
+  }
+
+  /**
+   * Replaces the float64 sums (once every microbatch was added) by `sums`, one array per
+   * parameter of its size (the replicas' all-reduce of them); result() rounds them afresh.
+   */
+  setSums(sums: readonly ArrayLike<number>[]): void {
+    this.checkComplete();
+    if (sums.length !== this.sums.length)
+      throw new OrderedSumError(`${sums.length} sums for ${this.sums.length} parameters`);
+    sums.forEach((v, i) => {
+      if (v.length !== this.sizes[i])
+        throw new OrderedSumError(`sum of parameter ${i}: ${v.length} values, expected ${this.sizes[i]}`);
+    });
+    sums.forEach((v, i) => this.sums[i].set(v));
+    this.rounded = null;
   }
 
   /** The sums rounded to float32 (the same arrays on every call); only once every microbatch was added. */
