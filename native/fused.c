@@ -90,12 +90,13 @@ static bool ln_args(napi_env env, napi_callback_info info, const char *usage, fl
   if (!baton_int_arg(env, argv[4], "rows", rows) || !baton_int_arg(env, argv[5], "cols", cols) ||
       !baton_number_arg(env, argv[6], "eps", &e))
     return false;
-  const uint64_t n = (uint64_t)*rows * (uint64_t)*cols;
-  for (int i = 0; i < 4; i++)
-    if ((uint64_t)len[i] < (full[i] ? n : (uint64_t)*cols)) {
-      baton_fail(env, usage);
-      return false;
-    }
+  uint64_t n;
+  bool fits = baton_mul((uint64_t)*rows, (uint64_t)*cols, &n);
+  for (int i = 0; i < 4 && fits; i++) fits = (uint64_t)len[i] >= (full[i] ? n : (uint64_t)*cols);
+  if (!fits) {
+    baton_fail(env, usage);
+    return false;
+  }
   *eps = (float)e;
   return true;
 }
@@ -233,12 +234,14 @@ static bool softmax_args(napi_env env, napi_callback_info info, size_t arrays, c
   if (!baton_int_arg(env, argv[arrays], "batch", batch) || !baton_int_arg(env, argv[arrays + 1], "t", t) ||
       !baton_number_arg(env, argv[arrays + 2], "scale", &s))
     return false;
-  const uint64_t n = (uint64_t)*batch * (uint64_t)*t * (uint64_t)*t;
-  for (size_t i = 0; i < arrays; i++)
-    if ((uint64_t)len[i] < n) {
-      baton_fail(env, usage);
-      return false;
-    }
+  // batch·t·t can pass 2^64 (three factors below 2^31): refused, or a wrapped product would pass the length check.
+  uint64_t bt, n;
+  bool fits = baton_mul((uint64_t)*batch, (uint64_t)*t, &bt) && baton_mul(bt, (uint64_t)*t, &n);
+  for (size_t i = 0; i < arrays && fits; i++) fits = (uint64_t)len[i] >= n;
+  if (!fits) {
+    baton_fail(env, usage);
+    return false;
+  }
   *scale = (float)s;
   return true;
 }
@@ -302,8 +305,9 @@ static napi_value segment_sum(napi_env env, napi_callback_info info) {
       !baton_float_array(env, argv[2], "out", &out, &lout) || !baton_int_arg(env, argv[3], "rows", &rows) ||
       !baton_int_arg(env, argv[4], "width", &width) || !baton_int_arg(env, argv[5], "segments", &segments))
     return NULL;
-  if ((uint64_t)lx < (uint64_t)rows * (uint64_t)width || (int64_t)lids < rows ||
-      (uint64_t)lout < (uint64_t)segments * (uint64_t)width)
+  uint64_t nx, nout;
+  if (!baton_mul((uint64_t)rows, (uint64_t)width, &nx) || !baton_mul((uint64_t)segments, (uint64_t)width, &nout) ||
+      (uint64_t)lx < nx || (int64_t)lids < rows || (uint64_t)lout < nout)
     return baton_fail(env, usage);
   memset(out, 0, (size_t)segments * (size_t)width * sizeof(float));
   for (int64_t r = 0; r < rows; r++) {
@@ -328,7 +332,9 @@ static napi_value gather_rows(napi_env env, napi_callback_info info) {
       !baton_float_array(env, argv[2], "out", &out, &lout) || !baton_int_arg(env, argv[3], "n", &n) ||
       !baton_int_arg(env, argv[4], "width", &width) || !baton_int_arg(env, argv[5], "rows", &rows))
     return NULL;
-  if ((uint64_t)lx < (uint64_t)rows * (uint64_t)width || (int64_t)lids < n || (uint64_t)lout < (uint64_t)n * (uint64_t)width)
+  uint64_t nx, nout;
+  if (!baton_mul((uint64_t)rows, (uint64_t)width, &nx) || !baton_mul((uint64_t)n, (uint64_t)width, &nout) ||
+      (uint64_t)lx < nx || (int64_t)lids < n || (uint64_t)lout < nout)
     return baton_fail(env, usage);
   bool ok = true;
   for (int64_t i = 0; i < n; i++)

@@ -161,6 +161,21 @@ describe('fused ops', function () {
     }
   });
 
+  it('the native kernels refuse sizes whose product passes 2^64 instead of reading past the arrays', () => {
+    const addon = require(ADDON_PATH) as Record<string, (...a: unknown[]) => unknown>;
+    const f = () => new Float32Array(4);
+    // 16·2^30·2^30 = 2^64 wraps to 0 in 64 bits, which any array length would pass.
+    assert.throws(() => addon['causalSoftmax']!(f(), f(), 16, 2 ** 30, 1), /causalSoftmax.*arrays too short/);
+    assert.throws(
+      () => addon['causalSoftmaxGrad']!(f(), f(), f(), 16, 2 ** 30, 1),
+      /causalSoftmaxGrad.*arrays too short/,
+    );
+    assert.throws(() => addon['layerNorm']!(f(), f(), f(), f(), 2 ** 30, 2 ** 30, 1e-5), /layerNorm.*arrays too short/);
+    const ids = new Int32Array(4);
+    assert.throws(() => addon['segmentSum']!(f(), ids, f(), 2, 2 ** 30, 2 ** 30), /segmentSum.*arrays too short/);
+    assert.throws(() => addon['gatherRows']!(f(), ids, f(), 2, 2 ** 30, 2 ** 30), /gatherRows.*arrays too short/);
+  });
+
   it('the fused ops decline inputs they do not handle (non-float, non-square scores, broadcast gains)', async () => {
     await loadBackend({ force: 'wasm' });
     installNativeKernels('wasm', { choice: 'native', threads: 1 });
