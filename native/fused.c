@@ -32,14 +32,20 @@
 #endif
 
 // e^x for float x: x = n·ln2 + r with |r| ≤ ln2/2 (Cody–Waite, two-part ln2), e^r by
-// Cephes's degree-6 polynomial, 2^n from the exponent bits. Inputs are clamped to
-// [−87.3, 88.3] (e^x stays a normal float); within 2 ulp of expf there.
+// Cephes's degree-6 polynomial, 2^n from the exponent bits. Finite inputs are clamped to
+// [−87.3, 88.3] (e^x stays a normal float; n stays in [−126, 128], so the conversion and
+// the shift are defined); within 2 ulp of expf there. NaN gives NaN, +inf gives +inf and
+// −inf gives 0, as expf does: they are replaced by 0 before the arithmetic (converting a
+// NaN to int is undefined behaviour in C) and chosen by a select after it, so the loops
+// still vectorize.
 static inline float exp_approx(float x) {
-  x = x < -87.3f ? -87.3f : x;
-  x = x > 88.3f ? 88.3f : x;
-  const float shifted = x * 1.44269504088896341f + 12582912.0f;  // round to nearest by the 1.5·2^23 shift
+  const bool nan = x != x;
+  float c = nan ? 0.0f : x;
+  c = c < -87.3f ? -87.3f : c;
+  c = c > 88.3f ? 88.3f : c;
+  const float shifted = c * 1.44269504088896341f + 12582912.0f;  // round to nearest by the 1.5·2^23 shift
   const float n = shifted - 12582912.0f;
-  float r = x - n * 0.693359375f;
+  float r = c - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -51,7 +57,8 @@ static inline float exp_approx(float x) {
   const int32_t bits = ((int32_t)n + 127) << 23;
   float scale;
   memcpy(&scale, &bits, sizeof scale);
-  return e * scale;
+  const float v = e * scale;
+  return nan ? x : x == INFINITY ? INFINITY : x == -INFINITY ? 0.0f : v;
 }
 
 static bool args(napi_env env, napi_callback_info info, size_t want, napi_value *argv, const char *usage) {

@@ -176,6 +176,51 @@ describe('fused ops', function () {
     assert.throws(() => addon['gatherRows']!(f(), ids, f(), 2, 2 ** 30, 2 ** 30), /gatherRows.*arrays too short/);
   });
 
+  for (const backend of ['wasm', 'cpu'] as const) {
+    it(`${backend}: GELU and the causal softmax of NaN and ±Infinity give what the tfjs composition gives`, async () => {
+      await loadBackend({ force: backend });
+      const x = [NaN, Infinity, -Infinity, 0, 1e30, -1e30, 100, -100, 1];
+      // Score rows (causal: row i sees keys 0..i); the specials sit in the visible part.
+      const s = [
+        [0, 0, 0, 0],
+        [Infinity, 1, 0, 0],
+        [-Infinity, 1, 2, 0],
+        [1, NaN, 2, 3],
+      ].flat();
+      // (A row whose visible keys are all -inf is 0/0 = NaN in the fused kernel; the composition's additive mask
+      // then puts the row's weight on the masked keys instead. Neither is a softmax, so no such row here.)
+      const s2 = [
+        [2, -Infinity, 0, 0],
+        [-Infinity, 3, 0, 0],
+        [1e30, -1e30, 5, 0],
+        [-100, 100, 0, -Infinity],
+      ].flat();
+      const both = () =>
+        tf.tidy(() => [
+          Array.from(gelu(tf.tensor1d(x)).dataSync()),
+          Array.from(causalSoftmax(tf.tensor(s, [1, 4, 4]), 1).dataSync()),
+          Array.from(causalSoftmax(tf.tensor(s2, [1, 4, 4]), 0.5).dataSync()),
+        ]);
+      installNativeKernels(backend, { choice: 'tfjs' });
+      const ref = both();
+      installNativeKernels(backend, { choice: 'native', threads: 1 });
+      const fused = both();
+      // A masked key (j > i) is never read by the fused kernel and is exactly 0 there; tfjs adds the mask to the
+      // score, so a row holding NaN or +inf is NaN in its masked keys too. Those keys are compared as 0.
+      const masked = (k: number, i: number) => k > 0 && i % 4 > Math.floor(i / 4);
+      ref.forEach((r, k) =>
+        r.forEach((v0, i) => {
+          const got = fused[k]![i]!;
+          const v = masked(k, i) ? 0 : v0;
+          const same = Number.isNaN(v)
+            ? Number.isNaN(got)
+            : got === v || Math.abs(got - v) <= 1e-6 * Math.max(1, Math.abs(v));
+          assert.ok(same, `${backend} case ${k} [${i}]: fused ${got}, tfjs ${v}`);
+        }),
+      );
+    });
+  }
+
   it('the fused ops decline inputs they do not handle (non-float, non-square scores, broadcast gains)', async () => {
     await loadBackend({ force: 'wasm' });
     installNativeKernels('wasm', { choice: 'native', threads: 1 });
