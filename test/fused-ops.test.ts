@@ -221,6 +221,30 @@ describe('fused ops', function () {
     });
   }
 
+  for (const backend of ['wasm', 'cpu'] as const) {
+    it(`${backend}: a refused fused kernel call leaves no output behind in the backend`, async () => {
+      await loadBackend({ force: backend });
+      installNativeKernels(backend, { choice: 'native', threads: 1 });
+      const x = tf.ones([4, 8]);
+      const xi = tf.ones([4, 8], 'int32');
+      const g = tf.ones([8]);
+      const short = tf.ones([2, 8]);
+      const held = () => ({ ...tf.memory(), ids: tf.backend().numDataIds() });
+      const before = held();
+      const run = (name: string, inputs: tf.NamedTensorMap) => () =>
+        tf.engine().runKernel(name, inputs, { eps: 1e-5 } as unknown as tf.NamedAttrMap);
+      assert.throws(run('BatonGelu', { x: xi }), /BatonGelu: inputs must be float32/);
+      assert.throws(run('BatonLayerNormGradParams', { dy: xi, x }), /inputs must be float32/);
+      assert.throws(run('BatonLayerNormGradX', { dy: short, x, g }), /layerNormGradX.*arrays too short/);
+      const after = held();
+      assert.deepStrictEqual(
+        [after.numTensors, after.numBytes, after.ids],
+        [before.numTensors, before.numBytes, before.ids],
+      );
+      tf.dispose([x, xi, g, short]);
+    });
+  }
+
   it('the fused ops decline inputs they do not handle (non-float, non-square scores, broadcast gains)', async () => {
     await loadBackend({ force: 'wasm' });
     installNativeKernels('wasm', { choice: 'native', threads: 1 });
