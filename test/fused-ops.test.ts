@@ -245,6 +245,29 @@ describe('fused ops', function () {
     });
   }
 
+  it("LayerNorm's backward computes dg and db in one kernel call and holds no tensor after it", async () => {
+    await loadBackend({ force: 'wasm' });
+    installNativeKernels('wasm', { choice: 'native', threads: 1 });
+    const [x, g, b] = [tf.randomNormal([4, 8], 0, 1, 'float32', 1), tf.ones([8]), tf.zeros([8])];
+    /** The gradients for the first n of x, g, b (the rest held constant). */
+    const grads = (n: number) => () =>
+      tf.tidy(() =>
+        tf.grads((...ys: tf.Tensor[]) => {
+          const [a, c, e] = [...ys, ...[x, g, b].slice(n)];
+          return layerNorm(a!, c!, e!).square().sum();
+        })([x, g, b].slice(0, n)),
+      );
+    const before = tf.memory().numTensors;
+    const profile = await tf.profile(() => void tf.dispose(grads(3)()));
+    assert.strictEqual(profile.kernels.filter((k) => k.name === 'BatonLayerNormGradParams').length, 1);
+    assert.strictEqual(tf.memory().numTensors, before);
+    // Only g asked for: b's gradient, computed with it, is dropped at the next backward.
+    tf.dispose(grads(2)());
+    tf.dispose(grads(1)());
+    assert.strictEqual(tf.memory().numTensors, before);
+    tf.dispose([x, g, b]);
+  });
+
   it('the fused ops decline inputs they do not handle (non-float, non-square scores, broadcast gains)', async () => {
     await loadBackend({ force: 'wasm' });
     installNativeKernels('wasm', { choice: 'native', threads: 1 });
