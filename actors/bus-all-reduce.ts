@@ -9,7 +9,7 @@
 // bandwidth of the collective), as activations are. One actor per member owns the pending
 // parts; a stranger's part is refused and counted.
 
-import { AllReduce, Floats } from '../models/all-reduce';
+import { AllReduce, Floats, sumInOrder } from '../models/all-reduce';
 import { quoteValue } from '../base/quote';
 import { Bus, Subscription } from '../transport/bus';
 import { encodeEnvelope } from '../transport/codec';
@@ -58,13 +58,6 @@ interface Pending {
   parts: (Floats | null)[];
   resolve?: (s: Floats) => void;
   reject?: (e: Error) => void;
-}
-
-/** The member-order sum of the parts (all of one length and dtype), in their dtype. */
-export function sumInOrder<A extends Floats>(parts: readonly A[]): A {
-  const out = parts[0].slice().fill(0) as A;
-  for (const p of parts) for (let i = 0; i < out.length; i++) out[i] += p[i];
-  return out;
 }
 
 type Part = Extract<Msg, { type: 'part' }>;

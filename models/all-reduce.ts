@@ -12,3 +12,18 @@ export type AllReduce<A extends Floats = Float32Array> = (key: string, data: A) 
 
 /** The arrays a group sums: float32 activations and gradients, float64 partial gradient sums (the replicas'). */
 export type Floats = Float32Array | Float64Array;
+
+/**
+ * The member-order sum of `parts` (all of one length and dtype) in their dtype: a copy of
+ * member 0's array, then members 1, 2, … added in turn. Every implementation of AllReduce
+ * sums with it, so they agree to the bit whatever order the parts arrived in.
+ */
+export function sumInOrder<A extends Floats>(parts: readonly A[]): A {
+  if (parts.length === 0) throw new RangeError('sumInOrder needs at least one part');
+  const out = parts[0]!.slice() as A;
+  for (let m = 1; m < parts.length; m++) {
+    const p = parts[m]!;
+    for (let i = 0; i < out.length; i++) out[i] += p[i]!;
+  }
+  return out;
+}

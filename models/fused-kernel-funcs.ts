@@ -4,7 +4,9 @@
 // or the cpu backend's arrays), and UnsortedSegmentSum (the embedding gradient) as a C
 // segment sum and GatherV2 along axis 0 (the embedding lookup) as a C row copy, falling
 // back to the kernels they replaced for what they do not handle.
-// Outputs are allocated before any view is taken (the wasm heap can grow on allocation).
+// Outputs are allocated before any view is taken (the wasm heap can grow on allocation);
+// a call refused after that (an input not float32, arrays the addon finds too short)
+// disposes its outputs before the error leaves, or the backend would keep their memory.
 
 import * as tf from '@tensorflow/tfjs';
 import { KernelArgs, size } from './kernel-args';
@@ -28,6 +30,19 @@ function rowsCols(x: tf.TensorInfo): { rows: number; cols: number } {
   return { rows: cols === 0 ? 0 : size(x.shape) / cols, cols };
 }
 
+const disposeData = (backend: unknown, info: tf.TensorInfo) =>
+  (backend as { disposeData(id: tf.DataId): void }).disposeData(info.dataId);
+
+/** `fill()`'s result; if it throws, the outputs `outs` are disposed first. */
+function filling<T>(backend: unknown, outs: readonly { info: tf.TensorInfo }[], fill: () => T): T {
+  try {
+    return fill();
+  } catch (err) {
+    for (const o of outs) disposeData(backend, o.info);
+    throw err;
+  }
+}
+
 type Make = (native: Addon, backendName: string) => tf.KernelFunc;
 
 const inputs = (args: KernelArgs, names: readonly string[]) => names.map((n) => args.inputs[n] as tf.TensorInfo);
@@ -38,9 +53,11 @@ export const layerNormKernel: Make = (native, backendName) => (args) => {
   const { eps } = args.attrs as { eps: number };
   const mem = memoryOf(backendName, args.backend);
   const y = mem.output(x!.shape);
-  const [vx, vg, vb] = views('BatonLayerNorm', mem, [x!, g!, b!]);
-  const { rows, cols } = rowsCols(x!);
-  native.layerNorm(vx!, vg!, vb!, y.data(), rows, cols, eps);
+  filling(args.backend, [y], () => {
+    const [vx, vg, vb] = views('BatonLayerNorm', mem, [x!, g!, b!]);
+    const { rows, cols } = rowsCols(x!);
+    native.layerNorm(vx!, vg!, vb!, y.data(), rows, cols, eps);
+  });
   return y.info;
 };
 
@@ -50,9 +67,11 @@ export const layerNormGradXKernel: Make = (native, backendName) => (args) => {
   const { eps } = args.attrs as { eps: number };
   const mem = memoryOf(backendName, args.backend);
   const dx = mem.output(x!.shape);
-  const [vdy, vx, vg] = views('BatonLayerNormGradX', mem, [dy!, x!, g!]);
-  const { rows, cols } = rowsCols(x!);
-  native.layerNormGradX(vdy!, vx!, vg!, dx.data(), rows, cols, eps);
+  filling(args.backend, [dx], () => {
+    const [vdy, vx, vg] = views('BatonLayerNormGradX', mem, [dy!, x!, g!]);
+    const { rows, cols } = rowsCols(x!);
+    native.layerNormGradX(vdy!, vx!, vg!, dx.data(), rows, cols, eps);
+  });
   return dx.info;
 };
 
@@ -64,8 +83,10 @@ export const layerNormGradParamsKernel: Make = (native, backendName) => (args) =
   const { rows, cols } = rowsCols(x!);
   const dg = mem.output([cols]);
   const db = mem.output([cols]);
-  const [vdy, vx] = views('BatonLayerNormGradParams', mem, [dy!, x!]);
-  native.layerNormGradParams(vdy!, vx!, dg.data(), db.data(), rows, cols, eps);
+  filling(args.backend, [dg, db], () => {
+    const [vdy, vx] = views('BatonLayerNormGradParams', mem, [dy!, x!]);
+    native.layerNormGradParams(vdy!, vx!, dg.data(), db.data(), rows, cols, eps);
+  });
   return [dg.info, db.info];
 };
 
@@ -74,8 +95,10 @@ export const geluKernel: Make = (native, backendName) => (args) => {
   const [x] = inputs(args, ['x']);
   const mem = memoryOf(backendName, args.backend);
   const y = mem.output(x!.shape);
-  const [vx] = views('BatonGelu', mem, [x!]);
-  native.gelu(vx!, y.data(), size(x!.shape));
+  filling(args.backend, [y], () => {
+    const [vx] = views('BatonGelu', mem, [x!]);
+    native.gelu(vx!, y.data(), size(x!.shape));
+  });
   return y.info;
 };
 
@@ -83,8 +106,10 @@ export const geluGradKernel: Make = (native, backendName) => (args) => {
   const [dy, x] = inputs(args, ['dy', 'x']);
   const mem = memoryOf(backendName, args.backend);
   const dx = mem.output(x!.shape);
-  const [vdy, vx] = views('BatonGeluGrad', mem, [dy!, x!]);
-  native.geluGrad(vdy!, vx!, dx.data(), size(x!.shape));
+  filling(args.backend, [dx], () => {
+    const [vdy, vx] = views('BatonGeluGrad', mem, [dy!, x!]);
+    native.geluGrad(vdy!, vx!, dx.data(), size(x!.shape));
+  });
   return dx.info;
 };
 
@@ -104,8 +129,10 @@ export const causalSoftmaxKernel: Make = (native, backendName) => (args) => {
   const { batch, t } = squareTail('BatonCausalSoftmax', s!);
   const mem = memoryOf(backendName, args.backend);
   const y = mem.output(s!.shape);
-  const [vs] = views('BatonCausalSoftmax', mem, [s!]);
-  native.causalSoftmax(vs!, y.data(), batch, t, scale);
+  filling(args.backend, [y], () => {
+    const [vs] = views('BatonCausalSoftmax', mem, [s!]);
+    native.causalSoftmax(vs!, y.data(), batch, t, scale);
+  });
   return y.info;
 };
 
@@ -115,8 +142,10 @@ export const causalSoftmaxGradKernel: Make = (native, backendName) => (args) => 
   const { batch, t } = squareTail('BatonCausalSoftmaxGrad', y!);
   const mem = memoryOf(backendName, args.backend);
   const ds = mem.output(y!.shape);
-  const [vdy, vy] = views('BatonCausalSoftmaxGrad', mem, [dy!, y!]);
-  native.causalSoftmaxGrad(vdy!, vy!, ds.data(), batch, t, scale);
+  filling(args.backend, [ds], () => {
+    const [vdy, vy] = views('BatonCausalSoftmaxGrad', mem, [dy!, y!]);
+    native.causalSoftmaxGrad(vdy!, vy!, ds.data(), batch, t, scale);
+  });
   return ds.info;
 };
 
@@ -139,7 +168,7 @@ export function nativeSegmentSum(native: Addon, backendName: string, fallback: t
     const vx = mem.view(x!);
     const vids = mem.viewInt32(ids!);
     if (!vx || !vids) {
-      (args.backend as unknown as { disposeData(id: tf.DataId): void }).disposeData(out.info.dataId);
+      disposeData(args.backend, out.info);
       return fallback.kernelFunc(args);
     }
     native.segmentSum(vx, vids, out.data(), size(ids!.shape), size(rowShape), numSegments);
@@ -169,7 +198,7 @@ export function nativeGather(native: Addon, backendName: string, fallback: tf.Ke
     const done =
       !!vx && !!vids && native.gatherRows(vx, vids, out.data(), size(ids!.shape), size(rowShape), x!.shape[0]!);
     if (done) return out.info;
-    (args.backend as unknown as { disposeData(id: tf.DataId): void }).disposeData(out.info.dataId);
+    disposeData(args.backend, out.info);
     return fallback.kernelFunc(args);
   };
 }

@@ -36,6 +36,37 @@ export const FUSED_KERNELS = Object.keys(MAKERS) as (keyof typeof MAKERS)[];
 const run = (name: string, inputs: tf.NamedTensorMap, attrs: Record<string, number> = {}) =>
   tf.engine().runKernel(name, inputs, attrs as unknown as tf.NamedAttrMap);
 
+/** A dg or db computed with the other and not yet asked for (see sharedParamGrads). */
+let unclaimed: tf.Tensor | null = null;
+
+/**
+ * The closures for g and b, sharing one BatonLayerNormGradParams call (it computes dg and
+ * db together). Every caller (tfjs's backprop, models/kept-tape.ts) calls a node's
+ * closures, each in its own tidy, right after its gradFunc; so the first one asked for
+ * computes both and keeps the other for the second, which returns a clone of it (data
+ * shared, not copied) and disposes the kept one. If the second is never asked for
+ * (its input was pruned: a gradient for g but not b), the kept tensor is disposed at the
+ * next LayerNorm gradFunc, so at most one is held between backward passes.
+ */
+function sharedParamGrads(both: () => tf.Tensor[]): { g: () => tf.Tensor; b: () => tf.Tensor } {
+  unclaimed?.dispose();
+  unclaimed = null;
+  let pair: tf.Tensor[] | null = null;
+  const pick = (i: number) => () => {
+    if (pair) {
+      // A clone made here belongs to the caller's scopes as usual (the kept one would escape their tidies).
+      const mine = pair[i]!.clone();
+      pair[i]!.dispose();
+      unclaimed = null;
+      return mine;
+    }
+    pair = both();
+    unclaimed = tf.keep(pair[1 - i]!);
+    return pair[i]!;
+  };
+  return { g: pick(0), b: pick(1) };
+}
+
 let gradientsRegistered = false;
 
 function registerGradients(): void {
@@ -48,13 +79,10 @@ function registerGradients(): void {
       const [x, g] = saved as [tf.Tensor, tf.Tensor];
       const d = dy as tf.Tensor;
       const eps = { eps: (attrs as { eps: number }).eps };
-      const params = () => run('BatonLayerNormGradParams', { dy: d, x }, eps) as tf.Tensor[];
-      const pick = (i: number) => () => {
-        const both = params();
-        both[1 - i]!.dispose();
-        return both[i]!;
+      return {
+        x: () => run('BatonLayerNormGradX', { dy: d, x, g }, eps) as tf.Tensor,
+        ...sharedParamGrads(() => run('BatonLayerNormGradParams', { dy: d, x }, eps) as tf.Tensor[]),
       };
-      return { x: () => run('BatonLayerNormGradX', { dy: d, x, g }, eps) as tf.Tensor, g: pick(0), b: pick(1) };
     },
   });
   tf.registerGradient({

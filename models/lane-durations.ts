@@ -6,7 +6,9 @@
 //   two stages travel the same link at the same time, so a message's network delay is drawn
 //   once per (replica, iteration, stage, task), shared by the group's ranks (the draw rank 0
 //   makes), times a per-rank part: a median-1 lognormal with the compute jitter's spread
-//   (0.73 under --jitter paper), for the ranks' sends starting at slightly different times;
+//   (0.73 under --jitter paper or compute), for the ranks' sends starting at slightly
+//   different times; it follows the compute jitter, so --jitter compute has it too (its
+//   group draw is then the undisturbed delay) and --jitter none has none;
 // - independent: each rank draws its message's whole delay itself (from its lane's seed),
 //   so a group waits for the slowest of T heavy-tailed draws.
 // A rank computes 1/T of its stage's work (Megatron's split, taken as ideal); the
@@ -82,7 +84,7 @@ function sharedComm(o: LaneDurationOptions): DurationModel['comm'] {
   const seed = laneSeed(o.seed, o.lane);
   return (iteration, stage, t) => {
     const ms = group.comm(iteration, stage, t);
-    if (ms === 0 || sigma.communication === 0) return ms;
+    if (ms === 0 || sigma.compute === 0) return ms;
     const event = t.kind === 'F' ? 'rank-send-activation' : 'rank-send-gradient';
     return (
       ms * lognormalMultiplier(sigma.compute, keyedNormal({ seed, iteration, stage, event, mb: t.mb, chunk: t.chunk }))

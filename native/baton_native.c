@@ -53,10 +53,14 @@ static napi_value sgemm(napi_env env, napi_callback_info info) {
     if (!float_array(env, argv[11], "bias", &bias, &lbias)) return NULL;
     if ((int64_t)lbias != n) return fail(env, "baton_native.sgemm: bias must hold n values");
   }
-  const uint64_t sa = (uint64_t)m * (uint64_t)k, sb = (uint64_t)k * (uint64_t)n, sc = (uint64_t)m * (uint64_t)n;
-  if ((uint64_t)la < (aBatched ? sa * (uint64_t)batch : sa)) return fail(env, "baton_native.sgemm: a is shorter than its shape");
-  if ((uint64_t)lb < (bBatched ? sb * (uint64_t)batch : sb)) return fail(env, "baton_native.sgemm: b is shorter than its shape");
-  if ((uint64_t)lc < sc * (uint64_t)batch) return fail(env, "baton_native.sgemm: c is shorter than its shape");
+  // Each product is checked: a batch of products of two factors below 2^31 can pass 2^64, and a wrapped total would pass the length check.
+  uint64_t sa, sb, sc, na, nb, nc;
+  if (!baton_mul((uint64_t)m, (uint64_t)k, &sa) || !baton_mul((uint64_t)k, (uint64_t)n, &sb) || !baton_mul((uint64_t)m, (uint64_t)n, &sc) ||
+      !baton_mul(sa, aBatched ? (uint64_t)batch : 1, &na) || !baton_mul(sb, bBatched ? (uint64_t)batch : 1, &nb) || !baton_mul(sc, (uint64_t)batch, &nc))
+    return fail(env, "baton_native.sgemm: the shape's sizes overflow 64 bits");
+  if ((uint64_t)la < na) return fail(env, "baton_native.sgemm: a is shorter than its shape");
+  if ((uint64_t)lb < nb) return fail(env, "baton_native.sgemm: b is shorter than its shape");
+  if ((uint64_t)lc < nc) return fail(env, "baton_native.sgemm: c is shorter than its shape");
   const int lda = transA ? (int)m : (int)k;
   const int ldb = transB ? (int)k : (int)n;
   for (int64_t i = 0; i < batch; i++) {
@@ -90,7 +94,8 @@ static napi_value col_sum(napi_env env, napi_callback_info info) {
   int64_t rows, cols;
   if (!float_array(env, argv[0], "x", &x, &lx) || !float_array(env, argv[1], "out", &out, &lout)) return NULL;
   if (!int_arg(env, argv[2], "rows", &rows) || !int_arg(env, argv[3], "cols", &cols)) return NULL;
-  if ((uint64_t)lx < (uint64_t)rows * (uint64_t)cols) return fail(env, "baton_native.colSum: x is shorter than rows x cols");
+  uint64_t nx;
+  if (!baton_mul((uint64_t)rows, (uint64_t)cols, &nx) || (uint64_t)lx < nx) return fail(env, "baton_native.colSum: x is shorter than rows x cols");
   if ((int64_t)lout < cols) return fail(env, "baton_native.colSum: out is shorter than cols");
   memset(out, 0, (size_t)cols * sizeof(float));
   for (int64_t i = 0; i < rows; i++) {

@@ -32,14 +32,20 @@
 #endif
 
 // e^x for float x: x = n·ln2 + r with |r| ≤ ln2/2 (Cody–Waite, two-part ln2), e^r by
-// Cephes's degree-6 polynomial, 2^n from the exponent bits. Inputs are clamped to
-// [−87.3, 88.3] (e^x stays a normal float); within 2 ulp of expf there.
+// Cephes's degree-6 polynomial, 2^n from the exponent bits. Finite inputs are clamped to
+// [−87.3, 88.3] (e^x stays a normal float; n stays in [−126, 128], so the conversion and
+// the shift are defined); within 2 ulp of expf there. NaN gives NaN, +inf gives +inf and
+// −inf gives 0, as expf does: they are replaced by 0 before the arithmetic (converting a
+// NaN to int is undefined behaviour in C) and chosen by a select after it, so the loops
+// still vectorize.
 static inline float exp_approx(float x) {
-  x = x < -87.3f ? -87.3f : x;
-  x = x > 88.3f ? 88.3f : x;
-  const float shifted = x * 1.44269504088896341f + 12582912.0f;  // round to nearest by the 1.5·2^23 shift
+  const bool nan = x != x;
+  float c = nan ? 0.0f : x;
+  c = c < -87.3f ? -87.3f : c;
+  c = c > 88.3f ? 88.3f : c;
+  const float shifted = c * 1.44269504088896341f + 12582912.0f;  // round to nearest by the 1.5·2^23 shift
   const float n = shifted - 12582912.0f;
-  float r = x - n * 0.693359375f;
+  float r = c - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -51,7 +57,8 @@ static inline float exp_approx(float x) {
   const int32_t bits = ((int32_t)n + 127) << 23;
   float scale;
   memcpy(&scale, &bits, sizeof scale);
-  return e * scale;
+  const float v = e * scale;
+  return nan ? x : x == INFINITY ? INFINITY : x == -INFINITY ? 0.0f : v;
 }
 
 static bool args(napi_env env, napi_callback_info info, size_t want, napi_value *argv, const char *usage) {
@@ -90,12 +97,13 @@ static bool ln_args(napi_env env, napi_callback_info info, const char *usage, fl
   if (!baton_int_arg(env, argv[4], "rows", rows) || !baton_int_arg(env, argv[5], "cols", cols) ||
       !baton_number_arg(env, argv[6], "eps", &e))
     return false;
-  const uint64_t n = (uint64_t)*rows * (uint64_t)*cols;
-  for (int i = 0; i < 4; i++)
-    if ((uint64_t)len[i] < (full[i] ? n : (uint64_t)*cols)) {
-      baton_fail(env, usage);
-      return false;
-    }
+  uint64_t n;
+  bool fits = baton_mul((uint64_t)*rows, (uint64_t)*cols, &n);
+  for (int i = 0; i < 4 && fits; i++) fits = (uint64_t)len[i] >= (full[i] ? n : (uint64_t)*cols);
+  if (!fits) {
+    baton_fail(env, usage);
+    return false;
+  }
   *eps = (float)e;
   return true;
 }
@@ -233,12 +241,14 @@ static bool softmax_args(napi_env env, napi_callback_info info, size_t arrays, c
   if (!baton_int_arg(env, argv[arrays], "batch", batch) || !baton_int_arg(env, argv[arrays + 1], "t", t) ||
       !baton_number_arg(env, argv[arrays + 2], "scale", &s))
     return false;
-  const uint64_t n = (uint64_t)*batch * (uint64_t)*t * (uint64_t)*t;
-  for (size_t i = 0; i < arrays; i++)
-    if ((uint64_t)len[i] < n) {
-      baton_fail(env, usage);
-      return false;
-    }
+  // batch·t·t can pass 2^64 (three factors below 2^31): refused, or a wrapped product would pass the length check.
+  uint64_t bt, n;
+  bool fits = baton_mul((uint64_t)*batch, (uint64_t)*t, &bt) && baton_mul(bt, (uint64_t)*t, &n);
+  for (size_t i = 0; i < arrays && fits; i++) fits = (uint64_t)len[i] >= n;
+  if (!fits) {
+    baton_fail(env, usage);
+    return false;
+  }
   *scale = (float)s;
   return true;
 }
@@ -302,8 +312,9 @@ static napi_value segment_sum(napi_env env, napi_callback_info info) {
       !baton_float_array(env, argv[2], "out", &out, &lout) || !baton_int_arg(env, argv[3], "rows", &rows) ||
       !baton_int_arg(env, argv[4], "width", &width) || !baton_int_arg(env, argv[5], "segments", &segments))
     return NULL;
-  if ((uint64_t)lx < (uint64_t)rows * (uint64_t)width || (int64_t)lids < rows ||
-      (uint64_t)lout < (uint64_t)segments * (uint64_t)width)
+  uint64_t nx, nout;
+  if (!baton_mul((uint64_t)rows, (uint64_t)width, &nx) || !baton_mul((uint64_t)segments, (uint64_t)width, &nout) ||
+      (uint64_t)lx < nx || (int64_t)lids < rows || (uint64_t)lout < nout)
     return baton_fail(env, usage);
   memset(out, 0, (size_t)segments * (size_t)width * sizeof(float));
   for (int64_t r = 0; r < rows; r++) {
@@ -328,7 +339,9 @@ static napi_value gather_rows(napi_env env, napi_callback_info info) {
       !baton_float_array(env, argv[2], "out", &out, &lout) || !baton_int_arg(env, argv[3], "n", &n) ||
       !baton_int_arg(env, argv[4], "width", &width) || !baton_int_arg(env, argv[5], "rows", &rows))
     return NULL;
-  if ((uint64_t)lx < (uint64_t)rows * (uint64_t)width || (int64_t)lids < n || (uint64_t)lout < (uint64_t)n * (uint64_t)width)
+  uint64_t nx, nout;
+  if (!baton_mul((uint64_t)rows, (uint64_t)width, &nx) || !baton_mul((uint64_t)n, (uint64_t)width, &nout) ||
+      (uint64_t)lx < nx || (int64_t)lids < n || (uint64_t)lout < nout)
     return baton_fail(env, usage);
   bool ok = true;
   for (int64_t i = 0; i < n; i++)

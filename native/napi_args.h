@@ -28,4 +28,7 @@ bool baton_int_arg(napi_env env, napi_value v, const char *name, int64_t *out);
 /** A finite number; false with a JS RangeError otherwise. */
 bool baton_number_arg(napi_env env, napi_value v, const char *name, double *out);
 
+/** *out = a·b; false if the product does not fit in 64 bits (a length check on a wrapped product would pass). */
+static inline bool baton_mul(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+
 #endif

@@ -24,15 +24,26 @@ import sys
 import time
 
 
-def blas_threads_arg():
-    """--blas-threads (or --threads) from argv, read before torch loads OpenBLAS."""
-    for flag in ("--blas-threads", "--threads"):
-        if flag in sys.argv[:-1]:
-            return sys.argv[sys.argv.index(flag) + 1]
-    return "1"
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--threads", type=int, default=1, help="PyTorch's (OpenMP) threads")
+    p.add_argument("--blas-threads", type=int, default=None, help="OpenBLAS threads (default: --threads)")
+    p.add_argument("--iterations", type=int, default=5, help="iterations timed (one more runs first, untimed)")
+    p.add_argument("--microbatches", type=int, default=8)
+    p.add_argument("--microbatch-size", type=int, default=16)
+    p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--width", type=int, default=128)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--vocab", type=int, default=65)
+    return p.parse_args()
 
 
-os.environ["OPENBLAS_NUM_THREADS"] = blas_threads_arg()
+# The whole command line is parsed before torch loads OpenBLAS (which reads
+# OPENBLAS_NUM_THREADS then), so every form argparse accepts (--threads 2, --threads=2,
+# a unique prefix such as --blas=2) sets the BLAS threads, and a bad one fails before the import.
+ARGS = parse_args()
+os.environ["OPENBLAS_NUM_THREADS"] = str(ARGS.blas_threads if ARGS.blas_threads is not None else ARGS.threads)
 
 import torch  # noqa: E402  (after OPENBLAS_NUM_THREADS: OpenBLAS reads it when it loads)
 import torch.nn as nn
@@ -86,18 +97,7 @@ class CharGPT(nn.Module):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--threads", type=int, default=1, help="PyTorch's (OpenMP) threads")
-    p.add_argument("--blas-threads", type=int, default=None, help="OpenBLAS threads (default: --threads)")
-    p.add_argument("--iterations", type=int, default=5, help="iterations timed (one more runs first, untimed)")
-    p.add_argument("--microbatches", type=int, default=8)
-    p.add_argument("--microbatch-size", type=int, default=16)
-    p.add_argument("--seq", type=int, default=64)
-    p.add_argument("--layers", type=int, default=8)
-    p.add_argument("--width", type=int, default=128)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--vocab", type=int, default=65)
-    a = p.parse_args()
+    a = ARGS
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     model = CharGPT(a.vocab, a.width, a.layers, a.heads, a.seq)

@@ -161,6 +161,113 @@ describe('fused ops', function () {
     }
   });
 
+  it('the native kernels refuse sizes whose product passes 2^64 instead of reading past the arrays', () => {
+    const addon = require(ADDON_PATH) as Record<string, (...a: unknown[]) => unknown>;
+    const f = () => new Float32Array(4);
+    // 16·2^30·2^30 = 2^64 wraps to 0 in 64 bits, which any array length would pass.
+    assert.throws(() => addon['causalSoftmax']!(f(), f(), 16, 2 ** 30, 1), /causalSoftmax.*arrays too short/);
+    assert.throws(
+      () => addon['causalSoftmaxGrad']!(f(), f(), f(), 16, 2 ** 30, 1),
+      /causalSoftmaxGrad.*arrays too short/,
+    );
+    assert.throws(() => addon['layerNorm']!(f(), f(), f(), f(), 2 ** 30, 2 ** 30, 1e-5), /layerNorm.*arrays too short/);
+    const ids = new Int32Array(4);
+    assert.throws(() => addon['segmentSum']!(f(), ids, f(), 2, 2 ** 30, 2 ** 30), /segmentSum.*arrays too short/);
+    assert.throws(() => addon['gatherRows']!(f(), ids, f(), 2, 2 ** 30, 2 ** 30), /gatherRows.*arrays too short/);
+  });
+
+  for (const backend of ['wasm', 'cpu'] as const) {
+    it(`${backend}: GELU and the causal softmax of NaN and ±Infinity give what the tfjs composition gives`, async () => {
+      await loadBackend({ force: backend });
+      const x = [NaN, Infinity, -Infinity, 0, 1e30, -1e30, 100, -100, 1];
+      // Score rows (causal: row i sees keys 0..i); the specials sit in the visible part.
+      const s = [
+        [0, 0, 0, 0],
+        [Infinity, 1, 0, 0],
+        [-Infinity, 1, 2, 0],
+        [1, NaN, 2, 3],
+      ].flat();
+      // (A row whose visible keys are all -inf is 0/0 = NaN in the fused kernel; the composition's additive mask
+      // then puts the row's weight on the masked keys instead. Neither is a softmax, so no such row here.)
+      const s2 = [
+        [2, -Infinity, 0, 0],
+        [-Infinity, 3, 0, 0],
+        [1e30, -1e30, 5, 0],
+        [-100, 100, 0, -Infinity],
+      ].flat();
+      const both = () =>
+        tf.tidy(() => [
+          Array.from(gelu(tf.tensor1d(x)).dataSync()),
+          Array.from(causalSoftmax(tf.tensor(s, [1, 4, 4]), 1).dataSync()),
+          Array.from(causalSoftmax(tf.tensor(s2, [1, 4, 4]), 0.5).dataSync()),
+        ]);
+      installNativeKernels(backend, { choice: 'tfjs' });
+      const ref = both();
+      installNativeKernels(backend, { choice: 'native', threads: 1 });
+      const fused = both();
+      // A masked key (j > i) is never read by the fused kernel and is exactly 0 there; tfjs adds the mask to the
+      // score, so a row holding NaN or +inf is NaN in its masked keys too. Those keys are compared as 0.
+      const masked = (k: number, i: number) => k > 0 && i % 4 > Math.floor(i / 4);
+      ref.forEach((r, k) =>
+        r.forEach((v0, i) => {
+          const got = fused[k]![i]!;
+          const v = masked(k, i) ? 0 : v0;
+          const same = Number.isNaN(v)
+            ? Number.isNaN(got)
+            : got === v || Math.abs(got - v) <= 1e-6 * Math.max(1, Math.abs(v));
+          assert.ok(same, `${backend} case ${k} [${i}]: fused ${got}, tfjs ${v}`);
+        }),
+      );
+    });
+  }
+
+  for (const backend of ['wasm', 'cpu'] as const) {
+    it(`${backend}: a refused fused kernel call leaves no output behind in the backend`, async () => {
+      await loadBackend({ force: backend });
+      installNativeKernels(backend, { choice: 'native', threads: 1 });
+      const x = tf.ones([4, 8]);
+      const xi = tf.ones([4, 8], 'int32');
+      const g = tf.ones([8]);
+      const short = tf.ones([2, 8]);
+      const held = () => ({ ...tf.memory(), ids: tf.backend().numDataIds() });
+      const before = held();
+      const run = (name: string, inputs: tf.NamedTensorMap) => () =>
+        tf.engine().runKernel(name, inputs, { eps: 1e-5 } as unknown as tf.NamedAttrMap);
+      assert.throws(run('BatonGelu', { x: xi }), /BatonGelu: inputs must be float32/);
+      assert.throws(run('BatonLayerNormGradParams', { dy: xi, x }), /inputs must be float32/);
+      assert.throws(run('BatonLayerNormGradX', { dy: short, x, g }), /layerNormGradX.*arrays too short/);
+      const after = held();
+      assert.deepStrictEqual(
+        [after.numTensors, after.numBytes, after.ids],
+        [before.numTensors, before.numBytes, before.ids],
+      );
+      tf.dispose([x, xi, g, short]);
+    });
+  }
+
+  it("LayerNorm's backward computes dg and db in one kernel call and holds no tensor after it", async () => {
+    await loadBackend({ force: 'wasm' });
+    installNativeKernels('wasm', { choice: 'native', threads: 1 });
+    const [x, g, b] = [tf.randomNormal([4, 8], 0, 1, 'float32', 1), tf.ones([8]), tf.zeros([8])];
+    /** The gradients for the first n of x, g, b (the rest held constant). */
+    const grads = (n: number) => () =>
+      tf.tidy(() =>
+        tf.grads((...ys: tf.Tensor[]) => {
+          const [a, c, e] = [...ys, ...[x, g, b].slice(n)];
+          return layerNorm(a!, c!, e!).square().sum();
+        })([x, g, b].slice(0, n)),
+      );
+    const before = tf.memory().numTensors;
+    const profile = await tf.profile(() => void tf.dispose(grads(3)()));
+    assert.strictEqual(profile.kernels.filter((k) => k.name === 'BatonLayerNormGradParams').length, 1);
+    assert.strictEqual(tf.memory().numTensors, before);
+    // Only g asked for: b's gradient, computed with it, is dropped at the next backward.
+    tf.dispose(grads(2)());
+    tf.dispose(grads(1)());
+    assert.strictEqual(tf.memory().numTensors, before);
+    tf.dispose([x, g, b]);
+  });
+
   it('the fused ops decline inputs they do not handle (non-float, non-square scores, broadcast gains)', async () => {
     await loadBackend({ force: 'wasm' });
     installNativeKernels('wasm', { choice: 'native', threads: 1 });

@@ -1,14 +1,15 @@
 import { strict as assert } from 'assert';
 import { makeDurationModel } from '../models/durations';
 import { LaneKey, RankJitter, allReduceMs, laneDurationModel, laneSeed } from '../models/lane-durations';
+import { JitterMode } from '../models/jitter';
 import { loadProfile } from '../models/profile';
 import { PipelineShape, task } from '../policies/task';
 
 const shape: PipelineShape = { stages: 4, chunks: 1, microbatches: 8, splitBackward: false };
 const profile = loadProfile('multimodal');
 const lane = (rank: number, ranks = 2, replica = 0): LaneKey => ({ rank, ranks, replica });
-const model = (l: LaneKey, rankJitter?: RankJitter, seed = 5) =>
-  laneDurationModel({ profile, shape, jitter: 'paper', seed, lane: l, ...(rankJitter ? { rankJitter } : {}) });
+const model = (l: LaneKey, rankJitter?: RankJitter, seed = 5, jitter: JitterMode = 'paper') =>
+  laneDurationModel({ profile, shape, jitter, seed, lane: l, ...(rankJitter ? { rankJitter } : {}) });
 
 /** Every F and B message of 40 iterations: (iteration, stage, task). */
 const keys = () => {
@@ -23,8 +24,8 @@ const keys = () => {
 };
 
 /** p95 / p5 of rank 1's message delays over rank 0's, message by message. */
-function rankRatioSpread(rankJitter: RankJitter): number {
-  const [a, b] = [model(lane(0), rankJitter), model(lane(1), rankJitter)];
+function rankRatioSpread(rankJitter: RankJitter, jitter: JitterMode = 'paper'): number {
+  const [a, b] = [model(lane(0), rankJitter, 5, jitter), model(lane(1), rankJitter, 5, jitter)];
   const r = keys()
     .map(([it, s, t]) => b.comm(it, s, t) / a.comm(it, s, t))
     .sort((x, y) => x - y);
@@ -64,11 +65,14 @@ describe('lane durations (a rank of a replica)', () => {
     }
   });
 
-  it("shared: replicas draw their groups' delays apart; without communication jitter no per-rank part is added", () => {
+  it("shared: replicas draw their groups' delays apart; the per-rank part follows the compute jitter, without communication jitter too", () => {
     const [it, s, t] = [2, 0, task('F', 1, 0)];
     assert.notEqual(model(lane(0, 2, 0)).comm(it, s, t), model(lane(0, 2, 1)).comm(it, s, t));
-    const calm = (rank: number) =>
-      laneDurationModel({ profile, shape, jitter: 'compute', seed: 5, lane: lane(rank) }).comm(it, s, t);
+    // --jitter compute: the group's draw is the undisturbed delay, and each rank multiplies it by its own part.
+    const spread = rankRatioSpread('shared', 'compute');
+    assert.ok(spread > 1.2 && spread < 4, `compute: p95/p5 of the ranks' delay ratio ${spread}`);
+    // --jitter none: no per-rank part, every rank's delay is the base one.
+    const calm = (rank: number) => model(lane(rank), 'shared', 5, 'none').comm(it, s, t);
     assert.equal(calm(0), calm(1));
     assert.equal(calm(0), makeDurationModel({ profile, shape, jitter: 'none', seed: 5 }).baseComm(s, t));
   });

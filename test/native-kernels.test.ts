@@ -214,6 +214,21 @@ describe('native kernels on the backends', function () {
     });
   }
 
+  it('sgemm refuses a shape whose sizes pass 2^64 instead of reading past the arrays', () => {
+    const addon = require(ADDON_PATH) as { sgemm: (...a: unknown[]) => void };
+    const f = () => new Float32Array(4);
+    // 16 batches of 2^30·2^30 floats: 2^64, which wraps to 0 in 64 bits and would pass any length.
+    const n = 2 ** 30;
+    assert.throws(
+      () => addon.sgemm(f(), f(), f(), 16, true, true, n, n, n, false, false, null, false),
+      /overflow 64 bits/,
+    );
+    assert.throws(
+      () => addon.sgemm(f(), f(), f(), 1, false, false, 3, 3, 3, false, false, null, false),
+      /a is shorter/,
+    );
+  });
+
   it('reports which kernels run natively, with the BLAS library and its threads, and restores tfjs kernels when asked', async () => {
     const report = await loadBackend({ force: 'wasm' });
     const r = installNativeKernels('wasm', { choice: 'native' });

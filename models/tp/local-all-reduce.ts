@@ -3,7 +3,7 @@
 // contributed under the same key, then all get the sum, added in member order 0, 1, … in
 // the arrays' precision (float32, or float64 for Floats = Float64Array), whatever order the calls came in.
 
-import type { AllReduce, Floats } from '../all-reduce';
+import { AllReduce, Floats, sumInOrder } from '../all-reduce';
 
 export class AllReduceError extends Error {
   override name = 'AllReduceError';
@@ -53,11 +53,7 @@ export class LocalGroup<A extends Floats = Float32Array> {
       r.waiters.push({ resolve, reject });
       if (r.arrived < this.size) return;
       this.rounds.delete(key);
-      const sum = r.parts[0]!.slice() as A;
-      for (let m = 1; m < this.size; m++) {
-        const p = r.parts[m]!;
-        for (let i = 0; i < sum.length; i++) sum[i] += p[i]!;
-      }
+      const sum = sumInOrder(r.parts as A[]);
       for (const w of r.waiters) w.resolve(sum.slice() as A);
     });
   }
