@@ -7,10 +7,10 @@
 
 import { AsyncSnapshot, SnapshotCounts, asyncSnapshotProblem } from '../actors/param-store-snapshot';
 import { Bus, Subscription } from '../transport/bus';
-import { decodeValue } from '../transport/codec';
 import { subject } from '../transport/subjects';
 import { quoteValue } from '../base/quote';
 import { RejectTally, tallyReject } from '../base/reject-tally';
+import { stateMessageHead } from './state-message';
 
 export class SnapshotKeeper {
   /** The newest snapshot of each stage, to restore from. */
@@ -70,19 +70,14 @@ export class SnapshotKeeper {
 
   private onState(subj: string, data: Uint8Array): void {
     const refuse = (why: string) => tallyReject(this.rejects, `${quoteValue(subj, 200)}: snapshot refused: ${why}`);
-    let v: Record<string, unknown>;
-    try {
-      v = decodeValue(data) as Record<string, unknown>;
-    } catch (err) {
-      return refuse((err as Error).message);
-    }
-    if (typeof v !== 'object' || v === null || v.verb !== 'state' || v.job !== this.job)
-      return refuse('not a state message of this job');
-    if (this.launch === undefined || v.launch !== this.launch)
-      return refuse(`of launch ${quoteValue(v.launch, 40)}, not ${this.launch ?? 'one taking snapshots'}`);
-    const stage = v.stage as number;
-    if (!Number.isInteger(stage) || stage < 0 || stage >= this.stages || subj !== subject(this.job, 'state', stage))
-      return refuse(`stage ${quoteValue(v.stage, 20)} on ${quoteValue(subj, 200)}`);
+    const head = stateMessageHead(subj, data, {
+      job: this.job,
+      launch: this.launch,
+      stages: this.stages,
+      noLaunch: 'one taking snapshots',
+    });
+    if (typeof head === 'string') return refuse(head);
+    const { v, stage } = head;
     const problem = asyncSnapshotProblem(v.snapshot);
     if (problem) return refuse(`not an asynchronous snapshot (${problem})`);
     const snap = v.snapshot as AsyncSnapshot;

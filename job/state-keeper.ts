@@ -9,10 +9,10 @@ import type { StageSnapshot } from '../compute/chunk-optimizer';
 import { IterationRecord } from '../actors/coordinator';
 import { snapshotProblem } from '../checks/report-body';
 import { Bus, Subscription } from '../transport/bus';
-import { decodeValue } from '../transport/codec';
 import { subject } from '../transport/subjects';
 import { quoteValue } from '../base/quote';
 import { RejectTally, tallyReject } from '../base/reject-tally';
+import { stateMessageHead } from './state-message';
 
 /** The newest flush every stage's state is kept for: replay from `next` with `states` (one per stage). */
 export interface ResumePoint {
@@ -47,30 +47,22 @@ export class StateKeeper {
 
   private onState(subj: string, data: Uint8Array): void {
     const refuse = (why: string) => tallyReject(this.rejects, `${quoteValue(subj, 200)}: state refused: ${why}`);
-    let v: Record<string, unknown>;
-    try {
-      v = decodeValue(data) as Record<string, unknown>;
-    } catch (err) {
-      return refuse((err as Error).message);
-    }
-    if (typeof v !== 'object' || v === null || v.verb !== 'state' || v.job !== this.job)
-      return refuse('not a state message of this job');
-    if (v.launch !== this.launch) return refuse(`of launch ${quoteValue(v.launch, 40)}, not ${this.launch}`);
-    const { stage, iteration } = v;
-    if (
-      !Number.isInteger(stage) ||
-      (stage as number) < 0 ||
-      (stage as number) >= this.stages ||
-      subj !== subject(this.job, 'state', stage as number)
-    )
-      return refuse(`stage ${quoteValue(stage, 20)} on ${quoteValue(subj, 200)}`);
+    const head = stateMessageHead(subj, data, {
+      job: this.job,
+      launch: this.launch,
+      stages: this.stages,
+      noLaunch: 'one keeping states',
+    });
+    if (typeof head === 'string') return refuse(head);
+    const { v, stage } = head;
+    const iteration = v.iteration;
     if (!Number.isInteger(iteration) || (iteration as number) < 0)
       return refuse(`iteration ${quoteValue(iteration, 20)}`);
     const problem = snapshotProblem(v.snapshot);
     if (problem) return refuse(`not a stage snapshot (${problem})`);
     this.taken++;
     this.bytes += data.byteLength;
-    this.keep(iteration as number, stage as number, v.snapshot as StageSnapshot);
+    this.keep(iteration as number, stage, v.snapshot as StageSnapshot);
   }
 
   /** The snapshots a record's reports carry (a checkpoint iteration's, the last one's). */
