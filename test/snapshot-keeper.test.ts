@@ -81,7 +81,8 @@ describe("the launcher's keeper of asynchronous snapshots", () => {
     assert.equal(keeper.snapshots()[1]?.updates, 5);
     const t1 = Date.now();
     await keeper.lastOf([0], 100);
-    assert.ok(Date.now() - t1 >= 100);
+    // Timers run on the event loop's cached millisecond clock: by Date.now one can fire 1 ms early.
+    assert.ok(Date.now() - t1 >= 99, `gave up after ${Date.now() - t1} ms`);
     // Resumed counts hold until a newer snapshot comes.
     keeper.resumed(
       [
