@@ -27,17 +27,22 @@ export async function benchFresco(o: {
   out?: string;
   reportOnly?: boolean;
   phases?: string;
+  /** Train only these of the preset's depths (two processes can split a sweep over one cache). */
+  depths?: readonly number[];
 }) {
   const p = SWEEP_PRESETS[o.preset];
   if (!p)
     throw new UsageError(`unknown preset ${JSON.stringify(o.preset)}; known: ${Object.keys(SWEEP_PRESETS).join(', ')}`);
+  const unknown = (o.depths ?? []).filter((d) => !p.depths.includes(d));
+  if (unknown.length > 0)
+    throw new UsageError(`--depths ${unknown.join(',')}: not depths of preset ${p.name} (${p.depths.join(', ')})`);
   const dir = path.join(o.out ?? path.join('out', 'fresco-sweep'), p.name);
   const t0 = performance.now();
   let backend = 'not loaded (report only)';
   if (!o.reportOnly) {
     backend = (await loadBackend()).backend;
     await runSweep(
-      p,
+      o.depths ? { ...p, depths: p.depths.filter((d) => o.depths!.includes(d)) } : p,
       dir,
       corpusPath(o.data),
       (s) => process.stderr.write(`${((performance.now() - t0) / 60000).toFixed(1)} min: ${s}\n`),
@@ -72,6 +77,14 @@ export async function benchFresco(o: {
   return { text, dir, analysis: { ...a, curves: undefined, referenceCurve: undefined } };
 }
 
+function parseDepths(s: string | undefined): number[] | undefined {
+  if (s === undefined) return undefined;
+  const ds = s.split(',').map((x) => Number(x.trim()));
+  if (ds.some((d) => !Number.isInteger(d) || d < 1))
+    throw new UsageError(`--depths takes positive integers separated by commas, got ${JSON.stringify(s)}`);
+  return ds;
+}
+
 if (require.main === module) {
   benchMain(
     'fresco',
@@ -86,7 +99,7 @@ if (require.main === module) {
         name: 'preset',
         type: 'string',
         metavar: 'NAME',
-        help: `quick, small (16 blocks, P 1-16, 3 seeds) or paper (32 blocks of width 64, 128 rows, P 1-32); default small`,
+        help: `quick, small (16 blocks, P 1-16, 3 seeds), medium (32 blocks of width 32, 160 rows, P 1-32, 500 updates) or paper (32 blocks of width 64, 128 rows, P 1-32); default small`,
       },
       { name: 'report-only', type: 'bool', help: 'train nothing: write the report from the runs already cached' },
       {
@@ -94,6 +107,12 @@ if (require.main === module) {
         type: 'string',
         metavar: 'ABC',
         help: 'A: every method and the control at the first LR, all seeds; B: the rest of the LR sweep; C: the alpha sweep (default ABC)',
+      },
+      {
+        name: 'depths',
+        type: 'string',
+        metavar: 'P,P,...',
+        help: "train only these of the preset's depths (the report covers every cached run); two processes over one --out can split a sweep",
       },
       {
         name: 'data',
@@ -120,6 +139,7 @@ if (require.main === module) {
         out: flags.out as string | undefined,
         reportOnly: flags.reportOnly === true,
         phases,
+        depths: parseDepths(flags.depths as string | undefined),
       });
       return flags.json ? { dir: r.dir, ...r.analysis } : r.text;
     },

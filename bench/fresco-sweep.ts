@@ -70,6 +70,21 @@ export const SWEEP_PRESETS: Record<string, SweepPreset> = {
     seeds: [0, 1, 2],
     alphas: [0.125, 0.5, 1],
   },
+  // The paper's regime at a size two cores finish in about an hour and a half (two processes
+  // splitting the depths with --depths): P up to 32, rows above both layers' input widths
+  // (33 and 129), so the rank-k relaxation acts on every linear layer.
+  medium: {
+    name: 'medium',
+    layers: 32,
+    width: 32,
+    rows: 160,
+    updates: 500,
+    warmupFraction: 0.15,
+    depths: [1, 2, 4, 8, 16, 32],
+    lrs: [1e-2, 3e-2, 3e-3],
+    seeds: [0, 1, 2],
+    alphas: [0.125, 0.5, 1],
+  },
   // The regime the issue asks for: 32 blocks of width 64, 128 rows per microbatch, P up to 32.
   paper: {
     name: 'paper',
