@@ -265,14 +265,14 @@ export function formatReport(p: SweepPreset, a: ReturnType<typeof analyse>): str
     ),
   );
   const deepest = Math.max(...depths);
-  const fresco = cell(deepest, 'fresco');
   out.push(memoryTable(deepest, methods, cell));
-  if (a.alphas.length > 1 && fresco) {
+  if (a.alphas.length > 1) {
+    const rows = [...a.alphas].sort((x, y) => x.stages - y.stages || x.alpha - y.alpha);
     out.push(
       formatTable(
-        ['alpha', `final loss (seed ${p.seeds[0]})`],
-        [...a.alphas].sort((x, y) => x.alpha - y.alpha).map((r) => [String(r.alpha), r.finalLoss.toFixed(4)]),
-        `FRESCO's protection budget at P=${deepest} (its LR ${fresco.lr}, chosen at alpha 0.25)`,
+        ['P', 'alpha', 'LR', `final loss (seed ${p.seeds[0]})`],
+        rows.map((r) => [String(r.stages), String(r.alpha), String(r.lr), r.finalLoss.toFixed(4)]),
+        "FRESCO's protection budget at the deepest P of each α sweep (at the LR chosen with alpha 0.25)",
       ),
     );
   }
