@@ -10,6 +10,7 @@ import { UsageError } from '../cli/args';
 import { benchMain } from './bench-cli';
 import { RunResult, SWEEP_PRESETS, corpusPath, runSweep } from './fresco-sweep';
 import { analyse, formatReport } from './sweep-report';
+import { excessRows, formatExcess } from './sweep-excess';
 import { curvesSvg, finalLossSvg } from './sweep-svg';
 
 function cachedRuns(dir: string): RunResult[] {
@@ -51,15 +52,16 @@ export async function benchFresco(o: {
   }
   const runs = cachedRuns(dir);
   const a = analyse(p, runs);
+  const excess = excessRows(p, runs);
   const model = `MLP LM, ${p.layers} blocks of width ${p.width}, ${p.rows} rows per microbatch, ${p.updates} updates (${Math.round(100 * p.warmupFraction)}% warm-up, cosine to 0.1x)`;
   const text =
     `FRESCO sweep, preset ${p.name}: ${model}; async 1F1B, kept activations; ${runs.length} runs cached in ${dir}; backend ${backend}; ` +
-    `train-time ${(runs.reduce((s, r) => s + r.seconds, 0) / 60).toFixed(1)} min in total\n\n${formatReport(p, a)}`;
+    `train-time ${(runs.reduce((s, r) => s + r.seconds, 0) / 60).toFixed(1)} min in total\n\n${formatReport(p, a)}\n\n${formatExcess(p, excess)}`;
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'report.md'), `${text}\n`);
   fs.writeFileSync(
     path.join(dir, 'report.json'),
-    JSON.stringify({ preset: p, ...a, curves: undefined, referenceCurve: undefined }, null, 1),
+    JSON.stringify({ preset: p, ...a, excess, curves: undefined, referenceCurve: undefined }, null, 1),
   );
   fs.writeFileSync(
     path.join(dir, 'final-loss.svg'),

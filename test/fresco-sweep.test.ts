@@ -4,6 +4,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { RunResult, SWEEP_PRESETS, SweepPreset, cachedRun, ema, runKey } from '../bench/fresco-sweep';
 import { analyse, censoredMedian, formatReport, updatesToReach } from '../bench/sweep-report';
+import { excessRows, formatExcess } from '../bench/sweep-excess';
 
 const preset: SweepPreset = { ...SWEEP_PRESETS.quick!, depths: [1, 2], lrs: [1e-2, 3e-3], seeds: [0, 1] };
 
@@ -79,6 +80,35 @@ describe('the FRESCO sweep report', () => {
         [4, 1],
       ].sort(),
     );
+  });
+
+  it("pairs each method's final loss with P = 1's by seed, and FRESCO's with its own projection control", () => {
+    const runs = [
+      run(1, 'inconsistent', 1e-2, 0, 2),
+      run(1, 'inconsistent', 1e-2, 1, 2.2),
+      run(2, 'stash', 1e-2, 0, 2.5),
+      run(2, 'stash', 1e-2, 1, 2.4),
+      run(2, 'fresco', 1e-2, 0, 1.9),
+      run(2, 'fresco', 1e-2, 1, 2.0),
+      run(1, 'projection-control', 1e-2, 0, 1.7, { controlStages: 2 }),
+      run(1, 'projection-control', 1e-2, 1, 1.9, { controlStages: 2 }),
+      run(1, 'projection-control', 1e-2, 0, 1.0, { controlStages: 4 }),
+    ];
+    const rows = excessRows(preset, runs);
+    const diffs = (label: string) =>
+      rows.find((r) => r.label === label && r.stages === 2)!.diffs.map((d) => +d.toFixed(9));
+    // finalLoss is the EMA of the last update, the same affine map of `end` for every run.
+    const scale = (end: number) =>
+      +(ema(run(1, 'x', 0, 0, end).losses).at(-1)! - ema(run(1, 'x', 0, 0, 0).losses).at(-1)!).toFixed(9);
+    const k = scale(1);
+    assert.deepEqual(diffs('stash − P=1'), [+(0.5 * k).toFixed(9), +(0.2 * k).toFixed(9)]);
+    assert.deepEqual(diffs('fresco − its P=1 control'), [+(0.2 * k).toFixed(9), +(0.1 * k).toFixed(9)]);
+    assert.deepEqual(diffs('P=1 control − P=1 (the projection alone)'), [
+      +(-0.3 * k).toFixed(9),
+      +(-0.3 * k).toFixed(9),
+    ]);
+    assert.ok(!rows.some((r) => r.stages === 4), 'a control without its depth in the preset is left out');
+    assert.match(formatExcess(preset, rows), /fresco − its P=1 control +\+0\.\d{3} \[/);
   });
 
   it('trains a run once and takes it from the cache after, under a key that names its spec', async function () {
