@@ -19,7 +19,9 @@ import { loadBackend } from '../models/backend';
 import { buildFullModel } from '../models/partition';
 import { TrainConfig, batchFor, corpusFor, modelSpecFor, tokensPerMicrobatch } from '../models/train-config';
 import { TRAIN_DEFAULTS } from '../job/defaults';
-import { assignValues, paramInfos, readFloat32 } from '../models/tensor-io';
+import { paramInfos, viewFloat32 } from '../models/tensor-io';
+import { stepVariables } from '../models/adamw-step';
+import { nativeAccumulate } from '../models/native-adamw';
 import { AdamW } from '../policies/optim/adamw';
 import { OrderedSum } from '../policies/optim/ordered-sum';
 import { KernelTally, installKernelTimer } from './kernel-timer';
@@ -89,38 +91,25 @@ function profileOne(t: TrainConfig, M: number): Omit<BackendProfile, 'backend' |
       timed('gradients out of tfjs, ordered sum', () =>
         sum.add(
           j,
-          r.paramGrads.map((g) => readFloat32(g)),
+          r.paramGrads.map((g) => viewFloat32(g)),
         ),
       );
       timed('dispose', () => tf.dispose([...r.paramGrads, x, y]));
     };
-    microbatch(
-      new OrderedSum(
-        vars.map((v) => v.size),
-        1,
-      ),
-      0,
-    ); // tier-up, unmeasured
+    // Training reuses a chunk's sums from one iteration to the next (compute/sync-chunks.ts).
+    const sum = new OrderedSum(
+      vars.map((v) => v.size),
+      M,
+      nativeAccumulate(),
+    );
+    microbatch(sum, 0); // tier-up, unmeasured
+    sum.reset();
     phases.clear();
     timer.reset();
     const c0 = cpuMs();
     const t0 = performance.now();
-    const sum = new OrderedSum(
-      vars.map((v) => v.size),
-      M,
-    );
     for (let j = 0; j < M; j++) microbatch(sum, j);
-    timed('AdamW step, parameters into tfjs', () => {
-      const grads = sum.result();
-      const params = new Map(vars.map((v, i) => [names[i], readFloat32(v)]));
-      const delta = opt.propose(params, new Map(names.map((n, i) => [n, grads[i]])), t.lr);
-      vars.forEach((v, i) => {
-        const p = params.get(names[i])!;
-        const d = delta.get(names[i])!;
-        for (let k = 0; k < p.length; k++) p[k] += d[k];
-        assignValues(v, p);
-      });
-    });
+    timed('AdamW step, parameters into tfjs', () => stepVariables(vars, names, opt, sum, t.lr));
     const stepMs = performance.now() - t0;
     const stepCpuMs = cpuMs() - c0;
     const byKernel = timer.tallies();
