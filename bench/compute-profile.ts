@@ -6,7 +6,9 @@
 // then one AdamW step. One microbatch first, unmeasured (the wasm code tiers up).
 // Reported per backend: each kernel's calls and exclusive time, and the step's time by
 // phase with the part spent outside kernels (tape, tidy scopes, disposal, the JS around
-// the kernels) and the data movement (gradients out of tfjs, parameters back in).
+// the kernels) and the data movement (gradients out of tfjs, parameters back in), and
+// each phase's CPU time, which unlike wall time does not grow while other processes hold
+// the cores (so it stays comparable on a loaded machine; the threads' spinning counts).
 //
 // Not profiled: messaging and the pipeline (the train bench measures those).
 
@@ -17,7 +19,9 @@ import { loadBackend } from '../models/backend';
 import { buildFullModel } from '../models/partition';
 import { TrainConfig, batchFor, corpusFor, modelSpecFor, tokensPerMicrobatch } from '../models/train-config';
 import { TRAIN_DEFAULTS } from '../job/defaults';
-import { assignValues, paramInfos, readFloat32 } from '../models/tensor-io';
+import { paramInfos, viewFloat32 } from '../models/tensor-io';
+import { stepVariables } from '../models/adamw-step';
+import { nativeAccumulate } from '../models/native-adamw';
 import { AdamW } from '../policies/optim/adamw';
 import { OrderedSum } from '../policies/optim/ordered-sum';
 import { KernelTally, installKernelTimer } from './kernel-timer';
@@ -29,17 +33,44 @@ interface Phase {
   phase: string;
   ms: number;
   kernel_ms: number;
+  /** CPU time of the process (all its threads): unlike wall time, it does not grow while other processes hold the cores. */
+  cpu_ms: number;
 }
+
+/** The process's CPU time so far (user + system), ms. */
+const cpuMs = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
 
 export interface BackendProfile {
   backend: string;
   kernels: string;
   microbatches: number;
   step_ms: number;
+  step_cpu_ms: number;
   tokens_per_s: number;
   phases: Phase[];
   by_kernel: KernelTally[];
   kernel_calls: number;
+}
+
+/** Runs f as (part of) `phase`, adding its wall, kernel and CPU time to the phase's record. */
+function phaseTimer(phases: Map<string, Phase>, kernelMs: () => number) {
+  return <T>(phase: string, f: () => T): T => {
+    const k0 = kernelMs();
+    const c0 = cpuMs();
+    const t0 = performance.now();
+    try {
+      return f();
+    } finally {
+      const p = phases.get(phase) ?? { phase, ms: 0, kernel_ms: 0, cpu_ms: 0 };
+      p.ms += performance.now() - t0;
+      p.cpu_ms += cpuMs() - c0;
+      p.kernel_ms += kernelMs() - k0;
+      phases.set(phase, p);
+    }
+  };
 }
 
 function profileOne(t: TrainConfig, M: number): Omit<BackendProfile, 'backend' | 'kernels'> {
@@ -49,20 +80,8 @@ function profileOne(t: TrainConfig, M: number): Omit<BackendProfile, 'backend' |
   const names = model.paramNames();
   const opt = new AdamW(paramInfos(model), { weightDecay: t.weightDecay });
   const timer = installKernelTimer(tf.getBackend());
-  const kernelMs = () => timer.tallies().reduce((a, k) => a + k.ms, 0);
   const phases = new Map<string, Phase>();
-  const timed = <T>(phase: string, f: () => T): T => {
-    const k0 = kernelMs();
-    const t0 = performance.now();
-    try {
-      return f();
-    } finally {
-      const p = phases.get(phase) ?? { phase, ms: 0, kernel_ms: 0 };
-      p.ms += performance.now() - t0;
-      p.kernel_ms += kernelMs() - k0;
-      phases.set(phase, p);
-    }
-  };
+  const timed = phaseTimer(phases, () => timer.tallies().reduce((a, k) => a + k.ms, 0));
   try {
     const microbatch = (sum: OrderedSum, j: number) => {
       const b = batchFor(t, corpus, 'train', 0, j);
@@ -72,42 +91,32 @@ function profileOne(t: TrainConfig, M: number): Omit<BackendProfile, 'backend' |
       timed('gradients out of tfjs, ordered sum', () =>
         sum.add(
           j,
-          r.paramGrads.map((g) => readFloat32(g)),
+          r.paramGrads.map((g) => viewFloat32(g)),
         ),
       );
       timed('dispose', () => tf.dispose([...r.paramGrads, x, y]));
     };
-    microbatch(
-      new OrderedSum(
-        vars.map((v) => v.size),
-        1,
-      ),
-      0,
-    ); // tier-up, unmeasured
-    phases.clear();
-    timer.reset();
-    const t0 = performance.now();
+    // Training reuses a chunk's sums from one iteration to the next (compute/sync-chunks.ts).
     const sum = new OrderedSum(
       vars.map((v) => v.size),
       M,
+      nativeAccumulate(),
     );
+    microbatch(sum, 0); // tier-up, unmeasured
+    sum.reset();
+    phases.clear();
+    timer.reset();
+    const c0 = cpuMs();
+    const t0 = performance.now();
     for (let j = 0; j < M; j++) microbatch(sum, j);
-    timed('AdamW step, parameters into tfjs', () => {
-      const grads = sum.result();
-      const params = new Map(vars.map((v, i) => [names[i], readFloat32(v)]));
-      const delta = opt.propose(params, new Map(names.map((n, i) => [n, grads[i]])), t.lr);
-      vars.forEach((v, i) => {
-        const p = params.get(names[i])!;
-        const d = delta.get(names[i])!;
-        for (let k = 0; k < p.length; k++) p[k] += d[k];
-        assignValues(v, p);
-      });
-    });
+    timed('AdamW step, parameters into tfjs', () => stepVariables(vars, names, opt, sum, t.lr));
     const stepMs = performance.now() - t0;
+    const stepCpuMs = cpuMs() - c0;
     const byKernel = timer.tallies();
     return {
       microbatches: M,
       step_ms: stepMs,
+      step_cpu_ms: stepCpuMs,
       tokens_per_s: (M * tokensPerMicrobatch(t)) / (stepMs / 1000),
       phases: [...phases.values()],
       by_kernel: byKernel,
@@ -151,16 +160,17 @@ export function formatComputeProfile(profiles: readonly BackendProfile[], top = 
       const pct = (ms: number) => `${((100 * ms) / p.step_ms).toFixed(1)}%`;
       const kernelTotal = p.by_kernel.reduce((a, k) => a + k.ms, 0);
       const head =
-        `backend ${p.backend}; kernels: ${p.kernels}; ${p.microbatches} microbatches + AdamW: ${p.step_ms.toFixed(0)} ms (${p.tokens_per_s.toFixed(0)} tokens/s); ` +
+        `backend ${p.backend}; kernels: ${p.kernels}; ${p.microbatches} microbatches + AdamW: ${p.step_ms.toFixed(0)} ms (${p.tokens_per_s.toFixed(0)} tokens/s), ${p.step_cpu_ms.toFixed(0)} ms of CPU; ` +
         `${p.kernel_calls} kernel calls, ${kernelTotal.toFixed(0)} ms in kernels, ${(p.step_ms - kernelTotal).toFixed(0)} ms outside (${pct(p.step_ms - kernelTotal)})`;
       const phases = formatTable(
-        ['phase', 'ms', 'share', 'in kernels ms', 'outside kernels ms'],
+        ['phase', 'ms', 'share', 'in kernels ms', 'outside kernels ms', 'cpu ms'],
         p.phases.map((x) => [
           x.phase,
           x.ms.toFixed(1),
           pct(x.ms),
           x.kernel_ms.toFixed(1),
           (x.ms - x.kernel_ms).toFixed(1),
+          x.cpu_ms.toFixed(1),
         ]),
         head,
       );

@@ -8,6 +8,7 @@ import { OptimizerState } from '../policies/optim/optimizer';
 import { OrderedSum } from '../policies/optim/ordered-sum';
 import { StageModule } from '../models/stage-module';
 import { assignValues, readFloat32 } from '../models/tensor-io';
+import { stepVariables } from '../models/adamw-step';
 
 export class TrainingComputeError extends Error {
   override name = 'TrainingComputeError';
@@ -31,17 +32,7 @@ export interface ChunkState<M extends ParamHolder = StageModule> {
 
 /** One AdamW step of chunk `c` with its microbatch-ordered gradient sum, written into its module's variables. */
 export function stepChunk(c: ChunkState<ParamHolder>, sum: OrderedSum, lr: number): void {
-  const grads = sum.result();
-  const vars = c.module.params();
-  const params = new Map(vars.map((v, i) => [c.names[i], readFloat32(v)]));
-  const gmap = new Map(c.names.map((n, i) => [n, grads[i]]));
-  const delta = c.optimizer.propose(params, gmap, lr);
-  vars.forEach((v, i) => {
-    const p = params.get(c.names[i])!;
-    const d = delta.get(c.names[i])!;
-    for (let j = 0; j < p.length; j++) p[j] += d[j];
-    assignValues(v, p);
-  });
+  stepVariables(c.module.params(), c.names, c.optimizer, sum, lr);
 }
 
 export function snapshotChunks(chunks: readonly ChunkState<ParamHolder>[]): StageSnapshot {

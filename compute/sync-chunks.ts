@@ -10,7 +10,8 @@ import { lrAt } from '../policies/optim/schedule';
 import { PipelineShape } from '../policies/task';
 import { StageModule } from '../models/stage-module';
 import { TrainConfig } from '../models/train-config';
-import { fromPayload, paramInfos, readFloat32 } from '../models/tensor-io';
+import { fromPayload, paramInfos, viewFloat32 } from '../models/tensor-io';
+import { nativeAccumulate } from '../models/native-adamw';
 import { TensorPayload } from '../transport/envelope';
 import {
   ChunkState,
@@ -79,6 +80,8 @@ export class TaskTensors {
 /** A stage's chunks with their gradient sums and the loss average, stepped at each flush. */
 export class SyncChunks<M extends ParamHolder> {
   private lossSum = 0;
+  /** Each chunk's sum of the last iteration, reused by the next (see OrderedSum.reset). */
+  private readonly spare = new Map<ChunkState<M>, OrderedSum>();
   private lossCount = 0;
   private step: number;
 
@@ -109,13 +112,16 @@ export class SyncChunks<M extends ParamHolder> {
   /** Folds microbatch `mb`'s parameter gradients into the chunk's ordered sum and disposes them. */
   addParamGrads(c: ChunkState<M>, mb: number, grads: tf.Tensor[]): void {
     if (!c.sum)
-      c.sum = new OrderedSum(
-        c.module.params().map((v) => v.size),
-        this.shape.microbatches,
-      );
+      c.sum =
+        this.spare.get(c)?.reset() ??
+        new OrderedSum(
+          c.module.params().map((v) => v.size),
+          this.shape.microbatches,
+          nativeAccumulate(),
+        );
     c.sum.add(
       mb,
-      grads.map((g) => readFloat32(g)),
+      grads.map((g) => viewFloat32(g)),
     );
     for (const g of grads) g.dispose();
   }
@@ -136,6 +142,7 @@ export class SyncChunks<M extends ParamHolder> {
     await finishSums(this.chunks, iteration, this.dp, this.onFlush);
     for (const c of this.chunks) {
       stepChunk(c, c.sum!, lr);
+      this.spare.set(c, c.sum!);
       c.sum = null;
     }
     this.step++;

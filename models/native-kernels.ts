@@ -6,7 +6,8 @@
 // built at install (scripts/build-native.js) when the Node-API headers, a compiler
 // and OpenBLAS are there; without it the tfjs kernels stay, and the report says why.
 // With them, the fused LayerNorm, GELU and causal softmax kernels (models/fused-ops.ts)
-// and the embedding's GatherV2 and UnsortedSegmentSum (its gradient) in C.
+// and the embedding's GatherV2 and UnsortedSegmentSum (its gradient) in C, and the AdamW
+// step with the gradient sums' accumulation (models/native-adamw.ts, listed as BatonAdamW).
 // Env BATON_KERNELS: 'tfjs' keeps tfjs's kernels; 'native' refuses to run without the
 // addon; unset or 'auto' uses it when it loads; 'sgemm' uses only its matrix kernels
 // and Sum (the kernel set before the fused ops, to compare). Env BATON_THREADS: the BLAS threads
@@ -23,6 +24,7 @@ import { cores, threadsFromEnv } from './threads';
 import { Addon, nativeMatMul, nativeSum } from './native-kernel-funcs';
 import { nativeGather, nativeSegmentSum } from './fused-kernel-funcs';
 import { registerFusedKernels, removeFusedKernels } from './fused-ops';
+import { registerNativeAdamW, removeNativeAdamW } from './native-adamw';
 
 export { sgemmPlan } from './native-kernel-funcs';
 
@@ -160,7 +162,10 @@ export function installNativeKernels(
   }
   report = {
     backend: backendName,
-    kernels: [...replaced.get(backendName)!.keys(), ...(fused ? registerFusedKernels(native, backendName) : [])],
+    kernels: [
+      ...replaced.get(backendName)!.keys(),
+      ...(fused ? [...registerFusedKernels(native, backendName), ...registerNativeAdamW(native, backendName)] : []),
+    ],
     library: native.config(),
     threads: native.threads(),
     reason: null,
@@ -202,6 +207,7 @@ export function removeNativeKernels(backendName: string): void {
   ours.delete(backendName);
   fusedOn.delete(backendName);
   removeFusedKernels(backendName);
+  removeNativeAdamW(backendName);
   if (!before) return;
   for (const [name, k] of before) {
     tf.unregisterKernel(name, backendName);

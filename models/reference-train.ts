@@ -10,7 +10,9 @@ import { lrAt } from '../policies/optim/schedule';
 import { buildFullModel } from './partition';
 import { ModelSpec, StageModule } from './stage-module';
 import { TrainConfig, batchFor, corpusFor, modelSpecFor } from './train-config';
-import { assignValues, paramInfos, readFloat32 } from './tensor-io';
+import { assignValues, paramInfos, readFloat32, viewFloat32 } from './tensor-io';
+import { stepVariables } from './adamw-step';
+import { nativeAccumulate } from './native-adamw';
 
 export interface ReferenceResult {
   params: Map<string, Float32Array>;
@@ -41,11 +43,13 @@ export function trainReference(t: TrainConfig, microbatches: number, iterations:
   const vars = model.params();
   const opt = new AdamW(paramInfos(model), { weightDecay: t.weightDecay });
   const losses: number[] = [];
+  const sum = new OrderedSum(
+    vars.map((v) => v.size),
+    microbatches,
+    nativeAccumulate(),
+  );
   for (let it = 0; it < iterations; it++) {
-    const sum = new OrderedSum(
-      vars.map((v) => v.size),
-      microbatches,
-    );
+    sum.reset();
     let loss = 0;
     for (let j = 0; j < microbatches; j++) {
       const b = batchFor(t, corpus, 'train', it, j);
@@ -55,7 +59,7 @@ export function trainReference(t: TrainConfig, microbatches: number, iterations:
       loss += r.loss ?? 0;
       sum.add(
         j,
-        r.paramGrads.map((g) => readFloat32(g)),
+        r.paramGrads.map((g) => viewFloat32(g)),
       );
       r.paramGrads.forEach((g) => g.dispose());
       x.dispose();
@@ -66,15 +70,7 @@ export function trainReference(t: TrainConfig, microbatches: number, iterations:
       { peak: t.lr, warmupSteps: t.warmup, totalSteps: Math.max(t.totalIterations, t.warmup + 1) },
       it + 1,
     );
-    const grads = sum.result();
-    const params = new Map(vars.map((v, i) => [names[i], readFloat32(v)]));
-    const delta = opt.propose(params, new Map(names.map((n, i) => [n, grads[i]])), lr);
-    vars.forEach((v, i) => {
-      const p = params.get(names[i])!;
-      const d = delta.get(names[i])!;
-      for (let k = 0; k < p.length; k++) p[k] += d[k];
-      assignValues(v, p);
-    });
+    stepVariables(vars, names, opt, sum, lr);
   }
   const out = new Map(vars.map((v, i) => [names[i], readFloat32(v)]));
   model.dispose();

@@ -6,9 +6,23 @@ import * as tf from '@tensorflow/tfjs';
 import { ParamInfo } from '../policies/optim/params';
 import { StageModule } from './stage-module';
 import { TensorPayload } from '../transport/envelope';
+import { memoryOf } from './native-kernel-funcs';
 
+// The typed-array constructor, not Float32Array.from: the same values, but a copy in
+// one pass instead of element by element through the iterator (~20x slower).
 export function readFloat32(t: tf.Tensor): Float32Array {
-  return Float32Array.from(t.dataSync() as Float32Array);
+  return new Float32Array(t.dataSync() as Float32Array);
+}
+
+/**
+ * The float32 values of `t` without a copy where the backend's memory is in reach (a view
+ * of the wasm heap, or the cpu backend's array), else a copy: to read at once, before the
+ * next tfjs call (allocating can move the wasm heap), and never to write.
+ */
+export function viewFloat32(t: tf.Tensor): Float32Array {
+  const b = tf.getBackend();
+  const v = t.dtype === 'float32' && (b === 'wasm' || b === 'cpu') ? memoryOf(b, tf.backend()).view(t) : null;
+  return v ?? readFloat32(t);
 }
 
 export function toPayload(t: tf.Tensor): TensorPayload {
@@ -16,7 +30,7 @@ export function toPayload(t: tf.Tensor): TensorPayload {
 }
 
 export function fromPayload(p: TensorPayload): tf.Tensor {
-  return tf.tensor(Float32Array.from(p.data as Float32Array), [...p.shape], 'float32');
+  return tf.tensor(new Float32Array(p.data as Float32Array), [...p.shape], 'float32');
 }
 
 /** Optimizer descriptions of a module's parameters: matrices decay, vectors (biases, norms) do not. */

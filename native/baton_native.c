@@ -28,6 +28,7 @@
 #define int_arg baton_int_arg
 
 napi_value baton_fused_init(napi_env env, napi_value exports);
+napi_value baton_optim_init(napi_env env, napi_value exports);
 
 static bool bool_arg(napi_env env, napi_value v, bool *out) {
   return napi_get_value_bool(env, v, out) == napi_ok;
@@ -139,7 +140,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"config", NULL, config, NULL, NULL, NULL, napi_default, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
-  return baton_fused_init(env, exports);
+  return baton_fused_init(env, exports) ? baton_optim_init(env, exports) : NULL;
 }
 
 NAPI_MODULE(NODE_GYP_MODULE_NAME, init)

@@ -33,6 +33,13 @@ bool baton_float_array(napi_env env, napi_value v, const char *name, float **dat
   return true;
 }
 
+bool baton_double_array(napi_env env, napi_value v, const char *name, double **data, size_t *len) {
+  void *p = NULL;
+  if (!typed_array(env, v, name, napi_float64_array, "a Float64Array", &p, len)) return false;
+  *data = (double *)p;
+  return true;
+}
+
 bool baton_int32_array(napi_env env, napi_value v, const char *name, int32_t **data, size_t *len) {
   void *p = NULL;
   if (!typed_array(env, v, name, napi_int32_array, "an Int32Array", &p, len)) return false;

@@ -21,6 +21,8 @@
 napi_value baton_fail(napi_env env, const char *msg);
 /** The float32 data of v and its length in floats; false (with a JS TypeError) if v is not a Float32Array. */
 bool baton_float_array(napi_env env, napi_value v, const char *name, float **data, size_t *len);
+/** The float64 data of v and its length in doubles; false (with a JS TypeError) if v is not a Float64Array. */
+bool baton_double_array(napi_env env, napi_value v, const char *name, double **data, size_t *len);
 /** The int32 data of v and its length; false (with a JS TypeError) if v is not an Int32Array. */
 bool baton_int32_array(napi_env env, napi_value v, const char *name, int32_t **data, size_t *len);
 /** An integer in [0, 2^31); false with a JS RangeError otherwise. */

@@ -34,6 +34,7 @@ const ALL_NATIVE = [
   'BatonGeluGrad',
   'BatonCausalSoftmax',
   'BatonCausalSoftmaxGrad',
+  'BatonAdamW',
 ];
 
 /**

@@ -77,4 +77,32 @@ describe('OrderedSum', () => {
     assert.throws(() => s.result(), /only 1 of 2 microbatches were added/);
     assert.throws(() => s.partials(), /only 1 of 2/);
   });
+
+  it('reads the gradients during add only: one that waits for an earlier microbatch is copied (views may change after)', () => {
+    const s = new OrderedSum([2], 3);
+    const view = f32(1, 2);
+    s.add(1, [view]);
+    view.set([100, 200]);
+    s.add(0, [view]);
+    view.fill(-1);
+    s.add(2, [f32(0.5, 0.5)]);
+    assert.deepEqual(s.result(), [f32(101.5, 202.5)]);
+  });
+
+  it('reset empties the sums, the waiting microbatches and the rounding, for the next iteration', () => {
+    const added: number[] = [];
+    const s = new OrderedSum([2], 2, (sum, g) => {
+      added.push(g[0]!);
+      for (let k = 0; k < sum.length; k++) sum[k] += g[k]!;
+    });
+    s.add(0, [f32(1, 2)]);
+    s.add(1, [f32(3, 4)]);
+    assert.deepEqual(s.result(), [f32(4, 6)]);
+    s.reset().add(1, [f32(5, 6)]);
+    assert.strictEqual(s.added, 0);
+    s.reset().add(0, [f32(7, 8)]);
+    s.add(1, [f32(0.5, 0.25)]);
+    assert.deepEqual(s.result(), [f32(7.5, 8.25)]);
+    assert.deepEqual(added, [1, 3, 7, 0.5], 'the accumulation given is the one used');
+  });
 });

@@ -11,6 +11,13 @@ export class OrderedSumError extends Error {
   override name = 'OrderedSumError';
 }
 
+/** Adds g into sum element by element (sum[k] += g[k]). */
+export type Accumulate = (sum: Float64Array, g: Float32Array) => void;
+
+function addTo(sum: Float64Array, g: Float32Array): void {
+  for (let k = 0; k < sum.length; k++) sum[k] += g[k];
+}
+
 export class OrderedSum {
   private readonly sums: Float64Array[];
   private readonly pending = new Map<number, Float32Array[]>();
@@ -20,6 +27,8 @@ export class OrderedSum {
   constructor(
     private readonly sizes: readonly number[],
     private readonly count: number,
+    /** sum[k] += g[k] for every k (a native loop may stand in: each addition is the same IEEE one). */
+    private readonly accumulate: Accumulate = addTo,
   ) {
     this.sums = sizes.map((n) => new Float64Array(n));
   }
@@ -33,6 +42,11 @@ export class OrderedSum {
     return this.next === this.count;
   }
 
+  /**
+   * Folds microbatch `mb`'s gradients in once every earlier microbatch's are. `grads` are
+   * read during the call only (views of a backend's memory will do): the ones that must
+   * wait for an earlier microbatch are copied.
+   */
   add(mb: number, grads: readonly Float32Array[]): void {
     if (!Number.isInteger(mb) || mb < 0 || mb >= this.count)
       throw new OrderedSumError(`microbatch ${mb} is outside 0..${this.count - 1}`);
@@ -44,16 +58,36 @@ export class OrderedSum {
       if (g.length !== this.sizes[i])
         throw new OrderedSumError(`microbatch ${mb}, parameter ${i}: ${g.length} values, expected ${this.sizes[i]}`);
     });
-    this.pending.set(mb, grads as Float32Array[]);
+    if (mb !== this.next) {
+      this.pending.set(
+        mb,
+        grads.map((g) => g.slice()),
+      );
+      return;
+    }
+    this.fold(grads);
     for (let g = this.pending.get(this.next); g; g = this.pending.get(this.next)) {
       this.pending.delete(this.next);
-      for (let i = 0; i < g.length; i++) {
-        const s = this.sums[i];
-        const x = g[i];
-        for (let k = 0; k < s.length; k++) s[k] += x[k];
-      }
-      this.next++;
+      this.fold(g);
     }
+  }
+
+  private fold(grads: readonly Float32Array[]): void {
+    grads.forEach((g, i) => this.accumulate(this.sums[i], g));
+    this.next++;
+  }
+
+  /**
+   * Empties the sums for another `count` microbatches, keeping their memory: a fresh array
+   * of 8 bytes a parameter costs its page faults again at the first addition (measured
+   * ~13 ms for 1.6M parameters, 20 times the addition itself).
+   */
+  reset(): this {
+    for (const s of this.sums) s.fill(0);
+    this.pending.clear();
+    this.next = 0;
+    this.rounded = null;
+    return this;
   }
 
   /**
@@ -84,7 +118,8 @@ export class OrderedSum {
   /** The sums rounded to float32 (the same arrays on every call); only once every microbatch was added. */
   result(): Float32Array[] {
     this.checkComplete();
-    this.rounded ??= this.sums.map((s) => Float32Array.from(s));
+    // Each rounded to nearest, as Float32Array.from does, but in one pass.
+    this.rounded ??= this.sums.map((s) => new Float32Array(s));
     return this.rounded;
   }
 
