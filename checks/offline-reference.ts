@@ -19,6 +19,11 @@
 //    first; a step swaps two microbatches or moves one to another rank, kept when the
 //    makespan is not worse. Under a binding limit the order in which microbatches take the
 //    slots is most of the decision, and these steps move it directly.
+// 5. more rounds of 3 and 4 (from the best priorities and the last microbatch order, with
+//    the random stream going on), at most `rounds`, while the best makespan is above
+//    ROUND_GAP times the lower bound: the effort goes to the instances where the reference
+//    says least, and an instance already near its bound costs what it did before. The cost
+//    stays bounded: (rounds + 1) times steps 3 and 4 at most.
 // Not modelled: delaying a ready task on purpose (a non-delay schedule never idles a stage
 // that could start something), which an optimal schedule may do.
 
@@ -26,6 +31,7 @@ import { BufferLimit, stageBufferLimit } from '../policies/backpressure';
 import { bf } from '../policies/hints';
 import { PipelineShape, Task } from '../policies/task';
 import { inflightCaps } from './slot-bound';
+import { lowerBound } from './lower-bound';
 import { DurationModel } from '../models/durations';
 import { ListSchedule, TaskGraph, buildTaskGraph, listSchedule, taskOf } from './offline-schedule';
 
@@ -45,6 +51,8 @@ export interface OfflineOptions {
   readonly steps?: number;
   /** Steps of the search over microbatch orders (default 3000). */
   readonly reorders?: number;
+  /** Further rounds of steps 3 and 4 while the makespan is above ROUND_GAP times the lower bound (default 4). */
+  readonly rounds?: number;
 }
 
 export interface OfflineReference {
@@ -57,6 +65,12 @@ export interface OfflineReference {
   readonly caps: number[];
   readonly method: string;
 }
+
+/**
+ * Above this ratio to the lower bound, another round of steps 3 and 4 runs (from the best
+ * priorities and the last microbatch order): effort goes where the reference says least.
+ */
+export const ROUND_GAP = 1.05;
 
 export const OFFLINE_METHOD =
   'non-delay list scheduling: longest-remaining-path and bf/fb seed orders, lognormal random restarts, local search over microbatch windows and over microbatch orders';
@@ -89,32 +103,24 @@ export function offlineReference(
       const spread = 0.02 + 0.3 * random();
       tryPrio(s.map((x) => x * Math.exp(spread * gauss())));
     }
-  const { stages: P, microbatches: M } = shape;
-  const n = P * shape.chunks;
-  for (let step = 0; step < (opts.steps ?? 600); step++) {
-    const prio = best.prio.slice();
-    const width = 1 + Math.floor(random() * Math.min(M, 8));
-    const j0 = Math.floor(random() * (M - width + 1));
-    const stage = random() < 0.5 ? Math.floor(random() * P) : -1;
-    const spread = 0.05 + 0.5 * random();
-    for (let v = 0; v < n; v++) {
-      if (stage >= 0 && v % P !== stage) continue;
-      for (let j = j0; j < j0 + width; j++) {
-        const f = (v * M + j) * g.K;
-        for (let k = 0; k < g.K; k++) prio[f + k] *= Math.exp(spread * gauss());
-      }
-    }
-    tryPrio(prio);
-  }
+  const M = shape.microbatches;
   const byTrip = Array.from({ length: M }, (_, j) => j).sort((a, b) => g.rest[b * g.K] - g.rest[a * g.K] || a - b);
-  reorderSearch(g, random, opts.reorders ?? 3000, byTrip, tryPrio);
+  let rank: Int32Array = new Int32Array(M);
+  byTrip.forEach((j, r) => (rank[j] = r));
+  const caps = inflightCaps(bf, shape, limit);
+  const bound = lowerBound(shape, iteration, d, caps).bound;
+  for (let round = 0; round <= (opts.rounds ?? 4); round++) {
+    if (round > 0 && best.run.makespan <= bound * ROUND_GAP) break;
+    windowSearch(g, random, gauss, opts.steps ?? 600, () => best.prio, tryPrio);
+    rank = reorderSearch(g, random, opts.reorders ?? 3000, rank, tryPrio);
+  }
   const { start, makespan } = best.run;
   const schedule: ScheduledTask[] = [];
   for (let id = 0; id < g.size; id++) {
     const { stage, task } = taskOf(g, id);
     schedule.push({ stage, task, start: start[id], end: start[id] + g.dur[id] });
   }
-  return { makespan, schedule, evaluations, caps: inflightCaps(bf, shape, limit), method: OFFLINE_METHOD };
+  return { makespan, schedule, evaluations, caps, method: OFFLINE_METHOD };
 }
 
 /** bf's rule over the microbatches in `rank` order (rank 0 first); priorities positive. */
@@ -131,13 +137,12 @@ function reorderSearch(
   g: TaskGraph,
   random: () => number,
   steps: number,
-  order: readonly number[],
+  start: Int32Array,
   evaluate: (p: Float64Array) => number,
-): void {
-  if (steps <= 0) return;
+): Int32Array {
+  if (steps <= 0) return start;
   const M = g.shape.microbatches;
-  let rank = new Int32Array(M);
-  order.forEach((j, r) => (rank[j] = r));
+  let rank: Int32Array = start;
   let current = evaluate(rankPriorities(g, rank));
   for (let step = 0; step < steps; step++) {
     const next = rank.slice();
@@ -157,6 +162,35 @@ function reorderSearch(
       current = m;
       rank = next;
     }
+  }
+  return rank;
+}
+
+/** Local search over microbatch windows (step 3 above): `steps` perturbations of the best priorities. */
+function windowSearch(
+  g: TaskGraph,
+  random: () => number,
+  gauss: () => number,
+  steps: number,
+  bestPrio: () => Float64Array,
+  evaluate: (p: Float64Array) => number,
+): void {
+  const { stages: P, microbatches: M } = g.shape;
+  const n = P * g.shape.chunks;
+  for (let step = 0; step < steps; step++) {
+    const prio = bestPrio().slice();
+    const width = 1 + Math.floor(random() * Math.min(M, 8));
+    const j0 = Math.floor(random() * (M - width + 1));
+    const stage = random() < 0.5 ? Math.floor(random() * P) : -1;
+    const spread = 0.05 + 0.5 * random();
+    for (let v = 0; v < n; v++) {
+      if (stage >= 0 && v % P !== stage) continue;
+      for (let j = j0; j < j0 + width; j++) {
+        const f = (v * M + j) * g.K;
+        for (let k = 0; k < g.K; k++) prio[f + k] *= Math.exp(spread * gauss());
+      }
+    }
+    evaluate(prio);
   }
 }
 

@@ -5,7 +5,7 @@ import { runReference } from '../job/run-reference';
 import { simCommand } from '../cli/sim';
 import { DurationModel, makeDurationModel } from '../models/durations';
 import { lowerBound } from '../checks/lower-bound';
-import { ScheduledTask, offlineReference } from '../checks/offline-reference';
+import { ROUND_GAP, ScheduledTask, offlineReference } from '../checks/offline-reference';
 import { buildTaskGraph, listSchedule, taskOf } from '../checks/offline-schedule';
 import { inflightCaps } from '../checks/slot-bound';
 import { loadProfile } from '../models/profile';
@@ -143,6 +143,28 @@ describe('offline reference', () => {
       assert.ok(Math.abs(offlineReference(shape, 0, d, M).makespan - (M + P - 1) * 30) < 1e-9, `P=${P} M=${M}`);
       assert.ok(Math.abs(offlineReference(shape, 0, d, 1).makespan - M * P * 30) < 1e-9, `P=${P} M=${M} limit 1`);
     }
+  });
+
+  it('runs further rounds only while above ROUND_GAP times the bound, and they never make it worse', () => {
+    // Multimodal P=4, limit 2: seeds 1 and 3 end a first round more than 5% above the bound, seed 2 within it.
+    let moreRounds = 0;
+    for (const seed of [1, 2, 3]) {
+      const shape: PipelineShape = { stages: 4, chunks: 1, microbatches: 12, splitBackward: false };
+      const d = makeDurationModel({ profile: multimodal, shape, jitter: 'paper', seed });
+      const opts = { steps: 40, reorders: 200, restarts: 2 };
+      const once = offlineReference(shape, 0, d, 2, { ...opts, rounds: 0 });
+      const more = offlineReference(shape, 0, d, 2, { ...opts, rounds: 3 });
+      const bound = lowerBound(shape, 0, d, inflightCaps(bf, shape, 2)).bound;
+      assert.ok(more.makespan <= once.makespan, `seed ${seed}: ${more.makespan} > ${once.makespan}`);
+      assert.deepEqual(problems(shape, d, more.caps, more.schedule), [], `seed ${seed}`);
+      if (once.makespan <= bound * ROUND_GAP) assert.equal(more.evaluations, once.evaluations, `seed ${seed}`);
+      else {
+        // A round is at most steps + reorders + 1 evaluations.
+        assert.ok(more.evaluations > once.evaluations && more.evaluations <= once.evaluations + 3 * 241);
+        moreRounds++;
+      }
+    }
+    assert.ok(moreRounds > 0, 'no instance was far enough from its bound to run another round');
   });
 
   it('is deterministic for a seed', () => {
