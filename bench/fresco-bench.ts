@@ -76,7 +76,7 @@ export async function benchFresco(o: {
         a.curves.filter((c) => c.stages === P),
       ),
     );
-  return { text, dir, analysis: { ...a, curves: undefined, referenceCurve: undefined } };
+  return { text, dir, analysis: { ...a, excess, curves: undefined, referenceCurve: undefined } };
 }
 
 function parseDepths(s: string | undefined): number[] | undefined {
