@@ -7,7 +7,8 @@
 
 import { formatTable } from '../cli/table';
 import { RunResult, SWEEP_METHODS, SweepPreset, finalLoss } from './fresco-sweep';
-import { buildCells } from './sweep-report';
+import { buildCells, same } from './sweep-report';
+import { median } from '../checks/stats';
 
 export interface ExcessRow {
   readonly label: string;
@@ -15,8 +16,6 @@ export interface ExcessRow {
   /** Per seed: final loss minus its pair's. */
   readonly diffs: number[];
 }
-
-const same = (a: number, b: number) => Math.abs(a - b) <= 1e-12 * Math.max(Math.abs(a), Math.abs(b));
 
 function paired(xs: readonly RunResult[], ys: readonly RunResult[]): number[] {
   return xs.flatMap((x) => {
@@ -51,8 +50,7 @@ const signed = (x: number) => `${x >= 0 ? '+' : '−'}${Math.abs(x).toFixed(3)}`
 
 function summary(d: readonly number[]): string {
   const s = [...d].sort((a, b) => a - b);
-  const med = (s[Math.floor((s.length - 1) / 2)]! + s[Math.ceil((s.length - 1) / 2)]!) / 2;
-  return `${signed(med)} [${signed(s[0]!)}…${signed(s.at(-1)!)}] n=${s.length}`;
+  return `${signed(median(s))} [${signed(s[0]!)}…${signed(s.at(-1)!)}] n=${s.length}`;
 }
 
 export function formatExcess(p: SweepPreset, rows: readonly ExcessRow[]): string {

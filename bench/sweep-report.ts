@@ -6,6 +6,7 @@
 
 import { ConsistencyMethod } from '../actors/param-store';
 import { formatTable } from '../cli/table';
+import { median } from '../checks/stats';
 import { RunResult, SWEEP_METHODS, SweepPreset, bestRun, ema, finalLoss } from './fresco-sweep';
 
 /** Fraction of the updates at which the P = 1 reference's smoothed loss sets the target. */
@@ -37,7 +38,8 @@ export interface Cell {
   bestOnSeed0?: number;
 }
 
-const same = (a: number, b: number) => Math.abs(a - b) <= 1e-12 * Math.max(Math.abs(a), Math.abs(b));
+/** Equal learning rates (parsed from JSON and written as literals). */
+export const same = (a: number, b: number) => Math.abs(a - b) <= 1e-12 * Math.max(Math.abs(a), Math.abs(b));
 
 export function buildCells(
   p: SweepPreset,
@@ -109,11 +111,6 @@ export interface Slowdown {
   msPerUpdate: number;
 }
 
-const med = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return (s[Math.floor((s.length - 1) / 2)]! + s[Math.ceil((s.length - 1) / 2)]!) / 2;
-};
-
 function slowdownOf(c: Cell, ref: Map<number, { target: number; updates: number }>): Slowdown {
   const runs = c.runs.filter((r) => ref.has(r.seed));
   const sl = runs.map((r) => {
@@ -134,9 +131,9 @@ function slowdownOf(c: Cell, ref: Map<number, { target: number; updates: number 
     median: censoredMedian(sl),
     min: reached.length ? Math.min(...reached) : null,
     max: reached.length === sl.length && sl.length > 0 ? Math.max(...reached) : null,
-    finalLoss: { median: med(fl), min: Math.min(...fl), max: Math.max(...fl) },
-    extraBytes: med(runs.map((r) => r.extraStateBytes)),
-    msPerUpdate: med(runs.map((r) => (1000 * r.seconds) / r.updates)),
+    finalLoss: { median: median(fl), min: Math.min(...fl), max: Math.max(...fl) },
+    extraBytes: median(runs.map((r) => r.extraStateBytes)),
+    msPerUpdate: median(runs.map((r) => (1000 * r.seconds) / r.updates)),
   };
 }
 
