@@ -102,10 +102,18 @@ const ours = new Map<string, Map<string, tf.KernelFunc>>();
 /** Whether the fused kernels are registered, per backend ('sgemm' leaves them out). */
 const fusedOn = new Map<string, boolean>();
 
-/** Sets the BLAS threads of this process (no-op without the addon). */
+/** The BLAS threads this process was told to use (setNativeThreads), which a later install keeps. */
+let chosenThreads: number | null = null;
+
+/** Sets the BLAS threads of this process (no-op without the addon), for this and every later install. */
 export function setNativeThreads(n: number): void {
   if (!Number.isInteger(n) || n < 1)
     throw new NativeKernelError(`native kernels: threads must be a positive integer, got ${n}`);
+  chosenThreads = n;
+  applyThreads(n);
+}
+
+function applyThreads(n: number): void {
   const native = loadAddon();
   if (!native) return;
   native.setThreads(n);
@@ -144,8 +152,10 @@ export function installNativeKernels(
     return refuse(`the ${backendName} backend keeps its own kernels (native kernels are for wasm and cpu)`);
   const native = loadAddon();
   if (!native) return refuse(loadProblem);
-  // As many threads as this process is given; a process that was told nothing has the machine.
-  setNativeThreads(opts.threads ?? threadsFromEnv() ?? cores());
+  // As many threads as this process is given (a backend loaded again for stages that run in
+  // this process keeps what --threads set); a process that was told nothing has the machine.
+  if (opts.threads !== undefined) setNativeThreads(opts.threads);
+  else applyThreads(chosenThreads ?? threadsFromEnv() ?? cores());
   // Something else re-registered one of them (the wasm fixes' own remove and install do):
   // the record is stale, and the kernels now registered are the ones to fall back to.
   const mine = ours.get(backendName);

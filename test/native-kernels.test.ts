@@ -15,7 +15,7 @@ import {
   sgemmPlan,
 } from '../models/native-kernels';
 import { SeededRandom } from '../models/seeded-init';
-import { ThreadsError, defaultThreads, parseThreads, threadsFromEnv } from '../models/threads';
+import { ThreadsError, cores, defaultThreads, parseThreads, threadsFromEnv } from '../models/threads';
 import { valuesOfShape } from './helpers-values';
 
 const built = fs.existsSync(ADDON_PATH);
@@ -242,6 +242,10 @@ describe('native kernels on the backends', function () {
     assert.match(r.library ?? '', /OpenBLAS/);
     setNativeThreads(1);
     assert.strictEqual(nativeKernelReport().threads, 1);
+    // The backend loaded again (stages in this process) keeps the threads --threads set.
+    await loadBackend({ force: 'wasm' });
+    assert.strictEqual(installNativeKernels('wasm', { choice: 'native' }).threads, 1);
+    setNativeThreads(cores());
     assert.strictEqual(report.kernels.backend, 'wasm');
     const off = installNativeKernels('wasm', { choice: 'tfjs' });
     assert.deepStrictEqual(off.kernels, []);
