@@ -7,9 +7,10 @@
 // (ms from the fault to the launcher's verdict), recovered after (ms from that to the
 // replay's first iteration), iterations replayed, and whether the result equals the
 // fault-free run's (train: param_checksum; run: every iteration completed and the trace
-// validated). Also what keeping every stage's state at the launcher costs: its bytes per
-// iteration, and the fault-free run's iteration time with and without it (--max-restarts 0
-// keeps none).
+// validated). The faulted runs keep state every --state-every N flushes (train's default
+// unless given). Also what keeping every stage's state at the launcher costs: its bytes per
+// state, and the fault-free run's iteration time without it (--max-restarts 0 keeps none),
+// with a state every flush, and every N.
 
 import { TrainOutcome, train } from '../cli/train';
 import { runOnce } from '../cli/run-once';
@@ -21,17 +22,21 @@ import { startNatsServer } from '../transport/nats-server';
 import { benchMain, positiveInt } from './bench-cli';
 import type { DistributedResult, RecoveryRecord } from '../job/run-distributed';
 import { faultedTrainJob, injectFault, injectServerRestart } from './fault-inject';
+import { TRAIN_COMMAND_DEFAULTS } from '../job/defaults';
 
 const FAULTS = ['SIGKILL', 'SIGSTOP', 'nats-server restart', 'drop 1% + dup 1%', 'run P=8 SIGKILL'] as const;
 type Fault = (typeof FAULTS)[number];
 
 const config = (job: string, iterations: number) => faultedTrainJob(job, iterations);
 
-const setup = (maxRestarts: number) => ({
+let stateEvery: number = TRAIN_COMMAND_DEFAULTS.stateEvery;
+
+const setup = (maxRestarts: number, every = stateEvery) => ({
   transport: 'nats' as const,
   processes: 'per-stage' as const,
   threads: 1,
   maxRestarts,
+  stateEvery: every,
 });
 
 interface FaultRun {
@@ -132,26 +137,37 @@ benchMain(
   [
     { name: 'repeats', type: 'int', metavar: 'R', help: 'runs per fault (default 3)' },
     { name: 'iterations', type: 'int', metavar: 'N', help: 'iterations per run (default 6)' },
+    {
+      name: 'state-every',
+      type: 'int',
+      metavar: 'N',
+      help: `the faulted runs' --state-every (default ${TRAIN_COMMAND_DEFAULTS.stateEvery}, train's)`,
+    },
   ],
   async (flags) => {
     const repeats = positiveInt(flags, 'repeats') ?? 3;
     const iterations = positiveInt(flags, 'iterations') ?? 6;
+    stateEvery = positiveInt(flags, 'state-every') ?? stateEvery;
     const plain = await train(config('faults-plain', iterations), setup(0));
-    const kept = await train(config('faults-kept', iterations), setup(3));
-    if (plain.param_checksum !== kept.param_checksum) throw new Error('keeping the stages state changed the result');
+    const kept = await train(config('faults-kept', iterations), setup(3, 1));
+    const keptEvery = await train(config('faults-kept-n', iterations), setup(3));
+    for (const r of [kept, keptEvery])
+      if (plain.param_checksum !== r.param_checksum) throw new Error('keeping the stages state changed the result');
     const runs: Record<string, FaultRun[]> = {};
     for (const fault of FAULTS) {
       runs[fault] = [];
       for (let i = 0; i < repeats; i++) runs[fault].push(await faultRun(fault, i, iterations, plain.param_checksum));
     }
-    const bytesPerIteration = (kept.kept_state?.bytes ?? 0) / Math.max(1, iterations - 1);
+    const bytesPerState = (kept.kept_state?.bytes ?? 0) / Math.max(1, iterations - 1);
     const result = {
       repeats,
       iterations,
+      state_every: stateEvery,
       state: {
-        bytes_per_iteration: bytesPerIteration,
+        bytes_per_state: bytesPerState,
         iteration_ms_without: meanIteration(plain),
-        iteration_ms_with: meanIteration(kept),
+        iteration_ms_every_flush: meanIteration(kept),
+        iteration_ms_every_n: meanIteration(keptEvery),
       },
       faults: Object.fromEntries(
         FAULTS.map((f) => [
@@ -178,9 +194,9 @@ benchMain(
       formatTable(
         ['fault', 'detected after, ms (median, range)', 'recovered after, ms', 'iterations replayed', 'result equal'],
         rows,
-        `${repeats} runs per fault, ${iterations} iterations each; targets: detected <= 2000 ms, recovered <= 5000 ms after detection; result equal: train's param_checksum as the fault-free run's, run's iterations all completed and validated`,
+        `${repeats} runs per fault, ${iterations} iterations each, a state every ${stateEvery} flushes; targets: detected <= 2000 ms, recovered <= 5000 ms after detection; result equal: train's param_checksum as the fault-free run's, run's iterations all completed and validated`,
       ),
-      `keeping every stage's state at the launcher: ${(bytesPerIteration / 1e6).toFixed(2)} MB per iteration; median iteration ${meanIteration(plain).toFixed(0)} ms without, ${meanIteration(kept).toFixed(0)} ms with`,
+      `keeping every stage's state at the launcher: ${(bytesPerState / 1e6).toFixed(2)} MB per state; median iteration ${meanIteration(plain).toFixed(0)} ms without, ${meanIteration(kept).toFixed(0)} ms with a state every flush, ${meanIteration(keptEvery).toFixed(0)} ms every ${stateEvery}`,
     ].join('\n');
   },
 );

@@ -54,7 +54,8 @@ export function msFlag(value: unknown, command: string, flag: string): number {
 
 export type ParsedFlags = Record<string, string | number | boolean | string[] | undefined>;
 
-const camel = (s: string) => s.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+/** A flag name as its key in ParsedFlags and `given` (--snapshot-every: snapshotEvery). */
+export const camel = (s: string) => s.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 
 /**
  * Parse `argv` against `specs`. `-h` is `--help` where there is one, and a spec's `short`

@@ -161,6 +161,7 @@ export const JOB_FILE_KEYS = {
     processes: key('processes', oneOf(['per-stage', 'single'])),
     stall_timeout: key('stall-timeout', int(1)),
     max_restarts: key('max-restarts', int(0)),
+    state_every: key('state-every', int(0)),
     // The path of the job's key file (--key-file), never the key itself.
     key_file: key('key-file', text),
     // Paths of the NATS server's TLS files and of a credentials file, never their contents.

@@ -24,6 +24,7 @@ import { AuthBus } from '../transport/auth-bus';
 import { newJobKey } from '../transport/auth-seal';
 import { lanesOf } from '../transport/lanes';
 import { recoverable } from '../job/recovery';
+import { TRAIN_COMMAND_DEFAULTS } from '../job/defaults';
 import { hostsOf } from './node-hosts';
 
 export { CLI_ENTRY } from './stage-processes';
@@ -53,6 +54,8 @@ export interface RunSetup {
   swaps?: SwapOptions;
   /** Lost stage processes this launcher started that a sync job survives by replaying the iteration (--max-restarts; 0: none). */
   maxRestarts?: number;
+  /** A recovering sync training job: flushes between the states each stage sends (--state-every; default TRAIN_COMMAND_DEFAULTS). */
+  stateEvery?: number;
 }
 
 /**
@@ -219,6 +222,7 @@ function recoveryOf(
   if (!nodes || maxRestarts === 0 || !recoverable(cfg)) return undefined;
   return {
     maxRestarts,
+    stateEvery: setup.stateEvery ?? TRAIN_COMMAND_DEFAULTS.stateEvery,
     restart: (name) => nodes.restart(name),
     onExit: (l) => nodes.onExit(l),
     ...(given ? { connection: { onDrop: (l) => (given.onDisconnect = l), up: (ms) => given.up(ms) } } : {}),

@@ -5,7 +5,7 @@ import { JobConfig } from '../job/config';
 import { JobResult } from '../job/run-local';
 import { readCheckpointMeta } from '../job/checkpoint';
 import { tokensPerMicrobatch } from '../models/train-config';
-import { ParsedFlags, UsageError, parseFlags, printedHelp } from './args';
+import { ParsedFlags, UsageError, camel, parseFlags, printedHelp } from './args';
 import { jobFileText, withJobFile } from './job-file';
 import { removeMadeDirs } from './output-paths';
 import { TRAIN_FLAGS, TRAIN_HELP } from './train-flags';
@@ -24,21 +24,25 @@ function savedAt(dir: string): string {
   }
 }
 
-/** The flags that set the asynchronous parameter stores mean nothing without --mode async: refused. */
-function refuseAsyncFlagsInSync(mode: unknown, given: ReadonlySet<string>): void {
+/** The flags that set the asynchronous parameter stores mean nothing without --mode async, and --state-every nothing with it: refused. */
+function refuseFlagsOfTheOtherMode(mode: unknown, given: ReadonlySet<string>): void {
   const asyncOnly = ['consistency', 'alpha', 'beta1', 'lrd', 'backward', 'control-stages', 'snapshot-every'].filter(
-    (k) => given.has(k),
+    (k) => given.has(camel(k)),
   );
   if (mode !== 'async' && asyncOnly.length > 0)
     throw new UsageError(
-      `train: ${asyncOnly.map((k) => `--${k}`).join(', ')} set${asyncOnly.length === 1 ? 's' : ''} the asynchronous parameter stores; add --mode async`,
+      `train: ${asyncOnly.map((k) => `--${k}`).join(', ')} set${asyncOnly.length === 1 ? 's' : ''} the asynchronous parameter stores; add --mode async${asyncOnly.includes('snapshot-every') ? ' (sync recovery keeps state every --state-every N flushes)' : ''}`,
+    );
+  if (mode === 'async' && given.has('stateEvery'))
+    throw new UsageError(
+      'train: --state-every sets how often sync stages keep state; an asynchronous job snapshots every --snapshot-every N updates',
     );
 }
 
 export async function trainCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
   const { flags, given } = withJobFile(parseFlags(argv, TRAIN_FLAGS, 'train'), 'train', TRAIN_FLAGS);
   if (printedHelp(flags, TRAIN_HELP, out)) return 0;
-  refuseAsyncFlagsInSync(flags.mode, given);
+  refuseFlagsOfTheOtherMode(flags.mode, given);
   // As in `baton run`: without NATS every stage runs in this process, whatever --processes asks.
   if (flags.transport !== 'nats' && given.has('processes'))
     throw new UsageError(

@@ -231,6 +231,13 @@ export const TRAIN_FLAGS: readonly FlagSpec[] = [
     default: TRAIN_COMMAND_DEFAULTS.stallTimeoutMs,
   },
   maxRestartsFlag(TRAIN_COMMAND_DEFAULTS.maxRestarts),
+  {
+    name: 'state-every',
+    type: 'int',
+    metavar: 'N',
+    help: "sync with --max-restarts: each stage sends the launcher its state every N flushes (12 bytes a parameter), and a replay starts from the newest one every stage sent, replaying up to N iterations (0: no states, a replay starts from the job's start; async: --snapshot-every)",
+    default: TRAIN_COMMAND_DEFAULTS.stateEvery,
+  },
   { name: 'json', type: 'bool', help: 'print one JSON object (progress still goes to stderr; --quiet silences it)' },
   HELP_FLAG,
 ];

@@ -38,6 +38,8 @@ export interface TrainSetup extends AgentSetup {
   jobKey?: Uint8Array;
   /** Lost stage processes survived by replaying the iteration (--max-restarts). */
   maxRestarts?: number;
+  /** Sync recovery: flushes between the states each stage sends (--state-every). */
+  stateEvery?: number;
   /** Told about the nats-server a run without natsUrl starts (RunSetup.onServer). */
   onServer?: RunSetup['onServer'];
 }
@@ -117,6 +119,7 @@ function trainConfigOf(flags: Record<string, unknown>, start: number, total: num
     ['jitter-seed', flags.jitterSeed],
     ['checkpoint-every', train.checkpointEvery],
     ['snapshot-every', flags.snapshotEvery],
+    ['state-every', flags.stateEvery],
   ] as const)
     if (!Number.isInteger(v) || (v as number) < 0)
       throw new UsageError(`train: --${name} must be an integer >= 0, got ${v}`);
@@ -230,6 +233,7 @@ function setupOf(flags: Record<string, unknown>, cfg: JobConfig): TrainSetup {
     threads: flags.threads === undefined ? undefined : parseThreads(flags.threads, 'train: --threads'),
     swaps: swapOptionsFromFlags(flags as ParsedFlags),
     maxRestarts: maxRestartsOf(flags.maxRestarts, 'train'),
+    stateEvery: flags.stateEvery as number,
     ...(flags.keyFile !== undefined ? { jobKey: readKeyFile(String(flags.keyFile), 'train: --key-file') } : {}),
   };
 }

@@ -92,8 +92,8 @@ export class SyncChunks<M extends ParamHolder> {
     readonly chunks: ChunkState<M>[],
     private readonly dp: ReplicaGroup | undefined,
     private readonly onFlush: FlushObserver | undefined,
-    /** Recovery: every flush's body carries the stage's state (`state`), which the sender sends apart from the report. */
-    private readonly keepState = false,
+    /** Recovery: every this many flushes (0: never) the body carries the stage's state (`state`), which the sender sends apart from the report. */
+    private readonly stateEvery = 0,
   ) {
     this.step = train.startIteration;
   }
@@ -129,7 +129,7 @@ export class SyncChunks<M extends ParamHolder> {
   /**
    * The flush: the replicas' all-reduce (data-parallel jobs), then one AdamW step per chunk with
    * the microbatch-ordered sums. The body has lr, step, then `extra`, the loss and, on the last
-   * iteration and every checkpoint, the snapshot (else, when keeping state for recovery, the same as `state`).
+   * iteration and every checkpoint, the snapshot (else, on every stateEvery-th iteration, the same as `state`).
    */
   async endIteration(iteration: number, extra: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
     const t = this.train;
@@ -156,7 +156,7 @@ export class SyncChunks<M extends ParamHolder> {
     const every = t.checkpointEvery;
     if (iteration === t.totalIterations - 1 || (every > 0 && (iteration + 1) % every === 0))
       body.snapshot = this.snapshot();
-    else if (this.keepState) body.state = this.snapshot();
+    else if (this.stateEvery > 0 && (iteration + 1) % this.stateEvery === 0) body.state = this.snapshot();
     return body;
   }
 

@@ -56,19 +56,19 @@ export class TrainingCompute implements StageCompute {
     resume?: StageSnapshot,
     /** dp: this stage's replica and the all-reduce across replicas (absent: one replica); onFlush: see FlushObserver;
      * weights: the stages' weights of a speed-aware partition (absent: balanced by FLOPs alone);
-     * keepState: every flush reports the stage's state for recovery (see SyncChunks). */
+     * stateEvery: every this many flushes the stage reports its state for recovery (see SyncChunks). */
     private readonly opts: {
       dp?: ReplicaGroup;
       onFlush?: FlushObserver;
       weights?: readonly number[];
-      keepState?: boolean;
+      stateEvery?: number;
     } = {},
   ) {
     if (opts.dp) checkReplicaGroup(opts.dp);
     this.corpus = corpusFor(train);
     this.hidden = hiddenShapeFor(train, this.corpus.vocabSize);
     this.chunks = stageModules(stage, shape, train, false, opts.weights).map((m) => chunkStateFor(m, train));
-    this.sync = new SyncChunks(stage, shape, train, this.chunks, opts.dp, opts.onFlush, opts.keepState);
+    this.sync = new SyncChunks(stage, shape, train, this.chunks, opts.dp, opts.onFlush, opts.stateEvery);
     if (resume) this.restore(resume);
   }
 

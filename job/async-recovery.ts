@@ -44,7 +44,7 @@ export function asyncRecovery(
   const resume = Object.fromEntries(snaps.flatMap((s, i) => (s ? [[String(i), s]] : [])));
   return {
     cfg: asyncResumedConfig(job, plan.next),
-    hostRecovery: { keepState: true, resume },
+    hostRecovery: { stateEvery: job.async.snapshotEvery, resume },
     record: {
       failed: err.node,
       stages,

@@ -121,6 +121,10 @@ export const TRAIN_COMMAND_DEFAULTS = {
   stallTimeoutMs: 600000,
   // Lost stage processes a sync run over NATS survives (restarted, the iteration replayed); past them it fails.
   maxRestarts: 3,
+  // Sync recovery: flushes between two states a stage sends the launcher. Each costs the
+  // stage a pause of about twice its state's encoding (12 bytes a parameter); every 8th
+  // bounds a replay to 8 iterations (bench/README: the cost of keeping state).
+  stateEvery: 8,
 } as const;
 
 /** `baton calibrate` (models/calibrate.ts): the reference sizes, about a second of measuring on wasm. */

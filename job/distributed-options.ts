@@ -39,6 +39,8 @@ export interface DistributedOptions {
 export interface RecoveryOptions {
   /** Failures survived before the job fails naming them all (--max-restarts). */
   readonly maxRestarts: number;
+  /** Sync: each stage sends its state every this many flushes (--state-every; 0: never, a replay starts from the job's start). */
+  readonly stateEvery: number;
   /** Ends the process of node `name` if it is still there (a stopped one too) and starts a new one. */
   restart(name: string): Promise<void>;
   /** Registers the listener told when a node's process ends on its own (not by restart or the job's end). */

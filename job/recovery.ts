@@ -2,8 +2,8 @@
 // replaying it. In sync mode parameters change only at the flush, so an iteration that
 // lost a stage can be replayed exactly: the result is bitwise that of a fault-free run.
 //
-// Every stage sends its state (parameters and AdamW moments) after each flush's report;
-// the launcher keeps the newest ones (job/state-keeper.ts). When the iteration under way
+// Every stage sends its state (parameters and AdamW moments) after every N-th flush's report
+// (--state-every N); the launcher keeps the newest ones (job/state-keeper.ts). When the iteration under way
 // is lost (a stage process died or stopped beating, the launcher's connection to NATS
 // dropped, or someone called Launch.replayIteration: lost messages), this launch ends
 // (after a drop, once the connection is back; the nodes' agents reconnect on their own and
@@ -11,8 +11,8 @@
 // every partial work of the iteration (gradient sums, buffers, kept tapes); the lost
 // process is killed if it is still there and started again; and a new launch (a new launch
 // id, so every message of the old one still in flight is refused and counted) hosts the
-// stages again from the kept states, the coordinator beginning at the first iteration not
-// flushed by every stage. Past maxRestarts the job fails naming every failure.
+// stages again from the newest kept states, the coordinator beginning at the iteration after
+// them (the job's start when none are kept), so up to N iterations are replayed. Past maxRestarts the job fails naming every failure.
 //
 // Asynchronous mode has no flush to roll back to: its stages resume from their snapshots
 // (job/async-recovery.ts), losing updates. Not handled: tensor- or data-parallel jobs, and
@@ -80,9 +80,9 @@ export class Attempts {
   ) {
     this.cfg = job;
     this.r = o.recovery;
-    this.hostRecovery = { keepState: job.train !== null };
     // Emulated stages hold no state: the iteration under way is replayed as is.
     const sync = job.mode === 'sync';
+    this.hostRecovery = { stateEvery: job.train === null ? 0 : sync ? o.recovery.stateEvery : job.async.snapshotEvery };
     this.keeper = job.train && sync ? new StateKeeper(o.bus, job.job, job.stages, this.rejects) : null;
     this.snapshots = job.train && !sync ? new SnapshotKeeper(o.bus, job.job, job.stages, this.rejects) : null;
     this.r.onExit((name, why) =>
@@ -132,7 +132,7 @@ export class Attempts {
     this.cut(next);
     this.cfg = resumedConfig(this.job, next);
     this.hostRecovery = {
-      keepState: this.hostRecovery.keepState,
+      stateEvery: this.hostRecovery.stateEvery,
       ...(point && next > this.job.firstIteration
         ? { resume: Object.fromEntries(point.states.map((st, s) => [String(s), st])) }
         : {}),

@@ -1,6 +1,6 @@
 // What the stages of a recoverable job are told in their host request (job/recovery.ts):
-// to send their state at every flush, and, when an iteration is replayed, the state as
-// of the flush before it to start from. The wire form is plain data sealed like every
+// how often to send their state (every N flushes, or N updates asynchronously), and, when
+// iterations are replayed, the state to start from. The wire form is plain data sealed like every
 // request; what does not have its shape is refused before any stage is built.
 
 import type { StageSnapshot } from '../compute/chunk-optimizer';
@@ -9,15 +9,16 @@ import { asyncSnapshotProblem } from '../actors/param-store-snapshot';
 import { quoteValue } from '../base/quote';
 import { JobConfigError } from './wire-stage';
 
-/** What one stage of a recoverable job is handed: its state as of a flush to start from, and to keep sending its own. */
+/** What one stage of a recoverable job is handed: its state to start from, and how often to send its own. */
 export interface StageRecovery {
   readonly resume?: StageSnapshot;
-  readonly keepState: boolean;
+  /** Send the state every this many flushes (sync) or updates (async); 0: never. */
+  readonly stateEvery: number;
 }
 
-/** A host request's `recovery` field: per stage (by number), the state to start from. */
+/** A host request's `recovery` field: how often to send state, and per stage (by number) the state to start from. */
 export interface HostRecovery {
-  readonly keepState: boolean;
+  readonly stateEvery: number;
   readonly resume?: Readonly<Record<string, StageSnapshot>>;
 }
 
@@ -26,11 +27,13 @@ export function checkHostRecovery(v: unknown, stages: number, async: boolean): H
   if (v === undefined) return undefined;
   const bad = (what: string) => new JobConfigError(`host: recovery ${what}`);
   if (typeof v !== 'object' || v === null || Array.isArray(v)) throw bad(`must be a map, got ${quoteValue(v, 60)}`);
-  const { keepState, resume, ...rest } = v as Record<string, unknown>;
+  const { stateEvery, resume, ...rest } = v as Record<string, unknown>;
   const extra = Object.keys(rest);
   if (extra.length > 0) throw bad(`has unknown field ${quoteValue(extra[0], 60)}`);
-  if (typeof keepState !== 'boolean') throw bad(`keepState must be true or false, got ${quoteValue(keepState, 60)}`);
-  if (resume === undefined) return { keepState };
+  if (!Number.isSafeInteger(stateEvery) || (stateEvery as number) < 0)
+    throw bad(`stateEvery must be an integer >= 0, got ${quoteValue(stateEvery, 60)}`);
+  const every = stateEvery as number;
+  if (resume === undefined) return { stateEvery: every };
   if (typeof resume !== 'object' || resume === null || Array.isArray(resume))
     throw bad(`resume must be a map of stage snapshots, got ${quoteValue(resume, 60)}`);
   for (const [s, snap] of Object.entries(resume)) {
@@ -40,19 +43,19 @@ export function checkHostRecovery(v: unknown, stages: number, async: boolean): H
     if (problem)
       throw bad(`resume for stage ${s} is not ${async ? 'an asynchronous' : 'a stage'} snapshot (${problem})`);
   }
-  return { keepState, resume: resume as Record<string, StageSnapshot> };
+  return { stateEvery: every, resume: resume as Record<string, StageSnapshot> };
 }
 
 /** What stage `stage` is handed of a host request's recovery field. */
 export function stageRecoveryOf(r: HostRecovery | undefined, stage: number): StageRecovery | undefined {
   if (!r) return undefined;
   const resume = r.resume?.[String(stage)];
-  return resume ? { keepState: r.keepState, resume } : { keepState: r.keepState };
+  return resume ? { stateEvery: r.stateEvery, resume } : { stateEvery: r.stateEvery };
 }
 
 /** What the node hosting `stages` is told of a job's recovery: only its own stages' states. */
 export function recoveryForStages(r: HostRecovery, stages: readonly number[]): HostRecovery {
-  if (!r.resume) return { keepState: r.keepState };
+  if (!r.resume) return { stateEvery: r.stateEvery };
   const resume = r.resume;
-  return { keepState: r.keepState, resume: Object.fromEntries(stages.map((s) => [String(s), resume[String(s)]])) };
+  return { stateEvery: r.stateEvery, resume: Object.fromEntries(stages.map((s) => [String(s), resume[String(s)]])) };
 }

@@ -1,8 +1,8 @@
-// The launcher's copy of every stage's state as of the last flushes of a recoverable job
-// (job/recovery.ts). A stage sends it on baton.<job>.state.<stage> right after its
-// report (actors/sender.ts), so the coordinator never waits for it; a report that carries
-// the snapshot anyway (a checkpoint iteration, the last one) counts as well. A replay starts
-// from the newest flush whose state every stage sent. A state message that is not one of
+// The launcher's copy of every stage's state as of the last flushes it was sent at, in a
+// recoverable job (job/recovery.ts): every --state-every N flushes, a stage sends it on
+// baton.<job>.state.<stage> right after its report (actors/sender.ts), so the coordinator
+// never waits for it; a report that carries the snapshot anyway (a checkpoint iteration, the
+// last one) counts as well. A replay starts from the newest flush whose state every stage sent. A state message that is not one of
 // this launch's, or not a stage snapshot, is refused and counted.
 
 import type { StageSnapshot } from '../compute/chunk-optimizer';
@@ -20,7 +20,7 @@ export interface ResumePoint {
   readonly states: readonly StageSnapshot[];
 }
 
-/** How many flushes back a replay may need to go (a stage lost between its report and its state). */
+/** How many of the flushes states were sent at are kept: a stage lost between its report and its state leaves the newest one incomplete. */
 const KEPT_FLUSHES = 3;
 
 export class StateKeeper {
@@ -77,8 +77,8 @@ export class StateKeeper {
     if (!row)
       this.byIteration.set(iteration, (row = new Array<StageSnapshot | undefined>(this.stages).fill(undefined)));
     row[stage] = snap;
-    const newest = Math.max(...this.byIteration.keys());
-    for (const it of this.byIteration.keys()) if (it <= newest - KEPT_FLUSHES) this.byIteration.delete(it);
+    const older = [...this.byIteration.keys()].sort((a, b) => b - a).slice(KEPT_FLUSHES);
+    for (const it of older) this.byIteration.delete(it);
   }
 
   /** The newest flush before `before` whose state every stage sent, or null. */

@@ -114,13 +114,13 @@ function computeFor(
   return clock.kind === 'virtual' ? new TimedCompute(real, clock, s, durations) : real;
 }
 
-/** A recoverable asynchronous stage's snapshots (sent every snapshotEvery updates) and the one it resumes from. */
+/** A recoverable asynchronous stage's snapshots (sent every stateEvery updates, the job's --snapshot-every) and the one it resumes from. */
 function asyncRecoveryOf(o: StageWiringOptions): Pick<ParamStoreWiring, 'snapshots' | 'resume'> {
   const r = o.recovery;
-  if (!r?.keepState || !o.cfg.train) return {};
+  if (!r || r.stateEvery === 0 || !o.cfg.train) return {};
   const send = snapshotSender(o.bus, o.cfg.job, o.stage, o.launch);
   return {
-    snapshots: { every: o.cfg.async.snapshotEvery, send },
+    snapshots: { every: r.stateEvery, send },
     ...(r.resume ? { resume: r.resume as AsyncSnapshot } : {}),
   };
 }

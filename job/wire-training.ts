@@ -80,7 +80,7 @@ export function syncTrainingCompute(o: {
       o.recovery?.resume ?? resumeSnapshot(train, stage),
       {
         weights,
-        keepState: o.recovery?.keepState === true,
+        stateEvery: o.recovery?.stateEvery ?? 0,
       },
     );
   const name = `stage-${laneName(stage, o.lane)}`;

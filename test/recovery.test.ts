@@ -16,12 +16,13 @@ const gpt = (job: string, iterations: number) =>
 describe('recovery by replaying the iteration (sync, one process per stage)', function () {
   this.timeout(240_000);
   const server = natsServerForSuite();
-  const setup = () => ({
+  const setup = (stateEvery = 1) => ({
     transport: 'nats' as const,
     processes: 'per-stage' as const,
     natsUrl: server().url,
     threads: 1,
     maxRestarts: 3,
+    stateEvery,
   });
   let faultFree = '';
 
@@ -34,13 +35,17 @@ describe('recovery by replaying the iteration (sync, one process per stage)', fu
     console.log(`      (kept state: ${r.kept_state?.bytes} bytes over ${r.kept_state?.messages} messages)`);
   });
 
-  for (const fault of ['SIGKILL', 'SIGSTOP'] as const)
-    it(`a stage process ${fault === 'SIGKILL' ? 'killed' : 'stopped past the heartbeat timeout'} mid-iteration is restarted and the iteration replayed to the fault-free checksum`, async () => {
+  // SIGKILL: states every 2 flushes (kept after iteration 1 and 3), killed mid-iteration 3, so
+  // iterations 2 and 3 are replayed. SIGSTOP: a state every flush, stopped mid-iteration 2.
+  for (const [fault, every, after] of [
+    ['SIGKILL', 2, 2],
+    ['SIGSTOP', 1, 1],
+  ] as const)
+    it(`a stage process ${fault === 'SIGKILL' ? 'killed' : 'stopped past the heartbeat timeout'} mid-iteration is restarted and the iterations since its last state (--state-every ${every}) replayed to the fault-free checksum`, async () => {
       const job = `rec${fault.toLowerCase()}`;
-      // Mid-iteration 2: about half an iteration after iteration 1 ended.
-      const f = injectFault(job, 2, fault, 1);
+      const f = injectFault(job, 2, fault, after);
       try {
-        const r = await train(gpt(job, 4), setup(), { onIteration: f.onIteration });
+        const r = await train(gpt(job, 4), setup(every), { onIteration: f.onIteration });
         assert.ok(f.at() > 0, 'the fault was injected');
         assert.equal(r.param_checksum, faultFree || r.param_checksum);
         assert.ok(faultFree, 'the fault-free run ran first');
@@ -49,7 +54,10 @@ describe('recovery by replaying the iteration (sync, one process per stage)', fu
         assert.match(rec.failed ?? '', new RegExp(`^${job}-stage2-`));
         assert.deepEqual(rec.stages, [2]);
         assert.match(rec.reason, fault === 'SIGKILL' ? /signal SIGKILL/ : /sent no heartbeat for \d+ ms/);
-        assert.ok(rec.iterations_replayed >= 1 && rec.resumed_from <= rec.iteration, JSON.stringify(rec));
+        assert.equal(rec.iteration, after + 1, JSON.stringify(rec));
+        assert.equal(rec.resumed_from, 2, JSON.stringify(rec));
+        // Every 2: four states after iteration 1; iteration 3's, the last, ride in the reports.
+        if (every === 2) assert.equal(r.kept_state?.messages, 4, JSON.stringify(r.kept_state));
         const detected = rec.detected_at - f.at();
         console.log(
           `      (${fault}: detected after ${detected} ms, training resumed ${rec.recovery_ms} ms later, ${rec.iterations_replayed} iteration(s) replayed)`,
@@ -62,12 +70,12 @@ describe('recovery by replaying the iteration (sync, one process per stage)', fu
       }
     });
 
-  it('the nats-server killed mid-iteration and started again 1 s later: every client reconnects and the iteration is replayed to the fault-free checksum', async () => {
+  it('the nats-server killed mid-iteration 2 and started again 1 s later, no states kept (--state-every 0): every client reconnects and the job is replayed from its start to the fault-free checksum', async () => {
     const f = injectServerRestart(await startNatsServer(), 1);
     try {
       const r = await train(
         gpt('recbroker', 4),
-        { ...setup(), natsUrl: f.server().url },
+        { ...setup(0), natsUrl: f.server().url },
         { onIteration: f.onIteration },
       );
       await f.restarted();
@@ -79,7 +87,9 @@ describe('recovery by replaying the iteration (sync, one process per stage)', fu
       assert.equal(rec.failed, null);
       assert.deepEqual(rec.stages, []);
       assert.match(rec.reason, /lost the connection to NATS/);
-      assert.ok(rec.iterations_replayed >= 1 && rec.resumed_from <= rec.iteration, JSON.stringify(rec));
+      assert.equal(rec.resumed_from, 0, JSON.stringify(rec));
+      assert.equal(rec.iterations_replayed, rec.iteration + 1, JSON.stringify(rec));
+      assert.equal(r.kept_state?.messages, 0, JSON.stringify(r.kept_state));
       const detected = rec.detected_at - f.at();
       console.log(
         `      (nats-server restart: detected after ${detected} ms, training resumed ${rec.recovery_ms} ms later, ${rec.iterations_replayed} iteration(s) replayed)`,
@@ -103,6 +113,28 @@ describe('recovery by replaying the iteration (sync, one process per stage)', fu
       const bad = await batonInProcess(cmd, '--max-restarts', '1001');
       assert.equal(bad.code, 2);
       assert.match(bad.err, new RegExp(`${cmd}: --max-restarts must be an integer from 0 to 1000, got 1001`));
+    }
+  });
+
+  it('train takes --state-every (default 8, printed in the job-file form), refuses a negative one and one with --mode async, and --snapshot-every without it, naming the other', async () => {
+    const printed = await batonInProcess('train', '--print-config');
+    assert.equal(printed.code, 0, printed.err);
+    assert.match(printed.out, /"state_every": 8\b/);
+    const refused = [
+      [['--state-every', '-1'], /train: --state-every must be an integer >= 0, got -1/],
+      [
+        ['--mode', 'async', '--state-every', '2'],
+        /--state-every sets how often sync stages keep state; .*--snapshot-every N updates/,
+      ],
+      [
+        ['--snapshot-every', '2'],
+        /--snapshot-every sets the asynchronous parameter stores; add --mode async \(sync recovery keeps state every --state-every N flushes\)/,
+      ],
+    ] as const;
+    for (const [args, want] of refused) {
+      const r = await batonInProcess('train', ...args);
+      assert.equal(r.code, 2, r.err);
+      assert.match(r.err, want);
     }
   });
 
