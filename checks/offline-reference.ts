@@ -24,8 +24,10 @@
 //    ROUND_GAP times the lower bound: the effort goes to the instances where the reference
 //    says least, and an instance already near its bound costs what it did before. The cost
 //    stays bounded: (rounds + 1) times steps 3 and 4 at most.
-// Not modelled: delaying a ready task on purpose (a non-delay schedule never idles a stage
-// that could start something), which an optimal schedule may do.
+// 6. forward-backward passes over the best (checks/offline-justify.ts; not interleaved):
+//    every task as late as it can go in the order of its end, then as early as it can go in
+//    the order of those starts, while the makespan falls. These may leave a stage idle on
+//    purpose, which no list schedule does; a pass never lengthens the schedule.
 
 import { BufferLimit, stageBufferLimit } from '../policies/backpressure';
 import { bf } from '../policies/hints';
@@ -34,6 +36,7 @@ import { inflightCaps } from './slot-bound';
 import { lowerBound } from './lower-bound';
 import { DurationModel } from '../models/durations';
 import { ListSchedule, TaskGraph, buildTaskGraph, listSchedule, taskOf } from './offline-schedule';
+import { justify } from './offline-justify';
 
 export interface ScheduledTask {
   readonly stage: number;
@@ -53,6 +56,8 @@ export interface OfflineOptions {
   readonly reorders?: number;
   /** Further rounds of steps 3 and 4 while the makespan is above ROUND_GAP times the lower bound (default 4). */
   readonly rounds?: number;
+  /** Forward-backward passes over the best schedule (step 6; default 8, 0 for none). */
+  readonly justifyPasses?: number;
 }
 
 export interface OfflineReference {
@@ -73,7 +78,7 @@ export interface OfflineReference {
 export const ROUND_GAP = 1.05;
 
 export const OFFLINE_METHOD =
-  'non-delay list scheduling: longest-remaining-path and bf/fb seed orders, lognormal random restarts, local search over microbatch windows and over microbatch orders';
+  'non-delay list scheduling: longest-remaining-path and bf/fb seed orders, lognormal random restarts, local search over microbatch windows and over microbatch orders; then forward-backward passes';
 
 /** `limit`: the job's buffer limit, held as the runtime holds a non-binding policy to it. */
 export function offlineReference(
@@ -114,7 +119,7 @@ export function offlineReference(
     windowSearch(g, random, gauss, opts.steps ?? 600, () => best.prio, tryPrio);
     rank = reorderSearch(g, random, opts.reorders ?? 3000, rank, tryPrio);
   }
-  const { start, makespan } = best.run;
+  const { start, makespan } = justify(g, best.run.start, best.run.makespan, opts.justifyPasses ?? 8);
   const schedule: ScheduledTask[] = [];
   for (let id = 0; id < g.size; id++) {
     const { stage, task } = taskOf(g, id);
