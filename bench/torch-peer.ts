@@ -5,7 +5,9 @@
 // (/usr/bin/python3, python3-torch; scripts/install-torch-peer.sh) and by `baton train`:
 //  - one Baton process (--stages 1) against PyTorch, threads matched: 1 and 2;
 //  - Baton's 2-stage pipeline over NATS, one process per stage with 1 thread each (both
-//    cores), against PyTorch with 2 threads.
+//    cores), against PyTorch with 2 threads: as `baton train` runs it by default, able to
+//    survive a lost stage (each stage sends its state every --state-every N flushes), and
+//    with --max-restarts 0 (no state kept: what PyTorch's loop, which survives nothing, does).
 // PyTorch's threads are matched to the cores for real: "1 thread" is one OpenMP thread and
 // one OpenBLAS thread (torch.set_num_threads does not reach Debian's OpenBLAS, which
 // otherwise runs a thread per core); "2 threads" is the faster, in each round, of its two
@@ -13,8 +15,10 @@
 // 3.3 s an iteration against 1.3 s, measured 2026-12-03).
 // Every measurement is a fresh child process; R rounds, the setups in turn (reversed in
 // odd rounds, so a drift of the machine within a round favours none); each child's
-// first iteration is not timed. Reported: median tokens/s (and range) of each setup
-// and the median of each round's ratio. Without PyTorch it says so and measures nothing.
+// first iteration is not timed, and its rate is the tokens of the timed ones over their
+// summed time (a pause every N iterations counts as it costs). Reported: median tokens/s
+// (and range) of each setup over the rounds and the median of each round's ratio.
+// Without PyTorch it says so and measures nothing.
 //
 // Not compared: PyTorch's data loading, evaluation or compiled modes (none in 1.13).
 
@@ -28,6 +32,7 @@ import { UsageError } from '../cli/args';
 import { childJson } from './child-json';
 import { benchMain, positiveInt } from './bench-cli';
 import { inTurn } from './in-turn';
+import { TRAIN_COMMAND_DEFAULTS } from '../job/defaults';
 
 export const PEER_PYTHON = '/usr/bin/python3';
 export const PEER_SCRIPT = path.resolve(
@@ -37,7 +42,8 @@ export const PEER_SCRIPT = path.resolve(
   'torch_peer.py',
 );
 
-export const PEER_DEFAULTS = { rounds: 3, iterations: 3, layers: 8 } as const;
+// 8 timed iterations: with the default --state-every 8, one state falls in each pipeline run.
+export const PEER_DEFAULTS = { rounds: 3, iterations: 8, layers: 8 } as const;
 const MODEL = { microbatches: 8, microbatchSize: 16, seq: 64, width: 128, heads: 4 } as const;
 
 /** Why PyTorch cannot run here, or null. */
@@ -49,15 +55,28 @@ export function torchMissing(): string | null {
     : `${PEER_PYTHON} cannot import torch (scripts/install-torch-peer.sh installs Debian's python3-torch)`;
 }
 
-type Setup = 'torch1' | 'baton1' | 'torch2' | 'baton2' | 'pipeline';
-const SETUPS: readonly Setup[] = ['torch1', 'baton1', 'torch2', 'baton2', 'pipeline'];
+type Setup = 'torch1' | 'baton1' | 'torch2' | 'baton2' | 'pipeline' | 'pipeline_bare';
+const SETUPS: readonly Setup[] = ['torch1', 'baton1', 'torch2', 'baton2', 'pipeline', 'pipeline_bare'];
 const LABEL: Record<Setup, string> = {
   torch1: 'PyTorch, 1 thread (1 BLAS thread)',
   baton1: 'Baton, 1 process, 1 thread',
   torch2: 'PyTorch, 2 cores (faster of 2x1, 1x2 threads)',
   baton2: 'Baton, 1 process, 2 threads',
-  pipeline: 'Baton, 2-stage pipeline over NATS, 1 thread per stage',
+  pipeline: `Baton, 2-stage pipeline over NATS, 1 thread per stage (recoverable: state every ${TRAIN_COMMAND_DEFAULTS.stateEvery} flushes)`,
+  pipeline_bare: 'the same pipeline, --max-restarts 0 (no state kept)',
 };
+/** What each Baton setup adds to `baton train`: stages, threads, flags. */
+const PIPELINE = ['--transport', 'nats', '--processes', 'per-stage', '--policy', 'bf', '--buffer-limit', '3'];
+const BATON: Record<Exclude<Setup, 'torch1' | 'torch2'>, { stages: number; threads: number; flags: string[] }> = {
+  baton1: { stages: 1, threads: 1, flags: [] },
+  baton2: { stages: 1, threads: 2, flags: [] },
+  pipeline: { stages: 2, threads: 1, flags: PIPELINE },
+  pipeline_bare: { stages: 2, threads: 1, flags: [...PIPELINE, '--max-restarts', '0'] },
+};
+
+/** Tokens per second over the timed iterations, `seconds` each. */
+const rateOf = (seconds: readonly number[]) =>
+  (tokensPerIteration() * seconds.length) / seconds.reduce((a, b) => a + b, 0);
 
 const tokensPerIteration = () => MODEL.microbatches * MODEL.microbatchSize * MODEL.seq;
 
@@ -94,7 +113,7 @@ async function torchRun(threads: number, blas: number, iterations: number, layer
     throw new Error('torch_peer.py printed no iteration times');
   if (r.threads !== threads || r.blas_threads !== blas)
     throw new Error(`torch_peer.py ran with ${r.threads} + ${r.blas_threads} BLAS threads, asked ${threads} + ${blas}`);
-  return median(r.iteration_s.map((s) => tokensPerIteration() / s));
+  return rateOf(r.iteration_s);
 }
 
 /** PyTorch on one core, or on two in the faster of its two thread layouts (the file's head says why). */
@@ -104,12 +123,12 @@ async function torchOn(cores: 1 | 2, iterations: number, layers: number): Promis
 }
 
 async function batonRun(
-  stages: number,
-  threads: number,
+  setup: (typeof BATON)[keyof typeof BATON],
   iterations: number,
   layers: number,
   job: string,
 ): Promise<{ rate: number; kernels: string; backend: string }> {
+  const { stages, threads } = setup;
   const args = [
     CLI_ENTRY,
     'train',
@@ -127,7 +146,7 @@ async function batonRun(
     '--job',
     job,
     '--json',
-    ...(stages > 1 ? ['--transport', 'nats', '--processes', 'per-stage', '--policy', 'bf', '--buffer-limit', '3'] : []),
+    ...setup.flags,
   ];
   const r = (await childJson(process.execPath, args, 'baton train')) as {
     iterations?: { makespan_ms: number }[];
@@ -136,7 +155,7 @@ async function batonRun(
   };
   if (!r || !Array.isArray(r.iterations)) throw new Error('baton train printed no run statistics');
   return {
-    rate: median(r.iterations.slice(1).map((x) => tokensPerIteration() / (x.makespan_ms / 1000))),
+    rate: rateOf(r.iterations.slice(1).map((x) => x.makespan_ms / 1000)),
     kernels: String(r.kernels),
     backend: String(r.backend),
   };
@@ -151,7 +170,9 @@ export interface PeerResult {
   /** tokens/s of each setup in each round. */
   per_round: Record<Setup, number>[];
   median: Record<Setup, number>;
-  ratios: { one_thread: number; two_threads: number; pipeline_over_torch2: number };
+  ratios: { one_thread: number; two_threads: number; pipeline_over_torch2: number; bare_pipeline_over_torch2: number };
+  /** The pipeline's --state-every (train's default). */
+  state_every: number;
   shared_machine_note: string;
 }
 
@@ -171,7 +192,7 @@ export async function benchTorchPeer(
     for (const s of inTurn(SETUPS, r)) {
       if (s === 'torch1' || s === 'torch2') round[s] = await torchOn(s === 'torch1' ? 1 : 2, iterations, layers);
       else {
-        const b = await batonRun(s === 'pipeline' ? 2 : 1, s === 'baton2' ? 2 : 1, iterations, layers, `peer${s}r${r}`);
+        const b = await batonRun(BATON[s], iterations, layers, `peer${s.replace('_', '')}r${r}`);
         round[s] = b.rate;
         kernels[s] = b.kernels;
         backend = b.backend;
@@ -193,7 +214,9 @@ export async function benchTorchPeer(
       one_thread: median(perRound.map((x) => x.baton1 / x.torch1)),
       two_threads: median(perRound.map((x) => x.baton2 / x.torch2)),
       pipeline_over_torch2: median(perRound.map((x) => x.pipeline / x.torch2)),
+      bare_pipeline_over_torch2: median(perRound.map((x) => x.pipeline_bare / x.torch2)),
     },
+    state_every: TRAIN_COMMAND_DEFAULTS.stateEvery,
     shared_machine_note:
       'measured on a shared machine: other jobs ran at the same time, so rates drift between rounds; compare the ratios, medians of rounds in turn',
   };
@@ -207,12 +230,12 @@ export function formatTorchPeer(r: PeerResult): string {
   const table = formatTable(
     ['setup', 'median tokens/s', 'range', 'kernels'],
     SETUPS.map((s) => [LABEL[s], r.median[s].toFixed(0), range(s), r.kernels[s] ?? 'PyTorch (OpenBLAS)']),
-    `${r.model}; backend ${r.backend}; ${r.rounds} rounds in turn, ${r.iterations} timed iterations per child (the first untimed)`,
+    `${r.model}; backend ${r.backend}; ${r.rounds} rounds in turn, ${r.iterations} timed iterations per child (the first untimed), tokens over their summed time`,
   );
   const x = (v: number) => `${v.toFixed(2)}x`;
   return (
     `${table}\n\nmedian of the rounds' ratios: Baton 1 process / PyTorch, 1 thread ${x(r.ratios.one_thread)}; 2 threads ${x(r.ratios.two_threads)}; ` +
-    `Baton 2-stage pipeline on 2 cores / PyTorch 2 threads ${x(r.ratios.pipeline_over_torch2)}\n${r.shared_machine_note}`
+    `Baton 2-stage pipeline on 2 cores / PyTorch 2 threads ${x(r.ratios.pipeline_over_torch2)} (recoverable), ${x(r.ratios.bare_pipeline_over_torch2)} (--max-restarts 0)\n${r.shared_machine_note}`
   );
 }
 
