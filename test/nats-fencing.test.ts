@@ -110,8 +110,8 @@ describe('NATS-level fencing: accounts, generated credentials, per-process permi
 
   it("on a shared server configured as baton auth init writes it, another job's credentials get Permissions Violation on the job's subjects", async () => {
     const nodes = ['n0', 'n1'];
-    const mine = sharedServerUsers('tshared', nodes, 3);
-    const theirs = sharedServerUsers('other', nodes, 3);
+    const mine = sharedServerUsers('tshared', nodes, { stages: 3, chunks: 1 });
+    const theirs = sharedServerUsers('other', nodes, { stages: 3, chunks: 1 });
     const server = await startNatsServer({ users: [mine.launcher, ...mine.nodes, theirs.launcher, ...theirs.nodes] });
     const key = newJobKey();
     // Standalone agents, each logged in as its own user (as with the .env files of baton auth init).
