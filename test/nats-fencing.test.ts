@@ -289,4 +289,19 @@ describe('NATS-level fencing: accounts, generated credentials, per-process permi
     assert.equal(checked.status, 0, checked.stdout + checked.stderr);
     assert.doesNotMatch(readFileSync(printed.config, 'utf8'), /^authorization/m);
   });
+
+  it('baton auth init --chunks 2 lets the last stage feed stage 0 and stage 0 return its gradient; without it, not; --chunks 0 is refused', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'baton-auth-chunks-'));
+    const userLine = (conf: string, user: string) => conf.split('\n').find((l) => l.includes(`user: "${user}"`)) ?? '';
+    const init = (out: string, more: string[]) =>
+      JSON.parse(authInit([path.join(dir, out), '--job', 'ac', '--nodes', 'n0,n1', '--stages', '2', ...more, '--json']))
+        .config as string;
+    const chunked = readFileSync(init('v2', ['--chunks', '2']), 'utf8');
+    const straight = readFileSync(init('v1', []), 'utf8');
+    assert.match(userLine(chunked, 'ac-n1'), /"baton\.ac\.activation\.0"/);
+    assert.match(userLine(chunked, 'ac-n0'), /"baton\.ac\.gradient\.1"/);
+    assert.doesNotMatch(userLine(straight, 'ac-n1'), /"baton\.ac\.activation\.0"/);
+    assert.doesNotMatch(userLine(straight, 'ac-n0'), /"baton\.ac\.gradient\.1"/);
+    assert.throws(() => init('v0', ['--chunks', '0']), /--chunks V must be from 1 to 64, got 0/);
+  });
 });
