@@ -35,7 +35,7 @@ export class PermissionDeniedError extends JobError {
     detail: string,
   ) {
     super(
-      `${who}: the NATS server refused a ${operation} on ${JSON.stringify(subject)}, which its user has no permission for (${detail}); the job cannot complete without it (users from baton auth init must be made for the job's --stages and --chunks)`,
+      `${who}: the NATS server refused a ${operation} on ${JSON.stringify(subject)}, which its user has no permission for (${detail}); the job cannot complete without it (users from baton auth init must be made for the job's --stages and --chunks, and each agent host the stages its user was made for)`,
     );
   }
 }
