@@ -23,6 +23,8 @@
 // launcher cannot stop or collect a newer run of the same job name.
 // An agent that is stopped (SIGTERM, SIGINT, exit) tells the launcher of each job it hosts:
 //   { verb: 'leaving', job, reason }
+// and one whose publish or subscription the NATS server refused (node-jobs.ts reportDenial):
+//   { verb: 'denied', job, operation: 'publish'|'subscription', subject, message, stages }
 // Malformed requests are answered with an error when they name a reply subject, and
 // counted and logged otherwise; nothing a peer sends but exit can stop the agent. A job hosted
 // with a lease is dropped when no request naming it (the launcher renews every few
@@ -37,7 +39,16 @@ import { launchField } from '../transport/envelope';
 import { AuthBus, AuthRejectReason } from '../transport/auth-bus';
 import { parseSubject } from '../transport/subjects';
 import { enterTask, leaveTask } from '../base/task-activity';
-import { HostedJob, NodeJobs, StartingJob, answerJobRequest, renewLease, stopJob, wireJob } from './node-jobs';
+import {
+  HostedJob,
+  NodeJobs,
+  StartingJob,
+  answerJobRequest,
+  renewLease,
+  reportDenial,
+  stopJob,
+  wireJob,
+} from './node-jobs';
 import { answerOn } from './node-reply';
 import { StageHost } from './stage-host';
 import {
@@ -122,6 +133,8 @@ export class NodeAgent {
       log: (line) => this.log(line),
     };
     if (this.bus instanceof AuthBus) this.bus.onReject = (reason, subj, detail) => this.refused(reason, subj, detail);
+    // A refusal of the server's permissions (a message that never arrives): its job's launcher fails the job, naming it.
+    this.bus.watchDenials?.((d) => reportDenial(this.desk, d));
   }
 
   /**

@@ -1,12 +1,14 @@
 // A node agent's jobs: what it keeps of each (hosted, or starting while its backend
 // loads), its wiring and its stopping, the requests about one job (renew, status, finish,
-// abort) and the lease that drops a job whose launcher has gone quiet. The host request
+// abort), the lease that drops a job whose launcher has gone quiet, and the server's
+// permission refusals told to the launchers of the jobs they are of. The host request
 // itself and the agent's other verbs are node-agent.ts.
 
 import { quoteValue } from '../base/quote';
 import { RealClock } from '../base/clock';
 import { launchField } from '../transport/envelope';
-import { Bus, Subscription } from '../transport/bus';
+import { Bus, PermissionDenial, Subscription } from '../transport/bus';
+import { parseSubject } from '../transport/subjects';
 import { StageStatus } from '../stage/stage-state';
 import { ActorRuntime, ActorRef } from './runtime';
 import { StageActorMsg } from './stage';
@@ -29,6 +31,8 @@ export interface HostedJob {
   replyTo: string;
   /** The launch id the launcher gave: on every message and trace batch of the job's stages. */
   launch?: string;
+  /** The subjects of the permission refusals its launcher was told of (once each). */
+  denied: Set<string>;
 }
 
 export interface StartingJob {
@@ -80,6 +84,7 @@ export function wireJob(
     renewedAt: 0,
     replyTo: reply,
     ...launchField(launch),
+    denied: new Set(),
   };
   try {
     for (const s of stages) {
@@ -211,4 +216,32 @@ function armLease(agent: NodeJobs, name: string, job: HostedJob, ms: number): vo
       agent.teardown(name, job);
     });
   }, ms);
+}
+
+/** Most distinct refused subjects a job's launcher is told of (it fails the job at the first). */
+const MAX_DENIALS_TOLD = 16;
+
+/**
+ * The server refused this agent a publish or subscription (its NATS user lacks the
+ * permission; the message is lost, so the job would wait forever): logged, and told once per
+ * subject, as `{ verb: 'denied', job, operation, subject, message }`, to the launcher of the job
+ * the subject is of, or of every job hosted here when it is of none (a request or reply subject).
+ */
+export function reportDenial(agent: NodeJobs, d: PermissionDenial): void {
+  const what = `the NATS server refused it a ${d.operation} on ${quoteValue(d.subject, 200)} (${d.message})`;
+  agent.log(`node ${agent.name}: ${what}`);
+  const of = parseSubject(d.subject)?.job;
+  for (const [name, job] of agent.jobs) {
+    if (of !== undefined && of !== '_nodes' && of !== name) continue;
+    if (job.denied.has(d.subject) || job.denied.size >= MAX_DENIALS_TOLD) continue;
+    job.denied.add(d.subject);
+    agent.reply(job.replyTo, {
+      verb: 'denied',
+      job: name,
+      operation: d.operation,
+      subject: d.subject,
+      message: d.message,
+      stages: [...job.stages.keys()].sort((a, b) => a - b),
+    });
+  }
 }

@@ -4,7 +4,9 @@
 // credentials file per process, DIR/<user>.env, holding BATON_NATS_URL with that user's
 // password (each mode 600, created, never overwritten). The launcher may use everything
 // of the job (baton.<job>.>) and reach the listed standalone agents; each agent only what
-// the stages it will host use (job/nats-users.ts).
+// the stages it will host use (job/nats-users.ts), which depends on the job's stages and
+// chunks: with --chunks V > 1 the last stage sends stage 0 activations, and stage 0 sends
+// it gradients.
 
 import { mkdirSync, openSync, closeSync, writeSync } from 'fs';
 import * as path from 'path';
@@ -17,6 +19,7 @@ import { NATS_URL_ENV, natsFlag } from './nats-flag';
 import { urlWithUser } from './own-server';
 import { quoteValue } from '../base/quote';
 import { AUTH_INIT_DEFAULTS } from '../job/defaults';
+import { SHAPE_LIMITS } from '../policies/task';
 
 export const AUTH_INIT_FLAGS: readonly FlagSpec[] = [
   { name: 'job', type: 'string', metavar: 'NAME', help: 'the job the users are for (required)' },
@@ -27,6 +30,13 @@ export const AUTH_INIT_FLAGS: readonly FlagSpec[] = [
     help: 'the standalone node agents (baton node --name) of the job, in the order baton run --nodes will name them: each gets a user for the stages it will host (required)',
   },
   { name: 'stages', type: 'int', metavar: 'P', help: 'the number of pipeline stages of the job (required)' },
+  {
+    name: 'chunks',
+    type: 'int',
+    metavar: 'V',
+    default: AUTH_INIT_DEFAULTS.chunks,
+    help: "the job's model chunks per stage (run/train --chunks V; the users follow the runtime's routing over P stages × V chunks): with V > 1 the last stage's user may also send stage 0 activations and stage 0's the last stage gradients. A chunked job run with users made for V = 1 fails at once, naming the subject the server refused",
+  },
   {
     name: 'server',
     type: 'string',
@@ -57,6 +67,7 @@ function checkedFlags(flags: Record<string, unknown>): {
   job: string;
   nodes: string[];
   stages: number;
+  chunks: number;
   server: string;
 } {
   if (flags.job === undefined) throw new UsageError('auth init: --job NAME is required');
@@ -73,10 +84,13 @@ function checkedFlags(flags: Record<string, unknown>): {
     throw new UsageError(
       `auth init: --nodes names ${nodes.length} agents for ${stages} stages; a job uses at most one per stage`,
     );
+  const chunks = flags.chunks as number;
+  if (!(chunks >= 1 && chunks <= SHAPE_LIMITS.chunks))
+    throw new UsageError(`auth init: --chunks V must be from 1 to ${SHAPE_LIMITS.chunks}, got ${quoteValue(chunks)}`);
   const server = natsFlag(flags.server, 'auth init', '--server');
   if (server.includes('@') || server.includes(','))
     throw new UsageError('auth init: --server is one nats://host:port, without credentials');
-  return { job, nodes, stages, server: server.startsWith('nats://') ? server : `nats://${server}` };
+  return { job, nodes, stages, chunks, server: server.startsWith('nats://') ? server : `nats://${server}` };
 }
 
 /** Writes the config snippet and the credential files; returns the lines (or JSON) to print. */
@@ -86,7 +100,7 @@ export function authInit(argv: readonly string[]): string {
   const dir = positional[0];
   if (dir === undefined) throw new UsageError(`auth init: usage: ${AUTH_INIT_USAGE}`);
   const o = checkedFlags(flags);
-  const { launcher, nodes } = sharedServerUsers(o.job, o.nodes, o.stages);
+  const { launcher, nodes } = sharedServerUsers(o.job, o.nodes, { stages: o.stages, chunks: o.chunks });
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const config = path.join(dir, 'nats-accounts.conf');
   const header = `# baton auth init: the NATS users of job ${o.job} (include this file in the server's config)\n`;
@@ -104,7 +118,8 @@ export function authInit(argv: readonly string[]): string {
   ].join('\n');
 }
 
-export const AUTH_INIT_USAGE = 'baton auth init DIR --job NAME --nodes N1,… --stages P [--server URL] [--json]';
+export const AUTH_INIT_USAGE =
+  'baton auth init DIR --job NAME --nodes N1,… --stages P [--chunks V] [--server URL] [--json]';
 export const AUTH_INIT_HELP = helpText(
   'auth init',
   "write a shared nats-server's accounts for one job and a credentials file per process",

@@ -31,7 +31,7 @@ export function urlWithUser(url: string, u: Pick<NatsUser, 'user' | 'password'>)
 
 /** Starts the server of `cfg`'s job, whose stage processes (if any) are named `stageNames`. */
 export async function startOwnServer(
-  cfg: Pick<JobConfig, 'job' | 'stages' | 'tp' | 'dp'>,
+  cfg: Pick<JobConfig, 'job' | 'stages' | 'chunks' | 'tp' | 'dp'>,
   stageNames: readonly string[],
 ): Promise<OwnServer> {
   const { job } = cfg;

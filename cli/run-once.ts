@@ -10,6 +10,7 @@ import { RecoveryOptions, runDistributed } from '../job/run-distributed';
 import { SpawnedNodes, spawnNodes } from './stage-processes';
 import { JobResult, runJob } from '../job/run-local';
 import { JobError, checkJob } from '../job/wire-stage';
+import { PermissionDeniedError } from '../job/job-errors';
 import { filesOfJob, realPath } from '../job/node-host';
 import { NatsBus } from '../transport/nats-bus';
 import { OwnServer, startOwnServer } from './own-server';
@@ -136,11 +137,9 @@ async function runOverNats(cfg: JobConfig, setup: RunSetup): Promise<RunOutcome>
     const bus = new AuthBus(nats, key, 'launcher');
     // A server of our own has no other jobs; a shared one may.
     if (!server) release = await claimJob(nats, cfg.job);
-    // Core NATS keeps nothing that was in flight: once the launcher's connection drops (a
-    // server of our own that died, a network cut), the job has lost messages, so it ends now.
-    const dropped = lostConnection(nats);
+    const { dropped, denied } = connectionEnds(nats);
     if (setup.processes === 'single' && !setup.nodes) {
-      const result = await runInProcess(cfg, setup, { bus, stop: dropped });
+      const result = await runInProcess(cfg, setup, { bus, stop: Promise.race([dropped, denied]) });
       return { result, transport: 'nats', processes: 1, pids: [process.pid], natsUrl: nats.url };
     }
     const { cfg: job, names } = await hostsOf(cfg, { nodes: setup.nodes, require: setup.require, nats, own: ownNames });
@@ -161,6 +160,7 @@ async function runOverNats(cfg: JobConfig, setup: RunSetup): Promise<RunOutcome>
     // A drop ends the job unless recovery waits it out; a stage process's end, unless recovery restarts it.
     const stop = Promise.race([
       interrupts.interrupted,
+      denied,
       ...(recovery?.connection ? [] : [dropped]),
       ...(nodes && !recovery ? [nodes.died] : []),
     ]);
@@ -205,6 +205,25 @@ function lostConnection(nats: NatsBus): Promise<never> {
     .then((e) => Promise.reject(new JobError(`${e.message}: messages in flight are lost, the job cannot complete`)));
   dropped.catch(() => {});
   return dropped;
+}
+
+/**
+ * What ends a job on the launcher's connection. Core NATS keeps nothing that was in flight:
+ * once the connection drops (a server of our own that died, a network cut), the job has lost
+ * messages (`dropped`). A publish or subscription the server refuses the launcher's user is
+ * lost too (`denied`; the stages' own refusals their agents tell: job/launch-checks.ts).
+ */
+function connectionEnds(nats: NatsBus): { dropped: Promise<never>; denied: Promise<never> } {
+  return { dropped: lostConnection(nats), denied: deniedHere(nats) };
+}
+
+/** Rejects at the first publish or subscription the server refuses the launcher's user. */
+function deniedHere(nats: NatsBus): Promise<never> {
+  const denied = new Promise<never>((_, reject) =>
+    nats.watchDenials((d) => reject(new PermissionDeniedError('the launcher', d.operation, d.subject, d.message))),
+  );
+  denied.catch(() => {});
+  return denied;
 }
 
 /**

@@ -144,8 +144,8 @@ export const TAP_COMMAND_DEFAULTS = {
 } as const;
 
 /** Hot swaps of a job's policy (`--swap-at`, `--swap-modules`, `baton policy`). */
-/** `baton auth init`: the server URL written into the credential files. */
-export const AUTH_INIT_DEFAULTS = { server: 'nats://127.0.0.1:4222' } as const;
+/** `baton auth init`: the server URL written into the credential files; the job's chunks per stage (as run/train --chunks). */
+export const AUTH_INIT_DEFAULTS = { server: 'nats://127.0.0.1:4222', chunks: 1 } as const;
 
 export const SWAP_DEFAULTS = {
   /** No scripted swaps. */

@@ -20,3 +20,22 @@ export class JobConfigError extends JobError {
   override name = 'JobConfigError';
   override readonly exitStatus = EXIT_INPUT;
 }
+
+/**
+ * The NATS server refused a process of the job a publish or subscription its user may not
+ * make: the message never arrives, so the job fails at once instead of waiting for it.
+ */
+export class PermissionDeniedError extends JobError {
+  override name = 'PermissionDeniedError';
+  constructor(
+    /** Who was refused: `node <name> (stages …)`, or `the launcher`. */
+    readonly who: string,
+    readonly operation: 'publish' | 'subscription',
+    readonly subject: string,
+    detail: string,
+  ) {
+    super(
+      `${who}: the NATS server refused a ${operation} on ${JSON.stringify(subject)}, which its user has no permission for (${detail}); the job cannot complete without it (users from baton auth init must be made for the job's --stages and --chunks, and each agent host the stages its user was made for)`,
+    );
+  }
+}

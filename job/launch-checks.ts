@@ -4,7 +4,7 @@
 import { parseSubject } from '../transport/subjects';
 import { peerText, quoteValue } from '../base/quote';
 import { NodeSubjects } from '../actors/node-agent';
-import { JobError, NodeInputError } from './job-errors';
+import { JobError, NodeInputError, PermissionDeniedError } from './job-errors';
 import { Reply, text } from './reply-box';
 import { NodeBlock } from './distributed-options';
 
@@ -29,9 +29,14 @@ export function launchSenderProblem(
   return null;
 }
 
-/** A node's reply that fails the job: an actor failed there, it left, or it no longer hosts the job. */
+/** A node's reply that fails the job: an actor failed there, the server refused it a permission, it left, or it no longer hosts the job. */
 export function replyFailure(r: Reply, job: string, nodes: readonly string[]): JobError | null {
   if (r.verb === 'failure') return new JobError(`on node ${r.name}, actor ${text(r.actor)} failed: ${text(r.message)}`);
+  if (r.verb === 'denied') {
+    const stages = Array.isArray(r.stages) ? ` (stages ${r.stages.map((s) => text(s)).join(',')})` : '';
+    const op = r.operation === 'subscription' ? 'subscription' : 'publish';
+    return new PermissionDeniedError(`node ${r.name}${stages}`, op, text(r.subject), text(r.message));
+  }
   if (r.verb === 'leaving') return new JobError(`node ${r.name} left during the job (${text(r.reason)})`);
   // Waiting out a lease would only blame a live node for a job it no longer has.
   if (

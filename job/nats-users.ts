@@ -2,7 +2,10 @@
 // accounts block (transport/nats-server-config.ts): the launcher everything of its job
 // (baton.<job>.>); a node agent only what the stages it hosts use — its stages' inboxes
 // and control to read, its peers' inboxes and its own report, trace and stats subjects to
-// write, its requests, hellos, heartbeats and answers. Nothing else on the server: not
+// write, its requests, hellos, heartbeats and answers. The peers a stage sends activations
+// and gradients to come from the runtime's own routing over the job's P stages and V chunks
+// (policies/task.ts stageRoutes: forwardSuccessor, backwardSuccessor), so an interleaved
+// job's wrap from the last stage to stage 0 is allowed as the runtime takes it. Nothing else on the server: not
 // another job's subjects, not a peer stage's inbox to read. Every user may take replies on
 // _INBOX.> and answer a request it got (allow_responses), so request/reply works.
 //
@@ -17,6 +20,7 @@ import { claimSubject } from './job-claim';
 import { assignBlocks, assignStages } from './distributed-options';
 import { resendPeers } from '../actors/resend';
 import type { JobConfig } from './config';
+import { PipelineShape, stageRoutes } from '../policies/task';
 import { STAGE_INBOX_KINDS } from './wire-stage';
 
 export type { NatsUser } from '../transport/nats-server-config';
@@ -34,9 +38,12 @@ export function launcherUser(job: string, user: string, password: string): NatsU
   return { user, password, publish: [`baton.${job}.>`], subscribe: [`baton.${job}.>`, INBOX] };
 }
 
-/** What a node agent named `name`, reached on `at`, hosting `stages` of a `total`-stage `job`, uses. */
+/** The pipeline a job's routing depends on: P stages × V chunks (interleaved virtual stages). */
+export type RouteShape = Pick<PipelineShape, 'stages' | 'chunks'>;
+
+/** What a node agent named `name`, reached on `at`, hosting `stages` of a job of `shape`, uses. */
 export function nodeUser(
-  o: { job: string; name: string; stages: readonly number[]; total: number; at: NodeSubjects },
+  o: { job: string; name: string; stages: readonly number[]; shape: RouteShape; at: NodeSubjects },
   user: string,
   password: string,
 ): NatsUser {
@@ -61,9 +68,10 @@ export function nodeUser(
     // Recovery: its state after each flush (job/state-keeper.ts); its neighbours' resends of lost messages (actors/resend.ts).
     publish.add(subject(job, 'state', s));
     subscribe.add(subject(job, 'resend', s));
-    for (const peer of resendPeers(s, o.total)) publish.add(subject(job, 'resend', peer));
-    if (s + 1 < o.total) bothForms(subject(job, 'activation', s + 1)).forEach((x) => publish.add(x));
-    if (s > 0) bothForms(subject(job, 'gradient', s - 1)).forEach((x) => publish.add(x));
+    for (const peer of resendPeers(s, o.shape.stages)) publish.add(subject(job, 'resend', peer));
+    const routes = stageRoutes(s, o.shape);
+    for (const kind of ['activation', 'gradient'] as const)
+      for (const peer of routes[kind]) bothForms(subject(job, kind, peer)).forEach((x) => publish.add(x));
   }
   return { user, password, publish: [...publish], subscribe: [...subscribe] };
 }
@@ -75,16 +83,17 @@ export function nodeUser(
  * use its stage's subjects of every lane (`….<stage>.>`): its peers' ranks and replicas.
  */
 export function ownServerUsers(
-  cfg: Pick<JobConfig, 'job' | 'stages' | 'tp' | 'dp'>,
+  cfg: Pick<JobConfig, 'job' | 'stages' | 'chunks' | 'tp' | 'dp'>,
   names: readonly string[],
 ): { launcher: NatsUser; stages: NatsUser[] } {
   const { job } = cfg;
+  const shape = { stages: cfg.stages, chunks: cfg.chunks };
   const at = jobNodeSubjects(job);
   const blocks = names.length > 0 ? assignBlocks(cfg, names.length) : [];
   return {
     launcher: launcherUser(job, 'launcher', newPassword()),
     stages: names.map((name, i) =>
-      nodeUser({ job, name, stages: blocks[i]?.stages ?? [], total: cfg.stages, at }, `stage${i}`, newPassword()),
+      nodeUser({ job, name, stages: blocks[i]?.stages ?? [], shape, at }, `stage${i}`, newPassword()),
     ),
   };
 }
@@ -98,12 +107,13 @@ export function stagesOfNodes(stages: number, nodes: readonly string[]): Map<str
 /**
  * The users of `job` on a server an operator runs (`baton auth init`): a launcher that
  * reaches the standalone agents `nodes` on the shared subjects, and each agent, which may
- * host its block of the `stages` stages. User names are `<job>-launcher` and `<job>-<node>`.
+ * host its block of the `shape.stages` stages, each with its `shape.chunks` chunks. User
+ * names are `<job>-launcher` and `<job>-<node>`.
  */
 export function sharedServerUsers(
   job: string,
   nodes: readonly string[],
-  stages: number,
+  shape: RouteShape,
 ): { launcher: NatsUser; nodes: NatsUser[] } {
   const at = STANDALONE_NODES;
   const base = launcherUser(job, `${job}-launcher`, newPassword());
@@ -118,15 +128,11 @@ export function sharedServerUsers(
     ],
     subscribe: [...(base.subscribe ?? []), at.announce, ...nodes.map((n) => at.beat(n))],
   };
-  const blocks = stagesOfNodes(stages, nodes);
+  const blocks = stagesOfNodes(shape.stages, nodes);
   return {
     launcher,
     nodes: nodes.map((name) => {
-      const u = nodeUser(
-        { job, name, stages: blocks.get(name) ?? [], total: stages, at },
-        `${job}-${name}`,
-        newPassword(),
-      );
+      const u = nodeUser({ job, name, stages: blocks.get(name) ?? [], shape, at }, `${job}-${name}`, newPassword());
       // A hand-started agent also serves the NATS services API ($SRV.…, <request subject>.hosting).
       return { ...u, subscribe: [...(u.subscribe ?? []), '$SRV.>', `${at.request(name)}.>`] };
     }),

@@ -1,5 +1,5 @@
 // The check of the node replies whose fields a launcher reads without further checks (the
-// counts and lists of `finished`, the stage statuses of `status`).
+// counts and lists of `finished`, the stage statuses of `status`, the subject of `denied`).
 
 import { quoteValue } from '../base/quote';
 import { Reply } from './reply-box';
@@ -38,6 +38,12 @@ export function replyProblem(r: Reply): string | null {
         return `its events must be a map of stage to count, got ${quoteValue(events)}`;
     for (const k of ['failures', 'lostTrace'])
       if (r[k] !== undefined && !isTexts(r[k])) return `its ${k} must be a list of strings, got ${quoteValue(r[k])}`;
+  } else if (r.verb === 'denied') {
+    if (typeof r.subject !== 'string') return `its subject must be a string, got ${quoteValue(r.subject)}`;
+    if (r.operation !== 'publish' && r.operation !== 'subscription')
+      return `its operation must be publish or subscription, got ${quoteValue(r.operation)}`;
+    if (r.stages !== undefined && !(Array.isArray(r.stages) && r.stages.every(isCount)))
+      return `its stages must be a list of stage numbers, got ${quoteValue(r.stages)}`;
   } else if (r.verb === 'status') {
     if (!Array.isArray(r.statuses)) return `its statuses must be a list, got ${quoteValue(r.statuses)}`;
     for (const st of r.statuses) {

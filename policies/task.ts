@@ -155,3 +155,27 @@ export function forwardPredecessor(stage: number, chunk: number, shape: Pipeline
 export function backwardPredecessor(stage: number, chunk: number, shape: PipelineShape): StageChunk | null {
   return forwardSuccessor(stage, chunk, shape);
 }
+
+/**
+ * The other stages `stage` sends to over all its chunks: activations where its forwards'
+ * outputs go (forwardSuccessor), gradients where its backwards' input gradients go
+ * (backwardSuccessor). A hand-on to a chunk of its own stays in the stage. With V = 1 these
+ * are its neighbours; with V > 1 the last stage also feeds stage 0 its next chunk, and stage
+ * 0 returns that chunk's gradient to the last stage. What a stage process's NATS user may
+ * publish is derived from this (job/nats-users.ts).
+ */
+export function stageRoutes(
+  stage: number,
+  shape: Pick<PipelineShape, 'stages' | 'chunks'>,
+): { activation: number[]; gradient: number[] } {
+  const full: PipelineShape = { ...shape, microbatches: 1, splitBackward: false };
+  const to = (next: (s: number, c: number, sh: PipelineShape) => StageChunk | null): number[] => {
+    const out = new Set<number>();
+    for (let c = 0; c < shape.chunks; c++) {
+      const d = next(stage, c, full);
+      if (d !== null && d.stage !== stage) out.add(d.stage);
+    }
+    return [...out].sort((a, b) => a - b);
+  };
+  return { activation: to(forwardSuccessor), gradient: to(backwardSuccessor) };
+}

@@ -7,15 +7,19 @@ import { injectFault } from '../bench/fault-inject';
 import { loadBackend } from '../models/backend';
 
 // Baton's own accounts-based server (no natsUrl) with the jobs whose stage processes use
-// more than a plain pipeline's subjects: a wide job's lanes (tp, tp-reduce, dp-reduce), lost
-// messages resent (baton.<job>.resend.<peer>), and recovery's state messages and a restarted
+// more than a plain pipeline's subjects: a wide job's lanes (tp, tp-reduce, dp-reduce), an
+// interleaved job's wrap from the last stage back to stage 0 (--chunks), lost messages resent (baton.<job>.resend.<peer>), and recovery's state messages and a restarted
 // process (its credentials down its new stdin). None of the job's own connections may hit a
 // permission: the server's log has no violation.
 
-const gpt = (job: string, o: { stages: number; tp?: number; dp?: number; iterations: number; drop?: number }) =>
+const gpt = (
+  job: string,
+  o: { stages: number; chunks?: number; tp?: number; dp?: number; iterations: number; drop?: number },
+) =>
   resolveConfig({
     job,
     stages: o.stages,
+    chunks: o.chunks ?? 1,
     microbatches: 2,
     tp: o.tp ?? 1,
     dp: o.dp ?? 1,
@@ -27,7 +31,7 @@ const gpt = (job: string, o: { stages: number; tp?: number; dp?: number; iterati
       model: 'gpt',
       microbatchSize: 2,
       seq: 8,
-      layers: 2 * o.stages,
+      layers: 2 * o.stages * (o.chunks ?? 1),
       width: 16,
       heads: 4,
       totalIterations: o.iterations,
@@ -57,6 +61,14 @@ describe("NATS fencing on Baton's own server: wide jobs, resends and recovery wi
   it('TP 2 × DP 2 × P 2 (8 stage processes, each its own user): no permission violation', async () => {
     const { r, violations } = await onOwnServer(gpt('fwide', { stages: 2, tp: 2, dp: 2, iterations: 2 }));
     assert.equal(r.summary.processes, 8);
+    assert.deepEqual(violations, []);
+  });
+
+  it('P 2 × V 2 interleaved (stage 1 sends stage 0 its second chunk, stage 0 returns its gradient): completes, no permission violation', async () => {
+    const { r, violations } = await onOwnServer(gpt('fchunk', { stages: 2, chunks: 2, iterations: 3 }));
+    assert.equal(r.summary.processes, 2);
+    assert.equal(r.summary.chunks, 2);
+    assert.equal(r.iterations_run, 3);
     assert.deepEqual(violations, []);
   });
 

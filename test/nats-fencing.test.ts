@@ -19,6 +19,34 @@ import { NatsBus } from '../transport/nats-bus';
 import { AuthBus } from '../transport/auth-bus';
 import { newJobKey } from '../transport/auth-seal';
 import { newNodeAgent } from '../job/node-host';
+import { PermissionDeniedError } from '../job/job-errors';
+import type { NatsUser } from '../job/nats-users';
+
+/** `p`, or a rejection once `ms` have passed without it settling (a hang fails the test, and its cleanup runs). */
+async function within<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`still running after ${ms} ms: a hang`)), ms);
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Standalone agents `nodes` on `url`, each logged in as its own user of `users` (as with the .env files of baton auth init). */
+async function agentsAs(url: string, nodes: readonly string[], users: readonly NatsUser[], key: Uint8Array) {
+  const buses = await Promise.all(users.map((u) => NatsBus.connect(urlWithUser(url, u))));
+  const agents = buses.map((b, i) => newNodeAgent({ name: nodes[i], bus: new AuthBus(b, key, `node:${nodes[i]}`) }));
+  agents.forEach((a) => a.start());
+  return {
+    stop: async () => {
+      for (const a of agents) a.leave('test over');
+      await Promise.all(buses.map((b) => b.close()));
+    },
+  };
+}
 
 /** What the server answered a raw nats.js client: its refusal to connect, or the errors of its publishes and subscriptions. */
 interface Intrusion {
@@ -110,8 +138,8 @@ describe('NATS-level fencing: accounts, generated credentials, per-process permi
 
   it("on a shared server configured as baton auth init writes it, another job's credentials get Permissions Violation on the job's subjects", async () => {
     const nodes = ['n0', 'n1'];
-    const mine = sharedServerUsers('tshared', nodes, 3);
-    const theirs = sharedServerUsers('other', nodes, 3);
+    const mine = sharedServerUsers('tshared', nodes, { stages: 3, chunks: 1 });
+    const theirs = sharedServerUsers('other', nodes, { stages: 3, chunks: 1 });
     const server = await startNatsServer({ users: [mine.launcher, ...mine.nodes, theirs.launcher, ...theirs.nodes] });
     const key = newJobKey();
     // Standalone agents, each logged in as its own user (as with the .env files of baton auth init).
@@ -161,6 +189,88 @@ describe('NATS-level fencing: accounts, generated credentials, per-process permi
     }
   });
 
+  it('on a shared server, users made for the chunks run an interleaved job; users made for V=1 fail it at once, naming the refused subject', async () => {
+    const nodes = ['c0', 'c1'];
+    const straight = sharedServerUsers('tchunk', nodes, { stages: 2, chunks: 1 });
+    const chunked = sharedServerUsers('tchunk2', nodes, { stages: 2, chunks: 2 });
+    const server = await startNatsServer({
+      users: [straight.launcher, ...straight.nodes, chunked.launcher, ...chunked.nodes],
+    });
+    const key = newJobKey();
+    // A stall would take 30 s: a refusal must end the job long before.
+    const cfg = (job: string) => bfUniform(job, 2, 4, { chunks: 2, iterations: 2, stallTimeoutMs: 30_000 });
+    const setup = (u: NatsUser) => ({
+      transport: 'nats' as const,
+      processes: 'per-stage' as const,
+      natsUrl: urlWithUser(server.url, u),
+      nodes,
+      nodeKey: key,
+    });
+    try {
+      const ok = await agentsAs(server.url, nodes, chunked.nodes, key);
+      try {
+        const done = summarize((await runOnce(cfg('tchunk2'), setup(chunked.launcher))).result);
+        assert.equal(done.rejected, 0);
+        assert.ok(done.tasks > 0);
+      } finally {
+        await ok.stop();
+      }
+      const short = await agentsAs(server.url, nodes, straight.nodes, key);
+      const t0 = Date.now();
+      try {
+        await assert.rejects(within(runOnce(cfg('tchunk'), setup(straight.launcher)), 60_000), (e: Error) => {
+          assert.ok(e instanceof PermissionDeniedError, `${e.name}: ${e.message}`);
+          assert.equal(e.subject, 'baton.tchunk.activation.0');
+          assert.equal(e.operation, 'publish');
+          assert.match(e.message, /node c1 \(stages 1\).*refused a publish on "baton\.tchunk\.activation\.0"/);
+          return true;
+        });
+      } finally {
+        await short.stop();
+      }
+      assert.ok(Date.now() - t0 < 20_000, `failed after ${Date.now() - t0} ms`);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('a launcher whose user may not publish gradients: a --processes single job fails at once, naming the refused subject', async () => {
+    const kinds = [
+      'control',
+      'data',
+      'activation',
+      'report',
+      'trace',
+      'stats',
+      'claim',
+      'policy',
+      'state',
+      'resend',
+      'node',
+    ];
+    const launcher: NatsUser = {
+      user: 'nograd',
+      password: 'pw-nograd',
+      publish: kinds.flatMap((k) => [`baton.tng.${k}`, `baton.tng.${k}.>`]),
+      subscribe: ['baton.tng.>', '_INBOX.>'],
+    };
+    const server = await startNatsServer({ users: [launcher] });
+    const t0 = Date.now();
+    try {
+      const cfg = bfUniform('tng', 2, 4, { iterations: 2, stallTimeoutMs: 30_000 });
+      const run = runOnce(cfg, { transport: 'nats', processes: 'single', natsUrl: urlWithUser(server.url, launcher) });
+      await assert.rejects(within(run, 60_000), (e: Error) => {
+        assert.ok(e instanceof PermissionDeniedError, `${e.name}: ${e.message}`);
+        assert.equal(e.subject, 'baton.tng.gradient.0');
+        assert.match(e.message, /^the launcher: the NATS server refused a publish on "baton\.tng\.gradient\.0"/);
+        return true;
+      });
+    } finally {
+      await server.stop();
+    }
+    assert.ok(Date.now() - t0 < 20_000, `failed after ${Date.now() - t0} ms`);
+  });
+
   it('baton auth init writes an accounts snippet nats-server takes, and credential files of mode 600', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'baton-auth-init-'));
     const printed = JSON.parse(
@@ -178,5 +288,20 @@ describe('NATS-level fencing: accounts, generated credentials, per-process permi
     const checked = spawnSync(findNatsServer(), ['-t', '-c', conf], { encoding: 'utf8' });
     assert.equal(checked.status, 0, checked.stdout + checked.stderr);
     assert.doesNotMatch(readFileSync(printed.config, 'utf8'), /^authorization/m);
+  });
+
+  it('baton auth init --chunks 2 lets the last stage feed stage 0 and stage 0 return its gradient; without it, not; --chunks 0 is refused', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'baton-auth-chunks-'));
+    const userLine = (conf: string, user: string) => conf.split('\n').find((l) => l.includes(`user: "${user}"`)) ?? '';
+    const init = (out: string, more: string[]) =>
+      JSON.parse(authInit([path.join(dir, out), '--job', 'ac', '--nodes', 'n0,n1', '--stages', '2', ...more, '--json']))
+        .config as string;
+    const chunked = readFileSync(init('v2', ['--chunks', '2']), 'utf8');
+    const straight = readFileSync(init('v1', []), 'utf8');
+    assert.match(userLine(chunked, 'ac-n1'), /"baton\.ac\.activation\.0"/);
+    assert.match(userLine(chunked, 'ac-n0'), /"baton\.ac\.gradient\.1"/);
+    assert.doesNotMatch(userLine(straight, 'ac-n1'), /"baton\.ac\.activation\.0"/);
+    assert.doesNotMatch(userLine(straight, 'ac-n0'), /"baton\.ac\.gradient\.1"/);
+    assert.throws(() => init('v0', ['--chunks', '0']), /--chunks V must be from 1 to 64, got 0/);
   });
 });

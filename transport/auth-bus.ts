@@ -7,7 +7,7 @@
 // `onReject`. Replays are tracked per subscription: NATS delivers one publisher's messages
 // to one subscription in order, and two subscriptions that match one subject each get it.
 
-import type { Bus, BusHandler, BusMeta, Subscription } from './bus';
+import type { Bus, BusHandler, BusMeta, PermissionDenial, Subscription } from './bus';
 import { Sealer, openSeal } from './auth-seal';
 import { joinParts } from './codec';
 
@@ -104,5 +104,10 @@ export class AuthBus implements Bus {
   /** Closes the bus underneath too. */
   close(): Promise<void> {
     return this.inner.close();
+  }
+
+  /** The refusals of the bus underneath (its server's permissions see this process's user, not its seals). */
+  watchDenials(on: (d: PermissionDenial) => void): void {
+    this.inner.watchDenials?.(on);
   }
 }

@@ -13,6 +13,17 @@ export interface BusMeta {
 /** A decoded message on the bus. Payload maps are validated by the receiver. */
 export type BusHandler = (subject: string, data: Uint8Array, meta?: BusMeta) => void;
 
+/**
+ * The transport refused this process a publish or a subscription its credentials do not
+ * allow (NATS: `Permissions Violation for Publish to "subj"`, reported by the server
+ * asynchronously, after publish() has returned): `message` is what the transport said.
+ */
+export interface PermissionDenial {
+  readonly operation: 'publish' | 'subscription';
+  readonly subject: string;
+  readonly message: string;
+}
+
 export interface Subscription {
   unsubscribe(): void;
 }
@@ -42,4 +53,9 @@ export interface Bus {
    */
   written(): Promise<void>;
   close(): Promise<void>;
+  /**
+   * Where the transport has permissions (NATS): `on` hears every refused publish or
+   * subscription. A refusal is otherwise silent: the message is simply not delivered.
+   */
+  watchDenials?(on: (d: PermissionDenial) => void): void;
 }

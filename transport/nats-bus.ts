@@ -7,7 +7,8 @@
 //   limit (64 MiB) is refused: publish() throws PayloadTooLargeError (size and limit in it).
 //   A bad or incomplete chunked message is counted (`chunkRejections`) and reported.
 // - Transport trouble never throws out of publish(): a publish on a closed or broken
-//   connection is counted (`publishErrors`) and reported to `onError`.
+//   connection is counted (`publishErrors`) and reported to `onError`; one the server's
+//   permissions refuse comes later, counted (`denials.count`) and told to watchDenials too.
 // - A handler exception inside a NATS callback silently kills the connection in
 //   nats.js, so every callback is wrapped: the exception is counted (`errors`) and
 //   reported, and the connection lives on.
@@ -28,7 +29,7 @@
 // Not modelled: queue groups, request/reply, JetStream.
 
 import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
-import type { Bus, BusHandler, Subscription } from './bus';
+import type { Bus, BusHandler, PermissionDenial, Subscription } from './bus';
 import { checkSubject } from './local-bus';
 import { redactNatsUrl } from './nats-url';
 import { openConnection } from './nats-connect';
@@ -40,6 +41,7 @@ import { LinkState } from './nats-link';
 import { headerBytes, readSeal, sealHeader } from './nats-seal-header';
 import { clientSocket, socketDrained } from './nats-socket';
 import { NatsBusError, PayloadTooLargeError, errorText } from './nats-bus-errors';
+import { DenialWatch } from './nats-denials';
 
 export { NatsBusError, PayloadTooLargeError } from './nats-bus-errors';
 export { SEAL_HEADER } from './nats-seal-header';
@@ -62,6 +64,8 @@ export class NatsBus implements Bus {
   msgsIn = 0;
   bytesIn = 0;
   disconnects = 0;
+  readonly denials = new DenialWatch((e, subject) => this.report(e, subject));
+  readonly watchDenials = (on: (d: PermissionDenial) => void): void => this.denials.watch(on);
   private readonly chunking = new NatsChunking(this.maxMessageBytes, (r) => this.report(r, r.subject));
   onError: ((err: unknown, subject: string) => void) | undefined;
   onReconnect: (() => void) | undefined;
@@ -92,7 +96,7 @@ export class NatsBus implements Bus {
       back: () => this.onReconnect?.(),
       error: (e) => {
         this.transportErrors++;
-        this.report(e, '');
+        this.report(e, this.denials.take(e)?.subject ?? '');
       },
       hookFailed: (e) => this.report(e, ''),
     });
