@@ -65,7 +65,7 @@ export function nodeUser(
       publish.add(`${subject(job, kind, s)}.>`);
     }
     for (const kind of ['trace', 'stats'] as const) bothForms(subject(job, kind, s)).forEach((x) => publish.add(x));
-    // Recovery: its state after each flush (job/state-keeper.ts); its neighbours' resends of lost messages (actors/resend.ts).
+    // Recovery: its state every --state-every N flushes (job/state-keeper.ts); its neighbours' resends of lost messages (actors/resend.ts).
     publish.add(subject(job, 'state', s));
     subscribe.add(subject(job, 'resend', s));
     for (const peer of resendPeers(s, o.shape.stages)) publish.add(subject(job, 'resend', peer));
