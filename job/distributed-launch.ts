@@ -192,8 +192,9 @@ export class Launch {
     coordinator.begin();
     await waitWithWatchdog(
       this.unlessFailed(finished),
-      // A node inside a long task beats as busy: progress, not a stall.
-      () => this.trace.events.length + this.beats.progress(),
+      // Tasks ended, and a node inside a long task (it beats as busy): progress, not a stall.
+      // Messages alone are not: a resend loop for a message the server keeps refusing never ends.
+      () => this.trace.workDone + this.beats.progress(),
       cfg.stallTimeoutMs,
       () => this.stallError(wallStart),
     );

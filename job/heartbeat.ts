@@ -104,16 +104,21 @@ export class HeartbeatMonitor {
       this.rejected++;
       return;
     }
-    if (b.inTaskMs > 0) this.busyBeats++;
+    // Progress only while a task holds the process's loop (a long compute): a task handler
+    // awaiting, and the stage messages of a resend loop that never gets its message, are not.
+    const beat = HEARTBEAT_DEFAULTS.everyMs;
+    if (b.inTaskMs >= beat && b.loopLagMs >= beat) this.busyBeats++;
     this.last.set(node, b);
     this.onBeat(node);
   }
 
-  /** Grows while the nodes finish tasks or sit inside one: progress for a stall watchdog. */
+  /**
+   * Grows while a node sits inside a long task that holds its loop: progress for a stall
+   * watchdog that counts finished tasks from the trace (a beat's tasksDone counts every
+   * message a stage handled, resend requests too, so it is not progress).
+   */
   progress(): number {
-    let n = this.busyBeats;
-    for (const b of this.last.values()) n += b.tasksDone;
-    return n;
+    return this.busyBeats;
   }
 
   /** Checks every `everyMs`; calls `fail` once with what went wrong. Nodes that never beat are not judged. */

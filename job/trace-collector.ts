@@ -14,6 +14,8 @@ import { BatonEvent, EventSink, eventProblem } from '../stage/events';
 export class TraceCollector {
   readonly events: BatonEvent[] = [];
   readonly received = new Map<number, number>();
+  /** Tasks and iterations that ended: the job's progress (sends, receives, resends and rejects are not). */
+  workDone = 0;
   /** Malformed batches of this launch: they fail the run. */
   readonly rejects = newRejectTally();
 
@@ -81,6 +83,7 @@ export class TraceCollector {
     }
     const e = x as BatonEvent;
     this.events.push(e);
+    if (e.type === 'task-end' || e.type === 'iteration-end') this.workDone++;
     this.received.set(e.stage, (this.received.get(e.stage) ?? 0) + 1);
     for (const s of this.sinks) s(e);
   }

@@ -122,5 +122,28 @@ describe('injected faults and lost-message recovery', function () {
       assert.equal(h.param_checksum, c.param_checksum);
       assert.ok((h.resent as number) >= 1, hit.out);
     });
+
+    it('every message lost for good (drop=1): the stall watchdog ends the job after --stall-timeout, though the stages keep asking for resends', async () => {
+      const t0 = Date.now();
+      const r = await batonInProcess(
+        ...trainArgs(),
+        '--job',
+        'faults-all',
+        '--inject-faults',
+        'drop=1',
+        '--stall-timeout',
+        '3000',
+        '--max-restarts',
+        '0',
+      );
+      const took = Date.now() - t0;
+      console.log(`      (ended after ${took} ms)`);
+      assert.equal(r.code, 1, r.err);
+      // The watchdog asks every stage its status: each is idle, waiting for what never came.
+      assert.match(r.err, /DeadlockError: deadlock at t=[\d.]+ ms: 4 stage\(s\) idle with work left/);
+      assert.match(r.err, /stage 1, iteration 0: idle .* waiting for F0 \(input\)/);
+      // 3 s without progress, up to 5 s for the stages' statuses, and the processes' start and stop.
+      assert.ok(took < 30_000, `ended after ${took} ms`);
+    });
   });
 });

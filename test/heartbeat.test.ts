@@ -56,6 +56,14 @@ describe('heartbeats', function () {
       assert.equal(fails.length, 1, fails.join('; '));
       assert.match(fails[0], /node a \(pid 1\) sent no heartbeat for \d+ ms: dead or stopped/);
       assert.ok(m.progress() > 3, 'busy beats count as progress');
+      // Tasks done, or a task entered while the loop turns (a handler awaiting), are not progress.
+      const idle = new HeartbeatMonitor(bus, ['d']);
+      for (let k = 1; k <= 5; k++) beat(bus, 'd', { loopLagMs: 4, inTaskMs: 5000, tasksDone: 100 * k });
+      beat(bus, 'd', { loopLagMs: 300, inTaskMs: 10, tasksDone: 600 });
+      assert.equal(idle.progress(), 0);
+      beat(bus, 'd', { loopLagMs: 300, inTaskMs: 300, tasksDone: 600 });
+      assert.equal(idle.progress(), 1);
+      idle.close();
       // A beat saying the loop has been still for long outside a task fails nothing: beats are not authenticated.
       const still = new HeartbeatMonitor(bus, ['c']);
       const stillFails: string[] = [];
