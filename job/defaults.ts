@@ -121,9 +121,10 @@ export const TRAIN_COMMAND_DEFAULTS = {
   stallTimeoutMs: 600000,
   // Lost stage processes a sync run over NATS survives (restarted, the iteration replayed); past them it fails.
   maxRestarts: 3,
-  // Sync recovery: flushes between two states a stage sends the launcher. Each costs the
-  // stage a pause of about twice its state's encoding (12 bytes a parameter); every 8th
-  // bounds a replay to 8 iterations (bench/README: the cost of keeping state).
+  // Sync recovery: flushes between two states a stage sends the launcher. Each state holds
+  // the stage for its copy, encoding and publishing (12 bytes a parameter: 0.2-0.3 s for the
+  // 9.6 MB of a peer-bench stage); one every 8 flushes costs a few percent and bounds a
+  // replay to 8 iterations (bench/README: the fault matrix and the peer bench).
   stateEvery: 8,
 } as const;
 

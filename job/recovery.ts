@@ -2,9 +2,9 @@
 // replaying it. In sync mode parameters change only at the flush, so an iteration that
 // lost a stage can be replayed exactly: the result is bitwise that of a fault-free run.
 //
-// Every stage sends its state (parameters and AdamW moments) after every N-th flush's report
-// (--state-every N); the launcher keeps the newest ones (job/state-keeper.ts). When the iteration under way
-// is lost (a stage process died or stopped beating, the launcher's connection to NATS
+// Every stage sends its state (parameters and AdamW moments) after every N-th flush's
+// report (--state-every N); the launcher keeps the newest ones (job/state-keeper.ts). When
+// the iteration under way is lost (a stage process died or stopped beating, the launcher's connection to NATS
 // dropped, or someone called Launch.replayIteration: lost messages), this launch ends
 // (after a drop, once the connection is back; the nodes' agents reconnect on their own and
 // drop what they hosted, and the next launch pings them until they answer): its nodes drop the job, with
@@ -12,7 +12,8 @@
 // process is killed if it is still there and started again; and a new launch (a new launch
 // id, so every message of the old one still in flight is refused and counted) hosts the
 // stages again from the newest kept states, the coordinator beginning at the iteration after
-// them (the job's start when none are kept), so up to N iterations are replayed. Past maxRestarts the job fails naming every failure.
+// them (the job's start when none are kept), so up to N iterations are replayed. Past
+// maxRestarts the job fails naming every failure.
 //
 // Asynchronous mode has no flush to roll back to: its stages resume from their snapshots
 // (job/async-recovery.ts), losing updates. Not handled: tensor- or data-parallel jobs, and
