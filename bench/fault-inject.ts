@@ -41,7 +41,7 @@ export function stageProcessPid(job: string, s: number): number {
   throw new Error(`no stage process of stage ${s} of job ${job} among this process's children`);
 }
 
-/** A signal to stage `stage` of `job` half an iteration after iteration `after` ended: mid-iteration. */
+/** A signal to stage `stage` of `job` a fraction of an iteration (default half) after iteration `after` ended: mid-iteration. */
 export interface InjectedFault {
   /** Give to the run's onIteration. */
   readonly onIteration: (rec: IterationRecord) => void;
@@ -52,7 +52,13 @@ export interface InjectedFault {
   cleanup(): void;
 }
 
-export function injectFault(job: string, stage: number, signal: NodeJS.Signals, after: number): InjectedFault {
+export function injectFault(
+  job: string,
+  stage: number,
+  signal: NodeJS.Signals,
+  after: number,
+  fraction = 0.5,
+): InjectedFault {
   let at = 0;
   let pid = 0;
   let armed = false;
@@ -64,7 +70,7 @@ export function injectFault(job: string, stage: number, signal: NodeJS.Signals, 
         pid = stageProcessPid(job, stage);
         at = Date.now();
         process.kill(pid, signal);
-      }, rec.makespan / 2);
+      }, rec.makespan * fraction);
     },
     at: () => at,
     pid: () => pid,
