@@ -2,7 +2,6 @@
 // coordinator and a bus, on the real or the virtual clock. `baton sim` is this with the
 // virtual clock and the in-process bus; the same wiring runs over NATS.
 
-import { tasksDone } from '../base/task-activity';
 import { Bus, Subscription } from '../transport/bus';
 import { LocalBus } from '../transport/local-bus';
 import { newLaunchId } from '../transport/envelope';
@@ -10,7 +9,7 @@ import { Clock, RealClock, VirtualClock } from '../base/clock';
 import { StageCompute } from '../stage/compute';
 import { IterationRecord } from '../actors/coordinator';
 import { DeadlockError } from '../checks/deadlock';
-import { BatonEvent, EventSink } from '../stage/events';
+import { BatonEvent, EventSink, endsWork } from '../stage/events';
 import { failureSignal } from '../base/failure-signal';
 import { JobConfig } from './config';
 import { ActorRuntime, ActorRef } from '../actors/runtime';
@@ -177,10 +176,17 @@ async function untilDone(
     if (runtime.failures.length > 0) throw await w.failed.catch((e: Error) => e);
     if (!done) throw new DeadlockError(await w.statuses(), w.events.slice(-40), clock.now() - w.t0);
   } else {
+    // Work done (endsWork), counted as the events come; a task that holds this process's
+    // loop is progress once it ends (the watchdog does not blame a held thread).
+    let seen = 0,
+      work = 0;
+    const workDone = () => {
+      for (; seen < w.events.length; seen++) if (endsWork(w.events[seen])) work++;
+      return work;
+    };
     await waitWithWatchdog(
       Promise.race([w.finished, w.failed, ...(w.stop ? [w.stop] : [])]),
-      // A task that holds this process's loop is progress too, once it ends.
-      () => w.events.length + tasksDone(),
+      workDone,
       cfg.stallTimeoutMs,
       async () => new DeadlockError(await w.statuses(), w.events.slice(-40), clock.now() - w.t0),
     );

@@ -1,7 +1,7 @@
 // What the stages of a recoverable job are told in their host request (job/recovery.ts):
 // how often to send their state (every N flushes, or N updates asynchronously), and, when
-// iterations are replayed, the state to start from. The wire form is plain data sealed like every
-// request; what does not have its shape is refused before any stage is built.
+// iterations are replayed, the state to start from. The wire form is plain data sealed like
+// every request; what does not have its shape is refused before any stage is built.
 
 import type { StageSnapshot } from '../compute/chunk-optimizer';
 import { snapshotProblem } from '../checks/report-body';

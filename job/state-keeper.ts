@@ -2,8 +2,9 @@
 // recoverable job (job/recovery.ts): every --state-every N flushes, a stage sends it on
 // baton.<job>.state.<stage> right after its report (actors/sender.ts), so the coordinator
 // never waits for it; a report that carries the snapshot anyway (a checkpoint iteration, the
-// last one) counts as well. A replay starts from the newest flush whose state every stage sent. A state message that is not one of
-// this launch's, or not a stage snapshot, is refused and counted.
+// last one) counts as well. A replay starts from the newest flush whose state every stage
+// sent. A state message that is not one of this launch's, or not a stage snapshot, is
+// refused and counted.
 
 import type { StageSnapshot } from '../compute/chunk-optimizer';
 import { IterationRecord } from '../actors/coordinator';

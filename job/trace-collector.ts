@@ -9,12 +9,12 @@ import { quoteValue } from '../base/quote';
 import { RejectTally, newRejectTally, tallyReject } from '../base/reject-tally';
 import { Bus, Subscription } from '../transport/bus';
 import { decodeValue } from '../transport/codec';
-import { BatonEvent, EventSink, eventProblem } from '../stage/events';
+import { BatonEvent, EventSink, endsWork, eventProblem } from '../stage/events';
 
 export class TraceCollector {
   readonly events: BatonEvent[] = [];
   readonly received = new Map<number, number>();
-  /** Tasks and iterations that ended: the job's progress (sends, receives, resends and rejects are not). */
+  /** Tasks and iterations that ended (endsWork): the job's progress. */
   workDone = 0;
   /** Malformed batches of this launch: they fail the run. */
   readonly rejects = newRejectTally();
@@ -83,7 +83,7 @@ export class TraceCollector {
     }
     const e = x as BatonEvent;
     this.events.push(e);
-    if (e.type === 'task-end' || e.type === 'iteration-end') this.workDone++;
+    if (endsWork(e)) this.workDone++;
     this.received.set(e.stage, (this.received.get(e.stage) ?? 0) + 1);
     for (const s of this.sinks) s(e);
   }

@@ -112,6 +112,13 @@ export type BatonEvent =
 
 export type EventSink = (e: BatonEvent) => void;
 
+/**
+ * Whether `e` is work done (a task or an iteration ended): what a stall watchdog counts as
+ * progress. Messages are not: stages asking each other forever for a resend that never
+ * arrives send and receive without end.
+ */
+export const endsWork = (e: BatonEvent): boolean => e.type === 'task-end' || e.type === 'iteration-end';
+
 const TASK_KINDS = new Set(['F', 'B', 'W']);
 const WAIT_REASONS = new Set(['nothing-ready', 'binding', 'backpressure', 'tp-defer', 'tp-peer', 'tp-coord']);
 const isInt =

@@ -76,6 +76,20 @@ describe('injected faults and lost-message recovery', function () {
     assert.match(r.err, /injected drops are recovered by resending/);
   });
 
+  it('every message lost for good in one process (drop=1): the stall watchdog ends the job after --stall-timeout', async () => {
+    const t0 = Date.now();
+    const r = await batonInProcess(
+      ...['train', '--stages', '2', '--layers', '2', '--width', '16', '--seq', '8', '--microbatch-size', '2'],
+      ...['--microbatches', '2', '--iterations', '3', '--val-batches', '1', '--job', 'faults-local-all'],
+      ...['--inject-faults', 'drop=1', '--stall-timeout', '3000', '--quiet'],
+    );
+    const took = Date.now() - t0;
+    assert.equal(r.code, 1, r.err);
+    assert.match(r.err, /DeadlockError: deadlock at t=[\d.]+ ms: 2 stage\(s\) idle with work left/);
+    assert.match(r.err, /stage 1, iteration 0: idle .* waiting for F0 \(input\)/);
+    assert.ok(took < 20_000, `ended after ${took} ms`);
+  });
+
   describe('over a real nats-server, one process per stage', () => {
     const server = natsServerForSuite();
     const trainArgs = () => [
