@@ -20,10 +20,12 @@
 //    makespan is not worse. Under a binding limit the order in which microbatches take the
 //    slots is most of the decision, and these steps move it directly.
 // 5. more rounds of 3 and 4 (from the best priorities and the last microbatch order, with
-//    the random stream going on), at most `rounds`, while the best makespan is above
-//    ROUND_GAP times the lower bound: the effort goes to the instances where the reference
-//    says least, and an instance already near its bound costs what it did before. The cost
-//    stays bounded: (rounds + 1) times steps 3 and 4 at most.
+//    the random stream going on) while the best makespan is above ROUND_GAP times the lower
+//    bound and one of the last `patience` rounds shortened it, at most `rounds`: the effort
+//    goes to the instances where the reference says least and the search is still getting
+//    somewhere (on a hard instance it gains a few ms every round or two for twenty rounds),
+//    and an instance already near its bound costs what it did before. The cost stays
+//    bounded: (rounds + 1) times steps 3 and 4 at most.
 // 6. forward-backward passes over the best (checks/offline-justify.ts; not interleaved):
 //    every task as late as it can go in the order of its end, then as early as it can go in
 //    the order of those starts, while the makespan falls. These may leave a stage idle on
@@ -54,8 +56,10 @@ export interface OfflineOptions {
   readonly steps?: number;
   /** Steps of the search over microbatch orders (default 3000). */
   readonly reorders?: number;
-  /** Further rounds of steps 3 and 4 while the makespan is above ROUND_GAP times the lower bound (default 4). */
+  /** Most further rounds of steps 3 and 4 while the makespan is above ROUND_GAP times the lower bound (default 24). */
   readonly rounds?: number;
+  /** Further rounds stop after this many in a row that did not shorten the best schedule (default 4). */
+  readonly patience?: number;
   /** Forward-backward passes over the best schedule (step 6; default 8, 0 for none). */
   readonly justifyPasses?: number;
 }
@@ -114,10 +118,13 @@ export function offlineReference(
   byTrip.forEach((j, r) => (rank[j] = r));
   const caps = inflightCaps(bf, shape, limit);
   const bound = lowerBound(shape, iteration, d, caps).bound;
-  for (let round = 0; round <= (opts.rounds ?? 4); round++) {
-    if (round > 0 && best.run.makespan <= bound * ROUND_GAP) break;
+  let stale = 0;
+  for (let round = 0; round <= (opts.rounds ?? 24); round++) {
+    if (round > 0 && (best.run.makespan <= bound * ROUND_GAP || stale >= (opts.patience ?? 4))) break;
+    const before = best.run.makespan;
     windowSearch(g, random, gauss, opts.steps ?? 600, () => best.prio, tryPrio);
     rank = reorderSearch(g, random, opts.reorders ?? 3000, rank, tryPrio);
+    stale = best.run.makespan < before ? 0 : stale + 1;
   }
   const { start, makespan } = justify(g, best.run.start, best.run.makespan, opts.justifyPasses ?? 8);
   const schedule: ScheduledTask[] = [];

@@ -146,9 +146,10 @@ describe('offline reference', () => {
     }
   });
 
-  it('runs further rounds only while above ROUND_GAP times the bound, and they never make it worse', () => {
+  it('runs further rounds only while above ROUND_GAP times the bound and gaining, and they never make it worse', () => {
     // Multimodal P=4, limit 2: seeds 1 and 3 end a first round more than 5% above the bound, seed 2 within it.
-    let moreRounds = 0;
+    let moreRounds = 0,
+      stoppedEarly = 0;
     for (const seed of [1, 2, 3]) {
       const shape: PipelineShape = { stages: 4, chunks: 1, microbatches: 12, splitBackward: false };
       const d = makeDurationModel({ profile: multimodal, shape, jitter: 'paper', seed });
@@ -163,9 +164,14 @@ describe('offline reference', () => {
         // A round is at most steps + reorders + 1 evaluations.
         assert.ok(more.evaluations > once.evaluations && more.evaluations <= once.evaluations + 3 * 241);
         moreRounds++;
+        // Patience 1 stops at the first round that gains nothing: the same random stream, cut short.
+        const impatient = offlineReference(shape, 0, d, 2, { ...opts, rounds: 3, patience: 1 });
+        assert.ok(impatient.evaluations <= more.evaluations && impatient.makespan >= more.makespan, `seed ${seed}`);
+        if (impatient.evaluations < more.evaluations) stoppedEarly++;
       }
     }
     assert.ok(moreRounds > 0, 'no instance was far enough from its bound to run another round');
+    assert.ok(stoppedEarly > 0, 'patience 1 never cut the rounds short');
   });
 
   it('forward-backward passes keep a list schedule valid, never make it longer, and shorten some', () => {
