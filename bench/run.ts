@@ -1,7 +1,8 @@
 // `npm run bench -- <name> [flags] [--json]` (`--help` lists them): the benchmarks, each printing a side-by-side
 // comparison measured in one run.
 
-import { spawnSync } from 'child_process';
+import { spawn } from 'child_process';
+import { constants } from 'os';
 import * as path from 'path';
 
 const BENCHES: Record<string, { file: string; flags: string; what: string }> = {
@@ -89,6 +90,10 @@ if (name === '--help' || name === '-h') {
   console.error(`${name ? `unknown benchmark ${JSON.stringify(name)}` : 'which benchmark?'}\n${usage()}`);
   process.exitCode = 2;
 } else {
-  const r = spawnSync(process.execPath, [path.join(__dirname, BENCHES[name].file), ...rest], { stdio: 'inherit' });
-  process.exitCode = r.status ?? 1;
+  const child = spawn(process.execPath, [path.join(__dirname, BENCHES[name].file), ...rest], { stdio: 'inherit' });
+  // A stop sent to this process alone (kill, a supervisor) stops the benchmark too, instead of orphaning it.
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => child.kill(sig));
+  child.on('exit', (code, signal) => {
+    process.exitCode = code ?? (signal ? 128 + constants.signals[signal] : 1);
+  });
 }

@@ -1,5 +1,6 @@
 import { strict as assert } from 'assert';
-import { spawnSync } from 'child_process';
+import { spawn, spawnSync } from 'child_process';
+import { readFileSync } from 'fs';
 import * as path from 'path';
 import { parseFlags } from '../cli/args';
 
@@ -63,5 +64,36 @@ describe("the benchmarks' command line", () => {
       assert.match(r.stderr, re, argv.join(' '));
       assert.ok(!/\n\s+at /.test(r.stderr), `no stack trace: ${r.stderr}`);
     }
+  });
+
+  it('stops the benchmark it started when it is stopped itself, and exits as killed by that signal', async function () {
+    this.timeout(20_000);
+    const parent = spawn(process.execPath, [
+      path.join(__dirname, '..', 'bench', 'run.js'),
+      'reference',
+      '--seeds',
+      '3',
+    ]);
+    const exited = new Promise<number | null>((resolve) => parent.on('exit', (code) => resolve(code)));
+    const childrenOf = (pid: number) =>
+      readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+    let child: number | undefined;
+    for (let i = 0; i < 200 && child === undefined; i++) {
+      await new Promise((r) => setTimeout(r, 25));
+      child = childrenOf(parent.pid!)[0];
+    }
+    assert.ok(child, 'the benchmark process never started');
+    parent.kill('SIGTERM');
+    assert.equal(await exited, 128 + 15);
+    const alive = () => {
+      try {
+        // A zombie is gone as far as work goes: only its exit status waits to be read.
+        return !/^State:\s+Z/m.test(readFileSync(`/proc/${child}/status`, 'utf8'));
+      } catch {
+        return false;
+      }
+    };
+    for (let i = 0; i < 100 && alive(); i++) await new Promise((r) => setTimeout(r, 50));
+    assert.ok(!alive(), `benchmark process ${child} still runs after its launcher was stopped`);
   });
 });
