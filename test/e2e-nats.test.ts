@@ -576,11 +576,15 @@ describe('end to end over a real nats-server, one OS process per stage', functio
         },
       });
       try {
+        // Its missing heartbeats tell first; on a loaded machine the launcher's heartbeat watch
+        // may have been held (it then gives every node a fresh window) and the stall watchdog
+        // tells instead, naming the same node. Either way gone2 alone, and no deadlock.
         await assert.rejects(
           run,
           (e: Error) =>
             e.name === 'JobError' &&
-            /node gone2 \(pid \d+\) sent no heartbeat for \d+ ms: dead or stopped/.test(e.message),
+            (/node gone2 \(pid \d+\) sent no heartbeat for \d+ ms: dead or stopped/.test(e.message) ||
+              /^node\(s\) gone2 answered nothing within 5 s after the job made no progress/.test(e.message)),
         );
       } finally {
         await bus.close();
