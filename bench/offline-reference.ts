@@ -71,6 +71,10 @@ export async function benchOfflineReference(o: ReferenceBenchOptions = {}) {
           const base = { stages: P, microbatches: M, profile, jitter: 'paper' as const, bufferLimit: limit, seed };
           const m = await measureSeed(base, free.get(P));
           offlineMs += m.offlineMs;
+          process.stderr.write(
+            `${((performance.now() - wall0) / 60000).toFixed(1)} min: ${profile} P=${P} limit ${limit} seed ${seed + 1}/${seeds}: ` +
+              `bound ${m.row.bound?.toFixed(0)} ms, offline ${m.row.offline?.toFixed(0)} ms (${(m.offlineMs / 1000).toFixed(1)} s of search)\n`,
+          );
           for (const c of columns) values[c].push(m.row[c] ?? NaN);
           // The term kind (critical-path, stage, slot), not which stage.
           const kind = m.term.split(' ')[0];
