@@ -30,7 +30,17 @@ export function withReference<S extends Summary>(
   sharedClock: boolean,
 ): WithReference<S>[] {
   if (flags.reference !== 'offline') return rows;
-  return rows.map((row, i) => ({ ...row, ...runReference(results[i], sharedClock) }));
+  // The searches can take minutes: a line each on a terminal (pipes and --json output stay as they were).
+  const progress = process.stderr.isTTY === true;
+  return rows.map((row, i) => ({
+    ...row,
+    ...runReference(results[i], sharedClock, {}, (it, ms, searchMs) => {
+      if (progress)
+        process.stderr.write(
+          `offline reference: ${results[i].config.policy} iteration ${it}: ${ms.toFixed(1)} ms (${(searchMs / 1000).toFixed(1)} s of search)\n`,
+        );
+    }),
+  }));
 }
 
 /** The table's offline columns (none without the reference). */

@@ -25,13 +25,21 @@ export interface RunReference {
 }
 
 /** `sharedClock`: false when the stages ran in several processes (message times then count as 0, as in the bound). */
-export function runReference(r: JobResult, sharedClock: boolean, opts: OfflineOptions = {}): RunReference {
+/** `onSearched`: told after each iteration's search (for progress lines). */
+export function runReference(
+  r: JobResult,
+  sharedClock: boolean,
+  opts: OfflineOptions = {},
+  onSearched?: (iteration: number, offlineMs: number, searchMs: number) => void,
+): RunReference {
   const measured = measuredDurations(r.events, r.shape, sharedClock) as unknown as DurationModel;
   let evaluations = 0,
     method = '',
     caps: number[] = [];
   const iterations = r.iterations.map((it) => {
+    const t0 = performance.now();
     const o = offlineReference(r.shape, it.iteration, measured, r.config.bufferLimit, { seed: r.config.seed, ...opts });
+    onSearched?.(it.iteration, o.makespan, performance.now() - t0);
     evaluations += o.evaluations;
     method = o.method;
     caps = o.caps;
