@@ -24,8 +24,10 @@ export interface RunReference {
   offline_method: string;
 }
 
-/** `sharedClock`: false when the stages ran in several processes (message times then count as 0, as in the bound). */
-/** `onSearched`: told after each iteration's search (for progress lines). */
+/**
+ * `sharedClock`: false when the stages ran in several processes (message times then count as 0, as in the bound).
+ * `onSearched`: told after each iteration's search (for progress lines).
+ */
 export function runReference(
   r: JobResult,
   sharedClock: boolean,
