@@ -90,9 +90,11 @@ if (name === '--help' || name === '-h') {
   console.error(`${name ? `unknown benchmark ${JSON.stringify(name)}` : 'which benchmark?'}\n${usage()}`);
   process.exitCode = 2;
 } else {
-  const child = spawn(process.execPath, [path.join(__dirname, BENCHES[name].file), ...rest], { stdio: 'inherit' });
   // A stop sent to this process alone (kill, a supervisor) stops the benchmark too, instead of orphaning it.
+  // The handlers come first (the benchmark's process exists before spawn() returns); they run
+  // from the event loop, so never before `child` is set.
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => child.kill(sig));
+  const child = spawn(process.execPath, [path.join(__dirname, BENCHES[name].file), ...rest], { stdio: 'inherit' });
   child.on('exit', (code, signal) => {
     process.exitCode = code ?? (signal ? 128 + constants.signals[signal] : 1);
   });
