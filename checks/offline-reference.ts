@@ -30,6 +30,10 @@
 //    every task as late as it can go in the order of its end, then as early as it can go in
 //    the order of those starts, while the makespan falls. These may leave a stage idle on
 //    purpose, which no list schedule does; a pass never lengthens the schedule.
+// 7. while the result is still above ROUND_GAP times the lower bound, tabu search over the
+//    order of tasks at each stage (checks/offline-tabu.ts), from the result's orders: swaps
+//    of neighbours on a longest path, each order timed as early as it allows. It never
+//    lengthens the schedule.
 
 import { BufferLimit, stageBufferLimit } from '../policies/backpressure';
 import { bf } from '../policies/hints';
@@ -39,6 +43,7 @@ import { lowerBound } from './lower-bound';
 import { DurationModel } from '../models/durations';
 import { ListSchedule, TaskGraph, buildTaskGraph, listSchedule, taskOf } from './offline-schedule';
 import { justify } from './offline-justify';
+import { tabuSearch } from './offline-tabu';
 
 export interface ScheduledTask {
   readonly stage: number;
@@ -62,13 +67,15 @@ export interface OfflineOptions {
   readonly patience?: number;
   /** Forward-backward passes over the best schedule (step 6; default 8, 0 for none). */
   readonly justifyPasses?: number;
+  /** Steps of the tabu search over stage orders (step 7; default 2000, 0 for none). */
+  readonly tabuSteps?: number;
 }
 
 export interface OfflineReference {
   readonly makespan: number;
   /** Every task with its stage, start and end. */
   readonly schedule: ScheduledTask[];
-  /** List schedules evaluated. */
+  /** Schedules evaluated: list schedules, and stage orders in step 7. */
   readonly evaluations: number;
   /** The most forwards the rule lets each stage hold in flight (the slot bound's caps). */
   readonly caps: number[];
@@ -81,8 +88,7 @@ export interface OfflineReference {
  */
 export const ROUND_GAP = 1.05;
 
-export const OFFLINE_METHOD =
-  'non-delay list scheduling: longest-remaining-path and bf/fb seed orders, lognormal random restarts, local search over microbatch windows and over microbatch orders; then forward-backward passes';
+export const OFFLINE_METHOD = `non-delay list scheduling: longest-remaining-path and bf/fb seed orders, lognormal random restarts, local search over microbatch windows and over microbatch orders; then forward-backward passes, and tabu search over stage orders where still above ${ROUND_GAP} times the lower bound`;
 
 /** `limit`: the job's buffer limit, held as the runtime holds a non-binding policy to it. */
 export function offlineReference(
@@ -126,7 +132,13 @@ export function offlineReference(
     rank = reorderSearch(g, random, opts.reorders ?? 3000, rank, tryPrio);
     stale = best.run.makespan < before ? 0 : stale + 1;
   }
-  const { start, makespan } = justify(g, best.run.start, best.run.makespan, opts.justifyPasses ?? 8);
+  const justified = justify(g, best.run.start, best.run.makespan, opts.justifyPasses ?? 8);
+  const polished =
+    justified.makespan > bound * ROUND_GAP
+      ? tabuSearch(g, justified.start, justified.makespan, random, { steps: opts.tabuSteps })
+      : { ...justified, evaluations: 0 };
+  const { start, makespan } = polished;
+  evaluations += polished.evaluations;
   const schedule: ScheduledTask[] = [];
   for (let id = 0; id < g.size; id++) {
     const { stage, task } = taskOf(g, id);
