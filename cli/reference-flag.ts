@@ -4,6 +4,7 @@
 import { JobResult, summarize } from '../job/run-result';
 import { runReference } from '../job/run-reference';
 import { FlagSpec, ParsedFlags } from './args';
+import { writeOfflineGantt } from './offline-gantt';
 
 export const REFERENCE_FLAG: FlagSpec = {
   name: 'reference',
@@ -22,25 +23,35 @@ export const RATIO_NOTE =
 type Summary = ReturnType<typeof summarize>;
 export type WithReference<S> = S & Partial<ReturnType<typeof runReference>>;
 
-/** The rows with the offline reference of their results added, when --reference offline. */
+/**
+ * The rows with the offline reference of their results added, when --reference offline.
+ * `gantts`: where to draw each result's first measured iteration's reference (cli/offline-gantt.ts),
+ * each path written added to `written`.
+ */
 export function withReference<S extends Summary>(
   flags: ParsedFlags,
   rows: S[],
   results: readonly JobResult[],
   sharedClock: boolean,
+  charts: { gantts?: readonly string[]; written?: string[] } = {},
 ): WithReference<S>[] {
   if (flags.reference !== 'offline') return rows;
   // The searches can take minutes: a line each on a terminal (pipes and --json output stay as they were).
   const progress = process.stderr.isTTY === true;
-  return rows.map((row, i) => ({
-    ...row,
-    ...runReference(results[i], sharedClock, {}, (it, ms, searchMs) => {
+  return rows.map((row, i) => {
+    const r = results[i];
+    const first = r.iterations[0];
+    const reference = runReference(r, sharedClock, {}, (it, ms, searchMs, schedule) => {
       if (progress)
         process.stderr.write(
-          `offline reference: ${results[i].config.policy} iteration ${it}: ${ms.toFixed(1)} ms (${(searchMs / 1000).toFixed(1)} s of search)\n`,
+          `offline reference: ${r.config.policy} iteration ${it}: ${ms.toFixed(1)} ms (${(searchMs / 1000).toFixed(1)} s of search)\n`,
         );
-    }),
-  }));
+      const file = charts.gantts?.[i];
+      if (file && it === first.iteration)
+        charts.written?.push(writeOfflineGantt(file, r, it, schedule, first.makespan_ms));
+    });
+    return { ...row, ...reference };
+  });
 }
 
 /** The table's offline columns (none without the reference). */

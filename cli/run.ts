@@ -13,7 +13,7 @@ import { reportPath, writeRunReport } from './report/report-write';
 import { WithReference, withReference } from './reference-flag';
 import { COLUMNS, resultsTable } from './results-table';
 import { warnRejects } from './rejects';
-import { checkTraceOutputs, writeComparedTraceFiles } from './trace-output';
+import { checkTraceOutputs, offlineGanttPaths, writeComparedTraceFiles } from './trace-output';
 import { jobFileText, withJobFile } from './job-file';
 import { RUN_FLAGS, RUN_HELP, runConfigFromFlags } from './run-flags';
 import { RunOutcome, RunSetup, runOnce } from './run-once';
@@ -44,7 +44,9 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     out(jobFileText(flags, 'run', RUN_FLAGS));
     return 0;
   }
-  checkTraceOutputs('run', flags.trace as string | undefined, flags.gantt as string | undefined, policies);
+  const gantt = flags.gantt as string | undefined;
+  const offlineCharts = flags.reference === 'offline' && gantt !== undefined;
+  checkTraceOutputs('run', flags.trace as string | undefined, gantt, policies, offlineCharts);
   const report = reportPath(flags, 'run', [flags.trace, flags.gantt]);
   const outcomes = await runPolicies(cfg, setup, policies, jobOf);
   const written = writeComparedTraceFiles(
@@ -60,6 +62,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     outcomes.map(summary),
     outcomes.map((o) => o.result),
     outcomes.every((o) => o.processes === 1),
+    { gantts: offlineCharts ? offlineGanttPaths(gantt, policies) : undefined, written },
   );
   const base = rows[0].makespan_ms;
   const speedup = (ms: number) => speedupOver(base, ms);

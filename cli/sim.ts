@@ -7,7 +7,13 @@ import { JobConfig } from '../job/config';
 import { checkJob } from '../job/wire-stage';
 import { CONFIG_FLAG, FlagSpec, PRINT_CONFIG_FLAG, helpText, parseFlags, printedHelp } from './args';
 import { JOB_FLAGS, asyncStream, comparedPolicies, jobConfigFromFlags, speedupOver } from './job-flags';
-import { TRACE_OUTPUT_FLAGS, checkTraceOutputs, writeComparedTraceFiles, writeTraceFiles } from './trace-output';
+import {
+  TRACE_OUTPUT_FLAGS,
+  checkTraceOutputs,
+  offlineGanttPaths,
+  writeComparedTraceFiles,
+  writeTraceFiles,
+} from './trace-output';
 import { jobFileText, withJobFile } from './job-file';
 import { JOB_DEFAULTS } from '../job/defaults';
 import { warmupFlag, withWarmup } from './warmup-flag';
@@ -64,11 +70,14 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
     out(jobFileText(flags, 'sim', SIM_FLAGS));
     return 0;
   }
-  checkTraceOutputs('sim', flags.trace as string | undefined, flags.gantt as string | undefined, compare);
+  const gantt = flags.gantt as string | undefined;
+  const offlineCharts = flags.reference === 'offline' && gantt !== undefined;
+  checkTraceOutputs('sim', flags.trace as string | undefined, gantt, compare, offlineCharts);
   if (!compare) {
     const r = await simulate(cfg, swapOptionsFromFlags(flags));
-    const written = writeTraceFiles(r, flags.trace as string | undefined, flags.gantt as string | undefined);
-    const [s] = withReference(flags, [summarize(r)], [r], true);
+    const written = writeTraceFiles(r, flags.trace as string | undefined, gantt);
+    const gantts = offlineCharts ? offlineGanttPaths(gantt, ['']) : undefined;
+    const [s] = withReference(flags, [summarize(r)], [r], true, { gantts, written });
     out(flags.json ? JSON.stringify(s) : singleTable(s, cfg));
     if (!flags.json) for (const w of written) out(`wrote ${w}`);
     return 0;
@@ -81,7 +90,8 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
     flags.gantt as string | undefined,
     compare,
   );
-  const rows = withReference(flags, compareRows(results), results, true);
+  const gantts = offlineCharts ? offlineGanttPaths(gantt, compare) : undefined;
+  const rows = withReference(flags, compareRows(results), results, true, { gantts, written });
   out(flags.json ? JSON.stringify(rows) : compareTable(rows, cfg));
   if (!flags.json) for (const w of written) out(`wrote ${w}`);
   return 0;

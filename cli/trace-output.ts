@@ -22,7 +22,7 @@ export const TRACE_OUTPUT_FLAGS: readonly FlagSpec[] = [
     name: 'gantt',
     type: 'string',
     metavar: 'FILE.svg',
-    help: 'draw the pipeline Gantt chart (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.svg)',
+    help: 'draw the pipeline Gantt chart (with --compare: one per policy, the first at FILE, the others at FILE.<policy>.svg; with --reference offline, also the offline schedule of the first measured iteration beside each, at FILE.offline.svg)',
   },
 ];
 
@@ -44,12 +44,24 @@ export function comparedPaths(file: string, policies: readonly string[]): string
   });
 }
 
-/** Refuse, before the run, a --trace or --gantt path (of any compared policy) that could not be written after it. */
+/** Where each compared run's offline-reference chart goes (cli/offline-gantt.ts): `.offline` before the extension. */
+export function offlineGanttPaths(ganttFile: string, policies: readonly string[]): string[] {
+  return comparedPaths(ganttFile, policies).map((p) => {
+    const ext = path.extname(p);
+    return `${p.slice(0, p.length - ext.length)}.offline${ext}`;
+  });
+}
+
+/**
+ * Refuse, before the run, a --trace or --gantt path (of any compared policy, and of its
+ * offline-reference chart with `offlineCharts`) that could not be written after it.
+ */
 export function checkTraceOutputs(
   command: string,
   traceFile: string | undefined,
   ganttFile: string | undefined,
   policies: readonly string[] = [''],
+  offlineCharts = false,
 ): void {
   const seen = new Map<string, string>();
   const check = (file: string, flag: string) => {
@@ -64,6 +76,8 @@ export function checkTraceOutputs(
   };
   if (traceFile) for (const f of comparedPaths(traceFile, policies)) check(f, '--trace');
   if (ganttFile) for (const f of comparedPaths(ganttFile, policies)) check(f, '--gantt');
+  if (ganttFile && offlineCharts)
+    for (const f of offlineGanttPaths(ganttFile, policies)) check(f, '--gantt (its offline-reference chart)');
 }
 
 /** Every compared run's trace and chart (comparedPaths says where); the files written, in order. */

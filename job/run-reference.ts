@@ -7,7 +7,7 @@
 // instance whose reference stays more than 5% above the bound and keeps shortening:
 // checks/offline-reference.ts step 5).
 
-import { OfflineOptions, offlineReference } from '../checks/offline-reference';
+import { OfflineOptions, ScheduledTask, offlineReference } from '../checks/offline-reference';
 import { DurationModel } from '../models/durations';
 import { JobResult } from './run-result';
 import { measuredDurations } from '../checks/measured';
@@ -26,13 +26,13 @@ export interface RunReference {
 
 /**
  * `sharedClock`: false when the stages ran in several processes (message times then count as 0, as in the bound).
- * `onSearched`: told after each iteration's search (for progress lines).
+ * `onSearched`: told after each iteration's search, with its schedule (for progress lines and charts).
  */
 export function runReference(
   r: JobResult,
   sharedClock: boolean,
   opts: OfflineOptions = {},
-  onSearched?: (iteration: number, offlineMs: number, searchMs: number) => void,
+  onSearched?: (iteration: number, offlineMs: number, searchMs: number, schedule: ScheduledTask[]) => void,
 ): RunReference {
   const measured = measuredDurations(r.events, r.shape, sharedClock) as unknown as DurationModel;
   let evaluations = 0,
@@ -41,7 +41,7 @@ export function runReference(
   const iterations = r.iterations.map((it) => {
     const t0 = performance.now();
     const o = offlineReference(r.shape, it.iteration, measured, r.config.bufferLimit, { seed: r.config.seed, ...opts });
-    onSearched?.(it.iteration, o.makespan, performance.now() - t0);
+    onSearched?.(it.iteration, o.makespan, performance.now() - t0, o.schedule);
     evaluations += o.evaluations;
     method = o.method;
     caps = o.caps;
