@@ -1,5 +1,8 @@
-import { DurationModel } from '../models/durations';
+import { DurationModel, makeDurationModel } from '../models/durations';
 import { ScheduledTask } from '../checks/offline-reference';
+import { TaskGraph, buildTaskGraph, taskOf } from '../checks/offline-schedule';
+import { BufferLimit, stageBufferLimit } from '../policies/backpressure';
+import { loadProfile } from '../models/profile';
 import { PipelineShape, Task, allTasks, formatTask } from '../policies/task';
 import { dependenciesOf } from './helpers-task';
 
@@ -67,4 +70,43 @@ export function scheduleProblems(
       }
   }
   return out;
+}
+
+/** One iteration's task graph with each stage's buffer limit under `limit`. */
+export function graphOf(shape: PipelineShape, limit: BufferLimit, d: DurationModel): TaskGraph {
+  const limits = Array.from({ length: shape.stages }, (_, s) => stageBufferLimit(limit, s, shape.stages));
+  return buildTaskGraph(shape, 0, d, limits);
+}
+
+/** The tasks of `g` at the times `start`, as the reference reports a schedule. */
+export function scheduleOf(g: TaskGraph, start: Float64Array): ScheduledTask[] {
+  return Array.from({ length: g.size }, (_, id) => ({
+    ...taskOf(g, id),
+    start: start[id],
+    end: start[id] + g.dur[id],
+  }));
+}
+
+/** Paper-jitter instances for sweeps over schedules: each shape at each of its limits, with llm seed 1 and multimodal seeds 2 and 4. */
+export function* paperInstances(
+  sweep: readonly (readonly [PipelineShape, readonly BufferLimit[]])[],
+): Generator<{ shape: PipelineShape; limit: BufferLimit; d: DurationModel; g: TaskGraph; what: string }> {
+  const llm = loadProfile('llm'),
+    multimodal = loadProfile('multimodal');
+  for (const [shape, limits] of sweep)
+    for (const limit of limits)
+      for (const [profile, seed] of [
+        [llm, 1],
+        [multimodal, 2],
+        [multimodal, 4],
+      ] as const) {
+        const d = makeDurationModel({ profile, shape, jitter: 'paper', seed });
+        yield {
+          shape,
+          limit,
+          d,
+          g: graphOf(shape, limit, d),
+          what: `${JSON.stringify(shape)} limit ${limit} seed ${seed}`,
+        };
+      }
 }

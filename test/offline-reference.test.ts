@@ -9,11 +9,11 @@ import { ROUND_GAP, offlineReference } from '../checks/offline-reference';
 import { buildTaskGraph, listSchedule, taskOf } from '../checks/offline-schedule';
 import { inflightCaps } from '../checks/slot-bound';
 import { justify } from '../checks/offline-justify';
-import { BufferLimit, stageBufferLimit } from '../policies/backpressure';
+import { BufferLimit } from '../policies/backpressure';
 import { loadProfile } from '../models/profile';
 import { bf } from '../policies/hints';
 import { PipelineShape } from '../policies/task';
-import { scheduleProblems as problems } from './helpers-offline';
+import { paperInstances, scheduleOf, scheduleProblems as problems } from './helpers-offline';
 
 const llm = loadProfile('llm');
 const multimodal = loadProfile('multimodal');
@@ -111,37 +111,19 @@ describe('offline reference', () => {
   it('forward-backward passes keep a list schedule valid, never make it longer, and shorten some', () => {
     let shorter = 0,
       checked = 0;
-    for (const [shape, limits] of [
+    for (const { shape, limit, d, g, what } of paperInstances([
       [{ stages: 4, chunks: 1, microbatches: 12, splitBackward: false }, [2, 3, 'depth']],
       [{ stages: 3, chunks: 1, microbatches: 8, splitBackward: true }, [1, 2, 'depth']],
-    ] as const)
-      for (const limit of limits)
-        for (const [profile, seed] of [
-          [llm, 1],
-          [multimodal, 2],
-          [multimodal, 4],
-        ] as const) {
-          const d = makeDurationModel({ profile, shape, jitter: 'paper', seed });
-          const g = buildTaskGraph(
-            shape,
-            0,
-            d,
-            Array.from({ length: shape.stages }, (_, s) => stageBufferLimit(limit, s, shape.stages)),
-          );
-          const r = listSchedule(g, g.rest);
-          const j = justify(g, r.start, r.makespan);
-          const what = `${JSON.stringify(shape)} limit ${limit} seed ${seed}`;
-          const sched = Array.from({ length: g.size }, (_, id) => ({
-            ...taskOf(g, id),
-            start: j.start[id],
-            end: j.start[id] + g.dur[id],
-          }));
-          assert.deepEqual(problems(shape, d, inflightCaps(bf, shape, limit), sched), [], what);
-          assert.equal(j.makespan, Math.max(...sched.map((x) => x.end)), what);
-          assert.ok(j.makespan <= r.makespan, `${what}: ${j.makespan} > ${r.makespan}`);
-          if (j.makespan < r.makespan) shorter++;
-          checked++;
-        }
+    ])) {
+      const r = listSchedule(g, g.rest);
+      const j = justify(g, r.start, r.makespan);
+      const sched = scheduleOf(g, j.start);
+      assert.deepEqual(problems(shape, d, inflightCaps(bf, shape, limit), sched), [], what);
+      assert.equal(j.makespan, Math.max(...sched.map((x) => x.end)), what);
+      assert.ok(j.makespan <= r.makespan, `${what}: ${j.makespan} > ${r.makespan}`);
+      if (j.makespan < r.makespan) shorter++;
+      checked++;
+    }
     assert.equal(checked, 18);
     assert.ok(shorter > 0, 'no list schedule was shortened');
     console.log(`      (${shorter} of ${checked} list schedules shortened)`);

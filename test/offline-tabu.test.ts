@@ -2,31 +2,17 @@ import { strict as assert } from 'assert';
 import { makeDurationModel } from '../models/durations';
 import { lowerBound } from '../checks/lower-bound';
 import { ROUND_GAP, offlineReference } from '../checks/offline-reference';
-import { TaskGraph, buildTaskGraph, listSchedule, taskOf } from '../checks/offline-schedule';
+import { listSchedule } from '../checks/offline-schedule';
 import { justify } from '../checks/offline-justify';
 import { tabuSearch } from '../checks/offline-tabu';
 import { inflightCaps } from '../checks/slot-bound';
-import { BufferLimit, stageBufferLimit } from '../policies/backpressure';
 import { loadProfile } from '../models/profile';
 import { bf } from '../policies/hints';
 import { PipelineShape } from '../policies/task';
-import { scheduleProblems } from './helpers-offline';
+import { graphOf, paperInstances, scheduleOf, scheduleProblems } from './helpers-offline';
 
 const llm = loadProfile('llm');
 const multimodal = loadProfile('multimodal');
-
-function graphOf(shape: PipelineShape, limit: BufferLimit, d: ReturnType<typeof makeDurationModel>): TaskGraph {
-  const limits = Array.from({ length: shape.stages }, (_, s) => stageBufferLimit(limit, s, shape.stages));
-  return buildTaskGraph(shape, 0, d, limits);
-}
-
-function scheduleOf(g: TaskGraph, start: Float64Array) {
-  return Array.from({ length: g.size }, (_, id) => ({
-    ...taskOf(g, id),
-    start: start[id],
-    end: start[id] + g.dur[id],
-  }));
-}
 
 /** A fixed stream in [0, 1) for the kicks. */
 function stream(): () => number {
@@ -39,32 +25,23 @@ describe('offline tabu search over stage orders', () => {
     this.timeout(60000);
     let shorter = 0,
       checked = 0;
-    for (const [shape, limits] of [
+    for (const { shape, limit, d, g, what } of paperInstances([
       [{ stages: 4, chunks: 1, microbatches: 12, splitBackward: false }, [1, 2, 3, 'depth']],
       [{ stages: 3, chunks: 1, microbatches: 8, splitBackward: true }, [1, 2, 'depth']],
-    ] as const)
-      for (const limit of limits)
-        for (const [profile, seed] of [
-          [llm, 1],
-          [multimodal, 2],
-          [multimodal, 4],
-        ] as const) {
-          const d = makeDurationModel({ profile, shape, jitter: 'paper', seed });
-          const g = graphOf(shape, limit, d);
-          const r = listSchedule(g, g.rest);
-          const j = justify(g, r.start, r.makespan);
-          const t = tabuSearch(g, j.start, j.makespan, stream(), { steps: 300 });
-          const what = `${JSON.stringify(shape)} limit ${limit} seed ${seed}`;
-          const caps = inflightCaps(bf, shape, limit);
-          const sched = scheduleOf(g, t.start);
-          assert.deepEqual(scheduleProblems(shape, d, caps, sched), [], what);
-          assert.equal(t.makespan, Math.max(...sched.map((x) => x.end)), what);
-          assert.ok(t.makespan <= j.makespan, `${what}: ${t.makespan} > ${j.makespan}`);
-          const bound = lowerBound(shape, 0, d, caps).bound;
-          assert.ok(t.makespan >= bound * (1 - 1e-12), `${what}: ${t.makespan} < bound ${bound}`);
-          if (t.makespan < j.makespan) shorter++;
-          checked++;
-        }
+    ])) {
+      const r = listSchedule(g, g.rest);
+      const j = justify(g, r.start, r.makespan);
+      const t = tabuSearch(g, j.start, j.makespan, stream(), { steps: 300 });
+      const caps = inflightCaps(bf, shape, limit);
+      const sched = scheduleOf(g, t.start);
+      assert.deepEqual(scheduleProblems(shape, d, caps, sched), [], what);
+      assert.equal(t.makespan, Math.max(...sched.map((x) => x.end)), what);
+      assert.ok(t.makespan <= j.makespan, `${what}: ${t.makespan} > ${j.makespan}`);
+      const bound = lowerBound(shape, 0, d, caps).bound;
+      assert.ok(t.makespan >= bound * (1 - 1e-12), `${what}: ${t.makespan} < bound ${bound}`);
+      if (t.makespan < j.makespan) shorter++;
+      checked++;
+    }
     assert.equal(checked, 21);
     assert.ok(shorter > 0, 'no schedule was shortened');
     console.log(`      (${shorter} of ${checked} justified list schedules shortened)`);
