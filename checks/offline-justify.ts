@@ -21,7 +21,7 @@
 
 import { TaskGraph } from './offline-schedule';
 
-interface Direction {
+export interface Direction {
   /** Per task, up to two tasks that must end first in this direction (-1: none) and each edge's delay. */
   readonly before: Int32Array;
   readonly delay: Float64Array;
@@ -72,7 +72,8 @@ function orderBy(size: number, key: (id: number) => number, topo: Int32Array, si
   );
 }
 
-function forwardDirection(g: TaskGraph): Direction {
+/** Each task's predecessors (up to two, -1: none) and their edges' delays: the graph as a forward pass reads it. */
+export function forwardDirection(g: TaskGraph): Direction {
   const before = new Int32Array(2 * g.size).fill(-1),
     delay = new Float64Array(2 * g.size);
   const count = new Uint8Array(g.size);

@@ -24,6 +24,7 @@
 // focused-microbatch exception to the limit is a rule of the list scheduler, not of an order.
 
 import { TaskGraph } from './offline-schedule';
+import { forwardDirection } from './offline-justify';
 
 export interface TabuOptions {
   /** Steps in all (default 2000). */
@@ -135,16 +136,7 @@ class StageOrders {
     this.byStage = new Uint8Array(size);
     this.indeg = new Int32Array(size);
     this.queue = new Int32Array(size);
-    this.jobPred = new Int32Array(2 * size).fill(-1);
-    this.jobDelay = new Float64Array(2 * size);
-    const count = new Uint8Array(size);
-    for (let e = 0; e < 2 * size; e++) {
-      const x = g.succ[e];
-      if (x < 0) continue;
-      const k = 2 * x + count[x]++;
-      this.jobPred[k] = e >> 1;
-      this.jobDelay[k] = g.delay[e];
-    }
+    ({ before: this.jobPred, delay: this.jobDelay } = forwardDirection(g));
     // Tasks of length 0 share their start with the next task at their stage: ends break the tie.
     const end = (id: number) => start[id] + g.dur[id];
     const ids = Int32Array.from({ length: size }, (_, i) => i).sort(
