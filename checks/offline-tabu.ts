@@ -91,6 +91,18 @@ export function tabuSearch(
   return { makespan: best.makespan, start: best.start, evaluations };
 }
 
+/** The tasks of each stage in the order of their starts in `start`. */
+export function stageOrdersOf(g: TaskGraph, start: Float64Array): Int32Array[] {
+  // Tasks of length 0 share their start with the next task at their stage: ends break the tie.
+  const end = (id: number) => start[id] + g.dur[id];
+  const ids = Int32Array.from({ length: g.size }, (_, i) => i).sort(
+    (a, b) => start[a] - start[b] || end(a) - end(b) || a - b,
+  );
+  const orders = Array.from({ length: g.shape.stages }, () => [] as number[]);
+  for (const id of ids) orders[g.stageOf[id]].push(id);
+  return orders.map((o) => Int32Array.from(o));
+}
+
 /** Three random allowed swaps on the longest path (the order is left evaluated). */
 function kick(orders: StageOrders, random: () => number): void {
   for (let k = 0; k < 3; k++) {
@@ -137,18 +149,10 @@ class StageOrders {
     this.indeg = new Int32Array(size);
     this.queue = new Int32Array(size);
     ({ before: this.jobPred, delay: this.jobDelay } = forwardDirection(g));
-    // Tasks of length 0 share their start with the next task at their stage: ends break the tie.
-    const end = (id: number) => start[id] + g.dur[id];
-    const ids = Int32Array.from({ length: size }, (_, i) => i).sort(
-      (a, b) => start[a] - start[b] || end(a) - end(b) || a - b,
-    );
-    const lastAt = new Int32Array(g.shape.stages).fill(-1);
-    for (const id of ids) {
-      const s = g.stageOf[id];
-      if (lastAt[s] >= 0) this.link(lastAt[s], id);
-      else this.head[s] = id;
-      lastAt[s] = id;
-    }
+    stageOrdersOf(g, start).forEach((order, s) => {
+      if (order.length > 0) this.head[s] = order[0];
+      for (let i = 1; i < order.length; i++) this.link(order[i - 1], order[i]);
+    });
   }
 
   nextOf(u: number): number {

@@ -36,7 +36,7 @@ describe('offline reference', () => {
           [multimodal, 4],
         ] as const) {
           const d = makeDurationModel({ profile, shape, jitter: 'paper', seed });
-          const o = offlineReference(shape, 0, d, limit, { steps: 60, restarts: 2 });
+          const o = offlineReference(shape, 0, d, limit, { steps: 60, restarts: 2, annealSteps: 20000 });
           const caps = inflightCaps(bf, shape, limit);
           assert.deepEqual(o.caps, caps);
           const what = `${JSON.stringify(shape)} limit ${limit} seed ${seed}`;
@@ -55,7 +55,7 @@ describe('offline reference', () => {
   it('the checker above finds a broken schedule: a task moved early, a cap exceeded', () => {
     const shape: PipelineShape = { stages: 3, chunks: 1, microbatches: 4, splitBackward: false };
     const d = makeDurationModel({ profile: llm, shape, jitter: 'paper', seed: 2 });
-    const o = offlineReference(shape, 0, d, 2, { steps: 10, restarts: 1 });
+    const o = offlineReference(shape, 0, d, 2, { steps: 10, restarts: 1, annealSteps: 2000 });
     const early = o.schedule.map((x) =>
       x.stage === 1 && x.task.kind === 'B' && x.task.mb === 0 ? { ...x, start: 0, end: x.end - x.start } : x,
     );
@@ -87,7 +87,7 @@ describe('offline reference', () => {
     for (const seed of [1, 2, 3]) {
       const shape: PipelineShape = { stages: 4, chunks: 1, microbatches: 12, splitBackward: false };
       const d = makeDurationModel({ profile: multimodal, shape, jitter: 'paper', seed });
-      const opts = { steps: 40, reorders: 200, restarts: 2 };
+      const opts = { steps: 40, reorders: 200, restarts: 2, annealSteps: 0 };
       const once = offlineReference(shape, 0, d, 2, { ...opts, rounds: 0 });
       const more = offlineReference(shape, 0, d, 2, { ...opts, rounds: 3 });
       const bound = lowerBound(shape, 0, d, inflightCaps(bf, shape, 2)).bound;
@@ -132,9 +132,12 @@ describe('offline reference', () => {
   it('is deterministic for a seed', () => {
     const shape: PipelineShape = { stages: 4, chunks: 1, microbatches: 12, splitBackward: false };
     const d = makeDurationModel({ profile: llm, shape, jitter: 'paper', seed: 5 });
-    const a = offlineReference(shape, 0, d, 3, { seed: 7, steps: 50 });
-    assert.deepEqual(offlineReference(shape, 0, d, 3, { seed: 7, steps: 50 }), a);
-    assert.notDeepEqual(offlineReference(shape, 0, d, 3, { seed: 8, steps: 50 }).schedule, a.schedule);
+    const a = offlineReference(shape, 0, d, 3, { seed: 7, steps: 50, annealSteps: 20000 });
+    assert.deepEqual(offlineReference(shape, 0, d, 3, { seed: 7, steps: 50, annealSteps: 20000 }), a);
+    assert.notDeepEqual(
+      offlineReference(shape, 0, d, 3, { seed: 8, steps: 50, annealSteps: 20000 }).schedule,
+      a.schedule,
+    );
   });
 
   it("never deadlocks interleaved: at the limit only the focused microbatch's forward starts, so forwards-first priorities finish too", () => {
@@ -168,7 +171,7 @@ describe('offline reference', () => {
       }),
       { clock: 'virtual' },
     );
-    const ref = runReference(r, true, { steps: 100 });
+    const ref = runReference(r, true, { steps: 100, annealSteps: 20000 });
     const s = summarize(r);
     assert.equal(ref.offline_iterations.length, 2);
     assert.ok(ref.offline_ms >= s.lower_bound_ms - 1e-6, `offline ${ref.offline_ms} < bound ${s.lower_bound_ms}`);

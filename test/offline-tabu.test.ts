@@ -70,7 +70,7 @@ describe('offline tabu search over stage orders', () => {
     for (const seed of [1, 3]) {
       const shape: PipelineShape = { stages: 4, chunks: 1, microbatches: 12, splitBackward: false };
       const d = makeDurationModel({ profile: multimodal, shape, jitter: 'paper', seed });
-      const opts = { steps: 40, reorders: 200, restarts: 2, rounds: 0 };
+      const opts = { steps: 40, reorders: 200, restarts: 2, rounds: 0, annealSteps: 0 };
       const without = offlineReference(shape, 0, d, 2, { ...opts, tabuSteps: 0 });
       const withTabu = offlineReference(shape, 0, d, 2, { ...opts, tabuSteps: 300 });
       const bound = lowerBound(shape, 0, d, inflightCaps(bf, shape, 2)).bound;

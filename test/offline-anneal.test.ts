@@ -1,0 +1,140 @@
+import { strict as assert } from 'assert';
+import { makeDurationModel } from '../models/durations';
+import { lowerBound } from '../checks/lower-bound';
+import { ROUND_GAP, offlineReference } from '../checks/offline-reference';
+import { listSchedule } from '../checks/offline-schedule';
+import { justify } from '../checks/offline-justify';
+import { stageOrdersOf, tabuSearch } from '../checks/offline-tabu';
+import { anneal } from '../checks/offline-anneal';
+import { OrderTiming } from '../checks/offline-order-timing';
+import { inflightCaps } from '../checks/slot-bound';
+import { loadProfile } from '../models/profile';
+import { bf } from '../policies/hints';
+import { PipelineShape } from '../policies/task';
+import { graphOf, paperInstances, scheduleOf, scheduleProblems } from './helpers-offline';
+
+const llm = loadProfile('llm');
+const multimodal = loadProfile('multimodal');
+
+/** A fixed stream in [0, 1). */
+function stream(seed = 0): () => number {
+  let x = seed;
+  return () => (x = (x * 9301 + 49297) % 233280) / 233280;
+}
+
+describe('offline annealing over stage orders', () => {
+  it('re-times only what a change can move, exactly as timing the changed orders from scratch', () => {
+    const shape: PipelineShape = { stages: 4, chunks: 1, microbatches: 12, splitBackward: false };
+    const g = graphOf(shape, 3, makeDurationModel({ profile: llm, shape, jitter: 'paper', seed: 1 }));
+    const r = listSchedule(g, g.rest);
+    const t = new OrderTiming(g, stageOrdersOf(g, r.start));
+    assert.ok(Math.abs(t.timeAll() - r.makespan) < 1e-9);
+    const random = stream(5);
+    let accepted = 0,
+      cut = 0,
+      cycles = 0;
+    for (let k = 0; k < 3000; k++) {
+      const s = Math.floor(random() * shape.stages);
+      const [lo, hi] = [t.offset[s], t.offset[s + 1]];
+      const a = lo + Math.floor(random() * (hi - lo)),
+        b = lo + Math.floor(random() * (hi - lo));
+      if (a === b) continue;
+      const from = Math.min(t.start[t.order[a]], t.start[t.order[b]]);
+      // Exchange the tasks at places a and b (any kinds: a cycle or any timing must come out right).
+      const swap = () => {
+        [t.order[a], t.order[b]] = [t.order[b], t.order[a]];
+        t.reindex();
+      };
+      swap();
+      const threshold = random() < 0.5 ? Infinity : t.makespan * (1 + 0.02 * random());
+      const part = t.retime(from, threshold);
+      const whole = new OrderTiming(
+        g,
+        Array.from({ length: shape.stages }, (_, x) => t.order.slice(t.offset[x], t.offset[x + 1])),
+      ).timeAll();
+      if (part < Infinity) assert.ok(Math.abs(part - whole) < 1e-9, `step ${k}: ${part} in part, ${whole} whole`);
+      else if (whole < Infinity) {
+        assert.ok(whole > threshold, `step ${k}: cut at ${threshold} though it takes ${whole}`);
+        cut++;
+      } else cycles++;
+      if (part <= t.makespan * 1.01) {
+        t.accept();
+        accepted++;
+      } else {
+        t.reject();
+        swap();
+      }
+    }
+    // The accepted timing is what timing its orders from scratch gives.
+    const again = new OrderTiming(
+      g,
+      Array.from({ length: shape.stages }, (_, x) => t.order.slice(t.offset[x], t.offset[x + 1])),
+    );
+    again.timeAll();
+    assert.deepEqual(again.start, t.start);
+    assert.ok(accepted > 50 && cut > 50 && cycles > 50, `accepted ${accepted}, cut ${cut}, cycles ${cycles}`);
+  });
+
+  it('keeps a schedule valid and at or above the bound, never makes it longer, and shortens some that the tabu search left', function () {
+    this.timeout(120000);
+    let shorter = 0,
+      checked = 0;
+    for (const { shape, limit, d, g, what } of paperInstances([
+      [{ stages: 4, chunks: 1, microbatches: 12, splitBackward: false }, [1, 2, 3, 'depth']],
+      [{ stages: 3, chunks: 1, microbatches: 8, splitBackward: true }, [1, 2, 'depth']],
+    ])) {
+      const r = listSchedule(g, g.rest);
+      const j = justify(g, r.start, r.makespan);
+      const t = tabuSearch(g, j.start, j.makespan, stream(), { steps: 300 });
+      const a = anneal(g, t.start, t.makespan, stream(1), { steps: 20000 });
+      const caps = inflightCaps(bf, shape, limit);
+      const sched = scheduleOf(g, a.start);
+      assert.deepEqual(scheduleProblems(shape, d, caps, sched), [], what);
+      assert.equal(a.makespan, Math.max(...sched.map((x) => x.end)), what);
+      assert.ok(a.makespan <= t.makespan, `${what}: ${a.makespan} > ${t.makespan}`);
+      const bound = lowerBound(shape, 0, d, caps).bound;
+      assert.ok(a.makespan >= bound * (1 - 1e-12), `${what}: ${a.makespan} < bound ${bound}`);
+      if (a.makespan < t.makespan) shorter++;
+      checked++;
+    }
+    assert.equal(checked, 21);
+    assert.ok(shorter > 0, 'no schedule was shortened');
+    console.log(`      (${shorter} of ${checked} tabu-searched schedules shortened)`);
+  });
+
+  it('leaves a schedule alone when its stage orders break the limit, and interleaved stages alone', () => {
+    const shape: PipelineShape = { stages: 3, chunks: 1, microbatches: 6, splitBackward: false };
+    const d = makeDurationModel({ profile: llm, shape, jitter: 'paper', seed: 3 });
+    const free = graphOf(shape, 6, d);
+    const forwardsFirst = Float64Array.from({ length: free.size }, (_, id) => (id % free.K === 0 ? 2 : 1));
+    const r = listSchedule(free, forwardsFirst);
+    const a = anneal(graphOf(shape, 2, d), r.start, r.makespan, stream());
+    assert.equal(a.evaluations, 0);
+    assert.equal(a.start, r.start);
+    const v2: PipelineShape = { stages: 2, chunks: 2, microbatches: 4, splitBackward: false };
+    const g = graphOf(v2, 2, makeDurationModel({ profile: llm, shape: v2, jitter: 'paper', seed: 3 }));
+    const l = listSchedule(g, g.rest);
+    assert.equal(anneal(g, l.start, l.makespan, stream()).evaluations, 0);
+  });
+
+  it('runs in the offline reference only above ROUND_GAP times the bound, and never makes it worse', function () {
+    this.timeout(60000);
+    let ran = 0;
+    for (const seed of [1, 3]) {
+      const shape: PipelineShape = { stages: 4, chunks: 1, microbatches: 12, splitBackward: false };
+      const d = makeDurationModel({ profile: multimodal, shape, jitter: 'paper', seed });
+      const opts = { steps: 40, reorders: 200, restarts: 2, rounds: 0, tabuSteps: 100 };
+      const without = offlineReference(shape, 0, d, 2, { ...opts, annealSteps: 0 });
+      const withAnneal = offlineReference(shape, 0, d, 2, { ...opts, annealSteps: 20000 });
+      const bound = lowerBound(shape, 0, d, inflightCaps(bf, shape, 2)).bound;
+      assert.ok(withAnneal.makespan <= without.makespan, `seed ${seed}`);
+      assert.deepEqual(scheduleProblems(shape, d, withAnneal.caps, withAnneal.schedule), [], `seed ${seed}`);
+      if (without.makespan <= bound * ROUND_GAP) assert.deepEqual(withAnneal, without, `seed ${seed}`);
+      else {
+        assert.ok(withAnneal.evaluations > without.evaluations, `seed ${seed}: the annealing did not run`);
+        ran++;
+      }
+    }
+    assert.ok(ran > 0, 'no instance was far enough from its bound for the annealing');
+  });
+});
