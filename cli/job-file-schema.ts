@@ -23,6 +23,7 @@ export const COMMAND_ONLY_FLAGS: readonly string[] = [
   'help',
   'compare',
   'reference',
+  'reference-anneal',
   'trace',
   'gantt',
   'resume',

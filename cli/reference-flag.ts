@@ -3,7 +3,7 @@
 
 import { JobResult, summarize } from '../job/run-result';
 import { runReference } from '../job/run-reference';
-import { FlagSpec, ParsedFlags } from './args';
+import { FlagSpec, ParsedFlags, UsageError } from './args';
 import { writeOfflineGantt } from './offline-gantt';
 
 export const REFERENCE_FLAG: FlagSpec = {
@@ -12,8 +12,18 @@ export const REFERENCE_FLAG: FlagSpec = {
   metavar: 'none|offline',
   choices: ['none', 'offline'],
   default: 'none',
-  help: "offline: also compute a clairvoyant schedule on the run's realized durations under the same buffer limit (search; about 1 s per iteration at P=8, M=64, up to 25 times that where the schedule stays more than 5% above the lower bound and the search keeps shortening it) and report offline_ms and efficiency_vs_offline",
+  help: "offline: also compute a clairvoyant schedule on the run's realized durations under the same buffer limit (search; a few seconds per iteration at P=8, M=64, up to two minutes where the schedule stays more than 5% above the lower bound; see --reference-anneal) and report offline_ms and efficiency_vs_offline",
 };
+
+export const REFERENCE_ANNEAL_FLAG: FlagSpec = {
+  name: 'reference-anneal',
+  type: 'int',
+  metavar: 'N',
+  help: "moves of the offline reference's last step, simulated annealing over stage orders, run where the schedule stays more than 5% above the lower bound (default 10,000 per task, at most 10 million: about 100 s at P=8, M=64; 0 skips it)",
+};
+
+/** The flags of the offline reference, for sim and run. */
+export const REFERENCE_FLAGS: readonly FlagSpec[] = [REFERENCE_FLAG, REFERENCE_ANNEAL_FLAG];
 
 /** What the two ratios mean, for a table's caption. */
 export const RATIO_NOTE =
@@ -22,6 +32,16 @@ export const RATIO_NOTE =
 
 type Summary = ReturnType<typeof summarize>;
 export type WithReference<S> = S & Partial<ReturnType<typeof runReference>>;
+
+/** Check the reference flags before any run (a usage error names what is wrong); the annealing's moves if given. */
+export function checkReferenceFlags(flags: ParsedFlags): number | undefined {
+  const annealSteps = flags.referenceAnneal as number | undefined;
+  if (annealSteps !== undefined && flags.reference !== 'offline')
+    throw new UsageError('--reference-anneal tunes the offline reference: give it with --reference offline');
+  if (annealSteps !== undefined && annealSteps < 0)
+    throw new UsageError(`--reference-anneal must be 0 or more moves, got ${annealSteps}`);
+  return annealSteps;
+}
 
 /**
  * The rows with the offline reference of their results added, when --reference offline.
@@ -35,13 +55,14 @@ export function withReference<S extends Summary>(
   sharedClock: boolean,
   charts: { gantts?: readonly string[]; written?: string[] } = {},
 ): WithReference<S>[] {
+  const annealSteps = checkReferenceFlags(flags);
   if (flags.reference !== 'offline') return rows;
   // The searches can take minutes: a line each on a terminal (pipes and --json output stay as they were).
   const progress = process.stderr.isTTY === true;
   return rows.map((row, i) => {
     const r = results[i];
     const first = r.iterations[0];
-    const reference = runReference(r, sharedClock, {}, (it, ms, searchMs, schedule) => {
+    const reference = runReference(r, sharedClock, { annealSteps }, (it, ms, searchMs, schedule) => {
       if (progress)
         process.stderr.write(
           `offline reference: ${r.config.policy} iteration ${it}: ${ms.toFixed(1)} ms (${(searchMs / 1000).toFixed(1)} s of search)\n`,

@@ -10,7 +10,7 @@ import { JOB_KEY_FILE_FLAG, SWAP_FLAGS, swapOptionsFromFlags } from './swap-flag
 import { STAGE_NODE_FLAGS_HELP, stageNodeFlags } from './stage-node-flags';
 import { HEARTBEAT_DEFAULTS, RUN_COMMAND_DEFAULTS } from '../job/defaults';
 import type { RunSetup } from './run-once';
-import { REFERENCE_FLAG } from './reference-flag';
+import { REFERENCE_FLAGS } from './reference-flag';
 import { TRACE_OUTPUT_FLAGS } from './trace-output';
 import { readKeyFile } from './key-file';
 import { AGENT_FLAGS, agentSetupOf } from './agent-flags';
@@ -49,7 +49,7 @@ export const RUN_FLAGS: readonly FlagSpec[] = [
     metavar: 'P1,P2,…',
     help: 'run the same seed under each policy and compare (speedup over the first); the k-th policy (from 0) runs as job <job>-k, so tap --job <job>-k watches it',
   },
-  REFERENCE_FLAG,
+  ...REFERENCE_FLAGS,
   ...TRACE_OUTPUT_FLAGS,
   warmupFlag(RUN_COMMAND_DEFAULTS.warmupIterations),
   REPORT_FLAG,

@@ -10,7 +10,7 @@ import { UsageError, parseFlags, printedHelp } from './args';
 import { comparedPolicies, speedupOver } from './job-flags';
 import { comparedConfig, entryLabel } from './compare-entry';
 import { reportPath, writeRunReport } from './report/report-write';
-import { WithReference, withReference } from './reference-flag';
+import { WithReference, checkReferenceFlags, withReference } from './reference-flag';
 import { COLUMNS, resultsTable } from './results-table';
 import { warnRejects } from './rejects';
 import { checkTraceOutputs, offlineGanttPaths, writeComparedTraceFiles } from './trace-output';
@@ -46,6 +46,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   }
   const gantt = flags.gantt as string | undefined;
   const offlineCharts = flags.reference === 'offline' && gantt !== undefined;
+  checkReferenceFlags(flags);
   checkTraceOutputs('run', flags.trace as string | undefined, gantt, policies, offlineCharts);
   const report = reportPath(flags, 'run', [flags.trace, flags.gantt]);
   const outcomes = await runPolicies(cfg, setup, policies, jobOf);

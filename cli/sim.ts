@@ -18,7 +18,7 @@ import { jobFileText, withJobFile } from './job-file';
 import { JOB_DEFAULTS } from '../job/defaults';
 import { warmupFlag, withWarmup } from './warmup-flag';
 import { comparedConfig } from './compare-entry';
-import { REFERENCE_FLAG, WithReference, withReference } from './reference-flag';
+import { REFERENCE_FLAGS, WithReference, checkReferenceFlags, withReference } from './reference-flag';
 import { COLUMNS, resultsTable } from './results-table';
 
 export const SIM_FLAGS: readonly FlagSpec[] = [
@@ -31,7 +31,7 @@ export const SIM_FLAGS: readonly FlagSpec[] = [
     help: 'run the same seed under each policy and compare (speedup over the first)',
   },
   ...TRACE_OUTPUT_FLAGS,
-  REFERENCE_FLAG,
+  ...REFERENCE_FLAGS,
   warmupFlag(JOB_DEFAULTS.warmupIterations),
   { name: 'json', type: 'bool', help: 'print JSON instead of a table' },
   CONFIG_FLAG,
@@ -43,7 +43,7 @@ export const SIM_HELP = helpText(
   'sim',
   'simulate a pipeline on the virtual clock (same actors, emulated compute)',
   'baton sim [--stages P] [--microbatches M] [--chunks V] [--policy NAME] [--profile NAME|FILE] [--jitter none|compute|paper] ' +
-    '[--jitter-scale X] [--buffer-limit N|depth] [--seed S] [--iterations I] [--warmup-iterations W] [--compare 1f1b,bf,bf@depth,…] [--reference offline] [--config FILE] [--json]',
+    '[--jitter-scale X] [--buffer-limit N|depth] [--seed S] [--iterations I] [--warmup-iterations W] [--compare 1f1b,bf,bf@depth,…] [--reference offline [--reference-anneal N]] [--config FILE] [--json]',
   SIM_FLAGS,
 );
 
@@ -72,6 +72,7 @@ export async function simCommand(argv: readonly string[], out: (s: string) => vo
   }
   const gantt = flags.gantt as string | undefined;
   const offlineCharts = flags.reference === 'offline' && gantt !== undefined;
+  checkReferenceFlags(flags);
   checkTraceOutputs('sim', flags.trace as string | undefined, gantt, compare, offlineCharts);
   if (!compare) {
     const r = await simulate(cfg, swapOptionsFromFlags(flags));

@@ -11,6 +11,7 @@ import { inflightCaps } from '../checks/slot-bound';
 import { loadProfile } from '../models/profile';
 import { bf } from '../policies/hints';
 import { PipelineShape } from '../policies/task';
+import { simCommand } from '../cli/sim';
 import { graphOf, paperInstances, scheduleOf, scheduleProblems } from './helpers-offline';
 
 const llm = loadProfile('llm');
@@ -136,5 +137,32 @@ describe('offline annealing over stage orders', () => {
       }
     }
     assert.ok(ran > 0, 'no instance was far enough from its bound for the annealing');
+  });
+
+  it('sim --reference-anneal sets its moves (0 skips it) and is refused without --reference offline or below 0', async function () {
+    this.timeout(60000);
+    // This instance's reference stays above ROUND_GAP times its bound before the annealing (1.056).
+    const flags =
+      '--stages 4 --microbatches 12 --profile multimodal --jitter paper --buffer-limit 2 --seed 1 --reference offline --json'.split(
+        ' ',
+      );
+    const sim = async (...more: string[]) => {
+      let text = '';
+      await simCommand([...flags, ...more], (x) => (text = x));
+      return JSON.parse(text) as { offline_ms: number; offline_evaluations: number; lower_bound_ms: number };
+    };
+    const none = await sim('--reference-anneal', '0'),
+      some = await sim('--reference-anneal', '30000');
+    assert.ok(none.offline_ms > none.lower_bound_ms * ROUND_GAP, `${none.offline_ms} vs ${none.lower_bound_ms}`);
+    assert.ok(some.offline_evaluations > none.offline_evaluations + 10000, `${some.offline_evaluations}`);
+    assert.ok(some.offline_ms < none.offline_ms, `${some.offline_ms} >= ${none.offline_ms}`);
+    await assert.rejects(
+      simCommand(['--reference-anneal', '5'], () => {}),
+      /give it with --reference offline/,
+    );
+    await assert.rejects(
+      simCommand(['--reference', 'offline', '--reference-anneal', '-1'], () => {}),
+      /0 or more moves/,
+    );
   });
 });
