@@ -25,7 +25,7 @@ import { stageOrdersOf } from './offline-tabu';
 import { OrderTiming } from './offline-order-timing';
 
 export interface AnnealOptions {
-  /** Moves tried in all (default 1,000,000). */
+  /** Moves tried in all (default 1,000,000; the reference passes its own). */
   readonly steps?: number;
   /** How far in its stage's order a task may move (default 10 places). */
   readonly window?: number;

@@ -30,8 +30,11 @@ export class OrderTiming {
   private readonly trialVia: Int32Array;
   private trialMakespan = Infinity;
   private trialEnd = -1;
-  /** The first index in byStart the last trial re-timed. */
-  private from = 0;
+  /** How many tasks the last trial timed: the first of queue. */
+  private timed = 0;
+  /** Whether a task's indegree is this trial's (seen[x] === stamp). */
+  private stamp = 0;
+  private readonly seen: Int32Array;
   private readonly byStart: Int32Array;
   private readonly prefixEnd: Float64Array;
   private readonly prefixTask: Int32Array;
@@ -61,6 +64,7 @@ export class OrderTiming {
     ({ before: this.jobPred, delay: this.jobDelay } = forwardDirection(g));
     this.indeg = new Int32Array(size);
     this.queue = new Int32Array(size);
+    this.seen = new Int32Array(size);
   }
 
   /** Recompute every task's place from `order` (after setting it wholesale). */
@@ -71,9 +75,11 @@ export class OrderTiming {
   /** Time every task from scratch and accept it; the makespan (Infinity on a cycle). */
   timeAll(): number {
     this.trial.set(this.start);
-    this.from = 0;
     if (this.retime(-Infinity, Infinity) < Infinity) this.accept();
-    else this.makespan = Infinity;
+    else {
+      this.reject();
+      this.makespan = Infinity;
+    }
     return this.makespan;
   }
 
@@ -92,17 +98,27 @@ export class OrderTiming {
       if (start[byStart[mid]] < changedFrom) lo = mid + 1;
       else hi = mid;
     }
-    this.from = lo;
-    const inside = (x: number) => x >= 0 && start[x] >= changedFrom;
+    // Indegrees within the re-timed tasks, counted when a task is first reached: the sources
+    // are among the first re-timed task of each stage (every later one follows it there).
+    const stamp = ++this.stamp,
+      seen = this.seen;
+    const reach = (x: number) => {
+      seen[x] = stamp;
+      let k = 0;
+      const a = jobPred[2 * x],
+        b = jobPred[2 * x + 1],
+        at = place[x];
+      if (a >= 0 && start[a] >= changedFrom) k++;
+      if (b >= 0 && start[b] >= changedFrom) k++;
+      if (at > offset[stageOf[x]] && start[order[at - 1]] >= changedFrom) k++;
+      indeg[x] = k;
+    };
     let n = 0;
-    for (let i = lo; i < size; i++) {
-      const x = byStart[i];
-      const at = place[x];
-      indeg[x] =
-        (inside(jobPred[2 * x]) ? 1 : 0) +
-        (inside(jobPred[2 * x + 1]) ? 1 : 0) +
-        (at > offset[stageOf[x]] && inside(order[at - 1]) ? 1 : 0);
-      if (indeg[x] === 0) queue[n++] = x;
+    for (let s = 0; s + 1 < offset.length; s++) {
+      const a = this.firstRetimed(s, changedFrom);
+      if (a === offset[s + 1]) continue;
+      reach(order[a]);
+      if (indeg[order[a]] === 0) queue[n++] = order[a];
     }
     let makespan = this.prefixEnd[lo],
       endTask = this.prefixTask[lo];
@@ -130,28 +146,45 @@ export class OrderTiming {
       }
       trial[id] = t;
       trialVia[id] = from;
-      if (t + rest[id] > threshold) return (this.trialMakespan = Infinity);
+      if (t + rest[id] > threshold) {
+        this.timed = i + 1;
+        return (this.trialMakespan = Infinity);
+      }
       if (t + dur[id] > makespan) {
         makespan = t + dur[id];
         endTask = id;
       }
-      for (let e = 2 * id; e < 2 * id + 2; e++) {
-        const x = succ[e];
-        if (x >= 0 && --indeg[x] === 0) queue[n++] = x;
+      for (let e = 2 * id; e < 2 * id + 3; e++) {
+        const x = e < 2 * id + 2 ? succ[e] : at + 1 < offset[stageOf[id] + 1] ? order[at + 1] : -1;
+        if (x < 0) continue;
+        if (seen[x] !== stamp) reach(x);
+        if (--indeg[x] === 0) queue[n++] = x;
       }
-      const x = at + 1 < offset[stageOf[id] + 1] ? order[at + 1] : -1;
-      if (x >= 0 && --indeg[x] === 0) queue[n++] = x;
     }
+    this.timed = n;
     this.trialEnd = endTask;
     return (this.trialMakespan = n === size - lo ? makespan : Infinity);
   }
 
+  /** The first place at stage s whose task's accepted start is at least `from` (the end of the stage if none). */
+  private firstRetimed(s: number, from: number): number {
+    const { start, order } = this;
+    let a = this.offset[s],
+      b = this.offset[s + 1];
+    while (a < b) {
+      const mid = (a + b) >> 1;
+      if (start[order[mid]] < from) a = mid + 1;
+      else b = mid;
+    }
+    return a;
+  }
+
   /** Keep the last trial's timing. */
   accept(): void {
-    const { start, trial, via, trialVia, byStart, prefixEnd, prefixTask } = this;
+    const { start, trial, via, trialVia, byStart, prefixEnd, prefixTask, queue } = this;
     const { size, dur } = this.g;
-    for (let i = this.from; i < size; i++) {
-      const x = byStart[i];
+    for (let i = 0; i < this.timed; i++) {
+      const x = queue[i];
       start[x] = trial[x];
       via[x] = trialVia[x];
     }
@@ -173,8 +206,8 @@ export class OrderTiming {
 
   /** Drop the last trial (the caller undoes its change of the orders). */
   reject(): void {
-    const { start, trial, byStart } = this;
-    for (let i = this.from; i < byStart.length; i++) trial[byStart[i]] = start[byStart[i]];
+    const { start, trial, queue } = this;
+    for (let i = 0; i < this.timed; i++) trial[queue[i]] = start[queue[i]];
   }
 
   /** The tasks on a longest path of the accepted timing, the last first. */

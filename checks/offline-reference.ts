@@ -37,7 +37,7 @@
 // 8. while still above ROUND_GAP times the bound, simulated annealing over the same stage
 //    orders (checks/offline-anneal.ts): insertions of tasks near a longest path, exchanges
 //    of tasks and of microbatches' places, worse orders accepted at a falling temperature.
-//    It costs most of the search where it runs (10,000 moves per task, at most 10 million:
+//    It costs most of the search where it runs (20,000 moves per task, at most 20 million:
 //    about 100 s for P = 8, M = 64 on this machine) and reaches orders the tabu search's
 //    swaps do not.
 
@@ -76,7 +76,7 @@ export interface OfflineOptions {
   readonly justifyPasses?: number;
   /** Steps of the tabu search over stage orders (step 7; default 2000, 0 for none). */
   readonly tabuSteps?: number;
-  /** Moves of the annealing over stage orders (step 8; default 10,000 per task, at most 10 million; 0 for none). */
+  /** Moves of the annealing over stage orders (step 8; default 20,000 per task, at most 20 million; 0 for none). */
   readonly annealSteps?: number;
 }
 
@@ -97,9 +97,9 @@ export interface OfflineReference {
  */
 export const ROUND_GAP = 1.05;
 
-/** Step 8's moves by default: this many per task, at most ANNEAL_STEPS_MAX (10 million, about 100 s at P = 8, M = 64). */
-export const ANNEAL_STEPS_PER_TASK = 10_000;
-export const ANNEAL_STEPS_MAX = 10_000_000;
+/** Step 8's moves by default: this many per task, at most ANNEAL_STEPS_MAX (20 million, about 100 s at P = 8, M = 64). */
+export const ANNEAL_STEPS_PER_TASK = 20_000;
+export const ANNEAL_STEPS_MAX = 20_000_000;
 
 export const OFFLINE_METHOD = `non-delay list scheduling: longest-remaining-path and bf/fb seed orders, lognormal random restarts, local search over microbatch windows and over microbatch orders; then forward-backward passes, and tabu search then simulated annealing over stage orders where still above ${ROUND_GAP} times the lower bound`;
 
