@@ -21,7 +21,7 @@
 // they are, as in the tabu search.
 
 import { TaskGraph, taskId } from './offline-schedule';
-import { stageOrdersOf } from './offline-tabu';
+import { keepLimits, stageOrdersOf } from './offline-tabu';
 import { OrderTiming } from './offline-order-timing';
 
 export interface AnnealOptions {
@@ -51,8 +51,9 @@ export function anneal(
 ): AnnealResult {
   const unchanged = { makespan, start, evaluations: 0 };
   if (g.shape.chunks > 1) return unchanged;
-  const timing = new OrderTiming(g, stageOrdersOf(g, start));
-  for (let s = 0; s < g.shape.stages; s++) if (!timing.stageKeepsLimit(s)) return unchanged;
+  const orders = stageOrdersOf(g, start);
+  if (!keepLimits(g, orders)) return unchanged;
+  const timing = new OrderTiming(g, orders);
   if (!(timing.timeAll() <= makespan)) return unchanged;
   const moves = new Moves(g, timing, opts.window ?? 10);
   const best = { makespan: timing.makespan, order: timing.order.slice() };

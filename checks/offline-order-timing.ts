@@ -15,6 +15,7 @@
 
 import { TaskGraph } from './offline-schedule';
 import { forwardDirection } from './offline-justify';
+import { keepsLimit } from './offline-tabu';
 
 export class OrderTiming {
   /** The orders of all stages, stage s at places offset[s] .. offset[s + 1] - 1. */
@@ -219,15 +220,6 @@ export class OrderTiming {
 
   /** Whether every forward at stage s starts with fewer than the stage's limit in flight. */
   stageKeepsLimit(s: number): boolean {
-    const { role, limits } = this.g;
-    let open = 0;
-    for (let i = this.offset[s]; i < this.offset[s + 1]; i++) {
-      const r = role[this.order[i]];
-      if (r === 1) {
-        if (open >= limits[s]) return false;
-        open++;
-      } else if (r === 2) open--;
-    }
-    return true;
+    return keepsLimit(this.g, s, this.order, this.offset[s], this.offset[s + 1]);
   }
 }

@@ -52,8 +52,10 @@ export function tabuSearch(
 ): TabuResult {
   const unchanged = { makespan, start, evaluations: 0 };
   if (g.shape.chunks > 1) return unchanged;
-  const orders = new StageOrders(g, start);
-  if (!orders.keepsLimits() || !(orders.evaluate() <= makespan)) return unchanged;
+  const stageOrders = stageOrdersOf(g, start);
+  if (!keepLimits(g, stageOrders)) return unchanged;
+  const orders = new StageOrders(g, stageOrders);
+  if (!(orders.evaluate() <= makespan)) return unchanged;
   let evaluations = 1;
   const best = { makespan: orders.makespan, start: orders.start.slice(), order: orders.snapshot() };
   const tenure = opts.tenure ?? 15,
@@ -103,6 +105,25 @@ export function stageOrdersOf(g: TaskGraph, start: Float64Array): Int32Array[] {
   return orders.map((o) => Int32Array.from(o));
 }
 
+/** Whether every forward at stage s starts with fewer than the stage's limit in flight, for its order at order[begin..end). */
+export function keepsLimit(g: TaskGraph, s: number, order: Int32Array, begin = 0, end = order.length): boolean {
+  const { role, limits } = g;
+  let open = 0;
+  for (let i = begin; i < end; i++) {
+    const r = role[order[i]];
+    if (r === 1) {
+      if (open >= limits[s]) return false;
+      open++;
+    } else if (r === 2) open--;
+  }
+  return true;
+}
+
+/** Whether every stage's order keeps its limit. */
+export function keepLimits(g: TaskGraph, orders: readonly Int32Array[]): boolean {
+  return orders.every((order, s) => keepsLimit(g, s, order));
+}
+
 /** Three random allowed swaps on the longest path (the order is left evaluated). */
 function kick(orders: StageOrders, random: () => number): void {
   for (let k = 0; k < 3; k++) {
@@ -137,7 +158,7 @@ class StageOrders {
 
   constructor(
     private readonly g: TaskGraph,
-    start: Float64Array,
+    orders: readonly Int32Array[],
   ) {
     const { size } = g;
     this.prev = new Int32Array(size).fill(-1);
@@ -149,7 +170,7 @@ class StageOrders {
     this.indeg = new Int32Array(size);
     this.queue = new Int32Array(size);
     ({ before: this.jobPred, delay: this.jobDelay } = forwardDirection(g));
-    stageOrdersOf(g, start).forEach((order, s) => {
+    orders.forEach((order, s) => {
       if (order.length > 0) this.head[s] = order[0];
       for (let i = 1; i < order.length; i++) this.link(order[i - 1], order[i]);
     });
@@ -205,21 +226,6 @@ class StageOrders {
     let open = 0;
     for (let x = this.prev[u]; x >= 0; x = this.prev[x]) open += role[x] === 1 ? 1 : role[x] === 2 ? -1 : 0;
     return open;
-  }
-
-  /** Whether every forward starts with fewer than its stage's limit in flight. */
-  keepsLimits(): boolean {
-    const { role, limits } = this.g;
-    for (let s = 0; s < this.head.length; s++) {
-      let open = 0;
-      for (let x = this.head[s]; x >= 0; x = this.next[x]) {
-        if (role[x] === 1) {
-          if (open >= limits[s]) return false;
-          open++;
-        } else if (role[x] === 2) open--;
-      }
-    }
-    return true;
   }
 
   /** Earliest start of every task for the current orders; the makespan, or Infinity on a cycle. */

@@ -1,6 +1,10 @@
+import { strict as assert } from 'assert';
 import { DurationModel, makeDurationModel } from '../models/durations';
-import { ScheduledTask } from '../checks/offline-reference';
-import { TaskGraph, buildTaskGraph, taskOf } from '../checks/offline-schedule';
+import { OfflineOptions, ROUND_GAP, ScheduledTask, offlineReference } from '../checks/offline-reference';
+import { TaskGraph, buildTaskGraph, listSchedule, taskOf } from '../checks/offline-schedule';
+import { lowerBound } from '../checks/lower-bound';
+import { inflightCaps } from '../checks/slot-bound';
+import { bf } from '../policies/hints';
 import { BufferLimit, stageBufferLimit } from '../policies/backpressure';
 import { loadProfile } from '../models/profile';
 import { PipelineShape, Task, allTasks, formatTask } from '../policies/task';
@@ -109,4 +113,57 @@ export function* paperInstances(
           what: `${JSON.stringify(shape)} limit ${limit} seed ${seed}`,
         };
       }
+}
+
+/** A step over stage orders: the search, from a schedule's starts and makespan. */
+type OrderSearch = (
+  g: TaskGraph,
+  start: Float64Array,
+  makespan: number,
+) => { start: Float64Array; evaluations: number };
+
+/**
+ * That `search` leaves alone what it cannot search: a schedule whose stage orders break the
+ * limit (forwards first under no limit, held to a limit of 2), and interleaved stages.
+ */
+export function assertLeavesUnsearchableAlone(search: OrderSearch): void {
+  const llm = loadProfile('llm');
+  const shape: PipelineShape = { stages: 3, chunks: 1, microbatches: 6, splitBackward: false };
+  const d = makeDurationModel({ profile: llm, shape, jitter: 'paper', seed: 3 });
+  const free = graphOf(shape, 6, d);
+  const forwardsFirst = Float64Array.from({ length: free.size }, (_, id) => (id % free.K === 0 ? 2 : 1));
+  const r = listSchedule(free, forwardsFirst);
+  const t = search(graphOf(shape, 2, d), r.start, r.makespan);
+  assert.equal(t.evaluations, 0);
+  assert.equal(t.start, r.start);
+  const v2: PipelineShape = { stages: 2, chunks: 2, microbatches: 4, splitBackward: false };
+  const g = graphOf(v2, 2, makeDurationModel({ profile: llm, shape: v2, jitter: 'paper', seed: 3 }));
+  const l = listSchedule(g, g.rest);
+  assert.equal(search(g, l.start, l.makespan).evaluations, 0);
+}
+
+/**
+ * That a step of the offline reference, off and on as `step` sets it, runs only above
+ * ROUND_GAP times the bound and never makes the reference worse (multimodal 4 x 12, limit 2,
+ * seeds 1 and 3; at least one above the gap).
+ */
+export function assertRunsOnlyAboveGap(name: string, step: (on: boolean) => OfflineOptions): void {
+  const multimodal = loadProfile('multimodal');
+  let ran = 0;
+  for (const seed of [1, 3]) {
+    const shape: PipelineShape = { stages: 4, chunks: 1, microbatches: 12, splitBackward: false };
+    const d = makeDurationModel({ profile: multimodal, shape, jitter: 'paper', seed });
+    const opts = { steps: 40, reorders: 200, restarts: 2, rounds: 0 };
+    const without = offlineReference(shape, 0, d, 2, { ...opts, ...step(false) });
+    const withStep = offlineReference(shape, 0, d, 2, { ...opts, ...step(true) });
+    const bound = lowerBound(shape, 0, d, inflightCaps(bf, shape, 2)).bound;
+    assert.ok(withStep.makespan <= without.makespan, `seed ${seed}`);
+    assert.deepEqual(scheduleProblems(shape, d, withStep.caps, withStep.schedule), [], `seed ${seed}`);
+    if (without.makespan <= bound * ROUND_GAP) assert.deepEqual(withStep, without, `seed ${seed}`);
+    else {
+      assert.ok(withStep.evaluations > without.evaluations, `seed ${seed}: the ${name} did not run`);
+      ran++;
+    }
+  }
+  assert.ok(ran > 0, `no instance was far enough from its bound for the ${name}`);
 }

@@ -1,7 +1,7 @@
 import { strict as assert } from 'assert';
 import { makeDurationModel } from '../models/durations';
 import { lowerBound } from '../checks/lower-bound';
-import { ROUND_GAP, offlineReference } from '../checks/offline-reference';
+import { ROUND_GAP } from '../checks/offline-reference';
 import { listSchedule } from '../checks/offline-schedule';
 import { justify } from '../checks/offline-justify';
 import { stageOrdersOf, tabuSearch } from '../checks/offline-tabu';
@@ -12,10 +12,16 @@ import { loadProfile } from '../models/profile';
 import { bf } from '../policies/hints';
 import { PipelineShape } from '../policies/task';
 import { simCommand } from '../cli/sim';
-import { graphOf, paperInstances, scheduleOf, scheduleProblems } from './helpers-offline';
+import {
+  assertLeavesUnsearchableAlone,
+  assertRunsOnlyAboveGap,
+  graphOf,
+  paperInstances,
+  scheduleOf,
+  scheduleProblems,
+} from './helpers-offline';
 
 const llm = loadProfile('llm');
-const multimodal = loadProfile('multimodal');
 
 /** A fixed stream in [0, 1). */
 function stream(seed = 0): () => number {
@@ -104,39 +110,12 @@ describe('offline annealing over stage orders', () => {
   });
 
   it('leaves a schedule alone when its stage orders break the limit, and interleaved stages alone', () => {
-    const shape: PipelineShape = { stages: 3, chunks: 1, microbatches: 6, splitBackward: false };
-    const d = makeDurationModel({ profile: llm, shape, jitter: 'paper', seed: 3 });
-    const free = graphOf(shape, 6, d);
-    const forwardsFirst = Float64Array.from({ length: free.size }, (_, id) => (id % free.K === 0 ? 2 : 1));
-    const r = listSchedule(free, forwardsFirst);
-    const a = anneal(graphOf(shape, 2, d), r.start, r.makespan, stream());
-    assert.equal(a.evaluations, 0);
-    assert.equal(a.start, r.start);
-    const v2: PipelineShape = { stages: 2, chunks: 2, microbatches: 4, splitBackward: false };
-    const g = graphOf(v2, 2, makeDurationModel({ profile: llm, shape: v2, jitter: 'paper', seed: 3 }));
-    const l = listSchedule(g, g.rest);
-    assert.equal(anneal(g, l.start, l.makespan, stream()).evaluations, 0);
+    assertLeavesUnsearchableAlone((g, start, makespan) => anneal(g, start, makespan, stream()));
   });
 
   it('runs in the offline reference only above ROUND_GAP times the bound, and never makes it worse', function () {
     this.timeout(60000);
-    let ran = 0;
-    for (const seed of [1, 3]) {
-      const shape: PipelineShape = { stages: 4, chunks: 1, microbatches: 12, splitBackward: false };
-      const d = makeDurationModel({ profile: multimodal, shape, jitter: 'paper', seed });
-      const opts = { steps: 40, reorders: 200, restarts: 2, rounds: 0, tabuSteps: 100 };
-      const without = offlineReference(shape, 0, d, 2, { ...opts, annealSteps: 0 });
-      const withAnneal = offlineReference(shape, 0, d, 2, { ...opts, annealSteps: 20000 });
-      const bound = lowerBound(shape, 0, d, inflightCaps(bf, shape, 2)).bound;
-      assert.ok(withAnneal.makespan <= without.makespan, `seed ${seed}`);
-      assert.deepEqual(scheduleProblems(shape, d, withAnneal.caps, withAnneal.schedule), [], `seed ${seed}`);
-      if (without.makespan <= bound * ROUND_GAP) assert.deepEqual(withAnneal, without, `seed ${seed}`);
-      else {
-        assert.ok(withAnneal.evaluations > without.evaluations, `seed ${seed}: the annealing did not run`);
-        ran++;
-      }
-    }
-    assert.ok(ran > 0, 'no instance was far enough from its bound for the annealing');
+    assertRunsOnlyAboveGap('annealing', (on) => ({ tabuSteps: 100, annealSteps: on ? 20000 : 0 }));
   });
 
   it('sim --reference-anneal sets its moves (0 skips it) and is refused without --reference offline or below 0', async function () {
