@@ -10,20 +10,14 @@
 // instance with those stages made free (checks/offline-relax.ts), in two more columns: how
 // far the search lands from the relaxed instance's bound once those stages' queueing is gone.
 
-import { JobConfig, resolveConfig } from '../job/config';
-import { JobResult, runJob, summarize } from '../job/run-local';
-import { runReference } from '../job/run-reference';
-import { offlineReference } from '../checks/offline-reference';
-import { freeStages, parseStages } from '../checks/offline-relax';
-import { measuredDurations } from '../checks/measured';
-import { DurationModel } from '../models/durations';
-import { lowerBound } from '../checks/lower-bound';
-import { inflightCaps } from '../checks/slot-bound';
-import { Spread, mean, spread } from '../checks/stats';
 import { BufferLimit } from '../policies/backpressure';
+import { parseStages } from '../checks/offline-relax';
+import { Spread, spread } from '../checks/stats';
 import { formatTable } from '../cli/table';
 import { UsageError } from '../cli/args';
 import { benchMain, positiveInt } from './bench-cli';
+import { COLUMNS, Column, RELAX_COLUMNS, SeedTask } from './reference-seed';
+import { measureAll } from './reference-pool';
 
 export interface ReferenceBenchOptions {
   stages?: number[];
@@ -33,14 +27,8 @@ export interface ReferenceBenchOptions {
   microbatches?: number;
   /** Stages to free in a second offline search per run (checks/offline-relax.ts), as a list like "1-7". */
   relax?: string;
-}
-
-const COLUMNS = ['bound', 'offline', 'bf', 'bfw', '1f1b', 'bf/offline', 'offline/bound'] as const;
-const RELAX_COLUMNS = ['relaxed', 'relaxed/bound'] as const;
-type Column = (typeof COLUMNS)[number] | (typeof RELAX_COLUMNS)[number];
-
-async function run(c: Partial<JobConfig>): Promise<JobResult> {
-  return runJob(resolveConfig(c), { clock: 'virtual' });
+  /** Instances measured at once, each on its own thread (default 1: in this thread). */
+  jobs?: number;
 }
 
 export async function benchOfflineReference(o: ReferenceBenchOptions = {}) {
@@ -52,46 +40,49 @@ export async function benchOfflineReference(o: ReferenceBenchOptions = {}) {
   const columns: readonly Column[] = o.relax ? [...COLUMNS, ...RELAX_COLUMNS] : COLUMNS;
   // Checked before any run: the freed stages of each pipeline size.
   const free = new Map(stagesList.map((P) => [P, o.relax ? parseStages(o.relax, P) : undefined]));
-  const runs: Record<string, unknown>[] = [];
-  const cells: {
-    profile: string;
-    stages: number;
-    limit: BufferLimit;
-    values: Record<Column, number[]>;
-    terms: Record<string, number>;
-  }[] = [];
-  const wall0 = performance.now();
-  let offlineMs = 0;
+  const cells: { profile: string; stages: number; limit: BufferLimit; tasks: SeedTask[] }[] = [];
   for (const profile of profiles)
     for (const P of stagesList)
       for (const limit of limits) {
-        const values = Object.fromEntries(columns.map((c) => [c, [] as number[]])) as Record<Column, number[]>;
-        const terms: Record<string, number> = {};
-        for (let seed = 0; seed < seeds; seed++) {
-          const base = { stages: P, microbatches: M, profile, jitter: 'paper' as const, bufferLimit: limit, seed };
-          const m = await measureSeed(base, free.get(P));
-          offlineMs += m.offlineMs;
-          process.stderr.write(
-            `${((performance.now() - wall0) / 60000).toFixed(1)} min: ${profile} P=${P} limit ${limit} seed ${seed + 1}/${seeds}: ` +
-              `bound ${m.row.bound?.toFixed(0)} ms, offline ${m.row.offline?.toFixed(0)} ms (${(m.offlineMs / 1000).toFixed(1)} s of search)\n`,
-          );
-          for (const c of columns) values[c].push(m.row[c] ?? NaN);
-          // The term kind (critical-path, stage, slot), not which stage.
-          const kind = m.term.split(' ')[0];
-          terms[kind] = (terms[kind] ?? 0) + 1;
-          runs.push({
-            profile,
-            stages: P,
-            limit,
-            seed,
-            ...m.row,
-            lower_bound_term: m.term,
-            offline_evaluations: m.evaluations,
-          });
-        }
-        cells.push({ profile, stages: P, limit, values, terms });
+        const tasks = Array.from({ length: seeds }, (_, seed) => ({
+          base: { stages: P, microbatches: M, profile, jitter: 'paper' as const, bufferLimit: limit, seed },
+          free: free.get(P),
+        }));
+        cells.push({ profile, stages: P, limit, tasks });
       }
-  const summary = cells.map((c) => ({
+  const tasks = cells.flatMap((c) => c.tasks);
+  const wall0 = performance.now();
+  let finished = 0;
+  const measures = await measureAll(tasks, o.jobs ?? 1, (i, m) => {
+    const b = tasks[i].base;
+    process.stderr.write(
+      `${((performance.now() - wall0) / 60000).toFixed(1)} min, ${++finished}/${tasks.length}: ` +
+        `${b.profile} P=${b.stages} limit ${b.bufferLimit} seed ${b.seed}: ` +
+        `bound ${m.row.bound?.toFixed(0)} ms, offline ${m.row.offline?.toFixed(0)} ms (${(m.offlineMs / 1000).toFixed(1)} s of search)\n`,
+    );
+  });
+  const runs = measures.map((m, i) => ({
+    profile: tasks[i].base.profile,
+    stages: tasks[i].base.stages,
+    limit: tasks[i].base.bufferLimit,
+    seed: tasks[i].base.seed,
+    ...m.row,
+    lower_bound_term: m.term,
+    offline_evaluations: m.evaluations,
+  }));
+  let at = 0;
+  const measured = cells.map((c) => {
+    const mine = measures.slice(at, (at += c.tasks.length));
+    const values = Object.fromEntries(columns.map((k) => [k, mine.map((m) => m.row[k] ?? NaN)])) as Record<
+      Column,
+      number[]
+    >;
+    // The term kind (critical-path, stage, slot), not which stage.
+    const terms: Record<string, number> = {};
+    for (const m of mine) terms[m.term.split(' ')[0]] = (terms[m.term.split(' ')[0]] ?? 0) + 1;
+    return { ...c, values, terms };
+  });
+  const summary = measured.map((c) => ({
     profile: c.profile,
     stages: c.stages,
     limit: c.limit,
@@ -109,47 +100,9 @@ export async function benchOfflineReference(o: ReferenceBenchOptions = {}) {
     columns,
     relax: o.relax,
     wall_ms: performance.now() - wall0,
-    offline_ms_total: offlineMs,
+    jobs: o.jobs ?? 1,
+    offline_ms_total: measures.reduce((t, m) => t + m.offlineMs, 0),
   };
-}
-
-/** One seed of one cell: bf, its bound and offline reference, bfw and binding 1f1b, and the relaxation if asked. */
-async function measureSeed(base: Partial<JobConfig>, free: number[] | undefined) {
-  const bf = await run({ ...base, policy: 'bf' });
-  const t0 = performance.now();
-  const ref = runReference(bf, true);
-  const offlineMs = performance.now() - t0;
-  const s = summarize(bf);
-  const bfw = summarize(await run({ ...base, policy: 'bfw' }));
-  const oneF = summarize(await run({ ...base, policy: '1f1b' }));
-  const row: Partial<Record<Column, number>> = {
-    bound: s.lower_bound_ms,
-    offline: ref.offline_ms,
-    bf: s.makespan_ms,
-    bfw: bfw.makespan_ms,
-    '1f1b': oneF.makespan_ms,
-    'bf/offline': s.makespan_ms / ref.offline_ms,
-    'offline/bound': ref.offline_ms / s.lower_bound_ms,
-  };
-  if (free) {
-    const x = relaxedOffline(bf, free);
-    Object.assign(row, { relaxed: x.relaxed, 'relaxed/bound': x.relaxed / x.bound });
-  }
-  return { row, term: s.lower_bound_term, evaluations: ref.offline_evaluations, offlineMs };
-}
-
-/**
- * The offline search's makespan with `free` made free and the lower bound of that relaxed
- * instance (the same caps), each averaged over the run's measured iterations (as offline_ms).
- */
-function relaxedOffline(r: JobResult, free: number[]): { relaxed: number; bound: number } {
-  const relaxed = freeStages(r.shape, measuredDurations(r.events, r.shape, true) as unknown as DurationModel, free);
-  const caps = inflightCaps(r.policy, r.shape, r.config.bufferLimit);
-  const runs = r.iterations.map((i) => ({
-    relaxed: offlineReference(r.shape, i.iteration, relaxed, r.config.bufferLimit, { seed: r.config.seed }).makespan,
-    bound: lowerBound(r.shape, i.iteration, relaxed, caps).bound,
-  }));
-  return { relaxed: mean(runs.map((x) => x.relaxed)), bound: mean(runs.map((x) => x.bound)) };
 }
 
 export function formatOfflineReferenceBench(r: Awaited<ReturnType<typeof benchOfflineReference>>): string {
@@ -172,7 +125,7 @@ export function formatOfflineReferenceBench(r: Awaited<ReturnType<typeof benchOf
         ? `; relaxed = the same search with stages ${r.relax} made free (no queueing there; checks/offline-relax.ts), relaxed/bound its distance to the relaxed instance's own bound (the same but for the freed stages' one-machine terms)`
         : ''),
   );
-  return `${table}\n\nwall ${(r.wall_ms / 1000).toFixed(0)} s, of which the offline searches ${(r.offline_ms_total / 1000).toFixed(0)} s`;
+  return `${table}\n\nwall ${(r.wall_ms / 1000).toFixed(0)} s on ${r.jobs} thread${r.jobs === 1 ? '' : 's'}; the offline searches ${(r.offline_ms_total / 1000).toFixed(0)} s in all`;
 }
 
 /** --relax, checked against every pipeline size before anything runs. */
@@ -206,6 +159,12 @@ if (require.main === module) {
       { name: 'stages', type: 'list', metavar: 'P1,P2', help: 'pipeline sizes (default 8,16)' },
       { name: 'limits', type: 'list', metavar: 'L1,L2', help: 'buffer limits: integers or depth (default 8,32,depth)' },
       {
+        name: 'jobs',
+        type: 'int',
+        metavar: 'N',
+        help: 'instances measured at once, each on its own thread (default 1); the figures do not depend on it',
+      },
+      {
         name: 'relax',
         type: 'string',
         metavar: 'S',
@@ -227,6 +186,7 @@ if (require.main === module) {
         stages,
         limits: limitsFlag(flags.limits),
         relax: relaxFlag(flags.relax, stages ?? [8, 16]),
+        jobs: positiveInt(flags, 'jobs'),
       });
       return flags.json ? r : formatOfflineReferenceBench(r);
     },
