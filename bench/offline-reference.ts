@@ -29,6 +29,8 @@ export interface ReferenceBenchOptions {
   relax?: string;
   /** Instances measured at once, each on its own thread (default 1: in this thread). */
   jobs?: number;
+  /** Where each finished instance's line goes (default: stderr). */
+  progress?: (line: string) => void;
 }
 
 export async function benchOfflineReference(o: ReferenceBenchOptions = {}) {
@@ -55,10 +57,10 @@ export async function benchOfflineReference(o: ReferenceBenchOptions = {}) {
   let finished = 0;
   const measures = await measureAll(tasks, o.jobs ?? 1, (i, m) => {
     const b = tasks[i].base;
-    process.stderr.write(
+    (o.progress ?? ((line) => process.stderr.write(`${line}\n`)))(
       `${((performance.now() - wall0) / 60000).toFixed(1)} min, ${++finished}/${tasks.length}: ` +
         `${b.profile} P=${b.stages} limit ${b.bufferLimit} seed ${b.seed}: ` +
-        `bound ${m.row.bound?.toFixed(0)} ms, offline ${m.row.offline?.toFixed(0)} ms (${(m.offlineMs / 1000).toFixed(1)} s of search)\n`,
+        `bound ${m.row.bound?.toFixed(0)} ms, offline ${m.row.offline?.toFixed(0)} ms (${(m.offlineMs / 1000).toFixed(1)} s of search)`,
     );
   });
   const runs = measures.map((m, i) => ({
