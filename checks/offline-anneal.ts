@@ -32,7 +32,11 @@ export interface AnnealOptions {
   /** Starting and final temperature as fractions of the starting makespan (defaults 6e-4 and 3e-5). */
   readonly t0?: number;
   readonly t1?: number;
+  /** Told at each tenth of the moves: how many are done, of how many, and the best makespan so far. */
+  readonly onProgress?: AnnealProgress;
 }
+
+export type AnnealProgress = (done: number, of: number, best: number) => void;
 
 export interface AnnealResult {
   readonly makespan: number;
@@ -61,7 +65,9 @@ export function anneal(
   const T0 = (opts.t0 ?? 6e-4) * best.makespan,
     T1 = (opts.t1 ?? 3e-5) * best.makespan;
   let evaluations = 1;
+  const tenth = Math.ceil(steps / 10);
   for (let step = 0; step < steps; step++) {
+    if (step > 0 && step % tenth === 0) opts.onProgress?.(step, steps, best.makespan);
     const threshold = timing.makespan - T0 * Math.pow(T1 / T0, step / steps) * Math.log(1 - random());
     const r = random();
     const from =
@@ -80,6 +86,7 @@ export function anneal(
       moves.undo();
     }
   }
+  opts.onProgress?.(steps, steps, best.makespan);
   timing.order.set(best.order);
   timing.reindex();
   timing.timeAll();

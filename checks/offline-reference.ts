@@ -50,7 +50,7 @@ import { DurationModel } from '../models/durations';
 import { ListSchedule, TaskGraph, buildTaskGraph, listSchedule, taskOf } from './offline-schedule';
 import { justify } from './offline-justify';
 import { tabuSearch } from './offline-tabu';
-import { anneal } from './offline-anneal';
+import { AnnealProgress, anneal } from './offline-anneal';
 
 export interface ScheduledTask {
   readonly stage: number;
@@ -78,6 +78,8 @@ export interface OfflineOptions {
   readonly tabuSteps?: number;
   /** Moves of the annealing over stage orders (step 8; default 20,000 per task, at most 20 million; 0 for none). */
   readonly annealSteps?: number;
+  /** Told as step 8 goes (at each tenth of its moves), when it runs: it can take minutes. */
+  readonly onAnnealProgress?: AnnealProgress;
 }
 
 export interface OfflineReference {
@@ -153,7 +155,7 @@ export function offlineReference(
   const annealSteps = opts.annealSteps ?? Math.min(ANNEAL_STEPS_MAX, ANNEAL_STEPS_PER_TASK * g.size);
   const annealed =
     polished.makespan > bound * ROUND_GAP && annealSteps > 0
-      ? anneal(g, polished.start, polished.makespan, random, { steps: annealSteps })
+      ? anneal(g, polished.start, polished.makespan, random, { steps: annealSteps, onProgress: opts.onAnnealProgress })
       : { ...polished, evaluations: 0 };
   const { start, makespan } = annealed;
   evaluations += polished.evaluations + annealed.evaluations;

@@ -3,6 +3,7 @@
 
 import { JobResult, summarize } from '../job/run-result';
 import { runReference } from '../job/run-reference';
+import { AnnealProgress } from '../checks/offline-anneal';
 import { FlagSpec, ParsedFlags, UsageError } from './args';
 import { writeOfflineGantt } from './offline-gantt';
 
@@ -62,7 +63,13 @@ export function withReference<S extends Summary>(
   return rows.map((row, i) => {
     const r = results[i];
     const first = r.iterations[0];
-    const reference = runReference(r, sharedClock, { annealSteps }, (it, ms, searchMs, schedule) => {
+    const onAnnealProgress: AnnealProgress | undefined = progress
+      ? (done, of, best) =>
+          process.stderr.write(
+            `offline reference: ${r.config.policy}: annealing, ${Math.round((100 * done) / of)}% of ${of.toLocaleString('en-US')} moves, best ${best.toFixed(1)} ms\n`,
+          )
+      : undefined;
+    const reference = runReference(r, sharedClock, { annealSteps, onAnnealProgress }, (it, ms, searchMs, schedule) => {
       if (progress)
         process.stderr.write(
           `offline reference: ${r.config.policy} iteration ${it}: ${ms.toFixed(1)} ms (${(searchMs / 1000).toFixed(1)} s of search)\n`,

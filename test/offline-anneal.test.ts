@@ -109,6 +109,28 @@ describe('offline annealing over stage orders', () => {
     console.log(`      (${shorter} of ${checked} tabu-searched schedules shortened)`);
   });
 
+  it('reports its progress at each tenth of its moves, without changing what it finds', () => {
+    const [{ g, what }] = paperInstances([[{ stages: 4, chunks: 1, microbatches: 12, splitBackward: false }, [2]]]);
+    const r = listSchedule(g, g.rest);
+    const quiet = anneal(g, r.start, r.makespan, stream(1), { steps: 20000 });
+    const calls: [number, number, number][] = [];
+    const told = anneal(g, r.start, r.makespan, stream(1), {
+      steps: 20000,
+      onProgress: (done, of, best) => calls.push([done, of, best]),
+    });
+    assert.deepEqual(told, quiet, what);
+    assert.deepEqual(
+      calls.map(([done, of]) => [done, of]),
+      Array.from({ length: 10 }, (_, i) => [2000 * (i + 1), 20000]),
+    );
+    assert.ok(
+      calls.every(([, , best], i) => best <= (i === 0 ? r.makespan : calls[i - 1][2])),
+      'the best makespan never rises',
+    );
+    assert.equal(calls[9][2], told.makespan);
+    assert.ok(told.makespan < r.makespan, `${what}: the instance is one the annealing shortens`);
+  });
+
   it('leaves a schedule alone when its stage orders break the limit, and interleaved stages alone', () => {
     assertLeavesUnsearchableAlone((g, start, makespan) => anneal(g, start, makespan, stream()));
   });
