@@ -14,7 +14,11 @@ import { BufferLimit } from '../policies/backpressure';
 import { parseStages } from '../checks/offline-relax';
 import { Spread, spread } from '../checks/stats';
 import { formatTable } from '../cli/table';
-import { UsageError } from '../cli/args';
+import { ParsedFlags, UsageError } from '../cli/args';
+import { checkOutputFile } from '../cli/output-paths';
+import { writeFileSync } from 'fs';
+import { readSavedReference } from './reference-saved';
+import { ReferenceRun, referenceSvg } from './reference-svg';
 import { benchMain, positiveInt } from './bench-cli';
 import { COLUMNS, Column, RELAX_COLUMNS, SeedTask } from './reference-seed';
 import { measureAll } from './reference-pool';
@@ -107,7 +111,9 @@ export async function benchOfflineReference(o: ReferenceBenchOptions = {}) {
   };
 }
 
-export function formatOfflineReferenceBench(r: Awaited<ReturnType<typeof benchOfflineReference>>): string {
+export type ReferenceBenchResult = Awaited<ReturnType<typeof benchOfflineReference>>;
+
+export function formatOfflineReferenceBench(r: ReferenceBenchResult): string {
   const ms = (x: Spread) => `${x.median.toFixed(0)} [${x.min.toFixed(0)}-${x.max.toFixed(0)}]`;
   const ratio = (x: Spread) => `${x.median.toFixed(3)} [${x.min.toFixed(3)}-${x.max.toFixed(3)}]`;
   const table = formatTable(
@@ -152,6 +158,52 @@ function limitsFlag(v: unknown): BufferLimit[] | undefined {
   });
 }
 
+/** The run the flags ask for. */
+function runFromFlags(flags: ParsedFlags): Promise<ReferenceBenchResult> {
+  const stages =
+    flags.stages === undefined
+      ? undefined
+      : (flags.stages as string[]).map((x) => {
+          const n = Number(x);
+          if (!Number.isInteger(n) || n < 1)
+            throw new UsageError(`--stages: each is a positive integer, got ${JSON.stringify(x)}`);
+          return n;
+        });
+  return benchOfflineReference({
+    seeds: positiveInt(flags, 'seeds'),
+    stages,
+    limits: limitsFlag(flags.limits),
+    relax: relaxFlag(flags.relax, stages ?? [8, 16]),
+    jobs: positiveInt(flags, 'jobs'),
+  });
+}
+
+/** --from: a saved result, when no flag asks for a run. */
+function fromSaved(flags: ParsedFlags): ReferenceBenchResult {
+  const running = RUN_FLAGS.filter((f) => flags[f] !== undefined);
+  if (running.length)
+    throw new UsageError(
+      `--from shows a saved result and runs nothing: ${running.map((f) => `--${f}`).join(', ')} cannot be given with it`,
+    );
+  return readSavedReference(flags.from as string);
+}
+
+const RUN_FLAGS = ['seeds', 'stages', 'limits', 'jobs', 'relax'] as const;
+
+function svgRuns(r: ReferenceBenchResult): ReferenceRun[] {
+  return r.runs.map((x) => ({
+    profile: x.profile as string,
+    stages: x.stages as number,
+    limit: x.limit as number | string,
+    seed: x.seed as number,
+    'offline/bound': x['offline/bound'] ?? NaN,
+    'bf/offline': x['bf/offline'] ?? NaN,
+  }));
+}
+
+const svgTitle = (r: ReferenceBenchResult) =>
+  `offline reference against the lower bound and bf: paper jitter, M=${r.microbatches}, seeds 0-${r.seeds - 1}`;
+
 if (require.main === module) {
   benchMain(
     'reference',
@@ -172,25 +224,26 @@ if (require.main === module) {
         metavar: 'S',
         help: 'also search each instance with stages S (e.g. 1-7) made free: columns relaxed and relaxed/bound',
       },
+      {
+        name: 'svg',
+        type: 'string',
+        metavar: 'FILE',
+        help: 'also draw offline/bound and bf/offline per cell, each seed a dot, the median a bar, the 1.10 target marked',
+      },
+      {
+        name: 'from',
+        type: 'string',
+        metavar: 'FILE',
+        help: 'run nothing: show (and with --svg draw) a result saved with npm run -s bench -- reference --json > FILE',
+      },
     ],
     async (flags) => {
-      const stages =
-        flags.stages === undefined
-          ? undefined
-          : (flags.stages as string[]).map((x) => {
-              const n = Number(x);
-              if (!Number.isInteger(n) || n < 1)
-                throw new UsageError(`--stages: each is a positive integer, got ${JSON.stringify(x)}`);
-              return n;
-            });
-      const r = await benchOfflineReference({
-        seeds: positiveInt(flags, 'seeds'),
-        stages,
-        limits: limitsFlag(flags.limits),
-        relax: relaxFlag(flags.relax, stages ?? [8, 16]),
-        jobs: positiveInt(flags, 'jobs'),
-      });
-      return flags.json ? r : formatOfflineReferenceBench(r);
+      const svg = flags.svg as string | undefined;
+      if (svg !== undefined) checkOutputFile(svg, '--svg');
+      const r = flags.from === undefined ? await runFromFlags(flags) : fromSaved(flags);
+      if (svg !== undefined) writeFileSync(svg, referenceSvg(svgRuns(r), svgTitle(r)));
+      if (flags.json) return r;
+      return `${formatOfflineReferenceBench(r)}${svg === undefined ? '' : `\npicture: ${svg}`}`;
     },
   );
 }
