@@ -9,6 +9,8 @@
 // With --relax S (a stage list such as 1-7), each run's offline search also runs on the same
 // instance with those stages made free (checks/offline-relax.ts), in two more columns: how
 // far the search lands from the relaxed instance's bound once those stages' queueing is gone.
+// --jobs N measures N instances at once on worker threads (bench/reference-pool.ts); --svg
+// draws the ratios (bench/reference-svg.ts); --from shows a result saved with --json.
 
 import { BufferLimit } from '../policies/backpressure';
 import { parseStages } from '../checks/offline-relax';
