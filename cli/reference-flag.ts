@@ -13,7 +13,7 @@ export const REFERENCE_FLAG: FlagSpec = {
   metavar: 'none|offline',
   choices: ['none', 'offline'],
   default: 'none',
-  help: "offline: also compute a clairvoyant schedule on the run's realized durations under the same buffer limit (search; a few seconds per iteration at P=8, M=64, up to two minutes where the schedule stays more than 5% above the lower bound; see --reference-anneal) and report offline_ms and efficiency_vs_offline",
+  help: "offline: also compute a clairvoyant schedule on the run's realized durations under the same buffer limit (search; a few seconds per iteration at P=8, M=64, up to three minutes (five at P=16) where the schedule stays more than 5% above the lower bound; see --reference-anneal) and report offline_ms and efficiency_vs_offline",
 };
 
 export const REFERENCE_ANNEAL_FLAG: FlagSpec = {

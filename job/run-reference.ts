@@ -3,9 +3,9 @@
 // the job's buffer limit as the runtime holds a readiness-driven policy to it (at most the
 // limit in flight at each stage; limit + V interleaved): what a schedule that knew every duration in
 // advance would have taken, beside what the run took. Opt-in: it costs a search per
-// iteration (a few seconds for P=8, M=64 on this machine, up to about two minutes on an
-// instance whose reference stays more than 5% above the bound: checks/offline-reference.ts
-// steps 5 to 8).
+// iteration (a few seconds for P=8, M=64 on this machine; up to about three minutes, five at
+// P=16, on an instance whose reference stays more than 5% above the bound:
+// checks/offline-reference.ts steps 5 to 8).
 
 import { OfflineOptions, ScheduledTask, offlineReference } from '../checks/offline-reference';
 import { DurationModel } from '../models/durations';
