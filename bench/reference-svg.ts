@@ -67,12 +67,14 @@ export function referenceSvg(runs: readonly ReferenceRun[], title: string): stri
         `<text x="${X(TARGET) + 4}" y="${top - 8}" font-size="11" fill="#d62728">target ${TARGET.toFixed(2)} (limit 8, P=8)</text>`,
       );
     keys.forEach((k, i) => {
-      const mine = runs.filter((r) => rowOf(r) === i);
+      // A run without this ratio (null in a saved result) has no dot.
+      const mine = runs.filter((r) => rowOf(r) === i && Number.isFinite(r[panel]));
       const y = top + i * rowH + rowH / 2;
       for (const r of mine)
         parts.push(
           `<circle cx="${X(r[panel]).toFixed(1)}" cy="${y}" r="3.5" fill="#1f77b4" fill-opacity="0.55"><title>${esc(k)} seed ${r.seed}: ${r[panel].toFixed(3)}</title></circle>`,
         );
+      if (mine.length === 0) return;
       const m = median(mine.map((r) => r[panel]));
       parts.push(
         `<line x1="${X(m).toFixed(1)}" x2="${X(m).toFixed(1)}" y1="${y - 9}" y2="${y + 9}" stroke="#000" stroke-width="2"><title>${esc(k)} median ${m.toFixed(3)}</title></line>`,
