@@ -167,3 +167,9 @@ export function assertRunsOnlyAboveGap(name: string, step: (on: boolean) => Offl
   }
   assert.ok(ran > 0, `no instance was far enough from its bound for the ${name}`);
 }
+
+/** A fixed stream in [0, 1) for the searches' random choices. */
+export function stream(seed = 0): () => number {
+  let x = seed;
+  return () => (x = (x * 9301 + 49297) % 233280) / 233280;
+}

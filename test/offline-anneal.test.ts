@@ -19,15 +19,10 @@ import {
   paperInstances,
   scheduleOf,
   scheduleProblems,
+  stream,
 } from './helpers-offline';
 
 const llm = loadProfile('llm');
-
-/** A fixed stream in [0, 1). */
-function stream(seed = 0): () => number {
-  let x = seed;
-  return () => (x = (x * 9301 + 49297) % 233280) / 233280;
-}
 
 describe('offline annealing over stage orders', () => {
   it('re-times only what a change can move, exactly as timing the changed orders from scratch', () => {

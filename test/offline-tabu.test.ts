@@ -11,13 +11,8 @@ import {
   paperInstances,
   scheduleOf,
   scheduleProblems,
+  stream,
 } from './helpers-offline';
-
-/** A fixed stream in [0, 1) for the kicks. */
-function stream(): () => number {
-  let x = 0;
-  return () => (x = (x * 9301 + 49297) % 233280) / 233280;
-}
 
 describe('offline tabu search over stage orders', () => {
   it('keeps a schedule valid and at or above the bound, never makes it longer, and shortens some that forward-backward passes left', function () {
