@@ -38,7 +38,7 @@
 //    orders (checks/offline-anneal.ts): insertions of tasks near a longest path, exchanges
 //    of tasks and of microbatches' places, worse orders accepted at a falling temperature.
 //    It costs most of the search where it runs (20,000 moves per task, at most 20 million:
-//    about 100 s for P = 8, M = 64 on this machine) and reaches orders the tabu search's
+//    100–180 s for P = 8, M = 64 on this machine) and reaches orders the tabu search's
 //    swaps do not.
 
 import { BufferLimit, stageBufferLimit } from '../policies/backpressure';
@@ -99,7 +99,7 @@ export interface OfflineReference {
  */
 export const ROUND_GAP = 1.05;
 
-/** Step 8's moves by default: this many per task, at most ANNEAL_STEPS_MAX (20 million, about 100 s at P = 8, M = 64). */
+/** Step 8's moves by default: this many per task, at most ANNEAL_STEPS_MAX (20 million, 100–180 s at P = 8, M = 64). */
 export const ANNEAL_STEPS_PER_TASK = 20_000;
 export const ANNEAL_STEPS_MAX = 20_000_000;
 

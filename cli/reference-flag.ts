@@ -20,7 +20,7 @@ export const REFERENCE_ANNEAL_FLAG: FlagSpec = {
   name: 'reference-anneal',
   type: 'int',
   metavar: 'N',
-  help: "moves of the offline reference's last step, simulated annealing over stage orders, run where the schedule stays more than 5% above the lower bound (default 20,000 per task, at most 20 million: about 100 s at P=8, M=64; 0 skips it)",
+  help: "moves of the offline reference's last step, simulated annealing over stage orders, run where the schedule stays more than 5% above the lower bound (default 20,000 per task, at most 20 million: 100-180 s at P=8, M=64; 0 skips it)",
 };
 
 /** The flags of the offline reference, for sim and run. */
